@@ -1,0 +1,2 @@
+//! The main demo.
+fn main() {}

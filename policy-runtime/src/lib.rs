@@ -1,0 +1,1 @@
+//! The mechanisms behind `policy`: deadline, breaker, bulkhead, shedding and retry.
