@@ -1,3 +1,4 @@
-//! `policy`: latency and resilience policy for tokio services.
-#![doc(inline)]
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
 pub use policy_runtime::*;

@@ -1,1 +1,119 @@
-//! The mechanisms behind `policy`: deadline, breaker, bulkhead, shedding and retry.
+//! The mechanisms behind `policy`, each distinct and observable.
+//!
+//! Four questions, four modules, and the value is in keeping them apart:
+//!
+//! | question | module | refuses with |
+//! |---|---|---|
+//! | should we call this at all right now? | [`breaker`] | [`RefusalKind::BreakerOpen`] |
+//! | how much of the pool may this dependency hold? | [`bulkhead`] | [`RefusalKind::BulkheadFull`] |
+//! | is this work worth doing under the current pressure? | [`shedding`] (a pure function) | [`RefusalKind::Shed`], with its reason |
+//! | is this failure worth repeating, out of whose budget? | [`retry`] | never retries a refusal |
+//! | how long may this take? | [`deadline`] | [`RefusalKind::InsufficientBudget`] before start, [`DeadlineExceeded`] after |
+//!
+//! None substitutes for another. A breaker without a bulkhead still lets a merely *slow*
+//! dependency exhaust the instance (it never fails, so the breaker never opens); a bulkhead
+//! without a breaker keeps calling something that is already down, just fewer at a time; a
+//! retry without a deadline turns a dependency's bad minute into an outage. There is no
+//! `resilient_call()` that merges them: the attribute macros expand to the short sequence of
+//! calls below, and hand-written code composes them the same way.
+//!
+//! Errors say whether the work ran: a [`ResilienceError`] means it never did, a
+//! [`DeadlineExceeded`] means we stopped waiting, and the function's own error means it ran
+//! and failed ([`CallError`] holds one of the three).
+//!
+//! # Composing the mechanisms by hand
+//!
+//! ```
+//! use std::time::Duration;
+//! use policy_runtime::{
+//!     Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder, retry_within,
+//! };
+//! use policy_runtime::retry::Transient;
+//! use policy_runtime::shedding::WorkClass;
+//!
+//! #[derive(Debug)]
+//! struct SearchError;
+//! impl Transient for SearchError {
+//!     fn is_transient(&self) -> bool { true }
+//! }
+//!
+//! async fn push_to_index(id: u64) -> Result<(), SearchError> {
+//!     # let _ = id;
+//!     Ok(())
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let breaker = Breaker::builder("search")
+//!     .open_after_failures(5, Duration::from_secs(30))
+//!     .cooldown(Duration::from_secs(20))
+//!     .build();
+//! let bulkhead = Bulkhead::builder("search").max_concurrent(4).max_queued(2).build();
+//! let retry = RetryPolicy::builder("transient")
+//!     .attempts(3)
+//!     .backoff(Duration::from_millis(50), Duration::from_secs(1))
+//!     .attempt_timeout(Duration::from_millis(500))
+//!     .build();
+//! let shedder = Shedder::new("search");
+//!
+//! // The request's budget, in scope for everything below.
+//! let request = Deadline::after(Duration::from_secs(2));
+//! let result: Result<(), CallError<SearchError>> = request
+//!     .scope(async {
+//!         // The leaf takes a child of the current deadline and refuses to start below its
+//!         // minimum useful budget.
+//!         let deadline = Deadline::child_of_current(Duration::from_secs(1));
+//!         deadline.require(Duration::from_millis(100), "push_to_index")?;
+//!         // Is this work worth doing under the current pressure?
+//!         shedder.admit(WorkClass::Deferred, bulkhead.load(), &deadline, Duration::from_millis(20))?;
+//!         // Every attempt draws from the same deadline.
+//!         retry_within(&deadline, &retry, Idempotent::claim(|attempt| {
+//!             let (breaker, bulkhead) = (&breaker, &bulkhead);
+//!             async move {
+//!                 breaker.check()?;
+//!                 let _slot = bulkhead.acquire(&attempt.deadline).await?;
+//!                 match attempt.deadline.run(push_to_index(7)).await {
+//!                     Ok(Ok(())) => { breaker.record_success(); Ok(()) }
+//!                     Ok(Err(e)) => { breaker.record_failure(); Err(CallError::Failed(e)) }
+//!                     Err(expired) => { breaker.record_failure(); Err(expired.into()) }
+//!                 }
+//!             }
+//!         }))
+//!         .await
+//!     })
+//!     .await;
+//! assert!(result.is_ok());
+//! # }
+//! ```
+//!
+//! # Observability
+//!
+//! Every refusal, shed decision, retry and breaker transition is a tracing event (target
+//! `policy`) with the stable fields `kind`, `name` and `reason`; with the `metrics` feature
+//! they are counters too (see [`observe`]). [`Registry::snapshot`] returns every named
+//! mechanism's state, serializable for dashboards.
+//!
+//! # Time
+//!
+//! All mechanisms read tokio's clock, so tests drive them with `tokio::time::pause` and
+//! `advance` instead of sleeping.
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod breaker;
+pub mod bulkhead;
+pub mod deadline;
+pub mod error;
+pub mod observe;
+pub mod registry;
+pub mod retry;
+pub mod shedding;
+mod window;
+
+pub use breaker::{Breaker, BreakerConfig, BreakerStore, OpenAfter, OpenCause, Sharing};
+pub use bulkhead::{Bulkhead, BulkheadPermit, OwnedBulkheadPermit};
+pub use deadline::Deadline;
+pub use error::{CallError, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError};
+pub use registry::{Registry, Snapshot};
+pub use retry::{Idempotent, RetryBudget, RetryPolicy, Transient, retry_within, retry_within_by};
+pub use shedding::{Shedder, WorkClass};

@@ -1,0 +1,731 @@
+//! Should we call this at all right now? A circuit breaker per dependency.
+//!
+//! The cost of a failing dependency is rarely the failures: it is that every request still
+//! pays the full timeout to discover the same answer. A breaker remembers the answer.
+//!
+//! Two ways to open, and the difference matters:
+//! - [`Breaker::trip`] is for a dependency that **told** us to back off (a 429 with
+//!   `Retry-After` is an instruction, not a signal to infer by counting to five first): the
+//!   breaker opens at once for exactly that long.
+//! - [`Breaker::record_failure`] is the inferred case: failures counted inside a sliding
+//!   window, opening at a threshold ([`OpenAfter::Failures`]) or, because a fixed count means
+//!   something different at 10 and at 10,000 requests a second, at a failure ratio once a
+//!   minimum number of calls was seen ([`OpenAfter::FailureRatio`]). The window is what stops a
+//!   slow drip of unrelated errors over an hour from ever adding up to an outage.
+//!
+//! There is deliberately **no half-open state**. After the cooldown the breaker closes and
+//! the first callers are the probes; until one of them succeeds (or a window passes), one more
+//! failure reopens it at once. A true half-open needs a second lock and another round trip,
+//! and a handful of simultaneous probes is cheaper than that coordination.
+//!
+//! [`Breaker::check`] on a closed breaker is one atomic load: no allocation, no lock, not even
+//! a clock read. State sits in an in-process mirror; a [`BreakerStore`] shares openings with
+//! other instances (the embedded default, [`InProcessStore`], shares nothing).
+//!
+//! ```
+//! use std::time::Duration;
+//! use policy_runtime::{Breaker, RefusalKind};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let payments = Breaker::builder("payments")
+//!     .open_after_failures(3, Duration::from_secs(30))
+//!     .cooldown(Duration::from_secs(20))
+//!     .build();
+//!
+//! for _ in 0..3 {
+//!     payments.check().unwrap();
+//!     payments.record_failure(); // the call failed
+//! }
+//! let refusal = payments.check().unwrap_err();
+//! assert_eq!(refusal.kind(), RefusalKind::BreakerOpen);
+//!
+//! // A 429 with Retry-After: 5 is an instruction, not something to count.
+//! let search = Breaker::builder("search").build();
+//! search.trip(Duration::from_secs(5), "429 Too Many Requests");
+//! assert!(search.check().is_err());
+//! tokio::time::advance(Duration::from_secs(5)).await;
+//! assert!(search.check().is_ok());
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::error::{Human, RefusalReason, ResilienceError};
+use crate::observe;
+use crate::window::{Clock, Window, saturating_nanos};
+
+/// When a breaker opens on its own counting.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OpenAfter {
+    /// Open when `count` failures fall inside a sliding `window`.
+    Failures {
+        /// Failures that open the breaker (at least 1).
+        count: u32,
+        /// The sliding window they must fall inside.
+        window: Duration,
+    },
+    /// Open when at least `ratio` of the calls inside `window` failed, once at least
+    /// `min_calls` calls were seen there.
+    FailureRatio {
+        /// The failing share of calls that opens the breaker, in `(0, 1]`.
+        ratio: f64,
+        /// Calls the window must hold before the ratio means anything.
+        min_calls: u32,
+        /// The sliding window.
+        window: Duration,
+    },
+}
+
+impl OpenAfter {
+    /// The sliding window of the rule.
+    pub fn window(&self) -> Duration {
+        match *self {
+            Self::Failures { window, .. } | Self::FailureRatio { window, .. } => window,
+        }
+    }
+}
+
+/// What opened a breaker. Refusals carry it, and the opening's tracing event logs it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OpenCause {
+    /// `count` failures inside `window`.
+    Failures {
+        /// Failures counted in the window when it opened.
+        count: u32,
+        /// The window.
+        window: Duration,
+    },
+    /// `failures` of `calls` inside `window`, at or above `ratio`.
+    FailureRatio {
+        /// Failures counted in the window.
+        failures: u32,
+        /// Calls counted in the window.
+        calls: u32,
+        /// The configured ratio.
+        ratio: f64,
+        /// The window.
+        window: Duration,
+    },
+    /// A probe failed right after a cooldown: one failure reopens.
+    ProbeFailed,
+    /// The dependency told us to back off for `retry_after`.
+    Tripped {
+        /// The instructed pause.
+        retry_after: Duration,
+        /// What the dependency said (say, `429 Too Many Requests`).
+        reason: Arc<str>,
+    },
+    /// Another instance opened it and shared the opening through the store.
+    Shared {
+        /// The other instance's account of the cause.
+        detail: Arc<str>,
+    },
+}
+
+impl fmt::Display for OpenCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Failures { count, window } => {
+                write!(f, "{count} failures within {}", Human(*window))
+            }
+            Self::FailureRatio {
+                failures,
+                calls,
+                ratio,
+                window,
+            } => write!(
+                f,
+                "{failures} failures in {calls} calls within {} (at or above {:.0}%)",
+                Human(*window),
+                ratio * 100.0
+            ),
+            Self::ProbeFailed => f.write_str("a probe failed right after the cooldown"),
+            Self::Tripped {
+                retry_after,
+                reason,
+            } => write!(
+                f,
+                "the dependency asked for {}: {reason}",
+                Human(*retry_after)
+            ),
+            Self::Shared { detail } => write!(f, "another instance: {detail}"),
+        }
+    }
+}
+
+/// What a shared store shares for a breaker. Ignored by [`InProcessStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(tag = "sharing", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Sharing {
+    /// Nothing: this instance's breaker is its own.
+    #[default]
+    Local,
+    /// Only explicit trips (a 429 or `Retry-After` is true for every instance); failures stay
+    /// local, so one instance's own network trouble never opens the fleet's breaker.
+    TripsOnly,
+    /// Trips, and openings from failures once at least `quorum` distinct instances reported
+    /// failures inside the window.
+    Openings {
+        /// Distinct instances that must have reported failures.
+        quorum: u32,
+    },
+}
+
+/// A breaker's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BreakerConfig {
+    /// When it opens on its own counting.
+    pub open_after: OpenAfter,
+    /// How long an opening from counted failures lasts.
+    pub cooldown: Duration,
+    /// What a shared store shares.
+    pub sharing: Sharing,
+}
+
+impl Default for BreakerConfig {
+    /// 5 failures within 30 s open the breaker for 20 s; nothing shared.
+    fn default() -> Self {
+        Self {
+            open_after: OpenAfter::Failures {
+                count: 5,
+                window: Duration::from_secs(30),
+            },
+            cooldown: Duration::from_secs(20),
+            sharing: Sharing::Local,
+        }
+    }
+}
+
+/// Where breaker state is shared between instances.
+///
+/// The breaker always keeps its state in an in-process mirror, writes the mirror **first** and
+/// reads only the mirror on the hot path; a store is told of failures and openings after the
+/// fact and may push openings from other instances into the mirror with
+/// [`Breaker::apply_shared_opening`]. Every method must return quickly and never block: a
+/// shared store hands the work to a background task. A store never closes a breaker.
+pub trait BreakerStore: Send + Sync + fmt::Debug + 'static {
+    /// Called once when a breaker using this store is built. A shared store loads the
+    /// breaker's current shared state into the mirror here, before its first admission
+    /// decision, and keeps a [`WeakBreaker`] to push later openings.
+    fn attach(&self, breaker: &Breaker) {
+        let _ = breaker;
+    }
+
+    /// A failure was recorded in the mirror (and did not, by itself, open it).
+    fn failure_recorded(&self, breaker: &Breaker) {
+        let _ = breaker;
+    }
+
+    /// The mirror opened until `until` because of `cause` (trips included).
+    fn opened(&self, breaker: &Breaker, until: Instant, cause: &OpenCause) {
+        let _ = (breaker, until, cause);
+    }
+
+    /// A probe succeeded after a cooldown: the breaker is fully closed again.
+    fn probe_succeeded(&self, breaker: &Breaker) {
+        let _ = breaker;
+    }
+}
+
+/// The embedded default store: state lives in this process only.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InProcessStore;
+
+impl BreakerStore for InProcessStore {}
+
+/// A breaker's state, as a snapshot reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerState {
+    /// Admitting calls.
+    Closed,
+    /// Admitting calls after a cooldown; one failure reopens it.
+    Probation,
+    /// Refusing calls.
+    Open,
+}
+
+/// A point-in-time view of one breaker, for dashboards.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct BreakerSnapshot {
+    /// The breaker's name.
+    pub name: Arc<str>,
+    /// Its state now.
+    pub state: BreakerState,
+    /// How long it stays open, when open.
+    pub open_for: Option<Duration>,
+    /// What opened it last.
+    pub last_cause: Option<OpenCause>,
+    /// Its configuration.
+    pub config: BreakerConfig,
+    /// Failures inside the current window.
+    pub window_failures: u64,
+    /// Calls inside the current window (counted in ratio mode only).
+    pub window_calls: u64,
+    /// Openings since it was built (trips and shared openings included).
+    pub openings: u64,
+    /// Calls it refused.
+    pub refusals: u64,
+    /// Failures recorded.
+    pub failures: u64,
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    openings: AtomicU64,
+    refusals: AtomicU64,
+    failures: AtomicU64,
+}
+
+struct Inner {
+    name: Arc<str>,
+    config: BreakerConfig,
+    clock: Clock,
+    /// Nanoseconds on `clock` at which the current opening ends; 0 when closed.
+    open_until: AtomicU64,
+    /// Nanoseconds on `clock` until which one failure reopens; 0 when not on probation.
+    probation_until: AtomicU64,
+    window: Window,
+    /// The last opening's cause. Held while an opening is written, so a refusal never sees an
+    /// opening without its cause. Only openings and refusals take it.
+    cause: Mutex<Option<OpenCause>>,
+    store: Arc<dyn BreakerStore>,
+    stats: Stats,
+}
+
+/// A named circuit breaker. Cloning is cheap and clones share state.
+#[derive(Clone)]
+pub struct Breaker {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("name", &self.inner.name)
+            .field("state", &self.state())
+            .field("config", &self.inner.config)
+            .field("store", &self.inner.store)
+            .finish()
+    }
+}
+
+/// A handle that does not keep a breaker alive; for stores that push shared openings.
+#[derive(Clone, Debug)]
+pub struct WeakBreaker {
+    inner: Weak<Inner>,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker").field("name", &self.name).finish()
+    }
+}
+
+impl WeakBreaker {
+    /// The breaker, if it is still alive.
+    pub fn upgrade(&self) -> Option<Breaker> {
+        self.inner.upgrade().map(|inner| Breaker { inner })
+    }
+}
+
+/// Builds a [`Breaker`]; see [`Breaker::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct BreakerBuilder {
+    name: Arc<str>,
+    config: BreakerConfig,
+    store: Arc<dyn BreakerStore>,
+}
+
+impl BreakerBuilder {
+    /// Open after `count` failures inside a sliding `window` (a count of 0 is taken as 1;
+    /// windows under 10 ms are counted in 1 ms buckets).
+    pub fn open_after_failures(mut self, count: u32, window: Duration) -> Self {
+        self.config.open_after = OpenAfter::Failures {
+            count: count.max(1),
+            window,
+        };
+        self
+    }
+
+    /// Open when at least `ratio` of the calls inside `window` failed, once `min_calls` were
+    /// seen. The ratio is clamped into `(0, 1]`; record successes with
+    /// [`Breaker::record_success`] for the ratio to mean anything.
+    pub fn open_after_ratio(mut self, ratio: f64, min_calls: u32, window: Duration) -> Self {
+        let ratio = if ratio.is_nan() {
+            1.0
+        } else {
+            ratio.clamp(f64::MIN_POSITIVE, 1.0)
+        };
+        self.config.open_after = OpenAfter::FailureRatio {
+            ratio,
+            min_calls: min_calls.max(1),
+            window,
+        };
+        self
+    }
+
+    /// How long an opening from counted failures lasts.
+    pub fn cooldown(mut self, cooldown: Duration) -> Self {
+        self.config.cooldown = cooldown;
+        self
+    }
+
+    /// What a shared store shares for this breaker.
+    pub fn sharing(mut self, sharing: Sharing) -> Self {
+        self.config.sharing = sharing;
+        self
+    }
+
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: BreakerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Where openings are shared; [`InProcessStore`] by default.
+    pub fn store(mut self, store: Arc<dyn BreakerStore>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// Builds the breaker and attaches it to its store (which may load shared state into it).
+    pub fn build(self) -> Breaker {
+        let breaker = Breaker {
+            inner: Arc::new(Inner {
+                window: Window::new(self.config.open_after.window()),
+                name: self.name,
+                config: self.config,
+                clock: Clock::new(),
+                open_until: AtomicU64::new(0),
+                probation_until: AtomicU64::new(0),
+                cause: Mutex::new(None),
+                store: self.store,
+                stats: Stats::default(),
+            }),
+        };
+        breaker.inner.store.attach(&breaker);
+        breaker
+    }
+}
+
+impl Breaker {
+    /// A builder for a breaker named `name`, with [`BreakerConfig::default`] and the
+    /// in-process store.
+    pub fn builder(name: impl Into<Arc<str>>) -> BreakerBuilder {
+        BreakerBuilder {
+            name: name.into(),
+            config: BreakerConfig::default(),
+            store: Arc::new(InProcessStore),
+        }
+    }
+
+    /// The breaker's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The name, shared.
+    pub fn name_arc(&self) -> &Arc<str> {
+        &self.inner.name
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &BreakerConfig {
+        &self.inner.config
+    }
+
+    /// A handle that does not keep the breaker alive.
+    pub fn downgrade(&self) -> WeakBreaker {
+        WeakBreaker {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+
+    /// Admits or refuses a call. On a closed breaker this is one atomic load.
+    #[inline]
+    pub fn check(&self) -> Result<(), ResilienceError> {
+        let until = self.inner.open_until.load(Ordering::Acquire);
+        if until == 0 {
+            return Ok(());
+        }
+        self.check_open(until)
+    }
+
+    #[cold]
+    fn check_open(&self, until: u64) -> Result<(), ResilienceError> {
+        let inner = &*self.inner;
+        let now = inner.clock.now_nanos();
+        if now < until {
+            let cause = self.lock_cause().clone().unwrap_or(OpenCause::Shared {
+                detail: Arc::from("unknown"),
+            });
+            inner.stats.refusals.fetch_add(1, Ordering::Relaxed);
+            let refusal = ResilienceError::new(
+                inner.name.clone(),
+                RefusalReason::BreakerOpen {
+                    remaining: Duration::from_nanos(until - now),
+                    cause,
+                },
+            );
+            observe::refused(&refusal);
+            return Err(refusal);
+        }
+        // The cooldown is over: close, so the next checks are one load again. The winner of
+        // the race logs the transition once.
+        if inner
+            .open_until
+            .compare_exchange(until, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            observe::breaker_closed(&inner.name, "the cooldown elapsed; the next calls probe");
+        }
+        Ok(())
+    }
+
+    /// Records that an admitted call succeeded. On a closed breaker counting failures (not a
+    /// ratio) this is one atomic load.
+    #[inline]
+    pub fn record_success(&self) {
+        let inner = &*self.inner;
+        if inner.probation_until.load(Ordering::Relaxed) != 0 {
+            self.probe_succeeded();
+        }
+        if matches!(inner.config.open_after, OpenAfter::FailureRatio { .. }) {
+            inner.window.record_call(inner.clock.now_nanos());
+        }
+    }
+
+    #[cold]
+    fn probe_succeeded(&self) {
+        let inner = &*self.inner;
+        let now = inner.clock.now_nanos();
+        let until = inner.open_until.load(Ordering::Acquire);
+        if until != 0 && now < until {
+            // A straggler admitted before the opening: not a probe.
+            return;
+        }
+        if inner.probation_until.swap(0, Ordering::AcqRel) != 0 {
+            observe::breaker_closed(&inner.name, "a probe succeeded");
+            inner.store.probe_succeeded(self);
+        }
+    }
+
+    /// Records that an admitted call failed in a way that says the dependency is unhealthy
+    /// (an error, a timeout). Opens the breaker at the threshold, or at once on probation.
+    pub fn record_failure(&self) {
+        let inner = &*self.inner;
+        let now = inner.clock.now_nanos();
+        inner.stats.failures.fetch_add(1, Ordering::Relaxed);
+        let until = inner.open_until.load(Ordering::Acquire);
+        if until != 0 && now < until {
+            // A straggler admitted before the opening: the breaker is already open.
+            return;
+        }
+        let probation = inner.probation_until.load(Ordering::Acquire);
+        if probation != 0 {
+            if now < probation {
+                self.open(now, inner.config.cooldown, OpenCause::ProbeFailed);
+                return;
+            }
+            // Probation lapsed without a verdict: back to plain counting.
+            let _ = inner.probation_until.compare_exchange(
+                probation,
+                0,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        }
+        inner.window.record_hit(now);
+        let counts = inner.window.counts(now);
+        let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let cause = match inner.config.open_after {
+            OpenAfter::Failures { count, window } if counts.hits >= u64::from(count) => {
+                Some(OpenCause::Failures {
+                    count: to_u32(counts.hits),
+                    window,
+                })
+            }
+            OpenAfter::FailureRatio {
+                ratio,
+                min_calls,
+                window,
+            } if counts.calls >= u64::from(min_calls)
+                && counts.hits as f64 >= ratio * counts.calls as f64 =>
+            {
+                Some(OpenCause::FailureRatio {
+                    failures: to_u32(counts.hits),
+                    calls: to_u32(counts.calls),
+                    ratio,
+                    window,
+                })
+            }
+            _ => None,
+        };
+        match cause {
+            Some(cause) => {
+                self.open(now, inner.config.cooldown, cause);
+            }
+            None => inner.store.failure_recorded(self),
+        }
+    }
+
+    /// Records an outcome: a success, or a failure.
+    pub fn record(&self, success: bool) {
+        if success {
+            self.record_success();
+        } else {
+            self.record_failure();
+        }
+    }
+
+    /// Opens the breaker at once for exactly `retry_after`: the dependency told us to back off
+    /// (a 429 or 503 with `Retry-After`). Replaces any current opening.
+    pub fn trip(&self, retry_after: Duration, reason: impl Into<Arc<str>>) {
+        let inner = &*self.inner;
+        let now = inner.clock.now_nanos();
+        let cause = OpenCause::Tripped {
+            retry_after,
+            reason: reason.into(),
+        };
+        let until = now.saturating_add(saturating_nanos(retry_after)).max(1);
+        {
+            let mut slot = self.lock_cause();
+            inner.open_until.store(until, Ordering::Release);
+            self.begin_opening(&mut slot, now, until, cause.clone());
+        }
+        self.after_opening(until, retry_after, &cause);
+    }
+
+    /// Opens the mirror with an opening another instance shared, until `until`. Does nothing
+    /// when the breaker is already open at least that long. Returns whether it opened. Stores
+    /// call this; it is not echoed back to the store.
+    pub fn apply_shared_opening(&self, until: Instant, cause: OpenCause) -> bool {
+        let inner = &*self.inner;
+        let now = inner.clock.now_nanos();
+        let until_nanos = inner.clock.nanos_at(until).max(1);
+        if until_nanos <= now {
+            return false;
+        }
+        {
+            let mut slot = self.lock_cause();
+            let current = inner.open_until.load(Ordering::Acquire);
+            if current >= until_nanos {
+                return false;
+            }
+            inner.open_until.store(until_nanos, Ordering::Release);
+            self.begin_opening(&mut slot, now, until_nanos, cause.clone());
+        }
+        observe::breaker_opened(&inner.name, &cause, Duration::from_nanos(until_nanos - now));
+        true
+    }
+
+    fn open(&self, now: u64, open_for: Duration, cause: OpenCause) {
+        let inner = &*self.inner;
+        let until = now.saturating_add(saturating_nanos(open_for)).max(1);
+        {
+            let mut slot = self.lock_cause();
+            let current = inner.open_until.load(Ordering::Acquire);
+            if current != 0 && now < current {
+                // Another thread opened it first: one opening, one event.
+                return;
+            }
+            inner.open_until.store(until, Ordering::Release);
+            self.begin_opening(&mut slot, now, until, cause.clone());
+        }
+        self.after_opening(until, open_for, &cause);
+    }
+
+    fn begin_opening(
+        &self,
+        slot: &mut MutexGuard<'_, Option<OpenCause>>,
+        _now: u64,
+        until: u64,
+        cause: OpenCause,
+    ) {
+        let inner = &*self.inner;
+        let window = saturating_nanos(inner.config.open_after.window());
+        inner
+            .probation_until
+            .store(until.saturating_add(window), Ordering::Release);
+        inner.window.clear();
+        inner.stats.openings.fetch_add(1, Ordering::Relaxed);
+        **slot = Some(cause);
+    }
+
+    fn after_opening(&self, until: u64, open_for: Duration, cause: &OpenCause) {
+        let inner = &*self.inner;
+        observe::breaker_opened(&inner.name, cause, open_for);
+        inner
+            .store
+            .opened(self, inner.clock.instant_at(until), cause);
+    }
+
+    fn lock_cause(&self) -> MutexGuard<'_, Option<OpenCause>> {
+        // A poisoned lock only means a panic elsewhere while holding it; the cause is still
+        // a valid value.
+        self.inner
+            .cause
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The state now.
+    pub fn state(&self) -> BreakerState {
+        let inner = &*self.inner;
+        let now = inner.clock.now_nanos();
+        let until = inner.open_until.load(Ordering::Acquire);
+        if until != 0 && now < until {
+            return BreakerState::Open;
+        }
+        let probation = inner.probation_until.load(Ordering::Acquire);
+        if probation != 0 && now < probation {
+            BreakerState::Probation
+        } else {
+            BreakerState::Closed
+        }
+    }
+
+    /// When the current opening ends, if open.
+    pub fn open_until(&self) -> Option<Instant> {
+        let inner = &*self.inner;
+        let until = inner.open_until.load(Ordering::Acquire);
+        (until != 0 && inner.clock.now_nanos() < until).then(|| inner.clock.instant_at(until))
+    }
+
+    /// A point-in-time view, for dashboards.
+    pub fn snapshot(&self) -> BreakerSnapshot {
+        let inner = &*self.inner;
+        let now = inner.clock.now_nanos();
+        let counts = inner.window.counts(now);
+        let state = self.state();
+        let until = inner.open_until.load(Ordering::Acquire);
+        BreakerSnapshot {
+            name: inner.name.clone(),
+            state,
+            open_for: (state == BreakerState::Open)
+                .then(|| Duration::from_nanos(until.saturating_sub(now))),
+            last_cause: self.lock_cause().clone(),
+            config: inner.config,
+            window_failures: counts.hits,
+            window_calls: counts.calls,
+            openings: inner.stats.openings.load(Ordering::Relaxed),
+            refusals: inner.stats.refusals.load(Ordering::Relaxed),
+            failures: inner.stats.failures.load(Ordering::Relaxed),
+        }
+    }
+}

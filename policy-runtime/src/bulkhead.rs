@@ -1,0 +1,449 @@
+//! How much of the pool may this dependency hold? A bulkhead per dependency.
+//!
+//! Named for the compartments of a ship's hull: a breach floods one section, not the vessel.
+//! When a dependency slows from 50 ms to 5 s, calls waiting on it pile up and exhaust the
+//! concurrency every *other* capability also needs. A bulkhead caps the calls one dependency
+//! may hold at `max_concurrent`.
+//!
+//! Past the cap, callers are **refused rather than queued**: a queue is latency the caller
+//! cannot see and the operator cannot measure. A small `max_queued` absorbs a burst; it does
+//! not store a backlog. A queued caller waits at most until its deadline, and leaving the queue
+//! that way is a refusal too (the work never ran).
+//!
+//! A bulkhead bounds **one instance**. Ten instances each holding four slots is forty calls at
+//! the dependency; the fleet-wide bound is the platform's concurrency setting and the
+//! dependency's connection limit, which is where it belongs.
+//!
+//! The admitted path is one compare-and-swap to take a slot and one atomic subtraction to give
+//! it back: no semaphore, no lock, no allocation. The permit is released on drop, also when the
+//! work panics or its future is cancelled.
+//!
+//! ```
+//! use std::time::Duration;
+//! use policy_runtime::{Bulkhead, Deadline, RefusalKind};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let search = Bulkhead::builder("search").max_concurrent(2).max_queued(1).build();
+//! let deadline = Deadline::after(Duration::from_millis(100));
+//!
+//! let a = search.acquire(&deadline).await.unwrap();
+//! let b = search.acquire(&deadline).await.unwrap();
+//! assert_eq!(search.load(), 1.0);
+//!
+//! // The third caller may queue, but nobody frees a slot before its deadline.
+//! let refusal = search.acquire(&deadline).await.unwrap_err();
+//! assert_eq!(refusal.kind(), RefusalKind::BulkheadFull);
+//!
+//! drop((a, b));
+//! assert_eq!(search.load(), 0.0);
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::deadline::Deadline;
+use crate::error::{RefusalReason, ResilienceError};
+use crate::observe;
+
+const RUNNING: u64 = 1;
+const QUEUED: u64 = 1 << 32;
+
+fn running(state: u64) -> u32 {
+    state as u32
+}
+
+fn queued(state: u64) -> u32 {
+    (state >> 32) as u32
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    refused_full: AtomicU64,
+    refused_queue_timeout: AtomicU64,
+    queued_total: AtomicU64,
+}
+
+struct Inner {
+    name: Arc<str>,
+    max_concurrent: u32,
+    max_queued: u32,
+    /// Running calls in the low 32 bits, queued callers in the high 32 bits.
+    state: AtomicU64,
+    /// Wakes a queued caller when a slot frees.
+    freed: Notify,
+    stats: Stats,
+}
+
+/// A named bulkhead. Cloning is cheap and clones share the compartment.
+#[derive(Clone)]
+pub struct Bulkhead {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Bulkhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.load(Ordering::Relaxed);
+        f.debug_struct("Bulkhead")
+            .field("name", &self.inner.name)
+            .field("max_concurrent", &self.inner.max_concurrent)
+            .field("max_queued", &self.inner.max_queued)
+            .field("running", &running(state))
+            .field("queued", &queued(state))
+            .finish()
+    }
+}
+
+/// Builds a [`Bulkhead`]; see [`Bulkhead::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct BulkheadBuilder {
+    name: Arc<str>,
+    max_concurrent: u32,
+    max_queued: u32,
+}
+
+impl BulkheadBuilder {
+    /// Slots: calls that may run at once (at least 1).
+    pub fn max_concurrent(mut self, slots: u32) -> Self {
+        self.max_concurrent = slots.max(1);
+        self
+    }
+
+    /// Queue places: callers that may wait for a slot, each at most until its deadline.
+    /// Keep it small: it absorbs a burst, it does not store a backlog.
+    pub fn max_queued(mut self, places: u32) -> Self {
+        self.max_queued = places;
+        self
+    }
+
+    /// Builds the bulkhead.
+    pub fn build(self) -> Bulkhead {
+        Bulkhead {
+            inner: Arc::new(Inner {
+                name: self.name,
+                max_concurrent: self.max_concurrent,
+                max_queued: self.max_queued,
+                state: AtomicU64::new(0),
+                freed: Notify::new(),
+                stats: Stats::default(),
+            }),
+        }
+    }
+}
+
+/// A slot in a bulkhead, released on drop (also on panic or cancellation).
+#[must_use = "the slot is released as soon as the permit is dropped"]
+pub struct BulkheadPermit<'a> {
+    inner: &'a Inner,
+}
+
+impl fmt::Debug for BulkheadPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BulkheadPermit")
+            .field("bulkhead", &self.inner.name)
+            .finish()
+    }
+}
+
+impl Drop for BulkheadPermit<'_> {
+    fn drop(&mut self) {
+        self.inner.release();
+    }
+}
+
+/// A slot that owns a handle to its bulkhead, for work that outlives the caller's borrow
+/// (a spawned task). Released on drop.
+#[must_use = "the slot is released as soon as the permit is dropped"]
+pub struct OwnedBulkheadPermit {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for OwnedBulkheadPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedBulkheadPermit")
+            .field("bulkhead", &self.inner.name)
+            .finish()
+    }
+}
+
+impl Drop for OwnedBulkheadPermit {
+    fn drop(&mut self) {
+        self.inner.release();
+    }
+}
+
+/// A point-in-time view of one bulkhead, for dashboards.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct BulkheadSnapshot {
+    /// The bulkhead's name.
+    pub name: Arc<str>,
+    /// Its slot count.
+    pub max_concurrent: u32,
+    /// Its queue length.
+    pub max_queued: u32,
+    /// Calls running now.
+    pub running: u32,
+    /// Callers queued now.
+    pub queued: u32,
+    /// `running / max_concurrent`.
+    pub load: f64,
+    /// Callers refused because slots and queue were full.
+    pub refused_full: u64,
+    /// Queued callers whose deadline passed before a slot freed.
+    pub refused_queue_timeout: u64,
+    /// Callers that had to queue.
+    pub queued_total: u64,
+}
+
+impl Inner {
+    /// Takes a slot when one is free and nobody is queued ahead.
+    #[inline]
+    fn try_take(&self) -> bool {
+        let mut current = self.state.load(Ordering::Relaxed);
+        loop {
+            if running(current) >= self.max_concurrent || queued(current) > 0 {
+                return false;
+            }
+            match self.state.compare_exchange_weak(
+                current,
+                current + RUNNING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Joins the queue when there is room.
+    fn try_enqueue(&self) -> bool {
+        let mut current = self.state.load(Ordering::Relaxed);
+        loop {
+            if queued(current) >= self.max_queued {
+                return false;
+            }
+            match self.state.compare_exchange_weak(
+                current,
+                current + QUEUED,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// A queued caller takes a free slot, leaving the queue in the same step.
+    fn try_take_from_queue(&self) -> bool {
+        let mut current = self.state.load(Ordering::Relaxed);
+        loop {
+            if running(current) >= self.max_concurrent {
+                return false;
+            }
+            match self.state.compare_exchange_weak(
+                current,
+                current + RUNNING - QUEUED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    fn leave_queue(&self) {
+        let before = self.state.fetch_sub(QUEUED, Ordering::AcqRel);
+        // If a slot is free and others still wait, make sure one of them hears of it.
+        if running(before) < self.max_concurrent && queued(before) > 1 {
+            self.freed.notify_one();
+        }
+    }
+
+    #[inline]
+    fn release(&self) {
+        let before = self.state.fetch_sub(RUNNING, Ordering::Release);
+        if queued(before) > 0 {
+            self.freed.notify_one();
+        }
+    }
+
+    fn refuse(&self, reason: RefusalReason) -> ResilienceError {
+        let refusal = ResilienceError::new(self.name.clone(), reason);
+        observe::refused(&refusal);
+        refusal
+    }
+
+    fn refuse_full(&self) -> ResilienceError {
+        self.stats.refused_full.fetch_add(1, Ordering::Relaxed);
+        self.refuse(RefusalReason::BulkheadFull {
+            max_concurrent: self.max_concurrent,
+            max_queued: self.max_queued,
+        })
+    }
+
+    async fn wait_in_queue(&self, deadline: &Deadline) -> Result<(), ResilienceError> {
+        if !self.try_enqueue() {
+            return Err(self.refuse_full());
+        }
+        self.stats.queued_total.fetch_add(1, Ordering::Relaxed);
+        // Leaves the queue if this future is dropped while waiting (the caller was cancelled),
+        // so an abandoned place never blocks the compartment.
+        let place = QueuePlace { inner: self };
+        let started = Instant::now();
+        let expiry = tokio::time::sleep_until(deadline.instant());
+        tokio::pin!(expiry);
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Register before looking, so a release between the look and the wait is not lost.
+            freed.as_mut().enable();
+            if self.try_take_from_queue() {
+                std::mem::forget(place);
+                return Ok(());
+            }
+            tokio::select! {
+                biased;
+                () = &mut freed => {}
+                () = &mut expiry => {
+                    if self.try_take_from_queue() {
+                        std::mem::forget(place);
+                        return Ok(());
+                    }
+                    drop(place);
+                    self.stats.refused_queue_timeout.fetch_add(1, Ordering::Relaxed);
+                    return Err(self.refuse(RefusalReason::BulkheadQueueTimeout {
+                        waited: started.elapsed(),
+                    }));
+                }
+            }
+        }
+    }
+}
+
+/// A caller's place in the queue; dropping it leaves the queue.
+struct QueuePlace<'a> {
+    inner: &'a Inner,
+}
+
+impl Drop for QueuePlace<'_> {
+    fn drop(&mut self) {
+        self.inner.leave_queue();
+    }
+}
+
+impl Bulkhead {
+    /// A builder for a bulkhead named `name`: 10 slots and no queue by default.
+    pub fn builder(name: impl Into<Arc<str>>) -> BulkheadBuilder {
+        BulkheadBuilder {
+            name: name.into(),
+            max_concurrent: 10,
+            max_queued: 0,
+        }
+    }
+
+    /// The bulkhead's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Slots.
+    pub fn max_concurrent(&self) -> u32 {
+        self.inner.max_concurrent
+    }
+
+    /// Queue places.
+    pub fn max_queued(&self) -> u32 {
+        self.inner.max_queued
+    }
+
+    /// Takes a free slot now, or refuses; never queues.
+    #[inline]
+    pub fn try_acquire(&self) -> Result<BulkheadPermit<'_>, ResilienceError> {
+        if self.inner.try_take() {
+            Ok(BulkheadPermit { inner: &self.inner })
+        } else {
+            Err(self.inner.refuse_full())
+        }
+    }
+
+    /// Takes a free slot; when all are busy, waits in the queue (if it has room) at most until
+    /// `deadline`. Refuses when slots and queue are full, and when the deadline passes in the
+    /// queue: in both cases the work never ran.
+    #[inline]
+    pub async fn acquire(
+        &self,
+        deadline: &Deadline,
+    ) -> Result<BulkheadPermit<'_>, ResilienceError> {
+        if !self.inner.try_take() {
+            self.inner.wait_in_queue(deadline).await?;
+        }
+        Ok(BulkheadPermit { inner: &self.inner })
+    }
+
+    /// Like [`Bulkhead::acquire`], for a permit that owns a handle to the bulkhead.
+    pub async fn acquire_owned(
+        &self,
+        deadline: &Deadline,
+    ) -> Result<OwnedBulkheadPermit, ResilienceError> {
+        let permit = self.acquire(deadline).await?;
+        std::mem::forget(permit);
+        Ok(OwnedBulkheadPermit {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// Like [`Bulkhead::try_acquire`], for a permit that owns a handle to the bulkhead.
+    pub fn try_acquire_owned(&self) -> Result<OwnedBulkheadPermit, ResilienceError> {
+        let permit = self.try_acquire()?;
+        std::mem::forget(permit);
+        Ok(OwnedBulkheadPermit {
+            inner: self.inner.clone(),
+        })
+    }
+
+    /// How full the compartment is: running calls over slots, in `[0, 1]`. The shedding
+    /// decision reads it.
+    pub fn load(&self) -> f64 {
+        let state = self.inner.state.load(Ordering::Relaxed);
+        f64::from(running(state).min(self.inner.max_concurrent))
+            / f64::from(self.inner.max_concurrent)
+    }
+
+    /// Calls running now.
+    pub fn running(&self) -> u32 {
+        running(self.inner.state.load(Ordering::Relaxed))
+    }
+
+    /// Callers queued now.
+    pub fn queued(&self) -> u32 {
+        queued(self.inner.state.load(Ordering::Relaxed))
+    }
+
+    /// A point-in-time view, for dashboards.
+    pub fn snapshot(&self) -> BulkheadSnapshot {
+        let inner = &*self.inner;
+        let state = inner.state.load(Ordering::Relaxed);
+        BulkheadSnapshot {
+            name: inner.name.clone(),
+            max_concurrent: inner.max_concurrent,
+            max_queued: inner.max_queued,
+            running: running(state),
+            queued: queued(state),
+            load: self.load(),
+            refused_full: inner.stats.refused_full.load(Ordering::Relaxed),
+            refused_queue_timeout: inner.stats.refused_queue_timeout.load(Ordering::Relaxed),
+            queued_total: inner.stats.queued_total.load(Ordering::Relaxed),
+        }
+    }
+}

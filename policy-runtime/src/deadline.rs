@@ -1,0 +1,375 @@
+//! How long may this take? A deadline is a point in time with the budget it was granted.
+//!
+//! The clamp is the whole pattern: [`Deadline::child`] grants the *smaller* of what was asked
+//! and what the parent has left, so a child never outlives its parent, whatever it requests.
+//! That is also what makes retry and timeout compose instead of multiply: every attempt of
+//! [`retry_within`](crate::retry::retry_within) draws from one deadline.
+//!
+//! A deadline bounds the **wait**, not the work. [`Deadline::run`] stops waiting when the
+//! deadline passes and drops the future it was polling; dropping is Rust's cooperative
+//! cancellation, so work that reached another thread or another process (a query the database
+//! already accepted, a task handed to a pool) runs on behind the `DeadlineExceeded`.
+//!
+//! The current deadline travels with the task: [`Deadline::scope`] puts one in scope for a
+//! future, [`Deadline::current`] reads it, so nested code takes children without passing
+//! deadlines by hand.
+//!
+//! ```
+//! use std::time::Duration;
+//! use policy_runtime::Deadline;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let request = Deadline::after(Duration::from_secs(2));
+//! // A child asking for 10 s gets what the request has left.
+//! let lookup = request.child(Duration::from_secs(10));
+//! assert!(lookup.remaining() <= Duration::from_secs(2));
+//!
+//! // Keep 200 ms back for writing the response after the lookup.
+//! let lookup = request.child_reserving(Duration::from_secs(10), Duration::from_millis(200));
+//! assert!(lookup.remaining() <= Duration::from_millis(1800));
+//!
+//! let answer = lookup.run(async { 42 }).await;
+//! assert_eq!(answer, Ok(42));
+//!
+//! let too_slow = lookup.run(tokio::time::sleep(Duration::from_secs(5))).await;
+//! assert!(too_slow.is_err());
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::task::futures::TaskLocalFuture;
+use tokio::time::{Instant, Sleep};
+
+use crate::error::{DeadlineExceeded, RefusalReason, ResilienceError};
+
+tokio::task_local! {
+    static CURRENT: Deadline;
+}
+
+/// A point in time, with the budget it was granted. Cheap to copy.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Deadline {
+    at: Instant,
+    budget: Duration,
+}
+
+impl fmt::Debug for Deadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Deadline")
+            .field("budget", &self.budget)
+            .field("remaining", &self.remaining())
+            .finish()
+    }
+}
+
+impl Deadline {
+    /// The longest budget a deadline can hold. Every timeout is bounded: there is no infinite
+    /// deadline, and [`Deadline::after`] clamps anything longer to this (24 hours).
+    pub const MAX_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
+
+    /// A deadline `budget` from now (at most [`Deadline::MAX_BUDGET`]).
+    pub fn after(budget: Duration) -> Self {
+        Self::after_from(Instant::now(), budget)
+    }
+
+    fn after_from(now: Instant, budget: Duration) -> Self {
+        let budget = budget.min(Self::MAX_BUDGET);
+        Self {
+            at: now + budget,
+            budget,
+        }
+    }
+
+    /// A deadline at `at`; its budget is what is left from now (at most
+    /// [`Deadline::MAX_BUDGET`]).
+    pub fn at(at: Instant) -> Self {
+        let now = Instant::now();
+        Self::after_from(now, at.saturating_duration_since(now))
+    }
+
+    /// The instant it expires.
+    pub fn instant(&self) -> Instant {
+        self.at
+    }
+
+    /// The budget it was granted when created.
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// What is left; zero once expired.
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    /// True once the deadline has passed.
+    pub fn is_expired(&self) -> bool {
+        Instant::now() >= self.at
+    }
+
+    /// A child deadline: the smaller of `max` and what this deadline has left. A child can
+    /// never outlive its parent, whatever it asks for.
+    pub fn child(&self, max: Duration) -> Self {
+        self.child_reserving(max, Duration::ZERO)
+    }
+
+    /// A child deadline that also holds `reserve` back for work after the child (writing the
+    /// response, a compensating delete): the smaller of `max` and what is left minus `reserve`.
+    /// When the reserve is larger than what is left, the child is already expired.
+    pub fn child_reserving(&self, max: Duration, reserve: Duration) -> Self {
+        let now = Instant::now();
+        let left = self
+            .at
+            .saturating_duration_since(now)
+            .saturating_sub(reserve);
+        let granted = max.min(left);
+        Self {
+            // An expired parent's child expires with it, not now.
+            at: (now + granted).min(self.at),
+            budget: granted,
+        }
+    }
+
+    /// Refuses to start a leaf with less than its minimum useful budget left.
+    ///
+    /// Without a minimum, "the budget ran out" is a boundary condition rather than a decision:
+    /// the last call starts with a fraction of a millisecond and is abandoned before it can
+    /// return. The refusal is decided before any work starts, so it is a
+    /// [`ResilienceError`] of kind [`InsufficientBudget`](crate::RefusalKind::InsufficientBudget).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::{Deadline, RefusalKind};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let d = Deadline::after(Duration::from_millis(150));
+    /// let refusal = d.require(Duration::from_millis(200), "charge_card").unwrap_err();
+    /// assert_eq!(refusal.kind(), RefusalKind::InsufficientBudget);
+    /// assert!(d.require(Duration::from_millis(100), "charge_card").is_ok());
+    /// # }
+    /// ```
+    pub fn require(&self, min_budget: Duration, leaf: &str) -> Result<(), ResilienceError> {
+        let remaining = self.remaining();
+        // An expired deadline starts nothing, even for a leaf that states no minimum.
+        if remaining >= min_budget && !remaining.is_zero() {
+            return Ok(());
+        }
+        let refusal = ResilienceError::new(
+            leaf,
+            RefusalReason::InsufficientBudget {
+                remaining,
+                min_budget,
+            },
+        );
+        crate::observe::refused(&refusal);
+        Err(refusal)
+    }
+
+    /// Polls `fut` until it completes or the deadline passes, whichever comes first.
+    ///
+    /// A future that is ready on its first poll costs no timer: the timer is armed only when
+    /// the future first returns `Pending`. At the deadline the future is dropped (Rust's
+    /// cooperative cancellation) and `DeadlineExceeded` returned; work it had handed to another
+    /// thread runs on.
+    pub fn run<F: Future>(&self, fut: F) -> Run<F> {
+        Run {
+            fut,
+            sleep: None,
+            deadline: *self,
+        }
+    }
+
+    /// Runs `fut` with this deadline as the [current](Deadline::current) one, so code inside
+    /// takes children of it without having it passed by hand.
+    pub fn scope<F: Future>(self, fut: F) -> TaskLocalFuture<Deadline, F> {
+        CURRENT.scope(self, fut)
+    }
+
+    /// The deadline in scope for the current task, if any.
+    pub fn current() -> Option<Self> {
+        CURRENT.try_with(|d| *d).ok()
+    }
+
+    /// A child of the current deadline, or, outside any scope, a fresh deadline of `max`.
+    pub fn child_of_current(max: Duration) -> Self {
+        match Self::current() {
+            Some(parent) => parent.child(max),
+            None => Self::after(max),
+        }
+    }
+
+    /// The remaining budget as a gRPC `grpc-timeout` header value (`"1500m"`), so a deadline
+    /// can cross a service boundary. The value is rounded down, so the receiver never waits
+    /// longer than we would.
+    pub fn to_grpc_timeout(&self) -> String {
+        format_grpc_timeout(self.remaining())
+    }
+
+    /// A deadline from a gRPC `grpc-timeout` header value, clamped to
+    /// [`Deadline::MAX_BUDGET`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::Deadline;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let d = Deadline::from_grpc_timeout("250m").unwrap();
+    /// assert_eq!(d.budget(), Duration::from_millis(250));
+    /// assert_eq!(d.to_grpc_timeout(), "250000u");
+    /// assert!(Deadline::from_grpc_timeout("1.5S").is_err());
+    /// # }
+    /// ```
+    pub fn from_grpc_timeout(header: &str) -> Result<Self, GrpcTimeoutError> {
+        parse_grpc_timeout(header).map(Self::after)
+    }
+}
+
+/// A `grpc-timeout` header value that is not `1` to `8` ASCII digits followed by one of the
+/// units `H`, `M`, `S`, `m`, `u`, `n`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid grpc-timeout header: expected 1 to 8 digits and a unit (H, M, S, m, u or n), as in `250m`"
+)]
+pub struct GrpcTimeoutError(());
+
+/// Parses a `grpc-timeout` header value into a duration.
+pub fn parse_grpc_timeout(header: &str) -> Result<Duration, GrpcTimeoutError> {
+    let header = header.trim();
+    let Some(unit) = header.chars().last() else {
+        return Err(GrpcTimeoutError(()));
+    };
+    let digits = &header[..header.len() - unit.len_utf8()];
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(GrpcTimeoutError(()));
+    }
+    let value: u64 = digits.parse().map_err(|_| GrpcTimeoutError(()))?;
+    let duration = match unit {
+        'H' => Duration::from_secs(value * 3600),
+        'M' => Duration::from_secs(value * 60),
+        'S' => Duration::from_secs(value),
+        'm' => Duration::from_millis(value),
+        'u' => Duration::from_micros(value),
+        'n' => Duration::from_nanos(value),
+        _ => return Err(GrpcTimeoutError(())),
+    };
+    Ok(duration)
+}
+
+/// Formats a duration as a `grpc-timeout` header value: the finest unit whose value fits in
+/// eight digits, rounded down.
+pub fn format_grpc_timeout(d: Duration) -> String {
+    const MAX: u128 = 99_999_999;
+    let nanos = d.as_nanos();
+    let units: [(u128, char); 6] = [
+        (1, 'n'),
+        (1_000, 'u'),
+        (1_000_000, 'm'),
+        (1_000_000_000, 'S'),
+        (60_000_000_000, 'M'),
+        (3_600_000_000_000, 'H'),
+    ];
+    for (per, unit) in units {
+        let value = nanos / per;
+        if value <= MAX {
+            return format!("{value}{unit}");
+        }
+    }
+    format!("{MAX}H")
+}
+
+pin_project! {
+    /// The future returned by [`Deadline::run`].
+    #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Run<F> {
+        #[pin]
+        fut: F,
+        #[pin]
+        sleep: Option<Sleep>,
+        deadline: Deadline,
+    }
+}
+
+impl<F: Future> Future for Run<F> {
+    type Output = Result<F::Output, DeadlineExceeded>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(out) = this.fut.poll(cx) {
+            return Poll::Ready(Ok(out));
+        }
+        let expired = || Poll::Ready(Err(DeadlineExceeded::new(this.deadline.budget)));
+        if this.sleep.is_none() {
+            // First Pending: only now is a timer worth arming.
+            if Instant::now() >= this.deadline.at {
+                return expired();
+            }
+            this.sleep
+                .set(Some(tokio::time::sleep_until(this.deadline.at)));
+        }
+        match this.sleep.as_pin_mut().map(|s| s.poll(cx)) {
+            Some(Poll::Ready(())) => expired(),
+            _ => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_round_trips_in_each_unit() {
+        let cases = [
+            ("1H", Duration::from_secs(3600)),
+            ("2M", Duration::from_secs(120)),
+            ("3S", Duration::from_secs(3)),
+            ("250m", Duration::from_millis(250)),
+            ("7u", Duration::from_micros(7)),
+            ("99999999n", Duration::from_nanos(99_999_999)),
+        ];
+        for (text, d) in cases {
+            assert_eq!(parse_grpc_timeout(text), Ok(d), "{text}");
+            assert_eq!(parse_grpc_timeout(&format_grpc_timeout(d)), Ok(d), "{text}");
+        }
+    }
+
+    #[test]
+    fn grpc_timeout_formats_in_the_finest_unit_that_fits() {
+        assert_eq!(format_grpc_timeout(Duration::from_millis(250)), "250000u");
+        assert_eq!(format_grpc_timeout(Duration::from_secs(3)), "3000000u");
+        assert_eq!(format_grpc_timeout(Duration::from_secs(200)), "200000m");
+        assert_eq!(format_grpc_timeout(Duration::ZERO), "0n");
+        // Rounded down: never promises the receiver more time than we have.
+        assert_eq!(
+            format_grpc_timeout(Duration::from_nanos(123_456_789_999)),
+            "123456m"
+        );
+    }
+
+    #[test]
+    fn grpc_timeout_rejects_malformed_values() {
+        for bad in [
+            "",
+            "m",
+            "123",
+            "123456789m",
+            "1.5S",
+            "-1S",
+            "10x",
+            "１S",
+            "10 S",
+        ] {
+            assert!(parse_grpc_timeout(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! One place that turns mechanism events into tracing events and metrics, so every event has
+//! the same stable field names: `kind`, `name` and `reason` (plus a few numbers named after
+//! what they measure).
+//!
+//! | event                      | level | `kind`                     | metric (feature `metrics`)                   |
+//! |----------------------------|-------|----------------------------|----------------------------------------------|
+//! | a refusal                  | DEBUG | the [`RefusalKind`](crate::RefusalKind) | `policy_refusals_total{kind,name}` |
+//! | a shed decision            | DEBUG | `shed`                     | `policy_shed_total{name,class,reason}`       |
+//! | a breaker opens            | WARN  | `breaker_opened`           | `policy_breaker_openings_total{name}`        |
+//! | a breaker closes           | INFO  | `breaker_closed`           |                                              |
+//! | a retry is started         | DEBUG | `retry`                    | `policy_retries_total{name}`                 |
+//! | retrying stops early       | INFO  | `retry_stopped`            | `policy_retry_stopped_total{name,reason}`    |
+//!
+//! All events use the tracing target `policy`.
+
+use std::time::Duration;
+
+use crate::breaker::OpenCause;
+use crate::error::{Human, ResilienceError};
+
+pub(crate) fn refused(refusal: &ResilienceError) {
+    tracing::debug!(
+        target: "policy",
+        kind = refusal.kind().as_str(),
+        name = refusal.name(),
+        reason = %refusal.reason(),
+        "{refusal}"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "policy_refusals_total",
+        "kind" => refusal.kind().as_str(),
+        "name" => refusal.name().to_owned()
+    )
+    .increment(1);
+}
+
+pub(crate) fn shed(
+    name: &str,
+    class: &'static str,
+    reason: &'static str,
+    detail: &dyn std::fmt::Display,
+) {
+    tracing::debug!(
+        target: "policy",
+        kind = "shed",
+        name,
+        class,
+        reason,
+        "shed {class} work for `{name}`: {detail}"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "policy_shed_total",
+        "name" => name.to_owned(),
+        "class" => class,
+        "reason" => reason
+    )
+    .increment(1);
+}
+
+pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) {
+    let (count, window) = match cause {
+        OpenCause::Failures { count, window } => (Some(*count), Some(*window)),
+        OpenCause::FailureRatio {
+            failures, window, ..
+        } => (Some(*failures), Some(*window)),
+        _ => (None, None),
+    };
+    tracing::warn!(
+        target: "policy",
+        kind = "breaker_opened",
+        name,
+        reason = %cause,
+        count,
+        window = window.map(tracing::field::debug),
+        open_for = ?open_for,
+        "breaker `{name}` opened for {} after {cause}",
+        Human(open_for)
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("policy_breaker_openings_total", "name" => name.to_owned()).increment(1);
+}
+
+pub(crate) fn breaker_closed(name: &str, reason: &'static str) {
+    tracing::info!(
+        target: "policy",
+        kind = "breaker_closed",
+        name,
+        reason,
+        "breaker `{name}` closed: {reason}"
+    );
+}
+
+pub(crate) fn retry(name: &str, attempt: u32, delay: Duration, error: &dyn std::fmt::Display) {
+    tracing::debug!(
+        target: "policy",
+        kind = "retry",
+        name,
+        attempt,
+        delay = ?delay,
+        reason = %error,
+        "retrying `{name}` (attempt {next}) in {} after: {error}",
+        Human(delay),
+        next = attempt + 1
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("policy_retries_total", "name" => name.to_owned()).increment(1);
+}
+
+pub(crate) fn retry_stopped(name: &str, reason: &'static str, attempt: u32) {
+    tracing::info!(
+        target: "policy",
+        kind = "retry_stopped",
+        name,
+        reason,
+        attempt,
+        "stopped retrying `{name}` after attempt {attempt}: {reason}"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "policy_retry_stopped_total",
+        "name" => name.to_owned(),
+        "reason" => reason
+    )
+    .increment(1);
+}

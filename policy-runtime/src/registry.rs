@@ -1,0 +1,200 @@
+//! Named mechanisms, built once and shared, and one snapshot of them all.
+//!
+//! The attribute macros build each named breaker, bulkhead, retry policy and shedder once,
+//! lazily, through the [global](Registry::global) registry; hand-written code can use it too,
+//! or keep its own [`Registry`]. The registry is not on the hot path: generated code looks a
+//! mechanism up once and keeps the handle.
+//!
+//! The [snapshot](Registry::snapshot) is what a dashboard serves: every named mechanism's
+//! state, serializable with serde.
+//!
+//! ```
+//! use std::time::Duration;
+//! use policy_runtime::Registry;
+//!
+//! let registry = Registry::new();
+//! let search = registry.breaker("search", |b| b.open_after_failures(3, Duration::from_secs(10)));
+//! let again = registry.breaker("search", |b| b); // the same breaker: the closure is not run
+//! search.trip(Duration::from_secs(1), "maintenance");
+//! assert!(again.check().is_err());
+//! assert_eq!(registry.snapshot().breakers[0].openings, 1);
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use serde::Serialize;
+
+use crate::breaker::{Breaker, BreakerBuilder, BreakerSnapshot, BreakerStore, InProcessStore};
+use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
+use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
+use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
+
+type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
+
+/// Named mechanisms of one process (or one test).
+pub struct Registry {
+    breaker_store: RwLock<Arc<dyn BreakerStore>>,
+    breakers: Map<Breaker>,
+    bulkheads: Map<Bulkhead>,
+    retries: Map<Arc<RetryPolicy>>,
+    shedders: Map<Arc<Shedder>>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("breakers", &read(&self.breakers).keys().collect::<Vec<_>>())
+            .field(
+                "bulkheads",
+                &read(&self.bulkheads).keys().collect::<Vec<_>>(),
+            )
+            .field("retries", &read(&self.retries).keys().collect::<Vec<_>>())
+            .field("shedders", &read(&self.shedders).keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// A poisoned lock means a panic elsewhere while it was held; the maps are still valid.
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn get_or_insert<T: Clone>(map: &Map<T>, name: &str, make: impl FnOnce(Arc<str>) -> T) -> T {
+    if let Some(found) = read(map).get(name) {
+        return found.clone();
+    }
+    let mut map = write(map);
+    if let Some(found) = map.get(name) {
+        return found.clone();
+    }
+    let name: Arc<str> = Arc::from(name);
+    let made = make(name.clone());
+    map.insert(name, made.clone());
+    made
+}
+
+/// Every named mechanism's state at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// Breakers, by name.
+    pub breakers: Vec<BreakerSnapshot>,
+    /// Bulkheads, by name.
+    pub bulkheads: Vec<BulkheadSnapshot>,
+    /// Retry policies, by name.
+    pub retries: Vec<RetrySnapshot>,
+    /// Shedders, by name.
+    pub shedders: Vec<ShedderSnapshot>,
+}
+
+impl Registry {
+    /// An empty registry using the in-process breaker store.
+    pub fn new() -> Self {
+        Self {
+            breaker_store: RwLock::new(Arc::new(InProcessStore)),
+            breakers: RwLock::default(),
+            bulkheads: RwLock::default(),
+            retries: RwLock::default(),
+            shedders: RwLock::default(),
+        }
+    }
+
+    /// The process-wide registry the attribute macros use.
+    pub fn global() -> &'static Registry {
+        static GLOBAL: OnceLock<Registry> = OnceLock::new();
+        GLOBAL.get_or_init(Registry::new)
+    }
+
+    /// Chooses where breakers built from now on share their state (the in-process store by
+    /// default). Set it at startup, before the first call builds a breaker.
+    pub fn set_breaker_store(&self, store: Arc<dyn BreakerStore>) {
+        *write(&self.breaker_store) = store;
+    }
+
+    /// The store new breakers use.
+    pub fn breaker_store(&self) -> Arc<dyn BreakerStore> {
+        read(&self.breaker_store).clone()
+    }
+
+    /// The breaker named `name`, built with `configure` (given a builder that already uses the
+    /// registry's store) the first time it is asked for.
+    pub fn breaker(
+        &self,
+        name: &str,
+        configure: impl FnOnce(BreakerBuilder) -> BreakerBuilder,
+    ) -> Breaker {
+        get_or_insert(&self.breakers, name, |name| {
+            configure(Breaker::builder(name).store(self.breaker_store())).build()
+        })
+    }
+
+    /// The bulkhead named `name`, built with `configure` the first time.
+    pub fn bulkhead(
+        &self,
+        name: &str,
+        configure: impl FnOnce(BulkheadBuilder) -> BulkheadBuilder,
+    ) -> Bulkhead {
+        get_or_insert(&self.bulkheads, name, |name| {
+            configure(Bulkhead::builder(name)).build()
+        })
+    }
+
+    /// The retry policy named `name`, built with `configure` the first time.
+    pub fn retry(
+        &self,
+        name: &str,
+        configure: impl FnOnce(RetryPolicyBuilder) -> RetryPolicyBuilder,
+    ) -> Arc<RetryPolicy> {
+        get_or_insert(&self.retries, name, |name| {
+            Arc::new(configure(RetryPolicy::builder(name)).build())
+        })
+    }
+
+    /// The shedder named `name`, built with `thresholds` the first time.
+    pub fn shedder(&self, name: &str, thresholds: Thresholds) -> Arc<Shedder> {
+        get_or_insert(&self.shedders, name, |name| {
+            Arc::new(Shedder::with_thresholds(name, thresholds))
+        })
+    }
+
+    /// The breaker named `name`, if one was built.
+    pub fn find_breaker(&self, name: &str) -> Option<Breaker> {
+        read(&self.breakers).get(name).cloned()
+    }
+
+    /// The bulkhead named `name`, if one was built.
+    pub fn find_bulkhead(&self, name: &str) -> Option<Bulkhead> {
+        read(&self.bulkheads).get(name).cloned()
+    }
+
+    /// Every named mechanism's state now, sorted by name.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            breakers: read(&self.breakers)
+                .values()
+                .map(Breaker::snapshot)
+                .collect(),
+            bulkheads: read(&self.bulkheads)
+                .values()
+                .map(Bulkhead::snapshot)
+                .collect(),
+            retries: read(&self.retries).values().map(|r| r.snapshot()).collect(),
+            shedders: read(&self.shedders)
+                .values()
+                .map(|s| s.snapshot())
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,548 @@
+//! Is this failure worth repeating, and out of whose budget? Bounded retry.
+//!
+//! The easiest mechanism to add and the easiest to get wrong, and both mistakes multiply:
+//! three attempts at a "reasonable" 30 s timeout is a 90 s request; three clients each
+//! retrying three times is nine calls at the moment the dependency can least take them. The
+//! rules here stop both:
+//!
+//! - **One budget.** [`retry_within`] takes the request's [`Deadline`] first: every attempt is
+//!   a child of it, and no backoff sleep starts that would end past it. A retry can never
+//!   extend the request.
+//! - **Full jitter.** The pause before retry `n` is a uniform draw in
+//!   `[0, min(cap, base × 2ⁿ))` ([`full_jitter`]): clients that failed together do not retry
+//!   together.
+//! - **Only what is worth repeating.** A per-attempt expiry is retryable (that is what the
+//!   attempt timeout is for); a [`ResilienceError`](crate::ResilienceError) never is (the
+//!   system already decided not to try); the function's own error decides through
+//!   [`Transient`] or a classifier.
+//! - **Only idempotent work.** The operation is an [`Idempotent`], which only an explicit
+//!   [`Idempotent::claim`] constructs: a network timeout is precisely when the first attempt
+//!   may have succeeded unseen.
+//! - **A budget across requests.** A per-request bound is not enough: retries also draw from a
+//!   [`RetryBudget`] shared by every request through the policy, so retries add at most a share
+//!   of the calls recently made (20% plus 10 per second by default, like Finagle's and tower's
+//!   budgets). An exhausted budget ends the retrying with the last error.
+//!
+//! ```
+//! use std::time::Duration;
+//! use policy_runtime::{CallError, Deadline, Idempotent, RetryPolicy, retry_within};
+//! use policy_runtime::retry::Transient;
+//!
+//! #[derive(Debug)]
+//! struct Flaky;
+//! impl Transient for Flaky {
+//!     fn is_transient(&self) -> bool { true }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let policy = RetryPolicy::builder("transient")
+//!     .attempts(3)
+//!     .backoff(Duration::from_millis(50), Duration::from_secs(1))
+//!     .attempt_timeout(Duration::from_millis(200))
+//!     .build();
+//! let deadline = Deadline::after(Duration::from_secs(2));
+//!
+//! let mut calls = 0;
+//! let result: Result<u32, CallError<Flaky>> = retry_within(
+//!     &deadline,
+//!     &policy,
+//!     Idempotent::claim(|attempt| {
+//!         calls += 1;
+//!         async move {
+//!             if attempt.number < 3 { Err(CallError::Failed(Flaky)) } else { Ok(attempt.number) }
+//!         }
+//!     }),
+//! )
+//! .await;
+//! assert_eq!(result.unwrap(), 3);
+//! assert_eq!(calls, 3);
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::deadline::Deadline;
+use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
+use crate::observe;
+use crate::window::{Clock, Window, saturating_nanos};
+
+/// Whether an error is worth retrying: the dependency may answer differently next time.
+///
+/// Implement it for your error type, or pass a classifier to [`retry_within_by`].
+pub trait Transient {
+    /// True when another attempt could succeed (a timeout, a reset connection, a 503), false
+    /// when it would fail the same way (a 400, a constraint violation).
+    fn is_transient(&self) -> bool;
+}
+
+impl Transient for ResilienceError {
+    /// Never: a refusal means the system already decided not to try.
+    fn is_transient(&self) -> bool {
+        false
+    }
+}
+
+impl Transient for DeadlineExceeded {
+    /// Yes: a per-attempt expiry is what attempt timeouts are for.
+    fn is_transient(&self) -> bool {
+        true
+    }
+}
+
+impl<E: Transient> Transient for CallError<E> {
+    fn is_transient(&self) -> bool {
+        match self {
+            Self::Refused(_) => false,
+            Self::DeadlineExceeded(_) => true,
+            Self::Failed(e) => e.is_transient(),
+        }
+    }
+}
+
+impl Transient for std::io::Error {
+    /// Timeouts, resets, refusals, aborts and interruptions are transient; the rest are not.
+    fn is_transient(&self) -> bool {
+        use std::io::ErrorKind as K;
+        matches!(
+            self.kind(),
+            K::TimedOut
+                | K::ConnectionReset
+                | K::ConnectionRefused
+                | K::ConnectionAborted
+                | K::BrokenPipe
+                | K::Interrupted
+                | K::WouldBlock
+                | K::UnexpectedEof
+        )
+    }
+}
+
+/// An operation its author claims is idempotent: safe to run more than once.
+///
+/// Only [`Idempotent::claim`] constructs one, so retrying is a decision someone wrote down, in
+/// code with or without the attribute macros.
+#[derive(Clone)]
+pub struct Idempotent<F> {
+    op: F,
+}
+
+impl<F> fmt::Debug for Idempotent<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Idempotent(..)")
+    }
+}
+
+impl<F> Idempotent<F> {
+    /// Claims that `op` is safe to run more than once: a second run after a first that
+    /// succeeded unseen does no harm.
+    pub fn claim<Fut>(op: F) -> Self
+    where
+        F: FnMut(Attempt) -> Fut,
+    {
+        Self { op }
+    }
+
+    /// The operation back.
+    pub fn into_inner(self) -> F {
+        self.op
+    }
+}
+
+/// What an attempt is told: its number (from 1) and its own deadline (a child of the
+/// request's, also in scope as [`Deadline::current`] while it runs).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// The attempt's deadline.
+    pub deadline: Deadline,
+}
+
+/// The pause before retry `n` (0 for the first retry): a uniform draw in
+/// `[0, min(cap, base × 2ⁿ))`. Zero when that range is empty.
+pub fn full_jitter(base: Duration, cap: Duration, n: u32) -> Duration {
+    let upper = saturating_nanos(base)
+        .saturating_mul(1u64.checked_shl(n).unwrap_or(u64::MAX))
+        .min(saturating_nanos(cap));
+    if upper == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos(rand::random_range(0..upper))
+}
+
+/// Retries shared across requests: each call deposits, each retry withdraws, and a retry is
+/// allowed while retries in the window stay below `ratio × calls + min_per_sec × ttl`.
+///
+/// Concurrent withdrawals that race for the last unit may overshoot by the number of racing
+/// threads; the budget still bounds retries to a share of traffic.
+pub struct RetryBudget {
+    ttl: Duration,
+    min_per_sec: u32,
+    ratio: f64,
+    clock: Clock,
+    window: Window,
+}
+
+impl fmt::Debug for RetryBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryBudget")
+            .field("ttl", &self.ttl)
+            .field("min_per_sec", &self.min_per_sec)
+            .field("ratio", &self.ratio)
+            .finish()
+    }
+}
+
+impl Default for RetryBudget {
+    /// Retries may add 20% of the calls of the last 10 s, plus 10 per second.
+    fn default() -> Self {
+        Self::new(Duration::from_secs(10), 10, 0.2)
+    }
+}
+
+/// A point-in-time view of a retry budget.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RetryBudgetSnapshot {
+    /// Calls deposited in the window.
+    pub calls: u64,
+    /// Retries withdrawn in the window.
+    pub retries: u64,
+    /// Retries the window allows in all.
+    pub allowed: u64,
+}
+
+impl RetryBudget {
+    /// Retries may add `ratio` of the calls seen in the last `ttl`, plus `min_per_sec` per
+    /// second of `ttl`. A negative or NaN ratio counts as 0.
+    pub fn new(ttl: Duration, min_per_sec: u32, ratio: f64) -> Self {
+        let ratio = if ratio.is_nan() { 0.0 } else { ratio.max(0.0) };
+        Self {
+            ttl,
+            min_per_sec,
+            ratio,
+            clock: Clock::new(),
+            window: Window::new(ttl),
+        }
+    }
+
+    /// Counts one call (a first attempt).
+    #[inline]
+    pub fn deposit(&self) {
+        self.window.record_call(self.clock.now_nanos());
+    }
+
+    fn allowed(&self, calls: u64) -> u64 {
+        let floor = u64::from(self.min_per_sec).saturating_mul(self.ttl.as_secs().max(1));
+        ((self.ratio * calls as f64) as u64).saturating_add(floor)
+    }
+
+    /// Takes one retry from the budget; false when it is exhausted.
+    pub fn try_withdraw(&self) -> bool {
+        let now = self.clock.now_nanos();
+        let counts = self.window.counts(now);
+        if counts.hits >= self.allowed(counts.calls) {
+            return false;
+        }
+        self.window.record_hit_only(now);
+        true
+    }
+
+    /// A point-in-time view.
+    pub fn snapshot(&self) -> RetryBudgetSnapshot {
+        let counts = self.window.counts(self.clock.now_nanos());
+        RetryBudgetSnapshot {
+            calls: counts.calls,
+            retries: counts.hits,
+            allowed: self.allowed(counts.calls),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    retries: AtomicU64,
+    stopped_by_budget: AtomicU64,
+    stopped_by_deadline: AtomicU64,
+    exhausted: AtomicU64,
+}
+
+/// A named retry policy: attempts, full-jitter backoff, an optional per-attempt timeout, and
+/// the retry budget its requests share.
+pub struct RetryPolicy {
+    name: Arc<str>,
+    attempts: u32,
+    base: Duration,
+    cap: Duration,
+    attempt_timeout: Option<Duration>,
+    budget: Arc<RetryBudget>,
+    stats: Stats,
+}
+
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("name", &self.name)
+            .field("attempts", &self.attempts)
+            .field("base", &self.base)
+            .field("cap", &self.cap)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("budget", &self.budget)
+            .finish()
+    }
+}
+
+/// Builds a [`RetryPolicy`]; see [`RetryPolicy::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RetryPolicyBuilder {
+    name: Arc<str>,
+    attempts: u32,
+    base: Duration,
+    cap: Duration,
+    attempt_timeout: Option<Duration>,
+    budget: Option<Arc<RetryBudget>>,
+}
+
+impl RetryPolicyBuilder {
+    /// Attempts in all, the first included (at least 1).
+    pub fn attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts.max(1);
+        self
+    }
+
+    /// Full-jitter backoff from `base`, capped at `cap`.
+    pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.base = base;
+        self.cap = cap.max(base);
+        self
+    }
+
+    /// Each attempt's own timeout, as a child of the request's deadline. Expiring it is
+    /// retryable.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// The budget shared across requests; [`RetryBudget::default`] when not set. Share one
+    /// budget between policies by passing the same `Arc`.
+    pub fn budget(mut self, budget: Arc<RetryBudget>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Builds the policy.
+    pub fn build(self) -> RetryPolicy {
+        RetryPolicy {
+            name: self.name,
+            attempts: self.attempts,
+            base: self.base,
+            cap: self.cap,
+            attempt_timeout: self.attempt_timeout,
+            budget: self.budget.unwrap_or_default(),
+            stats: Stats::default(),
+        }
+    }
+}
+
+/// A point-in-time view of a retry policy, for dashboards.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct RetrySnapshot {
+    /// The policy's name.
+    pub name: Arc<str>,
+    /// Attempts in all.
+    pub attempts: u32,
+    /// Retries started.
+    pub retries: u64,
+    /// Retrying stopped because the budget was exhausted.
+    pub stopped_by_budget: u64,
+    /// Retrying stopped because the next pause would end past the deadline, or it passed.
+    pub stopped_by_deadline: u64,
+    /// Every attempt was used and the last failed.
+    pub exhausted: u64,
+    /// The shared budget.
+    pub budget: RetryBudgetSnapshot,
+}
+
+impl RetryPolicy {
+    /// A builder: 3 attempts, full jitter from 50 ms capped at 1 s, no attempt timeout, the
+    /// default budget.
+    pub fn builder(name: impl Into<Arc<str>>) -> RetryPolicyBuilder {
+        RetryPolicyBuilder {
+            name: name.into(),
+            attempts: 3,
+            base: Duration::from_millis(50),
+            cap: Duration::from_secs(1),
+            attempt_timeout: None,
+            budget: None,
+        }
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Attempts in all.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The per-attempt timeout.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
+    }
+
+    /// The shared budget.
+    pub fn budget(&self) -> &Arc<RetryBudget> {
+        &self.budget
+    }
+
+    /// The pause before retry `n` (0 for the first retry).
+    pub fn backoff(&self, n: u32) -> Duration {
+        full_jitter(self.base, self.cap, n)
+    }
+
+    /// A point-in-time view, for dashboards.
+    pub fn snapshot(&self) -> RetrySnapshot {
+        RetrySnapshot {
+            name: self.name.clone(),
+            attempts: self.attempts,
+            retries: self.stats.retries.load(Ordering::Relaxed),
+            stopped_by_budget: self.stats.stopped_by_budget.load(Ordering::Relaxed),
+            stopped_by_deadline: self.stats.stopped_by_deadline.load(Ordering::Relaxed),
+            exhausted: self.stats.exhausted.load(Ordering::Relaxed),
+            budget: self.budget.snapshot(),
+        }
+    }
+
+    fn stop(&self, counter: &AtomicU64, reason: &'static str, attempt: u32) {
+        counter.fetch_add(1, Ordering::Relaxed);
+        observe::retry_stopped(&self.name, reason, attempt);
+    }
+}
+
+/// Runs `op` until it succeeds, fails for good, or the policy, the budget or the deadline says
+/// stop, classifying the function's own errors with [`Transient`].
+///
+/// Each attempt runs under its own child deadline (the attempt timeout, clamped to what is
+/// left), which is also in scope as [`Deadline::current`]. Returns the success, or the last
+/// error: a refusal at once, a final `DeadlineExceeded` when the request's deadline passed, or
+/// the function's own error.
+pub async fn retry_within<T, E, F, Fut>(
+    deadline: &Deadline,
+    policy: &RetryPolicy,
+    op: Idempotent<F>,
+) -> Result<T, CallError<E>>
+where
+    E: Transient,
+    F: FnMut(Attempt) -> Fut,
+    Fut: Future<Output = Result<T, CallError<E>>>,
+{
+    retry_within_by(deadline, policy, E::is_transient, op).await
+}
+
+/// Like [`retry_within`], with a classifier for the function's own errors instead of the
+/// [`Transient`] trait.
+pub async fn retry_within_by<T, E, F, Fut, C>(
+    deadline: &Deadline,
+    policy: &RetryPolicy,
+    is_transient: C,
+    op: Idempotent<F>,
+) -> Result<T, CallError<E>>
+where
+    C: Fn(&E) -> bool,
+    F: FnMut(Attempt) -> Fut,
+    Fut: Future<Output = Result<T, CallError<E>>>,
+{
+    let mut op = op.op;
+    let mut number = 0u32;
+    loop {
+        number += 1;
+        let child = deadline.child(policy.attempt_timeout.unwrap_or(Deadline::MAX_BUDGET));
+        if child.budget().is_zero() {
+            // Nothing left to start an attempt with: the work never ran this time.
+            let refusal = ResilienceError::new(
+                policy.name.clone(),
+                RefusalReason::InsufficientBudget {
+                    remaining: Duration::ZERO,
+                    min_budget: Duration::ZERO,
+                },
+            );
+            observe::refused(&refusal);
+            return Err(CallError::Refused(refusal));
+        }
+        if number == 1 {
+            policy.budget.deposit();
+        }
+        let attempt = Attempt {
+            number,
+            deadline: child,
+        };
+        let error = match child.run(child.scope(op(attempt))).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(CallError::Refused(refusal))) => return Err(CallError::Refused(refusal)),
+            Ok(Err(CallError::Failed(e))) if !is_transient(&e) => {
+                return Err(CallError::Failed(e));
+            }
+            Ok(Err(error)) => error,
+            Err(expired) => CallError::DeadlineExceeded(expired),
+        };
+        if matches!(error, CallError::DeadlineExceeded(_)) && deadline.is_expired() {
+            // The request's own deadline passed, not just the attempt's.
+            let budget = DeadlineExceeded::new(deadline.budget());
+            policy.stop(
+                &policy.stats.stopped_by_deadline,
+                "the deadline passed",
+                number,
+            );
+            return Err(CallError::DeadlineExceeded(budget));
+        }
+        if number >= policy.attempts {
+            policy.stop(&policy.stats.exhausted, "every attempt was used", number);
+            return Err(error);
+        }
+        let delay = policy.backoff(number - 1);
+        if delay >= deadline.remaining() {
+            policy.stop(
+                &policy.stats.stopped_by_deadline,
+                "the next pause would end past the deadline",
+                number,
+            );
+            return Err(error);
+        }
+        if !policy.budget.try_withdraw() {
+            policy.stop(
+                &policy.stats.stopped_by_budget,
+                "the retry budget is exhausted",
+                number,
+            );
+            return Err(error);
+        }
+        policy.stats.retries.fetch_add(1, Ordering::Relaxed);
+        observe::retry(&policy.name, number, delay, &ErrorKindOnly(&error));
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// Displays which of the three outcomes an error is, without requiring `E: Display`.
+struct ErrorKindOnly<'a, E>(&'a CallError<E>);
+
+impl<E> fmt::Display for ErrorKindOnly<'_, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            CallError::Refused(r) => write!(f, "{r}"),
+            CallError::DeadlineExceeded(d) => write!(f, "{d}"),
+            CallError::Failed(_) => f.write_str("the operation failed with a transient error"),
+        }
+    }
+}

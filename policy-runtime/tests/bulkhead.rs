@@ -1,0 +1,216 @@
+//! The seed's bulkhead invariants, one test each.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use policy_runtime::{Bulkhead, Deadline, RefusalKind, RefusalReason};
+use tokio::time::{Instant, advance};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_refuses_without_queueing() {
+    let b = Bulkhead::builder("search").max_concurrent(2).build();
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let _a = b.acquire(&deadline).await.unwrap();
+    let _b = b.acquire(&deadline).await.unwrap();
+    let start = Instant::now();
+    let refusal = b.acquire(&deadline).await.unwrap_err();
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "refused at once, not after waiting"
+    );
+    assert_eq!(refusal.kind(), RefusalKind::BulkheadFull);
+    assert_eq!(
+        refusal.reason(),
+        &RefusalReason::BulkheadFull {
+            max_concurrent: 2,
+            max_queued: 0
+        }
+    );
+    assert_eq!(b.snapshot().refused_full, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_slots_and_queue_callers_are_refused_at_once() {
+    let b = Bulkhead::builder("search")
+        .max_concurrent(1)
+        .max_queued(1)
+        .build();
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let held = b.acquire(&deadline).await.unwrap();
+    let queued = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire(&deadline).await.map(|_| ()) })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(b.queued(), 1);
+    let start = Instant::now();
+    assert!(b.acquire(&deadline).await.is_err(), "queue full: refused");
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    drop(held);
+    assert!(
+        queued.await.unwrap().is_ok(),
+        "the queued caller got the freed slot"
+    );
+    assert_eq!(b.running(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_caller_waits_at_most_until_its_deadline() {
+    let b = Bulkhead::builder("search")
+        .max_concurrent(1)
+        .max_queued(4)
+        .build();
+    let _held = b
+        .acquire(&Deadline::after(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let refusal = b.acquire(&Deadline::after(300 * MS)).await.unwrap_err();
+    assert_eq!(start.elapsed(), 300 * MS);
+    assert_eq!(refusal.kind(), RefusalKind::BulkheadFull);
+    assert_eq!(
+        refusal.reason(),
+        &RefusalReason::BulkheadQueueTimeout { waited: 300 * MS }
+    );
+    assert_eq!(b.queued(), 0, "it left the queue");
+    assert_eq!(b.snapshot().refused_queue_timeout, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn newcomers_do_not_jump_the_queue() {
+    let b = Bulkhead::builder("search")
+        .max_concurrent(1)
+        .max_queued(1)
+        .build();
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let held = b.try_acquire().unwrap();
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let _slot = b.acquire(&deadline).await.unwrap();
+            tokio::time::sleep(100 * MS).await;
+        })
+    };
+    tokio::task::yield_now().await;
+    drop(held);
+    // The slot is promised to the queued caller, even before it runs.
+    assert!(b.try_acquire().is_err());
+    waiter.await.unwrap();
+    assert!(b.try_acquire().is_ok());
+}
+
+#[tokio::test]
+async fn a_permit_is_released_on_panic() {
+    let b = Bulkhead::builder("search").max_concurrent(1).build();
+    let task = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let _slot = b.try_acquire().unwrap();
+            panic!("the work panicked while holding the slot");
+        })
+    };
+    assert!(task.await.unwrap_err().is_panic());
+    assert_eq!(b.running(), 0);
+    assert!(b.try_acquire().is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permit_is_released_on_cancellation() {
+    let b = Bulkhead::builder("search")
+        .max_concurrent(1)
+        .max_queued(1)
+        .build();
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let work = async {
+        let _slot = b.acquire(&deadline).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    };
+    // The caller stops waiting after 50ms and drops the future holding the slot.
+    assert!(Deadline::after(50 * MS).run(work).await.is_err());
+    assert_eq!(b.running(), 0);
+    // A queued caller that is cancelled leaves the queue too.
+    let _held = b.try_acquire().unwrap();
+    let queued = Deadline::after(10 * MS).run(b.acquire(&deadline)).await;
+    assert!(queued.is_err());
+    advance(MS).await;
+    assert_eq!(b.queued(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn load_reports_how_full_the_compartment_is() {
+    let b = Bulkhead::builder("search").max_concurrent(4).build();
+    assert_eq!(b.load(), 0.0);
+    let a = b.try_acquire().unwrap();
+    let c = b.try_acquire().unwrap();
+    assert_eq!(b.load(), 0.5);
+    drop((a, c));
+    assert_eq!(b.load(), 0.0);
+}
+
+#[test]
+fn hammering_from_many_tasks_never_exceeds_the_slots_and_counts_stay_exact() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = Bulkhead::builder("hammered")
+            .max_concurrent(3)
+            .max_queued(2)
+            .build();
+        let inside = Arc::new(AtomicU32::new(0));
+        let peak = Arc::new(AtomicU32::new(0));
+        let admitted = Arc::new(AtomicU64::new(0));
+        let refused = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let (b, inside, peak, admitted, refused) = (
+                    b.clone(),
+                    inside.clone(),
+                    peak.clone(),
+                    admitted.clone(),
+                    refused.clone(),
+                );
+                tokio::spawn(async move {
+                    for _ in 0..300 {
+                        let deadline = Deadline::after(Duration::from_millis(50));
+                        match b.acquire(&deadline).await {
+                            Ok(_slot) => {
+                                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                                peak.fetch_max(now, Ordering::SeqCst);
+                                tokio::task::yield_now().await;
+                                inside.fetch_sub(1, Ordering::SeqCst);
+                                admitted.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(_) => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let snap = b.snapshot();
+        assert!(peak.load(Ordering::SeqCst) <= 3);
+        assert_eq!(
+            admitted.load(Ordering::Relaxed) + refused.load(Ordering::Relaxed),
+            32 * 300
+        );
+        assert_eq!(
+            refused.load(Ordering::Relaxed),
+            snap.refused_full + snap.refused_queue_timeout
+        );
+        assert!(admitted.load(Ordering::Relaxed) > 0);
+        assert_eq!((snap.running, snap.queued), (0, 0));
+    });
+}

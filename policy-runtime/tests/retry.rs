@@ -1,0 +1,246 @@
+//! The seed's bounded-retry invariants, one test each, on tokio's paused clock.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use policy_runtime::retry::{Transient, full_jitter};
+use policy_runtime::{
+    Breaker, CallError, Deadline, Idempotent, RefusalKind, RetryBudget, RetryPolicy, retry_within,
+    retry_within_by,
+};
+use proptest::prelude::*;
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+
+#[derive(Debug, PartialEq)]
+enum DepError {
+    Unavailable,
+    BadRequest,
+}
+
+impl Transient for DepError {
+    fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable)
+    }
+}
+
+fn policy(attempts: u32) -> RetryPolicy {
+    RetryPolicy::builder("transient")
+        .attempts(attempts)
+        .backoff(50 * MS, Duration::from_secs(1))
+        .attempt_timeout(200 * MS)
+        .build()
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_never_extend_the_deadline() {
+    // Every attempt hangs; the attempt timeout would allow 10 × 200ms = 2s without the
+    // shared deadline.
+    let policy = policy(10);
+    let start = Instant::now();
+    let deadline = Deadline::after(500 * MS);
+    let calls = AtomicU32::new(0);
+    let result: Result<(), CallError<DepError>> = retry_within(
+        &deadline,
+        &policy,
+        Idempotent::claim(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::pending()
+        }),
+    )
+    .await;
+    assert!(start.elapsed() <= 500 * MS, "took {:?}", start.elapsed());
+    assert!(matches!(result, Err(CallError::DeadlineExceeded(_))));
+    assert!(
+        calls.load(Ordering::SeqCst) >= 2,
+        "the attempt timeout is retryable"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_backoff_sleep_ends_past_the_deadline() {
+    let policy = RetryPolicy::builder("slow-backoff")
+        .attempts(5)
+        .backoff(Duration::from_secs(10), Duration::from_secs(10))
+        .build();
+    // Force a large draw: with base = cap = 10s the pause is in [0, 10s); a 1ms deadline can
+    // only be respected by not sleeping at all.
+    let start = Instant::now();
+    let deadline = Deadline::after(MS);
+    let result: Result<(), CallError<DepError>> = retry_within(
+        &deadline,
+        &policy,
+        Idempotent::claim(|_| async { Err(CallError::Failed(DepError::Unavailable)) }),
+    )
+    .await;
+    assert!(start.elapsed() < MS);
+    assert_eq!(result, Err(CallError::Failed(DepError::Unavailable)));
+}
+
+proptest! {
+    #[test]
+    fn jitter_stays_inside_its_bounds(base_ms in 1u64..1_000, cap_ms in 1u64..10_000, n in 0u32..70) {
+        let base = Duration::from_millis(base_ms);
+        let cap = Duration::from_millis(cap_ms);
+        let upper = base.saturating_mul(2u32.saturating_pow(n.min(31))).min(cap);
+        let pause = full_jitter(base, cap, n);
+        prop_assert!(pause < upper, "{pause:?} not below {upper:?}");
+    }
+}
+
+#[test]
+fn jitter_is_not_constant_and_spreads_over_its_range() {
+    let base = Duration::from_millis(100);
+    let cap = Duration::from_secs(10);
+    let draws: Vec<Duration> = (0..1_000).map(|_| full_jitter(base, cap, 3)).collect();
+    let distinct: std::collections::BTreeSet<_> = draws.iter().collect();
+    assert!(
+        distinct.len() > 900,
+        "only {} distinct pauses",
+        distinct.len()
+    );
+    // Full jitter, not the cap ± a bit: draws fill the lower and the upper half of [0, 800ms).
+    let low = draws
+        .iter()
+        .filter(|d| **d < Duration::from_millis(400))
+        .count();
+    assert!((350..650).contains(&low), "{low} of 1000 below the middle");
+}
+
+#[tokio::test(start_paused = true)]
+async fn refusals_are_never_retried() {
+    let breaker = Breaker::builder("search").build();
+    breaker.trip(Duration::from_secs(30), "maintenance");
+    let calls = AtomicU32::new(0);
+    let result: Result<(), CallError<DepError>> = retry_within(
+        &Deadline::after(Duration::from_secs(5)),
+        &policy(5),
+        Idempotent::claim(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let breaker = &breaker;
+            async move {
+                breaker.check()?;
+                Ok(())
+            }
+        }),
+    )
+    .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        result.unwrap_err().refusal().map(|r| r.kind()),
+        Some(RefusalKind::BreakerOpen)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_errors_are_not_retried() {
+    let calls = AtomicU32::new(0);
+    let result: Result<(), CallError<DepError>> = retry_within(
+        &Deadline::after(Duration::from_secs(5)),
+        &policy(5),
+        Idempotent::claim(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(CallError::Failed(DepError::BadRequest)) }
+        }),
+    )
+    .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(result, Err(CallError::Failed(DepError::BadRequest)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_classifier_can_decide_instead_of_the_trait() {
+    let calls = AtomicU32::new(0);
+    let result: Result<(), CallError<&str>> = retry_within_by(
+        &Deadline::after(Duration::from_secs(5)),
+        &policy(3),
+        |e: &&str| *e == "busy",
+        Idempotent::claim(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(CallError::Failed("busy")) }
+        }),
+    )
+    .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(result, Err(CallError::Failed("busy")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_runs_under_its_own_child_deadline_in_scope() {
+    let request = Deadline::after(Duration::from_secs(5));
+    let seen = std::sync::Mutex::new(Vec::new());
+    let _: Result<(), CallError<DepError>> = retry_within(
+        &request,
+        &policy(2),
+        Idempotent::claim(|attempt| {
+            seen.lock()
+                .unwrap()
+                .push((attempt.number, attempt.deadline.budget()));
+            async move {
+                assert_eq!(Deadline::current(), Some(attempt.deadline));
+                Err(CallError::Failed(DepError::Unavailable))
+            }
+        }),
+    )
+    .await;
+    assert_eq!(*seen.lock().unwrap(), vec![(1, 200 * MS), (2, 200 * MS)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_retry_budget_stops_retries_across_requests() {
+    // Retries may add 20% of calls, with no floor: 10 requests buy 2 retries in all.
+    let budget = Arc::new(RetryBudget::new(Duration::from_secs(10), 0, 0.2));
+    let policy = RetryPolicy::builder("budgeted")
+        .attempts(3)
+        .backoff(MS, MS)
+        .budget(budget.clone())
+        .build();
+    let calls = Arc::new(AtomicU32::new(0));
+    // Ten requests in a dependency's outage.
+    for _ in 0..10 {
+        let calls = calls.clone();
+        let result: Result<(), CallError<DepError>> = retry_within(
+            &Deadline::after(Duration::from_secs(5)),
+            &policy,
+            Idempotent::claim(move |_| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                async { Err(CallError::Failed(DepError::Unavailable)) }
+            }),
+        )
+        .await;
+        assert!(result.is_err());
+    }
+    // Without a budget: 10 × 3 = 30 calls. With it: 10 first attempts + 2 retries.
+    assert_eq!(calls.load(Ordering::SeqCst), 12);
+    let snap = policy.snapshot();
+    assert_eq!(snap.retries, 2);
+    assert!(snap.stopped_by_budget >= 8);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_floor_allows_a_few_retries_at_low_traffic() {
+    let budget = RetryBudget::new(Duration::from_secs(10), 1, 0.0);
+    // 1 per second over 10 seconds: 10 retries.
+    let granted = (0..20).filter(|_| budget.try_withdraw()).count();
+    assert_eq!(granted, 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_early_is_logged_with_its_reason() {
+    let (logs, _guard) = common::capture();
+    let budget = Arc::new(RetryBudget::new(Duration::from_secs(10), 0, 0.0));
+    let policy = RetryPolicy::builder("no-budget").budget(budget).build();
+    let _: Result<(), CallError<DepError>> = retry_within(
+        &Deadline::after(Duration::from_secs(5)),
+        &policy,
+        Idempotent::claim(|_| async { Err(CallError::Failed(DepError::Unavailable)) }),
+    )
+    .await;
+    let lines = logs.lines_with(&["kind=\"retry_stopped\"", "name=\"no-budget\""]);
+    assert_eq!(lines.len(), 1, "{}", logs.text());
+    assert!(lines[0].contains("retry budget is exhausted"));
+}
