@@ -104,6 +104,9 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod deadline;
 pub mod error;
+/// Where compute and services run, derived from the environment; regions only, never hosts.
+#[cfg(feature = "locality")]
+pub mod locality;
 pub mod observe;
 pub mod registry;
 pub mod retry;
