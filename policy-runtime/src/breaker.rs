@@ -237,6 +237,46 @@ pub trait BreakerStore: Send + Sync + fmt::Debug + 'static {
     fn probe_succeeded(&self, breaker: &Breaker) {
         let _ = breaker;
     }
+
+    /// The store's own health, for dashboards.
+    fn status(&self) -> StoreStatus {
+        StoreStatus::in_process()
+    }
+}
+
+/// A breaker store's health and traffic, for dashboards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct StoreStatus {
+    /// `in_process` or `redis`.
+    pub kind: &'static str,
+    /// Whether the store's last call succeeded (always true in process).
+    pub healthy: bool,
+    /// This instance's id in a shared store.
+    pub instance: Option<Arc<str>>,
+    /// Calls made to the shared store.
+    pub sent: u64,
+    /// Calls that failed or timed out.
+    pub failed: u64,
+    /// Reports dropped because the store's queue was full.
+    pub dropped: u64,
+    /// Openings learned from other instances.
+    pub received: u64,
+}
+
+impl StoreStatus {
+    /// The status of the embedded in-process store.
+    pub fn in_process() -> Self {
+        Self {
+            kind: "in_process",
+            healthy: true,
+            instance: None,
+            sent: 0,
+            failed: 0,
+            dropped: 0,
+            received: 0,
+        }
+    }
 }
 
 /// The embedded default store: state lives in this process only.

@@ -104,10 +104,13 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod deadline;
 pub mod error;
+pub mod limiter;
 /// Where compute and services run, derived from the environment; regions only, never hosts.
 #[cfg(feature = "locality")]
 pub mod locality;
 pub mod observe;
+#[cfg(feature = "redis")]
+pub mod redis_store;
 pub mod registry;
 pub mod retry;
 pub mod shedding;

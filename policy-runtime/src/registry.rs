@@ -26,8 +26,11 @@ use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::Serialize;
 
-use crate::breaker::{Breaker, BreakerBuilder, BreakerSnapshot, BreakerStore, InProcessStore};
+use crate::breaker::{
+    Breaker, BreakerBuilder, BreakerSnapshot, BreakerStore, InProcessStore, StoreStatus,
+};
 use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
+use crate::limiter::LimiterSnapshot;
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 
@@ -40,6 +43,14 @@ pub struct Registry {
     bulkheads: Map<Bulkhead>,
     retries: Map<Arc<RetryPolicy>>,
     shedders: Map<Arc<Shedder>>,
+    limiters: Map<Arc<dyn LimiterSource>>,
+}
+
+/// Anything that reports a [`LimiterSnapshot`]; rate limiters register themselves with
+/// [`Registry::register_limiter`] to appear in the snapshot.
+pub trait LimiterSource: Send + Sync + fmt::Debug + 'static {
+    /// The limiter's state now.
+    fn limiter_snapshot(&self) -> LimiterSnapshot;
 }
 
 impl fmt::Debug for Registry {
@@ -97,6 +108,10 @@ pub struct Snapshot {
     pub retries: Vec<RetrySnapshot>,
     /// Shedders, by name.
     pub shedders: Vec<ShedderSnapshot>,
+    /// Rate limiters, by name.
+    pub limiters: Vec<LimiterSnapshot>,
+    /// The breaker store's health.
+    pub store: StoreStatus,
 }
 
 impl Registry {
@@ -108,6 +123,7 @@ impl Registry {
             bulkheads: RwLock::default(),
             retries: RwLock::default(),
             shedders: RwLock::default(),
+            limiters: RwLock::default(),
         }
     }
 
@@ -169,6 +185,11 @@ impl Registry {
         })
     }
 
+    /// Adds a rate limiter to the snapshot, under its name.
+    pub fn register_limiter(&self, name: &str, limiter: Arc<dyn LimiterSource>) {
+        write(&self.limiters).insert(Arc::from(name), limiter);
+    }
+
     /// The breaker named `name`, if one was built.
     pub fn find_breaker(&self, name: &str) -> Option<Breaker> {
         read(&self.breakers).get(name).cloned()
@@ -195,6 +216,11 @@ impl Registry {
                 .values()
                 .map(|s| s.snapshot())
                 .collect(),
+            limiters: read(&self.limiters)
+                .values()
+                .map(|l| l.limiter_snapshot())
+                .collect(),
+            store: self.breaker_store().status(),
         }
     }
 }
