@@ -270,3 +270,57 @@ impl Quantity {
             .map_err(|_| QuantityError::NotWhole)
     }
 }
+
+// Canonical text of the tree: one space between terms, `key = value`, `f(a = 1, b)`. The
+// formatter prints with these, and diagnostics quote values with them.
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, term) in self.terms.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{term}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Term {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Term::Word(ident) => f.write_str(&ident.text),
+            Term::Quantity(quantity) => write!(f, "{quantity}"),
+            Term::Str(string) => write!(f, "\"{}\"", string.raw),
+            Term::Plus(_) => f.write_str("+"),
+            Term::Call(call) => {
+                write!(f, "{}(", call.name.text)?;
+                for (i, arg) in call.args.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    if let Some(key) = &arg.key {
+                        write!(f, "{} = ", key.text)?;
+                    }
+                    write!(f, "{}", arg.value)?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Quantity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.number, self.unit.as_deref().unwrap_or(""))
+    }
+}
+
+impl std::fmt::Display for Statement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            StatementKind::Setting { key, value } => write!(f, "{} = {value}", key.text),
+            StatementKind::Phrase(value) => write!(f, "{value}"),
+        }
+    }
+}

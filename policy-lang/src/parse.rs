@@ -561,7 +561,7 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_a_syntax_error_not_a_stack_overflow() {
-        let deep = "operation x: critical { a = f(".repeat(1) + &"(".repeat(200_000) + "\n";
+        let deep = "operation x: critical { a = f(".to_owned() + &"(".repeat(200_000) + "\n";
         let parsed = parse_str(&deep);
         assert!(!parsed.diagnostics.is_empty());
         let braces = "{".repeat(200_000);
