@@ -9,10 +9,13 @@
 //! * **without deadline propagation** every layer waits out its own timeout, and they add up:
 //!   `N × t + (B_1 + ... + B_(N-1))`, where `t` is `T`, or `D_op` when there is no attempt
 //!   timeout (each attempt then gets the whole operation timeout), or `D_req` when the operation
-//!   has no deadline either; unbounded when there is none. Operations do not call operations in
+//!   has no deadline either (critical work only); unbounded when there is none. Operations do not call operations in
 //!   the model yet; when they do, a nested operation's bound adds to its attempt's `t`.
 //! * **with deadline propagation** every attempt and every backoff draws from one budget, which
 //!   is clamped by the request's: `min(D_op, D_req, the sum above)`.
+//!
+//! `D_req` applies to critical work only: deferred and background work runs after the response,
+//! outside the request's budget, under its own deadline.
 
 use std::fmt;
 use std::time::Duration;
@@ -194,7 +197,7 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     });
     let per_attempt = attempt_timeout
         .or_else(|| operation.deadline.as_ref().map(|d| d.value))
-        .or_else(|| spec.request_deadline());
+        .or(deadline);
     let bound_without_propagation = per_attempt.map(|t| {
         backoffs
             .iter()
@@ -207,14 +210,10 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
             .join(" + "),
         None => "no timeout anywhere".to_owned(),
     };
-    let bound = [
-        operation.deadline.as_ref().map(|d| d.value),
-        spec.request_deadline(),
-        bound_without_propagation,
-    ]
-    .into_iter()
-    .flatten()
-    .min();
+    let bound = [deadline, bound_without_propagation]
+        .into_iter()
+        .flatten()
+        .min();
     let mut flags = Vec::new();
     if operation.is_idempotent() {
         flags.push("idempotent");

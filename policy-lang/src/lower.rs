@@ -87,6 +87,9 @@ pub struct Lowered {
 /// The settings and phrases of one body, after unknown and duplicate keys were reported.
 struct Body<'s> {
     stanza: &'s Stanza,
+    /// Keys that were not known: a missing setting close to one of them is a typo, reported
+    /// once as the unknown key.
+    unknown: Vec<&'s str>,
     settings: Vec<(&'s Ident, &'s Value)>,
     phrases: Vec<&'s Value>,
 }
@@ -172,6 +175,7 @@ impl Lowering<'_> {
     fn body<'s>(&mut self, stanza: &'s Stanza, keys: &[&str]) -> Body<'s> {
         let mut body = Body {
             stanza,
+            unknown: Vec::new(),
             settings: Vec::new(),
             phrases: Vec::new(),
         };
@@ -179,6 +183,7 @@ impl Lowering<'_> {
             match &statement.kind {
                 StatementKind::Setting { key, value } => {
                     if !keys.contains(&key.text.as_str()) {
+                        body.unknown.push(&key.text);
                         self.unknown_setting(stanza, &key.text, key.loc, keys);
                     } else if let Some((first, _)) = body.get(&key.text) {
                         self.push(
@@ -234,8 +239,13 @@ impl Lowering<'_> {
     }
 
     fn missing(&mut self, body: &Body<'_>, what: &str, key: &str, example: &str) {
-        if body.stanza.has_errors {
-            // The setting may be the statement that could not be read: already reported.
+        let misspelled = body
+            .unknown
+            .iter()
+            .any(|unknown| suggest::closest(unknown, [key]).is_some());
+        if body.stanza.has_errors || misspelled {
+            // The setting may be the statement that could not be read, or the misspelled key:
+            // already reported.
             return;
         }
         self.push(Diagnostic::new(

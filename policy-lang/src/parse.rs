@@ -31,6 +31,8 @@ pub const MAX_SOURCE_LEN: usize = 4 * 1024 * 1024;
 pub const MAX_SYNTAX_ERRORS: usize = 50;
 
 const STANZA_HELP: &str = "a stanza is written `KEYWORD NAME { key = value; ... }`, with its `{` on the same line as the keyword";
+const UNCLOSED_HELP: &str =
+    "a stanza's body ends with `}` before the next stanza begins: add the missing `}`";
 const STATEMENT_HELP: &str =
     "a statement is `key = value` or a phrase such as `100 per 1m`; end it with `;` or a new line";
 
@@ -346,7 +348,15 @@ impl<'t> Reader<'t> {
                 pest::error::InputLocation::Span((start, _)) => start,
             };
         let (found, len) = describe_at(self.text, offset);
+        let mut help = help;
         let message = match &error.variant {
+            // A `{` where the body should go on or close: the stanza above was never closed.
+            pest::error::ErrorVariant::ParsingError { positives, .. }
+                if found == "`{`" && positives.contains(&Rule::close) =>
+            {
+                help = UNCLOSED_HELP;
+                "expected `}` to close the stanza above, found the `{` of another".to_owned()
+            }
             pest::error::ErrorVariant::ParsingError { positives, .. } => {
                 match expected(positives) {
                     Some(expected) => format!("expected {expected}, found {found}"),

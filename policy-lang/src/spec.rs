@@ -51,15 +51,34 @@ impl Spec {
             .map(|deadline| deadline.value)
     }
 
-    /// The deadline an operation actually runs under: the smaller of its own and the request's
-    /// (the clamp: a child never outlives its parent).
+    /// The deadline an operation actually runs under, and where it was set. For critical work
+    /// it is the smaller of its own and the request's (the clamp: a child never outlives its
+    /// parent). Deferred and background work runs after the response, outside the request's
+    /// budget, so only its own deadline applies.
     #[must_use]
-    pub fn effective_deadline(&self, operation: &OperationSpec) -> Option<Duration> {
-        let own = operation.deadline.as_ref().map(|deadline| deadline.value);
-        match (own, self.request_deadline()) {
-            (Some(own), Some(request)) => Some(own.min(request)),
+    pub fn governing_deadline<'a>(
+        &'a self,
+        operation: &'a OperationSpec,
+    ) -> Option<&'a Located<Duration>> {
+        let own = operation.deadline.as_ref();
+        let request = match operation.class.value {
+            Class::Critical => self
+                .request
+                .as_ref()
+                .and_then(|request| request.deadline.as_ref()),
+            Class::Deferred | Class::Background => None,
+        };
+        match (own, request) {
+            (Some(own), Some(request)) if request.value < own.value => Some(request),
             (own, request) => own.or(request),
         }
+    }
+
+    /// The value of [`Spec::governing_deadline`].
+    #[must_use]
+    pub fn effective_deadline(&self, operation: &OperationSpec) -> Option<Duration> {
+        self.governing_deadline(operation)
+            .map(|deadline| deadline.value)
     }
 
     /// The shedding thresholds in force (declared or default).
@@ -85,10 +104,16 @@ pub trait Named {
 
 /// Named items in declaration order, looked up by name. Inserting a second item with a name
 /// already present is refused with a `policy::duplicate-name` diagnostic.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Items<T> {
     items: Vec<T>,
     index: HashMap<String, usize>,
+}
+
+impl<T: fmt::Debug> fmt::Debug for Items<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.items).finish()
+    }
 }
 
 impl<T> Default for Items<T> {

@@ -48,21 +48,8 @@ pub fn validate(spec: &Spec) -> Report {
     Report::from_diagnostics(diagnostics)
 }
 
-/// The deadline an operation runs under, and where it was set.
 fn effective_deadline(spec: &Spec, operation: &OperationSpec) -> Option<Located<Duration>> {
-    let own = operation.deadline.clone();
-    let request = spec
-        .request
-        .as_ref()
-        .and_then(|request| request.deadline.clone());
-    match (own, request) {
-        (Some(own), Some(request)) => Some(if request.value < own.value {
-            request
-        } else {
-            own
-        }),
-        (own, request) => own.or(request),
-    }
+    spec.governing_deadline(operation).cloned()
 }
 
 // ---- errors -----------------------------------------------------------------------------------
@@ -431,7 +418,8 @@ fn backoff_base_within_cap(spec: &Spec, out: &mut Vec<Diagnostic>) {
 
 // ---- warnings ---------------------------------------------------------------------------------
 
-/// `policy::deadline-clamped` (warning): the operation asks for more than the request has.
+/// `policy::deadline-clamped` (warning): a critical operation asks for more than the request has
+/// (deferred and background work runs after the response, outside the request's budget).
 fn deadline_within_request(spec: &Spec, out: &mut Vec<Diagnostic>) {
     let Some(request) = spec
         .request
@@ -444,7 +432,7 @@ fn deadline_within_request(spec: &Spec, out: &mut Vec<Diagnostic>) {
         let Some(deadline) = &operation.deadline else {
             continue;
         };
-        if deadline.value > request.value {
+        if operation.class.value == Class::Critical && deadline.value > request.value {
             out.push(
                 Diagnostic::new(
                     Kind::DeadlineClamped {
