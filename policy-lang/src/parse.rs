@@ -325,6 +325,9 @@ impl<'t> Reader<'t> {
     /// Re-parses a chunk that recovery skipped, with a strict rule, to say precisely what is
     /// wrong in it.
     fn reparse(&mut self, chunk: &Pair<'t, Rule>, rule: Rule, help: &str) {
+        if self.syntax_errors > MAX_SYNTAX_ERRORS {
+            return;
+        }
         let base = chunk.as_span().start();
         match Grammar::parse(rule, chunk.as_str()) {
             Err(error) => self.syntax_error(&error, base, help),

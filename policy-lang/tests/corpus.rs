@@ -4,7 +4,10 @@
 //! Each `tests/corpus/bad/NAME.policy` has a `NAME.snap` next to it: one line per diagnostic
 //! (severity, code, line:column, message), then the rendered reports. Regenerate with
 //! `UPDATE_SNAPSHOTS=1 cargo test -p policy-lang --test corpus` and review the diff like code.
-#![expect(clippy::unwrap_used, reason = "test helpers: a failure should stop the test")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a failure should stop the test"
+)]
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
