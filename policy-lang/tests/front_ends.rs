@@ -1,6 +1,6 @@
 //! The macros' front end: files of a directory, plus operations built from attribute arguments
-#![expect(clippy::expect_used, reason = "test helper: a failure should stop the test")]
 //! with external locations, checked by the same validator.
+#![expect(clippy::expect_used, reason = "test helper: a failure should stop the test")]
 
 use std::time::Duration;
 
