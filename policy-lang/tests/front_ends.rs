@@ -1,6 +1,9 @@
 //! The macros' front end: files of a directory, plus operations built from attribute arguments
 //! with external locations, checked by the same validator.
-#![expect(clippy::expect_used, reason = "test helper: a failure should stop the test")]
+#![expect(
+    clippy::expect_used,
+    reason = "test helper: a failure should stop the test"
+)]
 
 use std::time::Duration;
 
