@@ -324,3 +324,69 @@ impl std::fmt::Display for Statement {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Loc;
+
+    fn quantity(number: &str, unit: Option<&str>) -> Quantity {
+        Quantity {
+            number: number.to_owned(),
+            unit: unit.map(str::to_owned),
+            loc: Loc::External(0),
+        }
+    }
+
+    #[test]
+    fn units_convert() {
+        assert_eq!(
+            quantity("1.5", Some("s")).as_duration(),
+            Ok(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            quantity("2", Some("m")).as_duration(),
+            Ok(Duration::from_secs(120))
+        );
+        assert_eq!(quantity("10", Some("kb")).as_size(), Ok(10 * 1024));
+        assert_eq!(
+            quantity("1.5", Some("mb")).as_size(),
+            Ok(1024 * 1024 * 3 / 2)
+        );
+        assert_eq!(quantity("25", Some("%")).as_ratio(), Ok(0.25));
+        assert_eq!(quantity("0.25", None).as_ratio(), Ok(0.25));
+        assert_eq!(quantity("7", None).as_count(), Ok(7));
+    }
+
+    #[test]
+    fn wrong_units_are_errors_not_guesses() {
+        assert_eq!(
+            quantity("3", None).as_duration(),
+            Err(QuantityError::MissingUnit)
+        );
+        assert_eq!(
+            quantity("3", Some("sec")).as_duration(),
+            Err(QuantityError::UnknownUnit("sec".to_owned()))
+        );
+        assert_eq!(
+            quantity("-3", Some("s")).as_duration(),
+            Err(QuantityError::Negative)
+        );
+        assert_eq!(
+            quantity("3", Some("s")).as_count(),
+            Err(QuantityError::UnexpectedUnit("s".to_owned()))
+        );
+        assert_eq!(
+            quantity("2.5", None).as_count(),
+            Err(QuantityError::NotWhole)
+        );
+        assert_eq!(
+            quantity("99999999999999999999", None).as_count(),
+            Err(QuantityError::NotWhole)
+        );
+        assert_eq!(
+            quantity("1", Some("tb")).as_size(),
+            Err(QuantityError::UnknownUnit("tb".to_owned()))
+        );
+    }
+}

@@ -657,7 +657,11 @@ impl miette::Diagnostic for Renderable<'_> {
     }
 
     fn severity(&self) -> Option<Severity> {
-        Some(self.diagnostic.severity())
+        Some(if self.secondary {
+            Severity::Advice
+        } else {
+            self.diagnostic.severity()
+        })
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {

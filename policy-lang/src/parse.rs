@@ -1,4 +1,4 @@
-//! Text → pest pairs → [`ast`] nodes with locations, recovering from errors so that one run
+//! Text → pest pairs → [`crate::ast`] nodes with locations, recovering from errors so that one run
 //! reports every syntax error of a file.
 //!
 //! Robustness is bounded explicitly: input above [`MAX_SOURCE_LEN`] bytes is refused before
