@@ -51,13 +51,13 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             for diagnostic in report.all() {
                 let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
             }
+            let operations = set.spec().operations.len();
             let _ = writeln!(
                 err,
-                "policy check: {} in {} file{} ({} operations)",
+                "policy check: {} in {} ({})",
                 render::summary(&report),
-                files.len(),
-                if files.len() == 1 { "" } else { "s" },
-                set.spec().operations.len()
+                render::plural(files.len(), "file"),
+                render::plural(operations, "operation"),
             );
         }
         Format::Json => {

@@ -20,9 +20,13 @@ pub(crate) fn human(diagnostic: &Diagnostic, sources: &Sources) -> String {
     Show(&handler, &renderable).to_string()
 }
 
+/// "1 file", "2 files".
+pub(crate) fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
 /// "2 errors, 1 warning".
 pub(crate) fn summary(report: &Report) -> String {
-    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     format!(
         "{}, {}",
         plural(report.errors.len(), "error"),

@@ -76,7 +76,7 @@ fn check_reads_directories_as_one_policy() {
     .unwrap();
     let output = policy(&["check", path(&dir)]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(stderr(&output).contains("in 2 files (1 operations)"));
+    assert!(stderr(&output).contains("in 2 files (1 operation)"));
 }
 
 #[test]
