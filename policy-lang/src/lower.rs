@@ -1,10 +1,11 @@
 //! Lowering: the syntax tree of a file → items of the [`Spec`], one function per stanza.
 //!
-//! A new stanza (budget, quarantine, assets, locality) is a row in the `STANZAS` table and its lowering
-//! function; the grammar, the formatter and the rest of lowering do not change. Lowering reports
-//! what only the text can get wrong (unknown keywords and settings, values of the wrong kind,
-//! missing settings, negative durations, duplicate names); the rules that hold for any front end
-//! live in [`crate::validate()`].
+//! A new stanza (budget, quarantine, assets, locality) is a row in the `STANZAS` table and its
+//! lowering function; the grammar, the formatter and the rest of lowering do not change.
+//!
+//! Lowering reports what only the text can get wrong (unknown keywords and settings, values of
+//! the wrong kind, missing settings, negative durations, duplicate names); the rules that hold
+//! for any front end live in [`crate::validate()`].
 
 use std::time::Duration;
 
