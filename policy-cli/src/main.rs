@@ -1,7 +1,16 @@
-//! The `policy` command: `check`, `explain` and `fmt` for `.policy` files, `gate` for size
-//! budgets and quarantined dependencies, `locality` for the derived locality map.
+//! The `policy` command: `check`, `explain` and `fmt` for `.policy` files; the logic lives in
+//! the library so that it can be tested, and each subcommand is a module there.
 
-fn main() {
-    eprintln!("policy: no commands yet; see the README");
-    std::process::exit(2);
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+fn main() -> ExitCode {
+    let cli = policy_cli::Cli::parse();
+    policy_cli::run(
+        cli,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    )
+    .into()
 }

@@ -1,5 +1,274 @@
-//! The `.policy` language: text → AST → validated `Spec`, with diagnostics.
+//! The `.policy` language: text → syntax tree → [`Spec`] → one validator, with diagnostics.
 //!
-//! Attributes and `.policy` files are two spellings of one model; both are lowered to the same
-//! `Spec` and checked by the one validator that lives here. This crate has no async code and
-//! light dependencies, because the attribute macros use it at compile time.
+//! Attributes and `.policy` files are two spellings of one model: both are lowered to the same
+//! [`Spec`] and checked by the one validator that lives here ([`validate()`]). This crate has no
+//! async code and light dependencies, because the attribute macros use it at compile time.
+//!
+//! ```
+//! use policy_lang::PolicySet;
+//!
+//! let mut policies = PolicySet::new();
+//! policies.add_source(
+//!     "service.policy",
+//!     br#"
+//! request { deadline = 10s }
+//! retry transient { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s); attempt_timeout = 2s }
+//! operation index_document: deferred { retry = transient; deadline = 5s }
+//! "#,
+//! );
+//! let report = policies.check();
+//! let codes: Vec<String> = report.errors.iter().map(|error| error.code()).collect();
+//! assert_eq!(codes, ["policy::deferred-not-idempotent", "policy::retry-not-idempotent"]);
+//!
+//! // A fixed, colourless rendering with the file, line, column and snippet.
+//! let rendered = policies.render(&report.errors[1]);
+//! assert!(rendered.contains("service.policy:4:46"));
+//! ```
+//!
+//! # The language
+//!
+//! ```text
+//! // Comments run to the end of the line.
+//! request { deadline = 10s }
+//!
+//! breaker payments { open_after = 5 failures within 30s; cooldown = 20s; shared }
+//! breaker search { open_after = 50% of at least 20 calls within 1m; cooldown = 10s; shared(quorum = 2) }
+//! bulkhead payments { max_concurrent = 4; max_queued = 8 }
+//! retry transient {
+//!     attempts = 3                                  // the first attempt included
+//!     backoff = full_jitter(base = 50ms, cap = 1s)
+//!     attempt_timeout = 2s
+//!     budget = 20% + 10/s                           // retries may add 20% of calls, 10/s at least
+//! }
+//! shedding { deferred at load 0.5; background at load 0.25 }
+//! ratelimit signups { 100 per 1m; on_timeout = open; on_error = closed }
+//!
+//! operation charge_card: critical, durable {
+//!     breaker = payments
+//!     bulkhead = payments
+//!     deadline = 3s
+//!     min_budget = 200ms
+//! }
+//! operation index_document: deferred, idempotent { retry = transient; deadline = 5s }
+//! ```
+//!
+//! Every stanza is `KEYWORD [NAME] [: class, flags] { statements }`, its header on one line with
+//! the `{`. Statements are `key = value` or a phrase, separated by `;` or new lines. Durations
+//! take `ms`, `s`, `m`, `h`; sizes `b`, `kb`, `mb`, `gb`; ratios are `0.25` or `25%`.
+//!
+//! | stanza | settings |
+//! |---|---|
+//! | `request` | `deadline` |
+//! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared) |
+//! | `bulkhead NAME` | `max_concurrent` (≥ 1), `max_queued` (default 0) |
+//! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `budget = P% + N/s` |
+//! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
+//! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed`, `on_error = open\|closed` |
+//! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error` (durations), `fallback` (a string) |
+//!
+//! # Diagnostics
+//!
+//! Every diagnostic has a stable code. Errors make a policy invalid; warnings do not.
+//!
+//! | code | what it means | the fix |
+//! |---|---|---|
+//! | `policy::invalid-utf8` | the file is not UTF-8 | save it as UTF-8 |
+//! | `policy::too-large` | the file is over [`parse::MAX_SOURCE_LEN`] bytes | split it across files |
+//! | `policy::syntax` | the text does not follow the grammar | as the help says; every bad statement and stanza is reported |
+//! | `policy::unknown-stanza` | a stanza keyword that does not exist | the suggested keyword |
+//! | `policy::missing-name` | `breaker { ... }` without a name | `breaker NAME { ... }` |
+//! | `policy::unexpected-name` | `request x { ... }` | drop the name |
+//! | `policy::unexpected-tags` | `: critical` on a stanza other than `operation` | drop the tags |
+//! | `policy::unknown-setting` | a key the stanza does not have | the suggested key |
+//! | `policy::duplicate-setting` | a key set twice in one stanza | keep one |
+//! | `policy::missing-setting` | a required key is absent | add it (the help shows an example) |
+//! | `policy::invalid-value` | a value of the wrong kind (`30` for a duration, `maybe` for `open`) | write it as the help shows |
+//! | `policy::missing-class` | an operation without `critical`, `deferred` or `background` | add one |
+//! | `policy::conflicting-classes` | an operation with two classes | keep one |
+//! | `policy::unknown-flag` | a tag that is neither a class nor a flag | the suggested flag |
+//! | `policy::duplicate-name` | two items of one kind with one name (across files too) | rename or remove one |
+//! | `policy::duplicate-stanza` | two `request` or `shedding` stanzas | merge them |
+//! | `policy::unknown-name` | an operation names a breaker, bulkhead, retry or rate limit that does not exist | the suggested name, or define it |
+//! | `policy::retry-not-idempotent` | retry on an operation not marked `idempotent` | mark it, or remove the retry |
+//! | `policy::deferred-not-idempotent` | deferred or background work not marked `idempotent` (it is delivered at least once) | make it idempotent, or critical |
+//! | `policy::durable-not-critical` | a `durable` write that is deferred or background | make it critical |
+//! | `policy::retry-without-deadline` | a retry with no deadline on the operation or the request | add one |
+//! | `policy::min-budget-exceeds-deadline` | `min_budget` above the effective deadline | lower it, or raise the deadline |
+//! | `policy::duration-not-positive` | a zero or negative duration | a positive duration |
+//! | `policy::zero-attempts` | `attempts = 0` | at least 1 |
+//! | `policy::zero-count` | zero slots, failures, calls, quorum or rate | at least 1 |
+//! | `policy::ratio-out-of-range` | a failure ratio or retry budget outside (0, 100%] | a share such as `50%` |
+//! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
+//! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
+//! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
+//! | `policy::deadline-clamped` (warning) | an operation deadline longer than the request's: it will be clamped | lower it |
+//! | `policy::unreachable-attempts` (warning) | attempts that cannot start in the deadline once earlier ones time out | fewer attempts or shorter timeouts |
+//! | `policy::queue-stores-backlog` (warning) | `max_queued` above [`validate::BACKLOG_FACTOR`] × `max_concurrent` | a shorter queue |
+//!
+//! # For the attribute macros
+//!
+//! Load the policy files of a directory with [`PolicySet::load_dir`], add what the attributes
+//! say with [`PolicySet::add_operation`] (and `add_breaker`, `add_retry`, ... for inline
+//! definitions), giving their nodes [`Loc::External`] locations, then call
+//! [`PolicySet::check`]: the same validator runs, and each [`Diagnostic`]'s labels carry either
+//! a file location ([`PolicySet::render`] gives `file:line:col` and the snippet) or the external
+//! token to map back to a span.
+
+pub mod ast;
+pub mod diagnostic;
+pub mod explain;
+pub mod fmt;
+pub mod lower;
+pub mod parse;
+pub mod source;
+pub mod spec;
+pub mod suggest;
+pub mod validate;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
+pub use source::{Loc, Located, SourceId, Sources};
+pub use spec::{
+    Backoff, BreakerSpec, BulkheadSpec, Class, FailMode, OpenAfter, OperationSpec, Rate,
+    RatelimitSpec, RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec,
+};
+pub use validate::validate;
+
+/// A set of policy sources lowered into one [`Spec`], with what was found reading them.
+#[derive(Debug, Clone, Default)]
+pub struct PolicySet {
+    sources: Sources,
+    spec: Spec,
+    diagnostics: Vec<Diagnostic>,
+    dropped: Vec<(&'static str, String)>,
+}
+
+impl PolicySet {
+    /// An empty set.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses `bytes` (named `name` in diagnostics) and lowers it into the spec. Problems are
+    /// kept for [`PolicySet::check`]; nothing here fails or panics.
+    pub fn add_source(&mut self, name: impl Into<String>, bytes: &[u8]) -> SourceId {
+        let parsed = parse::parse(&mut self.sources, name, bytes);
+        let lowered = lower::lower(&parsed.file, &mut self.spec);
+        self.diagnostics.extend(parsed.diagnostics);
+        self.diagnostics.extend(lowered.diagnostics);
+        self.dropped.extend(lowered.dropped);
+        parsed.file.source
+    }
+
+    /// Reads and adds one file.
+    pub fn load_file(&mut self, path: &Path) -> io::Result<SourceId> {
+        let bytes = std::fs::read(path)?;
+        Ok(self.add_source(path.display().to_string(), &bytes))
+    }
+
+    /// Reads and adds every `*.policy` file of `dir` (not recursive), in name order, and
+    /// returns their paths (the macros emit an `include_bytes!` for each so Cargo rebuilds when
+    /// one changes).
+    pub fn load_dir(&mut self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut paths = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|ext| ext == "policy") && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        for path in &paths {
+            self.load_file(path)?;
+        }
+        Ok(paths)
+    }
+
+    fn record(&mut self, inserted: Result<(), Box<Diagnostic>>) {
+        if let Err(duplicate) = inserted {
+            self.diagnostics.push(*duplicate);
+        }
+    }
+
+    /// Adds an operation (a duplicate name is reported by [`PolicySet::check`]).
+    pub fn add_operation(&mut self, operation: OperationSpec) {
+        let inserted = self.spec.operations.insert(operation);
+        self.record(inserted);
+    }
+
+    /// Adds a breaker.
+    pub fn add_breaker(&mut self, breaker: BreakerSpec) {
+        let inserted = self.spec.breakers.insert(breaker);
+        self.record(inserted);
+    }
+
+    /// Adds a bulkhead.
+    pub fn add_bulkhead(&mut self, bulkhead: BulkheadSpec) {
+        let inserted = self.spec.bulkheads.insert(bulkhead);
+        self.record(inserted);
+    }
+
+    /// Adds a retry policy.
+    pub fn add_retry(&mut self, retry: RetrySpec) {
+        let inserted = self.spec.retries.insert(retry);
+        self.record(inserted);
+    }
+
+    /// Adds a rate limit.
+    pub fn add_ratelimit(&mut self, ratelimit: RatelimitSpec) {
+        let inserted = self.spec.ratelimits.insert(ratelimit);
+        self.record(inserted);
+    }
+
+    /// The model built so far.
+    #[must_use]
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// The model, to change (prefer the `add_*` methods, which report duplicates).
+    pub fn spec_mut(&mut self) -> &mut Spec {
+        &mut self.spec
+    }
+
+    /// The source files read so far.
+    #[must_use]
+    pub fn sources(&self) -> &Sources {
+        &self.sources
+    }
+
+    /// Every problem: what reading the sources found, and what the validator finds in the
+    /// spec, errors and warnings apart, each sorted by location.
+    #[must_use]
+    pub fn check(&self) -> Report {
+        let validated = validate(&self.spec);
+        let consequence_of_earlier_error = |diagnostic: &Diagnostic| match &diagnostic.kind {
+            Kind::UnknownName { kind, name, .. } => self
+                .dropped
+                .iter()
+                .any(|(dropped_kind, dropped)| dropped_kind == kind && dropped == name),
+            _ => false,
+        };
+        Report::from_diagnostics(
+            self.diagnostics
+                .iter()
+                .cloned()
+                .chain(
+                    validated
+                        .errors
+                        .into_iter()
+                        .filter(|d| !consequence_of_earlier_error(d)),
+                )
+                .chain(validated.warnings),
+        )
+    }
+
+    /// `file:line:col`, the snippet and the labels, in a fixed colourless theme and width.
+    #[must_use]
+    pub fn render(&self, diagnostic: &Diagnostic) -> String {
+        render_plain(diagnostic, &self.sources)
+    }
+}

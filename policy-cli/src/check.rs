@@ -1,0 +1,82 @@
+//! `policy check FILE...`: every problem of every file, in one run.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use policy_lang::PolicySet;
+use serde_json::json;
+
+use crate::{Exit, Format, files, render};
+
+/// Arguments of `policy check`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Policy files, or directories whose `*.policy` files are read. All of them form one
+    /// policy, as the attribute macros see it.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+/// Loads every file into one policy set; an unreadable file is a usage error.
+pub(crate) fn load(
+    paths: &[PathBuf],
+    err: &mut dyn Write,
+) -> Result<(PolicySet, Vec<PathBuf>), Exit> {
+    let files = files::expand(paths).map_err(|(path, error)| {
+        let _ = writeln!(err, "{}", files::io_error(&path, &error));
+        Exit::Usage
+    })?;
+    let mut set = PolicySet::new();
+    for file in &files {
+        if let Err(error) = set.load_file(file) {
+            let _ = writeln!(err, "{}", files::io_error(file, &error));
+            return Err(Exit::Usage);
+        }
+    }
+    Ok((set, files))
+}
+
+/// Runs `policy check`.
+pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let (set, files) = match load(&args.files, err) {
+        Ok(loaded) => loaded,
+        Err(exit) => return exit,
+    };
+    let report = set.check();
+    match args.format {
+        Format::Human => {
+            for diagnostic in report.all() {
+                let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
+            }
+            let operations = set.spec().operations.len();
+            let _ = writeln!(
+                err,
+                "policy check: {} in {} ({})",
+                render::summary(&report),
+                render::plural(files.len(), "file"),
+                render::plural(operations, "operation"),
+            );
+        }
+        Format::Json => {
+            let document = json!({
+                "files": files.iter().map(|file| file.display().to_string()).collect::<Vec<_>>(),
+                "errors": report.errors.len(),
+                "warnings": report.warnings.len(),
+                "diagnostics": report
+                    .all()
+                    .into_iter()
+                    .map(|diagnostic| render::json(diagnostic, set.sources()))
+                    .collect::<Vec<_>>(),
+            });
+            let _ = writeln!(out, "{document:#}");
+        }
+    }
+    if report.has_errors() {
+        Exit::Problems
+    } else {
+        Exit::Clean
+    }
+}

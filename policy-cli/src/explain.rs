@@ -1,0 +1,92 @@
+//! `policy explain FILE [OPERATION]`: each operation's chain and worst-case latency.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use policy_lang::explain::{Explanation, explain_all};
+use serde_json::json;
+
+use crate::{Exit, Format, check, render};
+
+/// Arguments of `policy explain`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A policy file, or a directory whose `*.policy` files form the policy.
+    pub file: PathBuf,
+    /// Only this operation.
+    pub operation: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+}
+
+fn millis(duration: Option<Duration>) -> serde_json::Value {
+    duration.map_or(serde_json::Value::Null, |d| json!(d.as_secs_f64() * 1000.0))
+}
+
+fn to_json(explanation: &Explanation) -> serde_json::Value {
+    json!({
+        "operation": explanation.operation,
+        "class": explanation.class.as_str(),
+        "flags": explanation.flags,
+        "steps": explanation.steps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "attempts": explanation.attempts,
+        "bound_ms": millis(explanation.bound),
+        "bound_without_propagation_ms": millis(explanation.bound_without_propagation),
+        "sum": explanation.sum,
+    })
+}
+
+/// Runs `policy explain`.
+pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let (set, _) = match check::load(std::slice::from_ref(&args.file), err) {
+        Ok(loaded) => loaded,
+        Err(exit) => return exit,
+    };
+    let report = set.check();
+    for diagnostic in report.all() {
+        let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
+    }
+    if report.has_errors() {
+        let _ = writeln!(
+            err,
+            "policy explain: {}; fix the errors first",
+            render::summary(&report)
+        );
+        return Exit::Problems;
+    }
+    let mut explanations = explain_all(set.spec());
+    if let Some(wanted) = &args.operation {
+        explanations.retain(|explanation| &explanation.operation == wanted);
+        if explanations.is_empty() {
+            let help = policy_lang::suggest::did_you_mean(
+                wanted,
+                set.spec().operations.names(),
+                "the operations",
+                "the policy has no operations",
+            );
+            let _ = writeln!(
+                err,
+                "error: no operation `{wanted}` in `{}`\n  help: {help}",
+                args.file.display()
+            );
+            return Exit::Usage;
+        }
+    }
+    match args.format {
+        Format::Human => {
+            for (i, explanation) in explanations.iter().enumerate() {
+                if i > 0 {
+                    let _ = writeln!(out);
+                }
+                let _ = write!(out, "{explanation}");
+            }
+        }
+        Format::Json => {
+            let document: Vec<_> = explanations.iter().map(to_json).collect();
+            let _ = writeln!(out, "{:#}", serde_json::Value::from(document));
+        }
+    }
+    Exit::Clean
+}

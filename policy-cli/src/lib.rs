@@ -1,0 +1,80 @@
+//! The logic of the `policy` command, one module per subcommand, so that it can be tested and
+//! so that later subcommands (`gate`, `assets`, `locality`) are each a module and a variant of
+//! [`Command`].
+//!
+//! Exit codes: 0 clean (warnings allowed), 1 problems found, 2 usage or I/O error.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub mod check;
+pub mod explain;
+mod files;
+pub mod fmt;
+mod render;
+
+/// Latency and resilience policy: check, explain and format `.policy` files.
+#[derive(Debug, Parser)]
+#[command(name = "policy", version)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check policy files (or directories of them) and report every problem.
+    Check(check::Args),
+    /// Show each operation's chain and its worst-case latency, with and without deadline
+    /// propagation.
+    Explain(explain::Args),
+    /// Format policy files in the canonical style, keeping comments.
+    Fmt(fmt::Args),
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Format {
+    /// Reports with source snippets, for people.
+    #[default]
+    Human,
+    /// One JSON document on standard output, for tools.
+    Json,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Nothing wrong (warnings allowed).
+    Clean,
+    /// Problems were found in the input.
+    Problems,
+    /// The command could not do its work: bad arguments, unreadable files.
+    Usage,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(match exit {
+            Exit::Clean => 0,
+            Exit::Problems => 1,
+            Exit::Usage => 2,
+        })
+    }
+}
+
+/// Runs a parsed command line, writing results to `out` and reports to `err`.
+pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let exit = match cli.command {
+        Command::Check(args) => check::run(&args, out, err),
+        Command::Explain(args) => explain::run(&args, out, err),
+        Command::Fmt(args) => fmt::run(&args, out, err),
+    };
+    let _ = out.flush();
+    let _ = err.flush();
+    exit
+}

@@ -1,0 +1,239 @@
+//! The `policy` binary, run as a user would: exit codes, output shapes, files changed or not.
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a failure should stop the test"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn corpus(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../policy-lang/tests/corpus")
+        .join(path)
+}
+
+fn policy(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_policy"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+fn temp_copy(from: &Path, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("policy-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let to = dir.join(from.file_name().unwrap());
+    std::fs::copy(from, &to).unwrap();
+    to
+}
+
+#[test]
+fn check_exits_0_on_a_clean_policy() {
+    let output = policy(&["check", path(&corpus("good/example.policy"))]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("0 errors, 0 warnings in 1 file (3 operations)"));
+}
+
+#[test]
+fn check_exits_1_with_a_report_per_error() {
+    let output = policy(&["check", path(&corpus("bad/unknown-name.policy"))]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert_eq!(err.matches("policy::unknown-name").count(), 4, "{err}");
+    assert!(err.contains("unknown-name.policy:5:15"), "{err}");
+    assert!(err.contains("breaker = paymnts"), "{err}");
+    assert!(err.contains("help: did you mean `payments`?"), "{err}");
+    assert!(err.contains("4 errors, 0 warnings"), "{err}");
+}
+
+#[test]
+fn check_reads_directories_as_one_policy() {
+    let dir = std::env::temp_dir().join(format!("policy-cli-{}-dir", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a.policy"),
+        "retry r { attempts = 2; backoff = full_jitter(base = 10ms, cap = 20ms) }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.policy"),
+        "operation op: critical, idempotent { retry = r; deadline = 1s }\n",
+    )
+    .unwrap();
+    let output = policy(&["check", path(&dir)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("in 2 files (1 operation)"));
+}
+
+#[test]
+fn check_json_has_codes_positions_and_labels() {
+    let output = policy(&[
+        "check",
+        "--format",
+        "json",
+        path(&corpus("bad/all-at-once.policy")),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json["errors"], 8);
+    assert_eq!(json["warnings"], 0);
+    assert!(
+        json["files"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("all-at-once.policy")
+    );
+    let first = &json["diagnostics"][0];
+    assert_eq!(first["severity"], "error");
+    assert_eq!(first["code"], "policy::unknown-stanza");
+    assert_eq!(first["message"], "unknown stanza `bulkhed`");
+    assert_eq!(first["help"], "did you mean `bulkhead`?");
+    assert_eq!(
+        (first["line"].as_u64(), first["column"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let label = &first["labels"][0];
+    assert_eq!(
+        (
+            label["line"].as_u64(),
+            label["column"].as_u64(),
+            label["end_column"].as_u64()
+        ),
+        (Some(3), Some(1), Some(8))
+    );
+    assert_eq!(label["text"], "not a stanza");
+}
+
+#[test]
+fn check_warnings_alone_exit_0() {
+    let output = policy(&[
+        "check",
+        "--format",
+        "json",
+        path(&corpus("bad/queue-stores-backlog.policy")),
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json["diagnostics"][0]["severity"], "warning");
+}
+
+#[test]
+fn usage_and_io_errors_exit_2() {
+    assert_eq!(policy(&[]).status.code(), Some(2));
+    assert_eq!(policy(&["check"]).status.code(), Some(2));
+    assert_eq!(
+        policy(&["check", "--format", "xml", "x.policy"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let missing = policy(&["check", "/nonexistent/x.policy"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("cannot read `/nonexistent/x.policy`"));
+    assert_eq!(
+        policy(&["fmt", "/nonexistent/x.policy"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        policy(&["explain", "/nonexistent/x.policy"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn explain_prints_chains_and_both_bounds() {
+    let output = policy(&[
+        "explain",
+        path(&corpus("good/example.policy")),
+        "index_document",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "operation index_document: deferred, idempotent\n\
+         \x20 1. shedding: shed when load reaches 0.5 (deferred)\n\
+         \x20 2. retry `transient`: up to 3 attempts, full jitter backoff (base 50ms, cap 1s); each attempt:\n\
+         \x20    a. deadline: run for at most 2s per attempt, within what remains of 5s\n\
+         \x20 worst case with deadline propagation:    5s\n\
+         \x20 worst case if each timeout stood alone:  6.15s (3 × 2s + 50ms + 100ms)\n"
+    );
+}
+
+#[test]
+fn explain_json_and_unknown_operation() {
+    let output = policy(&[
+        "explain",
+        "--format",
+        "json",
+        path(&corpus("good/example.policy")),
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 3);
+    assert_eq!(json[1]["operation"], "index_document");
+    assert_eq!(json[1]["bound_ms"], 5000.0);
+    assert_eq!(json[1]["bound_without_propagation_ms"], 6150.0);
+
+    let unknown = policy(&[
+        "explain",
+        path(&corpus("good/example.policy")),
+        "charge_crd",
+    ]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr(&unknown).contains("did you mean `charge_card`?"));
+}
+
+#[test]
+fn explain_refuses_an_invalid_policy() {
+    let output = policy(&["explain", path(&corpus("bad/retry-not-idempotent.policy"))]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("policy::retry-not-idempotent"));
+    assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn fmt_rewrites_then_check_passes() {
+    let file = temp_copy(&corpus("good/messy.policy"), "fmt");
+    let check = policy(&["fmt", "--check", path(&file)]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(stdout(&check).contains("messy.policy"));
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        std::fs::read(corpus("good/messy.policy")).unwrap()
+    );
+
+    assert_eq!(policy(&["fmt", path(&file)]).status.code(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        std::fs::read_to_string(corpus("good/messy.fmt")).unwrap()
+    );
+    let again = policy(&["fmt", "--check", path(&file)]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(stdout(&again).is_empty());
+}
+
+#[test]
+fn fmt_leaves_a_file_that_does_not_parse() {
+    let file = temp_copy(&corpus("bad/syntax.policy"), "fmt-bad");
+    let output = policy(&["fmt", path(&file)]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("policy::syntax"));
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        std::fs::read(corpus("bad/syntax.policy")).unwrap()
+    );
+}

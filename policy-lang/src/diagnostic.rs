@@ -1,0 +1,757 @@
+//! Diagnostics: what is wrong, where, and how to fix it.
+//!
+//! A [`Diagnostic`] is a [`Kind`] (the rule that fired, which gives the stable code, the message
+//! and the help) plus [`Label`]s pointing at every location involved. Labels carry [`Loc`]s, so
+//! the same diagnostic serves a `.policy` file (rendered with a snippet by [`render_plain`] or
+//! [`Renderable`]) and the attribute macros (which map [`Loc::External`] back to their spans).
+
+use std::fmt;
+
+use miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, Severity, SourceSpan,
+};
+
+use crate::source::{Loc, Sources};
+
+/// The rule a diagnostic comes from. Each variant has a stable code (`policy::...`), a one-line
+/// message and a help text that says the fix; see the table in the crate docs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
+#[non_exhaustive]
+pub enum Kind {
+    // ---- reading the file -------------------------------------------------------------------
+    /// The file is not UTF-8.
+    #[error("file is not valid UTF-8 (first bad byte at offset {offset})")]
+    #[diagnostic(code("policy::invalid-utf8"), help("save the file as UTF-8 text"))]
+    InvalidUtf8 {
+        /// Offset of the first byte that is not UTF-8.
+        offset: usize,
+    },
+
+    /// The file is larger than a policy file may be.
+    #[error("file is {len} bytes, more than the {max} a policy file may have")]
+    #[diagnostic(
+        code("policy::too-large"),
+        help("split the policy across several files in the same directory")
+    )]
+    TooLarge {
+        /// Size of the file.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+
+    /// The text does not follow the grammar.
+    #[error("{message}")]
+    #[diagnostic(code("policy::syntax"), help("{help}"))]
+    Syntax {
+        /// What was expected and what was found.
+        message: String,
+        /// How the construct is written.
+        help: String,
+    },
+
+    // ---- the shape of stanzas ---------------------------------------------------------------
+    /// A stanza keyword that does not exist.
+    #[error("unknown stanza `{keyword}`")]
+    #[diagnostic(code("policy::unknown-stanza"), help("{help}"))]
+    UnknownStanza {
+        /// The keyword as written.
+        keyword: String,
+        /// A suggestion, or the list of stanzas.
+        help: String,
+    },
+
+    /// A named stanza without a name.
+    #[error("`{keyword}` needs a name")]
+    #[diagnostic(
+        code("policy::missing-name"),
+        help("write it as `{keyword} NAME {{ ... }}`")
+    )]
+    MissingName {
+        /// The stanza keyword.
+        keyword: String,
+    },
+
+    /// A name on a stanza that takes none.
+    #[error("`{keyword}` takes no name, found `{name}`")]
+    #[diagnostic(
+        code("policy::unexpected-name"),
+        help("there is one `{keyword}` stanza per policy: write it as `{keyword} {{ ... }}`")
+    )]
+    UnexpectedName {
+        /// The stanza keyword.
+        keyword: String,
+        /// The name that was given.
+        name: String,
+    },
+
+    /// Tags (`: critical, idempotent`) on a stanza that takes none.
+    #[error("`{keyword}` takes no class or flags")]
+    #[diagnostic(
+        code("policy::unexpected-tags"),
+        help("only an `operation` has a class and flags; remove `: ...` from this header")
+    )]
+    UnexpectedTags {
+        /// The stanza keyword.
+        keyword: String,
+    },
+
+    /// A setting a stanza does not have.
+    #[error("unknown setting `{key}` in `{keyword}`")]
+    #[diagnostic(code("policy::unknown-setting"), help("{help}"))]
+    UnknownSetting {
+        /// The stanza keyword.
+        keyword: String,
+        /// The key as written.
+        key: String,
+        /// A suggestion, or the list of settings.
+        help: String,
+    },
+
+    /// The same setting twice in one stanza.
+    #[error("`{key}` is set twice")]
+    #[diagnostic(
+        code("policy::duplicate-setting"),
+        help("keep one `{key}` and remove the other")
+    )]
+    DuplicateSetting {
+        /// The key.
+        key: String,
+    },
+
+    /// A required setting is absent.
+    #[error("{what} has no `{key}`")]
+    #[diagnostic(code("policy::missing-setting"), help("add `{example}`"))]
+    MissingSetting {
+        /// The stanza (`breaker `payments``).
+        what: String,
+        /// The missing key.
+        key: String,
+        /// An example of the setting.
+        example: String,
+    },
+
+    /// A value of the wrong kind: a number where a duration is wanted, an unknown word.
+    #[error("`{key}` expects {expected}, found `{found}`")]
+    #[diagnostic(code("policy::invalid-value"), help("{help}"))]
+    InvalidValue {
+        /// The setting.
+        key: String,
+        /// What it expects (`a duration like `30s``).
+        expected: String,
+        /// What was written.
+        found: String,
+        /// How to write it.
+        help: String,
+    },
+
+    /// An operation without a class.
+    #[error("operation `{operation}` has no class")]
+    #[diagnostic(
+        code("policy::missing-class"),
+        help(
+            "give it one after its name: `operation {operation}: critical {{ ... }}` (critical, deferred or background)"
+        )
+    )]
+    MissingClass {
+        /// The operation.
+        operation: String,
+    },
+
+    /// An operation with two classes.
+    #[error("operation `{operation}` is both `{first}` and `{second}`")]
+    #[diagnostic(
+        code("policy::conflicting-classes"),
+        help("an operation has one class: keep `{first}` or `{second}`")
+    )]
+    ConflictingClasses {
+        /// The operation.
+        operation: String,
+        /// The first class.
+        first: String,
+        /// The second class.
+        second: String,
+    },
+
+    /// A tag that is neither a class nor a flag.
+    #[error("unknown flag `{flag}` on operation `{operation}`")]
+    #[diagnostic(code("policy::unknown-flag"), help("{help}"))]
+    UnknownFlag {
+        /// The operation.
+        operation: String,
+        /// The tag as written.
+        flag: String,
+        /// A suggestion, or the list of classes and flags.
+        help: String,
+    },
+
+    /// Two items of the same kind with one name.
+    #[error("{kind} `{name}` is defined twice")]
+    #[diagnostic(
+        code("policy::duplicate-name"),
+        help("rename one of them, or remove the second definition")
+    )]
+    DuplicateName {
+        /// `breaker`, `operation`, ...
+        kind: String,
+        /// The name.
+        name: String,
+    },
+
+    /// A stanza that may appear once appears twice.
+    #[error("`{keyword}` is declared twice")]
+    #[diagnostic(
+        code("policy::duplicate-stanza"),
+        help("merge the two `{keyword}` stanzas into one")
+    )]
+    DuplicateStanza {
+        /// The keyword.
+        keyword: String,
+    },
+
+    // ---- validation -------------------------------------------------------------------------
+    /// A reference to a breaker, bulkhead, retry or rate limit that is not defined.
+    #[error("unknown {kind} `{name}`")]
+    #[diagnostic(code("policy::unknown-name"), help("{help}"))]
+    UnknownName {
+        /// `breaker`, `bulkhead`, `retry` or `ratelimit`.
+        kind: String,
+        /// The name as written.
+        name: String,
+        /// A suggestion, or how to define it.
+        help: String,
+    },
+
+    /// Retry on an operation not marked idempotent.
+    #[error("operation `{operation}` is retried but not marked `idempotent`")]
+    #[diagnostic(
+        code("policy::retry-not-idempotent"),
+        help(
+            "a network timeout is exactly when the first attempt may have succeeded unseen: mark `{operation}` `idempotent` if running it twice is safe, or remove `retry = {retry}`"
+        )
+    )]
+    RetryNotIdempotent {
+        /// The operation.
+        operation: String,
+        /// The retry policy.
+        retry: String,
+    },
+
+    /// Deferred or background work not marked idempotent.
+    #[error("{class} operation `{operation}` is not marked `idempotent`")]
+    #[diagnostic(
+        code("policy::deferred-not-idempotent"),
+        help(
+            "{class} work is delivered at least once and may run twice: make it idempotent and add the flag (`{class}, idempotent`), or make it `critical`"
+        )
+    )]
+    DeferredNotIdempotent {
+        /// The operation.
+        operation: String,
+        /// `deferred` or `background`.
+        class: String,
+    },
+
+    /// A durable write that is not critical.
+    #[error("durable operation `{operation}` is `{class}`, not `critical`")]
+    #[diagnostic(
+        code("policy::durable-not-critical"),
+        help(
+            "a write that must be acknowledged happens before the response: make `{operation}` `critical`, or drop `durable` if losing it is acceptable"
+        )
+    )]
+    DurableNotCritical {
+        /// The operation.
+        operation: String,
+        /// Its class.
+        class: String,
+    },
+
+    /// Retry with no deadline above it.
+    #[error("operation `{operation}` retries with no deadline above it")]
+    #[diagnostic(
+        code("policy::retry-without-deadline"),
+        help(
+            "a retry without a deadline turns a bad minute into an outage: add `deadline = ...` to `{operation}`, or a `request {{ deadline = ... }}` stanza"
+        )
+    )]
+    RetryWithoutDeadline {
+        /// The operation.
+        operation: String,
+        /// The retry policy.
+        retry: String,
+    },
+
+    /// `min_budget` larger than the deadline.
+    #[error(
+        "`min_budget` of operation `{operation}` ({min_budget}) is larger than its deadline ({deadline})"
+    )]
+    #[diagnostic(
+        code("policy::min-budget-exceeds-deadline"),
+        help(
+            "the operation could never start: lower `min_budget` below {deadline}, or raise the deadline"
+        )
+    )]
+    MinBudgetExceedsDeadline {
+        /// The operation.
+        operation: String,
+        /// The minimum budget, formatted.
+        min_budget: String,
+        /// The effective deadline, formatted.
+        deadline: String,
+    },
+
+    /// A zero or negative duration.
+    #[error("`{key}` must be longer than zero, found `{found}`")]
+    #[diagnostic(
+        code("policy::duration-not-positive"),
+        help(
+            "a zero or negative `{key}` can never be met: give a positive duration such as `100ms`"
+        )
+    )]
+    DurationNotPositive {
+        /// The setting.
+        key: String,
+        /// What was written.
+        found: String,
+    },
+
+    /// A retry with zero attempts.
+    #[error("retry `{retry}` has zero attempts")]
+    #[diagnostic(
+        code("policy::zero-attempts"),
+        help(
+            "`attempts` counts the first attempt too: use `attempts = 1` for no retry, or more to retry"
+        )
+    )]
+    ZeroAttempts {
+        /// The retry policy.
+        retry: String,
+    },
+
+    /// A count that must be at least one.
+    #[error("`{key}` must be at least 1, found `0`")]
+    #[diagnostic(code("policy::zero-count"), help("{help}"))]
+    ZeroCount {
+        /// The setting.
+        key: String,
+        /// What a zero would mean and what to write instead.
+        help: String,
+    },
+
+    /// A ratio outside (0, 1].
+    #[error("`{key}` must be above 0 and at most 100%, found `{found}`")]
+    #[diagnostic(
+        code("policy::ratio-out-of-range"),
+        help("write a share such as `50%` or `0.5`")
+    )]
+    RatioOutOfRange {
+        /// The setting.
+        key: String,
+        /// What was written.
+        found: String,
+    },
+
+    /// A shedding threshold outside (0, 1).
+    #[error("`{class}` shedding threshold must be strictly between 0 and 1, found `{found}`")]
+    #[diagnostic(
+        code("policy::shedding-threshold-out-of-range"),
+        help(
+            "a threshold is the load at which `{class}` work is shed: at 0 it is always shed, at 1 never before the bulkhead refuses; pick a value such as `0.5`"
+        )
+    )]
+    SheddingThresholdOutOfRange {
+        /// `deferred` or `background`.
+        class: String,
+        /// What was written.
+        found: String,
+    },
+
+    /// Background shed later than deferred.
+    #[error("`background` is shed at load {background}, later than `deferred` at {deferred}")]
+    #[diagnostic(
+        code("policy::shedding-thresholds-inverted"),
+        help("background work is the first to go: set its threshold at or below {deferred}")
+    )]
+    SheddingThresholdsInverted {
+        /// The background threshold, formatted.
+        background: String,
+        /// The deferred threshold, formatted.
+        deferred: String,
+    },
+
+    /// Backoff base above its cap.
+    #[error("backoff of retry `{retry}` starts at {base}, above its cap of {cap}")]
+    #[diagnostic(
+        code("policy::backoff-base-above-cap"),
+        help("`base` is the first delay and `cap` the largest: make `base` at most {cap}")
+    )]
+    BackoffBaseAboveCap {
+        /// The retry policy.
+        retry: String,
+        /// The base, formatted.
+        base: String,
+        /// The cap, formatted.
+        cap: String,
+    },
+
+    // ---- warnings ---------------------------------------------------------------------------
+    /// An operation deadline longer than the request deadline.
+    #[error(
+        "deadline of operation `{operation}` ({deadline}) is longer than the request deadline ({request})"
+    )]
+    #[diagnostic(
+        code("policy::deadline-clamped"),
+        severity(Warning),
+        help(
+            "a child never outlives its parent, so it will be clamped to {request}: lower it to say what will happen"
+        )
+    )]
+    DeadlineClamped {
+        /// The operation.
+        operation: String,
+        /// Its deadline, formatted.
+        deadline: String,
+        /// The request deadline, formatted.
+        request: String,
+    },
+
+    /// Retry attempts that cannot start within the deadline.
+    #[error(
+        "operation `{operation}` allows {attempts} attempts but only {reachable} can start within {deadline} when attempts time out"
+    )]
+    #[diagnostic(
+        code("policy::unreachable-attempts"),
+        severity(Warning),
+        help(
+            "attempt timeouts and backoff use up the deadline first: lower `attempts` to {reachable}, shorten `attempt_timeout`, or raise the deadline"
+        )
+    )]
+    UnreachableAttempts {
+        /// The operation.
+        operation: String,
+        /// Attempts configured.
+        attempts: u32,
+        /// Attempts that can start.
+        reachable: u32,
+        /// The effective deadline, formatted.
+        deadline: String,
+    },
+
+    /// A bulkhead queue that stores a backlog.
+    #[error("bulkhead `{bulkhead}` queues up to {max_queued} callers for {max_concurrent} slots")]
+    #[diagnostic(
+        code("policy::queue-stores-backlog"),
+        severity(Warning),
+        help(
+            "a queue absorbs a burst, it does not store a backlog: callers past the cap should be refused; keep `max_queued` at most {limit}"
+        )
+    )]
+    QueueStoresBacklog {
+        /// The bulkhead.
+        bulkhead: String,
+        /// Its queue length.
+        max_queued: u32,
+        /// Its concurrency.
+        max_concurrent: u32,
+        /// The largest queue that does not warn.
+        limit: u64,
+    },
+}
+
+impl Kind {
+    /// The stable code, such as `policy::retry-not-idempotent`.
+    #[must_use]
+    pub fn code(&self) -> String {
+        miette::Diagnostic::code(self)
+            .map(|code| code.to_string())
+            .unwrap_or_default()
+    }
+
+    /// Whether this is an error or a warning.
+    #[must_use]
+    pub fn severity(&self) -> Severity {
+        miette::Diagnostic::severity(self).unwrap_or(Severity::Error)
+    }
+
+    /// The help text: the fix, or a "did you mean".
+    #[must_use]
+    pub fn help(&self) -> Option<String> {
+        miette::Diagnostic::help(self).map(|help| help.to_string())
+    }
+}
+
+/// A location involved in a diagnostic, with what to say about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Label {
+    /// Where.
+    pub loc: Loc,
+    /// What about it (`retried here`, `first defined here`).
+    pub text: String,
+}
+
+/// One problem found in a policy: the rule, and labels on every location involved. The first
+/// label is the primary one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    /// The rule that fired.
+    pub kind: Kind,
+    /// The locations involved, primary first.
+    pub labels: Vec<Label>,
+}
+
+impl Diagnostic {
+    /// A diagnostic with one label.
+    #[must_use]
+    pub fn new(kind: Kind, loc: Loc, text: impl Into<String>) -> Self {
+        Diagnostic {
+            kind,
+            labels: vec![Label {
+                loc,
+                text: text.into(),
+            }],
+        }
+    }
+
+    /// Adds a secondary label.
+    #[must_use]
+    pub fn with_label(mut self, loc: Loc, text: impl Into<String>) -> Self {
+        self.labels.push(Label {
+            loc,
+            text: text.into(),
+        });
+        self
+    }
+
+    /// The stable code.
+    #[must_use]
+    pub fn code(&self) -> String {
+        self.kind.code()
+    }
+
+    /// The one-line message.
+    #[must_use]
+    pub fn message(&self) -> String {
+        self.kind.to_string()
+    }
+
+    /// The help text.
+    #[must_use]
+    pub fn help(&self) -> Option<String> {
+        self.kind.help()
+    }
+
+    /// Error or warning.
+    #[must_use]
+    pub fn severity(&self) -> Severity {
+        self.kind.severity()
+    }
+
+    /// Whether this is an error (not a warning).
+    #[must_use]
+    pub fn is_error(&self) -> bool {
+        matches!(self.severity(), Severity::Error)
+    }
+
+    /// The primary location.
+    #[must_use]
+    pub fn primary_loc(&self) -> Option<Loc> {
+        self.labels.first().map(|label| label.loc)
+    }
+
+    pub(crate) fn sort_key(&self) -> (u32, u32, u32) {
+        self.primary_loc()
+            .map_or((u32::MAX, u32::MAX, 0), |loc| loc.sort_key())
+    }
+
+    /// This diagnostic with the source text its labels need, ready for a miette handler.
+    #[must_use]
+    pub fn renderable<'a>(&'a self, sources: &'a Sources) -> Renderable<'a> {
+        Renderable::new(self, sources)
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.kind, f)
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+/// A diagnostic paired with the sources it points into, so that miette can draw its snippet.
+/// Labels in the primary label's file are drawn in the snippet; labels in other files become
+/// related reports with their own snippet; [`Loc::External`] labels are left to their front end.
+#[derive(Debug)]
+pub struct Renderable<'a> {
+    diagnostic: &'a Diagnostic,
+    source: Option<NamedSource<std::sync::Arc<str>>>,
+    labels: Vec<LabeledSpan>,
+    related: Vec<Renderable<'a>>,
+    secondary: bool,
+}
+
+impl<'a> Renderable<'a> {
+    fn new(diagnostic: &'a Diagnostic, sources: &'a Sources) -> Self {
+        let primary = diagnostic
+            .labels
+            .iter()
+            .find_map(|label| label.loc.source());
+        let mut labels = Vec::new();
+        let mut related = Vec::new();
+        for (index, label) in diagnostic.labels.iter().enumerate() {
+            let (Some(source), Some(range)) = (label.loc.source(), label.loc.range()) else {
+                continue;
+            };
+            let span = SourceSpan::new(range.start.into(), range.end - range.start);
+            let text = (!label.text.is_empty()).then(|| label.text.clone());
+            if Some(source) == primary {
+                labels.push(if index == 0 {
+                    LabeledSpan::new_primary_with_span(text, span)
+                } else {
+                    LabeledSpan::new_with_span(text, span)
+                });
+            } else {
+                related.push(Renderable {
+                    diagnostic,
+                    source: sources
+                        .get(source)
+                        .map(|file| NamedSource::new(file.name(), file.shared_text())),
+                    labels: vec![LabeledSpan::new_with_span(text, span)],
+                    related: Vec::new(),
+                    secondary: true,
+                });
+            }
+        }
+        Renderable {
+            diagnostic,
+            source: primary
+                .and_then(|id| sources.get(id))
+                .map(|file| NamedSource::new(file.name(), file.shared_text())),
+            labels,
+            related,
+            secondary: false,
+        }
+    }
+}
+
+impl fmt::Display for Renderable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.secondary {
+            f.write_str("see also")
+        } else {
+            fmt::Display::fmt(self.diagnostic, f)
+        }
+    }
+}
+
+impl std::error::Error for Renderable<'_> {}
+
+impl miette::Diagnostic for Renderable<'_> {
+    fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        if self.secondary {
+            None
+        } else {
+            Some(Box::new(self.diagnostic.code()))
+        }
+    }
+
+    fn severity(&self) -> Option<Severity> {
+        Some(if self.secondary {
+            Severity::Advice
+        } else {
+            self.diagnostic.severity()
+        })
+    }
+
+    fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        if self.secondary {
+            None
+        } else {
+            self.diagnostic
+                .help()
+                .map(|help| Box::new(help) as Box<dyn fmt::Display>)
+        }
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.source
+            .as_ref()
+            .map(|source| source as &dyn miette::SourceCode)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        if self.labels.is_empty() {
+            None
+        } else {
+            Some(Box::new(self.labels.iter().cloned()))
+        }
+    }
+
+    fn related<'b>(&'b self) -> Option<Box<dyn Iterator<Item = &'b dyn miette::Diagnostic> + 'b>> {
+        if self.related.is_empty() {
+            None
+        } else {
+            Some(Box::new(
+                self.related
+                    .iter()
+                    .map(|related| related as &dyn miette::Diagnostic),
+            ))
+        }
+    }
+}
+
+/// Width of [`render_plain`]'s output.
+pub const PLAIN_WIDTH: usize = 100;
+
+/// Renders a diagnostic as `file:line:col` with a snippet and its labels, in a fixed colourless
+/// theme and width: stable across terminals, so it can be snapshotted or embedded in a compile
+/// error.
+#[must_use]
+pub fn render_plain(diagnostic: &Diagnostic, sources: &Sources) -> String {
+    let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
+        .with_width(PLAIN_WIDTH)
+        .with_links(false);
+    let mut out = String::new();
+    let renderable = diagnostic.renderable(sources);
+    if handler.render_report(&mut out, &renderable).is_err() {
+        // Rendering into a String cannot fail short of a formatting bug; fall back to one line.
+        out = format!("{}: {}", diagnostic.code(), diagnostic.message());
+    }
+    out
+}
+
+/// The diagnostics of a check: errors and warnings, each sorted by location.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Problems that make the policy invalid.
+    pub errors: Vec<Diagnostic>,
+    /// Problems worth fixing that do not make the policy invalid.
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Report {
+    /// Splits diagnostics by severity and sorts each list by location.
+    #[must_use]
+    pub fn from_diagnostics(diagnostics: impl IntoIterator<Item = Diagnostic>) -> Self {
+        let (mut errors, mut warnings): (Vec<_>, Vec<_>) =
+            diagnostics.into_iter().partition(Diagnostic::is_error);
+        errors.sort_by_key(Diagnostic::sort_key);
+        warnings.sort_by_key(Diagnostic::sort_key);
+        Report { errors, warnings }
+    }
+
+    /// Whether any error was found.
+    #[must_use]
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    /// Errors and warnings together, sorted by location.
+    #[must_use]
+    pub fn all(&self) -> Vec<&Diagnostic> {
+        let mut all: Vec<&Diagnostic> = self.errors.iter().chain(&self.warnings).collect();
+        all.sort_by_key(|diagnostic| diagnostic.sort_key());
+        all
+    }
+}

@@ -1,0 +1,369 @@
+//! What an operation does, in the order the runtime does it, and how long it can take.
+//!
+//! # The bounds
+//!
+//! With `N` attempts (1 without retry), `T` the attempt timeout, `D_op` the operation's deadline,
+//! `D_req` the request's, and `B_k = min(cap, base × 2^(k-1))` the longest backoff after attempt
+//! `k` (full jitter waits a random time in `[0, B_k]`):
+//!
+//! * **without deadline propagation** every layer waits out its own timeout, and they add up:
+//!   `N × t + (B_1 + ... + B_(N-1))`, where `t` is `T`, or `D_op` when there is no attempt
+//!   timeout (each attempt then gets the whole operation timeout), or `D_req` when the operation
+//!   has no deadline either (critical work only); unbounded when there is none. Operations do not call operations in
+//!   the model yet; when they do, a nested operation's bound adds to its attempt's `t`.
+//! * **with deadline propagation** every attempt and every backoff draws from one budget, which
+//!   is clamped by the request's: `min(D_op, D_req, the sum above)`.
+//!
+//! `D_req` applies to critical work only: deferred and background work runs after the response,
+//! outside the request's budget, under its own deadline.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::spec::{
+    Backoff, Class, FailMode, OperationSpec, Rate, Spec, format_duration, format_ratio,
+};
+
+/// One step of an operation's chain.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Step {
+    /// The admission decision: load for deferred and background work, budget for all.
+    Shed {
+        /// The operation's class.
+        class: Class,
+        /// The load at which it is shed (`None`: critical work is never shed for load).
+        load_threshold: Option<f64>,
+        /// Refused if less than this remains of the deadline.
+        min_budget: Option<Duration>,
+        /// What it usually costs, weighed against the remaining budget.
+        expected_cost: Option<Duration>,
+    },
+    /// The rate limit admits the call once, before any attempt.
+    RateLimit {
+        /// Its name.
+        name: String,
+        /// Its rate.
+        rate: Rate,
+        /// What happens when its store is slow.
+        on_timeout: FailMode,
+        /// What happens when its store is down.
+        on_error: FailMode,
+    },
+    /// The retry loop; the steps after it run once per attempt.
+    Retry {
+        /// Its name.
+        name: String,
+        /// Total attempts.
+        attempts: u32,
+        /// The backoff between attempts.
+        backoff: Backoff,
+    },
+    /// The breaker refuses while open.
+    BreakerCheck {
+        /// Its name.
+        name: String,
+    },
+    /// A permit from the bulkhead, or a refusal when it and its queue are full.
+    BulkheadPermit {
+        /// Its name.
+        name: String,
+        /// Its slots.
+        max_concurrent: u32,
+        /// Its queue.
+        max_queued: u32,
+    },
+    /// The attempt runs in a child of the deadline.
+    Run {
+        /// The attempt timeout, if any.
+        attempt_timeout: Option<Duration>,
+        /// The effective deadline the child is clamped to, if any.
+        deadline: Option<Duration>,
+    },
+    /// The outcome is recorded in the breaker.
+    RecordOutcome {
+        /// The breaker.
+        breaker: String,
+    },
+}
+
+/// An operation's chain and its worst-case latency bounds.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Explanation {
+    /// The operation.
+    pub operation: String,
+    /// Its class.
+    pub class: Class,
+    /// Its flags (`idempotent`, `durable`).
+    pub flags: Vec<&'static str>,
+    /// The steps, in the order the runtime runs them.
+    pub steps: Vec<Step>,
+    /// Total attempts (1 without retry).
+    pub attempts: u32,
+    /// The bound with deadline propagation (`None`: unbounded).
+    pub bound: Option<Duration>,
+    /// The bound the same timeouts give without deadline propagation (`None`: unbounded).
+    pub bound_without_propagation: Option<Duration>,
+    /// How the second bound adds up, such as `3 × 2s + 50ms + 100ms`.
+    pub sum: String,
+}
+
+/// Explains every operation of `spec`, in declaration order.
+#[must_use]
+pub fn explain_all(spec: &Spec) -> Vec<Explanation> {
+    spec.operations
+        .iter()
+        .map(|operation| explain(spec, operation))
+        .collect()
+}
+
+/// Explains one operation. References that do not resolve are left out of the chain (the
+/// validator reports them).
+#[must_use]
+pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
+    let class = operation.class.value;
+    let (deferred, background) = spec.shedding_thresholds();
+    let mut steps = vec![Step::Shed {
+        class,
+        load_threshold: match class {
+            Class::Critical => None,
+            Class::Deferred => Some(deferred),
+            Class::Background => Some(background),
+        },
+        min_budget: operation.min_budget.as_ref().map(|d| d.value),
+        expected_cost: operation.expected_cost.as_ref().map(|d| d.value),
+    }];
+    if let Some(ratelimit) = operation
+        .ratelimit
+        .as_ref()
+        .and_then(|name| spec.ratelimits.get(&name.value))
+    {
+        steps.push(Step::RateLimit {
+            name: ratelimit.name.value.clone(),
+            rate: ratelimit.rate.value,
+            on_timeout: ratelimit.on_timeout.value,
+            on_error: ratelimit.on_error.value,
+        });
+    }
+    let retry = operation
+        .retry
+        .as_ref()
+        .and_then(|name| spec.retries.get(&name.value));
+    if let Some(retry) = retry {
+        steps.push(Step::Retry {
+            name: retry.name.value.clone(),
+            attempts: retry.attempts.value,
+            backoff: retry.backoff.value,
+        });
+    }
+    let breaker = operation
+        .breaker
+        .as_ref()
+        .and_then(|name| spec.breakers.get(&name.value));
+    if let Some(breaker) = breaker {
+        steps.push(Step::BreakerCheck {
+            name: breaker.name.value.clone(),
+        });
+    }
+    if let Some(bulkhead) = operation
+        .bulkhead
+        .as_ref()
+        .and_then(|name| spec.bulkheads.get(&name.value))
+    {
+        steps.push(Step::BulkheadPermit {
+            name: bulkhead.name.value.clone(),
+            max_concurrent: bulkhead.max_concurrent.value,
+            max_queued: bulkhead.max_queued.value,
+        });
+    }
+    let attempt_timeout = retry.and_then(|retry| retry.attempt_timeout.as_ref().map(|d| d.value));
+    let deadline = spec.effective_deadline(operation);
+    steps.push(Step::Run {
+        attempt_timeout,
+        deadline,
+    });
+    if let Some(breaker) = breaker {
+        steps.push(Step::RecordOutcome {
+            breaker: breaker.name.value.clone(),
+        });
+    }
+
+    let attempts = retry.map_or(1, |retry| retry.attempts.value);
+    let backoffs: Vec<Duration> = retry.map_or_else(Vec::new, |retry| {
+        (1..attempts)
+            .map(|k| retry.backoff.value.max_delay_after(k))
+            .collect()
+    });
+    let per_attempt = attempt_timeout
+        .or_else(|| operation.deadline.as_ref().map(|d| d.value))
+        .or(deadline);
+    let bound_without_propagation = per_attempt.map(|t| {
+        backoffs
+            .iter()
+            .fold(t.saturating_mul(attempts), |sum, b| sum.saturating_add(*b))
+    });
+    let sum = match per_attempt {
+        Some(t) => std::iter::once(format!("{attempts} × {}", format_duration(t)))
+            .chain(backoffs.iter().map(|b| format_duration(*b)))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        None => "no timeout anywhere".to_owned(),
+    };
+    let bound = [deadline, bound_without_propagation]
+        .into_iter()
+        .flatten()
+        .min();
+    let mut flags = Vec::new();
+    if operation.is_idempotent() {
+        flags.push("idempotent");
+    }
+    if operation.is_durable() {
+        flags.push("durable");
+    }
+    Explanation {
+        operation: operation.name.value.clone(),
+        class,
+        flags,
+        steps,
+        attempts,
+        bound,
+        bound_without_propagation,
+        sum,
+    }
+}
+
+fn bound_text(bound: Option<Duration>) -> String {
+    bound.map_or_else(|| "unbounded".to_owned(), format_duration)
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Shed {
+                class,
+                load_threshold,
+                min_budget,
+                expected_cost,
+            } => {
+                match load_threshold {
+                    None => write!(f, "shedding: never shed for load ({class})")?,
+                    Some(threshold) => write!(
+                        f,
+                        "shedding: shed when load reaches {} ({class})",
+                        format_ratio(*threshold)
+                    )?,
+                }
+                if let Some(min_budget) = min_budget {
+                    write!(
+                        f,
+                        "; refused if less than {} of the deadline remains",
+                        format_duration(*min_budget)
+                    )?;
+                }
+                if let Some(cost) = expected_cost {
+                    write!(
+                        f,
+                        "; shed if {} of expected cost does not fit",
+                        format_duration(*cost)
+                    )?;
+                }
+                Ok(())
+            }
+            Step::RateLimit {
+                name,
+                rate,
+                on_timeout,
+                on_error,
+            } => write!(
+                f,
+                "ratelimit `{name}`: {} per {}; when the limiter is slow: {on_timeout}, when it is down: {on_error}",
+                rate.count,
+                format_duration(rate.per)
+            ),
+            Step::Retry {
+                name,
+                attempts,
+                backoff,
+            } => {
+                let Backoff::FullJitter { base, cap } = backoff;
+                write!(
+                    f,
+                    "retry `{name}`: up to {attempts} attempts, full jitter backoff (base {}, cap {}); each attempt:",
+                    format_duration(*base),
+                    format_duration(*cap)
+                )
+            }
+            Step::BreakerCheck { name } => write!(f, "breaker `{name}`: refuse while open"),
+            Step::BulkheadPermit {
+                name,
+                max_concurrent,
+                max_queued,
+            } => write!(
+                f,
+                "bulkhead `{name}`: take a permit ({max_concurrent} at once, {max_queued} queued, refuse past that)"
+            ),
+            Step::Run {
+                attempt_timeout,
+                deadline,
+            } => match (attempt_timeout, deadline) {
+                (Some(timeout), Some(deadline)) => write!(
+                    f,
+                    "deadline: run for at most {} per attempt, within what remains of {}",
+                    format_duration(*timeout),
+                    format_duration(*deadline)
+                ),
+                (Some(timeout), None) => write!(
+                    f,
+                    "deadline: run for at most {} per attempt",
+                    format_duration(*timeout)
+                ),
+                (None, Some(deadline)) => write!(
+                    f,
+                    "deadline: run within what remains of {}",
+                    format_duration(*deadline)
+                ),
+                (None, None) => write!(f, "run with no deadline"),
+            },
+            Step::RecordOutcome { breaker } => write!(f, "breaker `{breaker}`: record the outcome"),
+        }
+    }
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "operation {}: {}", self.operation, self.class)?;
+        for flag in &self.flags {
+            write!(f, ", {flag}")?;
+        }
+        writeln!(f)?;
+        let mut number = 0;
+        let mut letter = None;
+        for step in &self.steps {
+            match letter.as_mut() {
+                None => {
+                    number += 1;
+                    writeln!(f, "  {number}. {step}")?;
+                }
+                Some(letter) => {
+                    writeln!(f, "     {letter}. {step}")?;
+                    *letter = char::from_u32(u32::from(*letter) + 1).unwrap_or('?');
+                }
+            }
+            if matches!(step, Step::Retry { .. }) {
+                letter = Some('a');
+            }
+        }
+        writeln!(
+            f,
+            "  worst case with deadline propagation:    {}",
+            bound_text(self.bound)
+        )?;
+        writeln!(
+            f,
+            "  worst case if each timeout stood alone:  {} ({})",
+            bound_text(self.bound_without_propagation),
+            self.sum
+        )
+    }
+}

@@ -1,0 +1,544 @@
+//! The one validator: rules that hold for a [`Spec`] whichever front end built it.
+//!
+//! Each rule is one function, with one code and one test. Rules read the spec and push
+//! diagnostics; [`validate`] runs them all, so every problem is reported in one run.
+
+use std::time::Duration;
+
+use crate::diagnostic::{Diagnostic, Kind, Report};
+use crate::source::{Loc, Located};
+use crate::spec::{
+    Backoff, Class, OpenAfter, OperationSpec, Sharing, Spec, format_duration, format_ratio,
+};
+use crate::suggest;
+
+type Rule = fn(&Spec, &mut Vec<Diagnostic>);
+
+/// Every rule, in the order they run.
+const RULES: &[Rule] = &[
+    references_exist,
+    retry_requires_idempotent,
+    deferred_requires_idempotent,
+    durable_requires_critical,
+    retry_requires_deadline,
+    min_budget_within_deadline,
+    durations_positive,
+    attempts_at_least_one,
+    counts_at_least_one,
+    ratios_in_range,
+    shedding_thresholds_in_range,
+    shedding_thresholds_ordered,
+    backoff_base_within_cap,
+    deadline_within_request,
+    attempts_reachable,
+    queue_absorbs_burst,
+];
+
+/// A queue longer than this many times the concurrency stores a backlog
+/// (`policy::queue-stores-backlog`).
+pub const BACKLOG_FACTOR: u32 = 4;
+
+/// Checks every rule against `spec`; errors and warnings come back separately.
+#[must_use]
+pub fn validate(spec: &Spec) -> Report {
+    let mut diagnostics = Vec::new();
+    for rule in RULES {
+        rule(spec, &mut diagnostics);
+    }
+    Report::from_diagnostics(diagnostics)
+}
+
+fn effective_deadline(spec: &Spec, operation: &OperationSpec) -> Option<Located<Duration>> {
+    spec.governing_deadline(operation).cloned()
+}
+
+// ---- errors -----------------------------------------------------------------------------------
+
+/// `policy::unknown-name`: an operation names a breaker, bulkhead, retry or rate limit that is
+/// not defined.
+fn references_exist(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        let references = [
+            ("breaker", &operation.breaker, spec.breakers.get_names()),
+            ("bulkhead", &operation.bulkhead, spec.bulkheads.get_names()),
+            ("retry", &operation.retry, spec.retries.get_names()),
+            (
+                "ratelimit",
+                &operation.ratelimit,
+                spec.ratelimits.get_names(),
+            ),
+        ];
+        for (kind, reference, names) in references {
+            let Some(reference) = reference else { continue };
+            if names.iter().any(|name| *name == reference.value) {
+                continue;
+            }
+            let help = match suggest::closest(&reference.value, names.iter().copied()) {
+                Some(name) => format!("did you mean `{name}`?"),
+                None => format!(
+                    "define it with `{kind} {} {{ ... }}`, or name an existing {kind}",
+                    reference.value
+                ),
+            };
+            out.push(Diagnostic::new(
+                Kind::UnknownName {
+                    kind: kind.to_owned(),
+                    name: reference.value.clone(),
+                    help,
+                },
+                reference.loc,
+                format!("no {kind} has this name"),
+            ));
+        }
+    }
+}
+
+/// `policy::retry-not-idempotent`: retrying work that may have succeeded unseen.
+fn retry_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if let (Some(retry), false) = (&operation.retry, operation.is_idempotent()) {
+            out.push(
+                Diagnostic::new(
+                    Kind::RetryNotIdempotent {
+                        operation: operation.name.value.clone(),
+                        retry: retry.value.clone(),
+                    },
+                    retry.loc,
+                    "retried here",
+                )
+                .with_label(operation.name.loc, "not marked `idempotent`"),
+            );
+        }
+    }
+}
+
+/// `policy::deferred-not-idempotent`: deferred and background work is delivered at least once.
+fn deferred_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if operation.class.value != Class::Critical && !operation.is_idempotent() {
+            let class = operation.class.value.as_str();
+            out.push(
+                Diagnostic::new(
+                    Kind::DeferredNotIdempotent {
+                        operation: operation.name.value.clone(),
+                        class: class.to_owned(),
+                    },
+                    operation.class.loc,
+                    format!("{class} work may run more than once"),
+                )
+                .with_label(operation.name.loc, "not marked `idempotent`"),
+            );
+        }
+    }
+}
+
+/// `policy::durable-not-critical`: a write that must be acknowledged happens before the response.
+fn durable_requires_critical(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if let (Some(durable), true) = (operation.durable, operation.class.value != Class::Critical)
+        {
+            let class = operation.class.value.as_str();
+            out.push(
+                Diagnostic::new(
+                    Kind::DurableNotCritical {
+                        operation: operation.name.value.clone(),
+                        class: class.to_owned(),
+                    },
+                    durable,
+                    "must be acknowledged",
+                )
+                .with_label(
+                    operation.class.loc,
+                    format!(
+                        "but runs {}",
+                        if class == "deferred" {
+                            "after the response"
+                        } else {
+                            "in the background"
+                        }
+                    ),
+                ),
+            );
+        }
+    }
+}
+
+/// `policy::retry-without-deadline`: nothing bounds the retries.
+fn retry_requires_deadline(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if let (Some(retry), None) = (&operation.retry, effective_deadline(spec, operation)) {
+            out.push(
+                Diagnostic::new(
+                    Kind::RetryWithoutDeadline {
+                        operation: operation.name.value.clone(),
+                        retry: retry.value.clone(),
+                    },
+                    retry.loc,
+                    "retried here",
+                )
+                .with_label(operation.name.loc, "no `deadline`, and no request deadline"),
+            );
+        }
+    }
+}
+
+/// `policy::min-budget-exceeds-deadline`: the operation could never start.
+fn min_budget_within_deadline(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        let (Some(min_budget), Some(deadline)) =
+            (&operation.min_budget, effective_deadline(spec, operation))
+        else {
+            continue;
+        };
+        if min_budget.value > deadline.value {
+            out.push(
+                Diagnostic::new(
+                    Kind::MinBudgetExceedsDeadline {
+                        operation: operation.name.value.clone(),
+                        min_budget: format_duration(min_budget.value),
+                        deadline: format_duration(deadline.value),
+                    },
+                    min_budget.loc,
+                    "more than the deadline allows",
+                )
+                .with_label(deadline.loc, "the deadline"),
+            );
+        }
+    }
+}
+
+/// `policy::duration-not-positive`: a zero duration can never be met (negative ones are caught
+/// when the text is read).
+fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let mut durations: Vec<(&str, Duration, Loc)> = Vec::new();
+    let optional = |key: &'static str, duration: &Option<Located<Duration>>| {
+        duration
+            .as_ref()
+            .map(|duration| (key, duration.value, duration.loc))
+    };
+    if let Some(request) = &spec.request {
+        durations.extend(optional("deadline", &request.deadline));
+    }
+    for operation in &spec.operations {
+        durations.extend(optional("deadline", &operation.deadline));
+        durations.extend(optional("min_budget", &operation.min_budget));
+        durations.extend(optional("expected_cost", &operation.expected_cost));
+        durations.extend(optional("stale_if_error", &operation.stale_if_error));
+    }
+    for retry in &spec.retries {
+        durations.extend(optional("attempt_timeout", &retry.attempt_timeout));
+        let Backoff::FullJitter { base, cap } = retry.backoff.value;
+        durations.push(("base", base, retry.backoff.loc));
+        durations.push(("cap", cap, retry.backoff.loc));
+    }
+    for breaker in &spec.breakers {
+        durations.push(("cooldown", breaker.cooldown.value, breaker.cooldown.loc));
+        durations.push((
+            "open_after",
+            breaker.open_after.value.window(),
+            breaker.open_after.loc,
+        ));
+    }
+    for ratelimit in &spec.ratelimits {
+        durations.push(("per", ratelimit.rate.value.per, ratelimit.rate.loc));
+    }
+    for (key, duration, loc) in durations {
+        if duration.is_zero() {
+            out.push(Diagnostic::new(
+                Kind::DurationNotPositive {
+                    key: key.to_owned(),
+                    found: format_duration(duration),
+                },
+                loc,
+                "zero",
+            ));
+        }
+    }
+}
+
+/// `policy::zero-attempts`: `attempts` counts the first attempt too.
+fn attempts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for retry in &spec.retries {
+        if retry.attempts.value == 0 {
+            out.push(Diagnostic::new(
+                Kind::ZeroAttempts {
+                    retry: retry.name.value.clone(),
+                },
+                retry.attempts.loc,
+                "the work would never run",
+            ));
+        }
+    }
+}
+
+/// `policy::zero-count`: concurrency, quorum, failure threshold, minimum calls and rate counts
+/// must be at least one.
+fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let mut zero = |key: &str, loc: Loc, help: &str| {
+        out.push(Diagnostic::new(
+            Kind::ZeroCount {
+                key: key.to_owned(),
+                help: help.to_owned(),
+            },
+            loc,
+            "zero",
+        ));
+    };
+    for bulkhead in &spec.bulkheads {
+        if bulkhead.max_concurrent.value == 0 {
+            zero(
+                "max_concurrent",
+                bulkhead.max_concurrent.loc,
+                "a bulkhead with no slots refuses every call: allow at least one",
+            );
+        }
+    }
+    for breaker in &spec.breakers {
+        if let Sharing::Shared { quorum: 0 } = breaker.sharing.value {
+            zero(
+                "quorum",
+                breaker.sharing.loc,
+                "the quorum is how many distinct instances must see failures before an opening is shared: use `shared` for 1",
+            );
+        }
+        match breaker.open_after.value {
+            OpenAfter::Count { failures: 0, .. } => {
+                zero(
+                    "failures",
+                    breaker.open_after.loc,
+                    "a breaker that opens after 0 failures is always open: count at least one failure",
+                );
+            }
+            OpenAfter::Ratio { min_calls: 0, .. } => {
+                zero(
+                    "calls",
+                    breaker.open_after.loc,
+                    "with no minimum, one failed call is 100%: require at least one call, usually 10 or more",
+                );
+            }
+            _ => {}
+        }
+    }
+    for ratelimit in &spec.ratelimits {
+        if ratelimit.rate.value.count == 0 {
+            zero(
+                "per",
+                ratelimit.rate.loc,
+                "a rate of 0 refuses every call: allow at least one per period",
+            );
+        }
+    }
+}
+
+/// `policy::ratio-out-of-range`: breaker failure ratios and retry budgets are shares in (0, 1].
+fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let mut check = |key: &str, ratio: f64, loc: Loc| {
+        if !(ratio > 0.0 && ratio <= 1.0) {
+            out.push(Diagnostic::new(
+                Kind::RatioOutOfRange {
+                    key: key.to_owned(),
+                    found: format!("{}%", format_ratio(ratio * 100.0)),
+                },
+                loc,
+                "out of range",
+            ));
+        }
+    };
+    for breaker in &spec.breakers {
+        if let OpenAfter::Ratio { ratio, .. } = breaker.open_after.value {
+            check("open_after", ratio, breaker.open_after.loc);
+        }
+    }
+    for retry in &spec.retries {
+        if let Some(budget) = &retry.budget {
+            check("budget", budget.value.ratio, budget.loc);
+        }
+    }
+}
+
+/// `policy::shedding-threshold-out-of-range`: thresholds are loads strictly between 0 and 1.
+fn shedding_thresholds_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let Some(shedding) = &spec.shedding else {
+        return;
+    };
+    for (class, threshold) in [
+        ("deferred", &shedding.deferred),
+        ("background", &shedding.background),
+    ] {
+        if !(threshold.value > 0.0 && threshold.value < 1.0) {
+            out.push(Diagnostic::new(
+                Kind::SheddingThresholdOutOfRange {
+                    class: class.to_owned(),
+                    found: format_ratio(threshold.value),
+                },
+                threshold.loc,
+                "outside (0, 1)",
+            ));
+        }
+    }
+}
+
+/// `policy::shedding-thresholds-inverted`: background work goes first.
+fn shedding_thresholds_ordered(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let Some(shedding) = &spec.shedding else {
+        return;
+    };
+    if shedding.background.value > shedding.deferred.value {
+        out.push(
+            Diagnostic::new(
+                Kind::SheddingThresholdsInverted {
+                    background: format_ratio(shedding.background.value),
+                    deferred: format_ratio(shedding.deferred.value),
+                },
+                shedding.background.loc,
+                "background threshold",
+            )
+            .with_label(shedding.deferred.loc, "deferred threshold"),
+        );
+    }
+}
+
+/// `policy::backoff-base-above-cap`: the first delay cannot exceed the largest.
+fn backoff_base_within_cap(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for retry in &spec.retries {
+        let Backoff::FullJitter { base, cap } = retry.backoff.value;
+        if base > cap {
+            out.push(Diagnostic::new(
+                Kind::BackoffBaseAboveCap {
+                    retry: retry.name.value.clone(),
+                    base: format_duration(base),
+                    cap: format_duration(cap),
+                },
+                retry.backoff.loc,
+                "base above cap",
+            ));
+        }
+    }
+}
+
+// ---- warnings ---------------------------------------------------------------------------------
+
+/// `policy::deadline-clamped` (warning): a critical operation asks for more than the request has
+/// (deferred and background work runs after the response, outside the request's budget).
+fn deadline_within_request(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let Some(request) = spec
+        .request
+        .as_ref()
+        .and_then(|request| request.deadline.as_ref())
+    else {
+        return;
+    };
+    for operation in &spec.operations {
+        let Some(deadline) = &operation.deadline else {
+            continue;
+        };
+        if operation.class.value == Class::Critical && deadline.value > request.value {
+            out.push(
+                Diagnostic::new(
+                    Kind::DeadlineClamped {
+                        operation: operation.name.value.clone(),
+                        deadline: format_duration(deadline.value),
+                        request: format_duration(request.value),
+                    },
+                    deadline.loc,
+                    "longer than the request",
+                )
+                .with_label(request.loc, "the request deadline"),
+            );
+        }
+    }
+}
+
+/// How many of `attempts` can start before `deadline` when every attempt runs to its timeout
+/// and every backoff waits its longest.
+#[must_use]
+pub fn reachable_attempts(
+    attempts: u32,
+    attempt_timeout: Duration,
+    backoff: &Backoff,
+    deadline: Duration,
+) -> u32 {
+    let mut start = Duration::ZERO;
+    let mut reachable = 0;
+    for attempt in 1..=attempts {
+        if start >= deadline {
+            break;
+        }
+        reachable += 1;
+        start = start
+            .saturating_add(attempt_timeout)
+            .saturating_add(backoff.max_delay_after(attempt));
+    }
+    reachable
+}
+
+/// `policy::unreachable-attempts` (warning): attempts that cannot start within the deadline once
+/// earlier attempts time out.
+fn attempts_reachable(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        let Some(retry) = operation
+            .retry
+            .as_ref()
+            .and_then(|name| spec.retries.get(&name.value))
+        else {
+            continue;
+        };
+        let (Some(timeout), Some(deadline)) =
+            (&retry.attempt_timeout, effective_deadline(spec, operation))
+        else {
+            continue;
+        };
+        let attempts = retry.attempts.value;
+        let reachable = reachable_attempts(
+            attempts,
+            timeout.value,
+            &retry.backoff.value,
+            deadline.value,
+        );
+        if reachable < attempts {
+            out.push(
+                Diagnostic::new(
+                    Kind::UnreachableAttempts {
+                        operation: operation.name.value.clone(),
+                        attempts,
+                        reachable,
+                        deadline: format_duration(deadline.value),
+                    },
+                    operation
+                        .retry
+                        .as_ref()
+                        .map_or(operation.name.loc, |reference| reference.loc),
+                    format!(
+                        "{} of {attempts} attempts cannot start in time",
+                        attempts - reachable
+                    ),
+                )
+                .with_label(deadline.loc, "the deadline")
+                .with_label(timeout.loc, "each attempt may take this long")
+                .with_label(retry.attempts.loc, "attempts"),
+            );
+        }
+    }
+}
+
+/// `policy::queue-stores-backlog` (warning): a queue past [`BACKLOG_FACTOR`] × concurrency.
+fn queue_absorbs_burst(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for bulkhead in &spec.bulkheads {
+        let limit = u64::from(bulkhead.max_concurrent.value) * u64::from(BACKLOG_FACTOR);
+        if u64::from(bulkhead.max_queued.value) > limit && bulkhead.max_concurrent.value > 0 {
+            out.push(
+                Diagnostic::new(
+                    Kind::QueueStoresBacklog {
+                        bulkhead: bulkhead.name.value.clone(),
+                        max_queued: bulkhead.max_queued.value,
+                        max_concurrent: bulkhead.max_concurrent.value,
+                        limit,
+                    },
+                    bulkhead.max_queued.loc,
+                    "a backlog, not a burst",
+                )
+                .with_label(bulkhead.max_concurrent.loc, "slots"),
+            );
+        }
+    }
+}

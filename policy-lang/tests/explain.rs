@@ -1,0 +1,127 @@
+//! `explain`'s bounds, checked by hand on three examples (and the unbounded case).
+
+use std::time::Duration;
+
+use policy_lang::PolicySet;
+use policy_lang::explain::{Explanation, Step, explain_all};
+
+fn explain(text: &str) -> Vec<Explanation> {
+    let mut set = PolicySet::new();
+    set.add_source("x.policy", text.as_bytes());
+    assert!(!set.check().has_errors(), "{:?}", set.check().errors);
+    explain_all(set.spec())
+}
+
+fn ms(ms: u64) -> Option<Duration> {
+    Some(Duration::from_millis(ms))
+}
+
+/// The seed's ninety seconds: three attempts at a 30 s timeout. Without propagation each
+/// attempt waits its whole 30 s and the backoffs add 100 ms + 200 ms:
+/// 3 × 30 s + 0.1 s + 0.2 s = 90.3 s. With propagation the 10 s request budget bounds it all.
+#[test]
+fn ninety_seconds_become_ten() {
+    let [chat] = explain(
+        "request { deadline = 10s }\n\
+         retry provider { attempts = 3; backoff = full_jitter(base = 100ms, cap = 1s) }\n\
+         operation chat_completion: critical, idempotent { retry = provider; deadline = 30s }\n",
+    )
+    .try_into()
+    .unwrap();
+    assert_eq!(chat.attempts, 3);
+    assert_eq!(chat.bound_without_propagation, ms(90_300));
+    assert_eq!(chat.sum, "3 × 30s + 100ms + 200ms");
+    assert_eq!(chat.bound, ms(10_000));
+}
+
+/// The issue's `index_document`: 3 attempts of at most 2 s, backoff ceilings 50 ms then 100 ms:
+/// 3 × 2 s + 0.05 s + 0.1 s = 6.15 s without propagation. It is deferred, so it runs after the
+/// response under its own 5 s deadline (the request's 10 s does not apply): 5 s.
+#[test]
+fn deferred_work_is_bounded_by_its_own_deadline() {
+    let [index] = explain(
+        "request { deadline = 10s }\n\
+         retry transient { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s); attempt_timeout = 2s }\n\
+         operation index_document: deferred, idempotent { retry = transient; deadline = 5s }\n",
+    )
+    .try_into()
+    .unwrap();
+    assert_eq!(index.bound_without_propagation, ms(6_150));
+    assert_eq!(index.bound, ms(5_000));
+}
+
+/// Retries that fit: 4 attempts of at most 100 ms, backoff ceilings 10, 20 and 25 ms (capped):
+/// 400 + 10 + 20 + 25 = 455 ms, under both the 1 s operation and the 2 s request deadline, so
+/// the bound is 455 ms either way.
+#[test]
+fn retries_that_fit_are_bounded_by_their_own_sum() {
+    let [read] = explain(
+        "request { deadline = 2s }\n\
+         retry quick { attempts = 4; backoff = full_jitter(base = 10ms, cap = 25ms); attempt_timeout = 100ms }\n\
+         operation read_cache: critical, idempotent { retry = quick; deadline = 1s }\n",
+    )
+    .try_into()
+    .unwrap();
+    assert_eq!(read.bound_without_propagation, ms(455));
+    assert_eq!(read.bound, ms(455));
+}
+
+#[test]
+fn nothing_bounds_an_operation_without_any_deadline() {
+    let [op] = explain("operation render: critical {}\n")
+        .try_into()
+        .unwrap();
+    assert_eq!(op.bound, None);
+    assert_eq!(op.bound_without_propagation, None);
+    assert!(op.to_string().contains("unbounded"));
+}
+
+#[test]
+fn the_chain_runs_in_the_runtime_order() {
+    let [op] = explain(
+        "request { deadline = 10s }\n\
+         breaker b { open_after = 5 failures within 30s; cooldown = 20s }\n\
+         bulkhead b { max_concurrent = 4; max_queued = 8 }\n\
+         retry r { attempts = 2; backoff = full_jitter(base = 50ms, cap = 1s); attempt_timeout = 1s }\n\
+         ratelimit l { 100 per 1m; on_timeout = open; on_error = closed }\n\
+         operation charge: critical, idempotent { breaker = b; bulkhead = b; retry = r; ratelimit = l; deadline = 3s }\n",
+    )
+    .try_into()
+    .unwrap();
+    let kinds: Vec<&str> = op
+        .steps
+        .iter()
+        .map(|step| match step {
+            Step::Shed { .. } => "shed",
+            Step::RateLimit { .. } => "ratelimit",
+            Step::Retry { .. } => "retry",
+            Step::BreakerCheck { .. } => "breaker",
+            Step::BulkheadPermit { .. } => "bulkhead",
+            Step::Run { .. } => "run",
+            Step::RecordOutcome { .. } => "record",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "shed",
+            "ratelimit",
+            "retry",
+            "breaker",
+            "bulkhead",
+            "run",
+            "record"
+        ]
+    );
+    let text = op.to_string();
+    assert!(text.contains("  3. retry `r`"), "{text}");
+    assert!(
+        text.contains("     a. breaker `b`: refuse while open"),
+        "{text}"
+    );
+    assert!(
+        text.contains("     d. breaker `b`: record the outcome"),
+        "{text}"
+    );
+}
