@@ -367,6 +367,21 @@ pub enum Kind {
         found: String,
     },
 
+    /// A load threshold for shedding on critical work.
+    #[error(
+        "critical operation `{operation}` sets `shed_at`, but critical work is never shed for load"
+    )]
+    #[diagnostic(
+        code("policy::shed-critical"),
+        help(
+            "when there is truly no room, a bulkhead refuses critical work visibly (a 503) instead: remove `shed_at`, or make `{operation}` deferred or background"
+        )
+    )]
+    ShedCritical {
+        /// The operation.
+        operation: String,
+    },
+
     /// Background shed later than deferred.
     #[error("`background` is shed at load {background}, later than `deferred` at {deferred}")]
     #[diagnostic(

@@ -384,6 +384,11 @@ impl Lowering<'_> {
         }
     }
 
+    fn ratio(&mut self, key: &str, value: &Value) -> Option<Located<f64>> {
+        let quantity = self.single_quantity(key, value, "a load like `0.5`", "0.5")?;
+        self.quantity_ratio(key, quantity)
+    }
+
     fn quantity_ratio(&mut self, key: &str, quantity: &Quantity) -> Option<Located<f64>> {
         match quantity.as_ratio() {
             Ok(ratio) => Some(Located::new(ratio, quantity.loc)),
@@ -1003,6 +1008,7 @@ fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         "deadline",
         "min_budget",
         "expected_cost",
+        "shed_at",
         "fallback",
         "stale_if_error",
     ];
@@ -1105,6 +1111,9 @@ fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             "stale_if_error" => lowering
                 .duration(key, value)
                 .map(|d| operation.stale_if_error = Some(d)),
+            "shed_at" => lowering
+                .ratio(key, value)
+                .map(|r| operation.shed_at = Some(r)),
             "fallback" => lowering
                 .string(key, value)
                 .map(|s| operation.fallback = Some(s)),

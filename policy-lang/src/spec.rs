@@ -612,6 +612,9 @@ pub struct OperationSpec {
     pub min_budget: Option<Located<Duration>>,
     /// What it usually costs, for the budget side of shedding.
     pub expected_cost: Option<Located<Duration>>,
+    /// Its own load threshold for shedding, instead of its class's (deferred and background
+    /// work only: critical work is never shed for load).
+    pub shed_at: Option<Located<f64>>,
     /// The function to call instead when it is refused (a later issue).
     pub fallback: Option<Located<String>>,
     /// How stale a cached result may be served on error (a later issue).
@@ -636,6 +639,7 @@ impl OperationSpec {
             deadline: None,
             min_budget: None,
             expected_cost: None,
+            shed_at: None,
             fallback: None,
             stale_if_error: None,
             loc,
@@ -684,6 +688,52 @@ pub fn format_duration(duration: Duration) -> String {
     } else {
         format!("{}ms", trim_decimal(duration.as_secs_f64() * 1000.0))
     }
+}
+
+/// Parses a duration as the language writes it (`3s`, `200ms`, `1.5m`), for front ends that
+/// take durations as strings (the attribute macros' `deadline = "3s"`). The error is a
+/// message in the diagnostics' style, ready to show.
+///
+/// ```
+/// use std::time::Duration;
+/// use policy_lang::spec::parse_duration;
+///
+/// assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+/// assert_eq!(parse_duration(" 1.5s "), Ok(Duration::from_millis(1500)));
+/// assert!(parse_duration("3 seconds").is_err());
+/// assert!(parse_duration("-1s").is_err());
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit = unit.trim();
+    let malformed = || {
+        format!(
+            "`{text}` is not a duration: write a number and one of the units {}, as in `250ms` or `3s`",
+            crate::ast::DURATION_UNITS
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    if number.is_empty() || number.parse::<f64>().is_err() {
+        return Err(malformed());
+    }
+    let quantity = crate::ast::Quantity {
+        number: number.to_owned(),
+        unit: (!unit.is_empty()).then(|| unit.to_owned()),
+        loc: Loc::External(0),
+    };
+    quantity.as_duration().map_err(|error| match error {
+        crate::ast::QuantityError::Negative => {
+            format!("`{text}` is negative: a duration is zero or more")
+        }
+        _ => malformed(),
+    })
 }
 
 /// Formats a ratio as the shortest decimal: `0.5`, `0.25`.

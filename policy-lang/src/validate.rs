@@ -28,6 +28,7 @@ const RULES: &[Rule] = &[
     ratios_in_range,
     shedding_thresholds_in_range,
     shedding_thresholds_ordered,
+    critical_never_shed_for_load,
     backoff_base_within_cap,
     deadline_within_request,
     attempts_reachable,
@@ -358,6 +359,20 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
 
 /// `policy::shedding-threshold-out-of-range`: thresholds are loads strictly between 0 and 1.
 fn shedding_thresholds_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if let Some(shed_at) = &operation.shed_at
+            && !(shed_at.value > 0.0 && shed_at.value < 1.0)
+        {
+            out.push(Diagnostic::new(
+                Kind::SheddingThresholdOutOfRange {
+                    class: format!("shed_at` of `{}", operation.name.value),
+                    found: format_ratio(shed_at.value),
+                },
+                shed_at.loc,
+                "outside (0, 1)",
+            ));
+        }
+    }
     let Some(shedding) = &spec.shedding else {
         return;
     };
@@ -374,6 +389,24 @@ fn shedding_thresholds_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 threshold.loc,
                 "outside (0, 1)",
             ));
+        }
+    }
+}
+
+/// `policy::shed-critical`: critical work is never shed for load, so it has no threshold.
+fn critical_never_shed_for_load(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if let (Class::Critical, Some(shed_at)) = (operation.class.value, &operation.shed_at) {
+            out.push(
+                Diagnostic::new(
+                    Kind::ShedCritical {
+                        operation: operation.name.value.clone(),
+                    },
+                    shed_at.loc,
+                    "a shed threshold",
+                )
+                .with_label(operation.class.loc, "on critical work"),
+            );
         }
     }
 }
