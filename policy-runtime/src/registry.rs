@@ -26,8 +26,10 @@ use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::Serialize;
 
+use crate::background::BackgroundSnapshot;
 use crate::breaker::{Breaker, BreakerBuilder, BreakerSnapshot, BreakerStore, InProcessStore};
 use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
+use crate::defer::DeferredSnapshot;
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 
@@ -97,6 +99,10 @@ pub struct Snapshot {
     pub retries: Vec<RetrySnapshot>,
     /// Shedders, by name.
     pub shedders: Vec<ShedderSnapshot>,
+    /// Deferred work of the whole process (whichever registry is asked).
+    pub deferred: DeferredSnapshot,
+    /// Every live background pool of the process, by name (whichever registry is asked).
+    pub background: Vec<BackgroundSnapshot>,
 }
 
 impl Registry {
@@ -195,6 +201,8 @@ impl Registry {
                 .values()
                 .map(|s| s.snapshot())
                 .collect(),
+            deferred: crate::defer::snapshot(),
+            background: crate::background::snapshots(),
         }
     }
 }
