@@ -17,8 +17,8 @@
 //!
 //! A submission that is shed is refused at once with a [`ResilienceError`] of kind
 //! [`Shed`](crate::RefusalKind::Shed) and its reason, counted, and logged (the `shed` event of
-//! [`observe`](crate::observe)); it never waits. An admitted task gets the failure handling of
-//! [deferred work](crate::defer) (an `Err` logged with its name, a panic caught and logged),
+//! [`observe`]); it never waits. An admitted task gets the failure handling of
+//! [deferred work](mod@crate::defer) (an `Err` logged with its name, a panic caught and logged),
 //! runs in a span `task{name, class="background", request}`, and is kept alive by the
 //! [platform](crate::defer::Platform), so a shutdown drain counts it, queued or running.
 //!

@@ -21,8 +21,8 @@
 //! - **Work after the response is finished.** Analytics, indexing, notifications: nobody is
 //!   waiting for them, and the response must not wait for them either. This module is for
 //!   that. "Finished" means the response body's last byte was handed to the connection, not
-//!   when the handler returned: with [`AfterResponseLayer`](http::AfterResponseLayer) (feature
-//!   `http`), work deferred while a request is handled is held in that request's
+//!   when the handler returned: with `AfterResponseLayer` (feature
+//!   `http`, module `defer::http`), work deferred while a request is handled is held in that request's
 //!   [`AfterResponse`] queue and released to the platform only when the body reports its end,
 //!   or is dropped because the client went away. Never before.
 //!
@@ -125,7 +125,7 @@ tokio::task_local! {
 /// Hands `work` over to run after the current response is finished, with its failure handling
 /// attached first.
 ///
-/// Inside a request handled by [`AfterResponseLayer`](http::AfterResponseLayer), the work
+/// Inside a request handled by `AfterResponseLayer` (feature `http`), the work
 /// waits in the request's [`AfterResponse`] queue until the response body is finished (or
 /// dropped); anywhere else it goes to the process-level [platform](platform()) at once.
 ///
@@ -222,7 +222,7 @@ impl fmt::Debug for RequestId {
 /// One request's after-response queue: work deferred while the request is handled waits here
 /// until the response is finished, then goes to the platform.
 ///
-/// [`AfterResponseLayer`](http::AfterResponseLayer) makes one per request, puts it in scope for
+/// `AfterResponseLayer` (feature `http`) makes one per request, puts it in scope for
 /// the handler (so [`defer`] finds it) and in the request's extensions (so a handler can take
 /// it as an axum extractor), and [releases](AfterResponse::release) it when the response body
 /// is finished. Other servers can do the same by hand:
