@@ -100,9 +100,11 @@
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod background;
 pub mod breaker;
 pub mod bulkhead;
 pub mod deadline;
+pub mod defer;
 pub mod error;
 pub mod limiter;
 /// Where compute and services run, derived from the environment; regions only, never hosts.
@@ -116,9 +118,13 @@ pub mod retry;
 pub mod shedding;
 mod window;
 
+pub use background::{BackgroundPool, background};
 pub use breaker::{Breaker, BreakerConfig, BreakerStore, OpenAfter, OpenCause, Sharing};
 pub use bulkhead::{Bulkhead, BulkheadPermit, OwnedBulkheadPermit};
 pub use deadline::Deadline;
+#[cfg(feature = "http")]
+pub use defer::http::AfterResponseLayer;
+pub use defer::{AfterResponse, DeferredOutcome, defer};
 pub use error::{CallError, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError};
 pub use registry::{Registry, Snapshot};
 pub use retry::{Idempotent, RetryBudget, RetryPolicy, Transient, retry_within, retry_within_by};

@@ -10,6 +10,14 @@
 //! | a breaker closes           | INFO  | `breaker_closed`           |                                              |
 //! | a retry is started         | DEBUG | `retry`                    | `policy_retries_total{name}`                 |
 //! | retrying stops early       | INFO  | `retry_stopped`            | `policy_retry_stopped_total{name,reason}`    |
+//! | a deferred or background task ends well | TRACE | `task_finished` | `policy_tasks_total{class,outcome="finished"}` |
+//! | ... ends with an `Err`     | WARN  | `task_failed`              | `policy_tasks_total{class,outcome="failed"}` |
+//! | ... panics (caught)        | ERROR | `task_panicked`            | `policy_tasks_total{class,outcome="panicked"}` |
+//! | ... is dropped before its end | WARN | `task_abandoned`        | `policy_tasks_total{class,outcome="abandoned"}` |
+//! | a platform drained         | INFO  | `drain`                    |                                              |
+//!
+//! Task events carry `class` (`deferred` or `background`) and are emitted inside the task's
+//! span `task{name, class, request}`, so the request a failure came from is on the same line.
 //!
 //! All events use the tracing target `policy`.
 
@@ -124,4 +132,82 @@ pub(crate) fn retry_stopped(name: &str, reason: &'static str, attempt: u32) {
         "reason" => reason
     )
     .increment(1);
+}
+
+pub(crate) fn task_finished(name: &str, class: &'static str) {
+    tracing::trace!(
+        target: "policy",
+        kind = "task_finished",
+        name,
+        class,
+        "{class} task `{name}` finished"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "finished").increment(1);
+}
+
+pub(crate) fn task_failed(name: &str, class: &'static str, error: &str) {
+    tracing::warn!(
+        target: "policy",
+        kind = "task_failed",
+        name,
+        class,
+        reason = error,
+        "{class} task `{name}` failed: {error}"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "failed").increment(1);
+}
+
+pub(crate) fn task_panicked(name: &str, class: &'static str, message: &str) {
+    tracing::error!(
+        target: "policy",
+        kind = "task_panicked",
+        name,
+        class,
+        reason = message,
+        "{class} task `{name}` panicked: {message}"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "panicked").increment(1);
+}
+
+pub(crate) fn task_abandoned(name: &str, class: &'static str, reason: &'static str) {
+    tracing::warn!(
+        target: "policy",
+        kind = "task_abandoned",
+        name,
+        class,
+        reason,
+        "{class} task `{name}` abandoned: {reason}"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "abandoned")
+        .increment(1);
+}
+
+pub(crate) fn drained(
+    in_flight: usize,
+    complete: bool,
+    drain_deadline: Duration,
+    report: &crate::defer::DrainReport,
+) {
+    let reason = if complete {
+        "everything in flight finished"
+    } else {
+        "the drain deadline passed"
+    };
+    tracing::info!(
+        target: "policy",
+        kind = "drain",
+        reason,
+        in_flight,
+        finished = report.finished,
+        abandoned = report.abandoned,
+        drain_deadline = ?drain_deadline,
+        "drained deferred work within {}: {} finished, {} abandoned ({reason})",
+        Human(drain_deadline),
+        report.finished,
+        report.abandoned
+    );
 }

@@ -26,10 +26,12 @@ use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde::Serialize;
 
+use crate::background::BackgroundSnapshot;
 use crate::breaker::{
     Breaker, BreakerBuilder, BreakerSnapshot, BreakerStore, InProcessStore, StoreStatus,
 };
 use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
+use crate::defer::DeferredSnapshot;
 use crate::limiter::LimiterSnapshot;
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
@@ -112,6 +114,10 @@ pub struct Snapshot {
     pub limiters: Vec<LimiterSnapshot>,
     /// The breaker store's health.
     pub store: StoreStatus,
+    /// Deferred work of the whole process (whichever registry is asked).
+    pub deferred: DeferredSnapshot,
+    /// Every live background pool of the process, by name (whichever registry is asked).
+    pub background: Vec<BackgroundSnapshot>,
 }
 
 impl Registry {
@@ -221,6 +227,8 @@ impl Registry {
                 .map(|l| l.limiter_snapshot())
                 .collect(),
             store: self.breaker_store().status(),
+            deferred: crate::defer::snapshot(),
+            background: crate::background::snapshots(),
         }
     }
 }

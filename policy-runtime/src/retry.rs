@@ -466,11 +466,21 @@ where
 {
     let mut op = op.op;
     let mut number = 0u32;
+    let mut last_error: Option<CallError<E>> = None;
     loop {
         number += 1;
         let child = deadline.child(policy.attempt_timeout.unwrap_or(Deadline::MAX_BUDGET));
         if child.budget().is_zero() {
-            // Nothing left to start an attempt with: the work never ran this time.
+            if let Some(error) = last_error {
+                // The budget ran out between attempts: the last attempt's error stands.
+                policy.stop(
+                    &policy.stats.stopped_by_deadline,
+                    "the deadline passed",
+                    number - 1,
+                );
+                return Err(error);
+            }
+            // Nothing left to start the first attempt with: the work never ran.
             let refusal = ResilienceError::new(
                 policy.name.clone(),
                 RefusalReason::InsufficientBudget {
@@ -512,7 +522,9 @@ where
             return Err(error);
         }
         let delay = policy.backoff(number - 1);
-        if delay >= deadline.remaining() {
+        // Timers fire on a millisecond grid, so a pause may end up to a tick late: leave room
+        // for it, and for an attempt to start after it.
+        if delay + TIMER_TICK >= deadline.remaining() {
             policy.stop(
                 &policy.stats.stopped_by_deadline,
                 "the next pause would end past the deadline",
@@ -530,9 +542,13 @@ where
         }
         policy.stats.retries.fetch_add(1, Ordering::Relaxed);
         observe::retry(&policy.name, number, delay, &ErrorKindOnly(&error));
+        last_error = Some(error);
         tokio::time::sleep(delay).await;
     }
 }
+
+/// The granularity of tokio's timer: a sleep may end up to this much after its deadline.
+const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// Displays which of the three outcomes an error is, without requiring `E: Display`.
 struct ErrorKindOnly<'a, E>(&'a CallError<E>);

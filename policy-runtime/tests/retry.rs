@@ -244,3 +244,29 @@ async fn stopping_early_is_logged_with_its_reason() {
     assert_eq!(lines.len(), 1, "{}", logs.text());
     assert!(lines[0].contains("retry budget is exhausted"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn retries_never_extend_the_deadline_whatever_the_draws() {
+    // Many runs with random pauses: the deadline always holds and a retry loop that ran never
+    // ends as a refusal (a refusal means the work never ran).
+    for _ in 0..300 {
+        let policy = RetryPolicy::builder("many")
+            .attempts(20)
+            .backoff(5 * MS, 40 * MS)
+            .attempt_timeout(30 * MS)
+            .build();
+        let start = Instant::now();
+        let deadline = Deadline::after(250 * MS);
+        let result: Result<(), CallError<DepError>> = retry_within(
+            &deadline,
+            &policy,
+            Idempotent::claim(|_| std::future::pending()),
+        )
+        .await;
+        assert!(start.elapsed() <= 250 * MS, "took {:?}", start.elapsed());
+        assert!(
+            matches!(result, Err(CallError::DeadlineExceeded(_))),
+            "{result:?}"
+        );
+    }
+}

@@ -8,8 +8,6 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use tracing_subscriber::fmt::MakeWriter;
-
 /// Collects formatted tracing output so a test can assert on it.
 #[derive(Clone, Default)]
 pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -39,23 +37,52 @@ impl Write for Captured {
     }
 }
 
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
+thread_local! {
+    static SINK: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes to the capture of the thread that emitted the event, if it has one.
+struct ThreadSink;
+
+impl Write for ThreadSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        SINK.with(|sink| match &mut *sink.borrow_mut() {
+            Some(captured) => captured.write(buf),
+            None => Ok(buf.len()),
+        })
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
-/// Installs a subscriber capturing every `policy` event (DEBUG and up) for the current
-/// thread until the guard drops.
-pub(crate) fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+/// Stops the current thread's capture when dropped.
+pub(crate) struct CaptureGuard(());
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        SINK.with(|sink| *sink.borrow_mut() = None);
+    }
+}
+
+/// Captures every `policy` event (DEBUG and up) emitted on the current thread until the guard
+/// drops.
+///
+/// One global subscriber routes each event to its thread's capture: scoped subscribers
+/// (`set_default`) race with tracing's per-callsite interest cache when tests run in
+/// parallel, and an event can be lost.
+pub(crate) fn capture() -> (Captured, CaptureGuard) {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| ThreadSink)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .without_time()
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+    });
     let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .without_time()
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    (captured, guard)
+    SINK.with(|sink| *sink.borrow_mut() = Some(captured.clone()));
+    (captured, CaptureGuard(()))
 }

@@ -1,0 +1,246 @@
+//! A task whose failure handling was attached before anyone else saw it.
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+
+use pin_project_lite::pin_project;
+use tracing::Span;
+
+use super::RequestId;
+use crate::observe;
+use crate::shedding::WorkClass;
+
+/// What deferred or background work may end in: `()`, or a `Result` whose error can be logged.
+///
+/// Nobody awaits such work, so its failure can only be logged; this trait says what to log.
+#[diagnostic::on_unimplemented(
+    message = "deferred and background work must end in `()` or in a `Result` whose error implements `Display`, not in `{Self}`",
+    label = "this work ends in `{Self}`",
+    note = "nobody awaits deferred work: its failure can only be logged, so the error must be printable"
+)]
+pub trait DeferredOutcome {
+    /// The failure to log, if the work failed.
+    fn failure(&self) -> Option<&dyn fmt::Display>;
+}
+
+impl DeferredOutcome for () {
+    fn failure(&self) -> Option<&dyn fmt::Display> {
+        None
+    }
+}
+
+impl<T, E: fmt::Display> DeferredOutcome for Result<T, E> {
+    fn failure(&self) -> Option<&dyn fmt::Display> {
+        self.as_ref().err().map(|e| e as &dyn fmt::Display)
+    }
+}
+
+/// Counters for one kind of task (deferred work, or one background pool).
+#[derive(Debug, Default)]
+pub(crate) struct TaskStats {
+    /// Deferred tasks waiting for their response (unused for background pools).
+    pub(crate) queued: AtomicU64,
+    pub(crate) running: AtomicU64,
+    pub(crate) finished: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
+}
+
+enum Outcome {
+    Succeeded,
+    Failed(String),
+    Panicked(String),
+}
+
+pin_project! {
+    /// The work with its failure handling: an `Err` becomes `Outcome::Failed`, a panic
+    /// becomes `Outcome::Panicked`.
+    struct Attached<F> {
+        #[pin]
+        work: F,
+    }
+}
+
+impl<F> Future for Attached<F>
+where
+    F: Future,
+    F::Output: DeferredOutcome,
+{
+    type Output = Outcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let work = self.project().work;
+        // Unwind safety: after a panic the work is never polled again (the task drops it), so
+        // no broken invariant inside it can be observed.
+        match catch_unwind(AssertUnwindSafe(|| work.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(output)) => Poll::Ready(match output.failure() {
+                None => Outcome::Succeeded,
+                Some(error) => Outcome::Failed(error.to_string()),
+            }),
+            Err(payload) => Poll::Ready(Outcome::Panicked(panic_message(&*payload))),
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic whose payload is not a string".to_owned()
+    }
+}
+
+/// Deferred or background work as a platform receives it: a future that cannot fail.
+///
+/// Its failure handling is already attached (an `Err` is logged with its name, a panic is
+/// caught and logged), it runs in its tracing span, and it counts itself for the dashboard. A
+/// platform only has to poll it to completion, or drop it: a task dropped before it finished
+/// logs itself as abandoned, so nothing is lost silently. Prefer
+/// [`abandon`](Task::abandon), which says why.
+#[must_use = "a task does nothing unless polled; dropping it abandons the work"]
+pub struct Task {
+    name: Arc<str>,
+    class: WorkClass,
+    request: Option<RequestId>,
+    span: Span,
+    stats: Arc<TaskStats>,
+    started: bool,
+    abandon_reason: &'static str,
+    /// `None` once the work ended.
+    work: Option<Pin<Box<dyn Future<Output = Outcome> + Send>>>,
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Task")
+            .field("name", &self.name)
+            .field("class", &self.class)
+            .field("request", &self.request)
+            .field("started", &self.started)
+            .field("ended", &self.work.is_none())
+            .finish()
+    }
+}
+
+impl Task {
+    /// Attaches the failure handling to `work`: from here on it cannot fail.
+    pub(crate) fn new<F>(
+        name: Arc<str>,
+        class: WorkClass,
+        request: Option<RequestId>,
+        stats: &Arc<TaskStats>,
+        work: F,
+    ) -> Self
+    where
+        F: Future + Send + 'static,
+        F::Output: DeferredOutcome,
+    {
+        // Not a child of the span that deferred it: that span (the request's) ends long
+        // before this work does. The work follows from it.
+        let span = tracing::info_span!(
+            target: "policy",
+            parent: None,
+            "task",
+            name = &*name,
+            class = class.as_str(),
+            request = tracing::field::Empty,
+        );
+        if let Some(request) = &request {
+            span.record("request", tracing::field::display(request));
+        }
+        span.follows_from(Span::current());
+        Self {
+            name,
+            class,
+            request,
+            span,
+            stats: stats.clone(),
+            started: false,
+            abandon_reason: "dropped before it finished",
+            work: Some(Box::pin(Attached { work })),
+        }
+    }
+
+    /// The task's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its class: [`Deferred`](WorkClass::Deferred) or [`Background`](WorkClass::Background).
+    pub fn class(&self) -> WorkClass {
+        self.class
+    }
+
+    /// The request it came from, if it came from one.
+    pub fn request(&self) -> Option<&RequestId> {
+        self.request.as_ref()
+    }
+
+    /// Drops the task without running it to its end, logging it as abandoned with `reason`
+    /// (say, "the drain deadline passed").
+    pub fn abandon(mut self, reason: &'static str) {
+        self.abandon_reason = reason;
+        drop(self);
+    }
+}
+
+impl Future for Task {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let Some(work) = this.work.as_mut() else {
+            return Poll::Ready(());
+        };
+        let _entered = this.span.enter();
+        if !this.started {
+            this.started = true;
+            this.stats.running.fetch_add(1, Ordering::Relaxed);
+        }
+        let outcome = ready!(work.as_mut().poll(cx));
+        // Drop the work now, and whatever it holds (a pool's slot), not when the platform
+        // gets round to dropping the task.
+        this.work = None;
+        this.stats.running.fetch_sub(1, Ordering::Relaxed);
+        this.stats.finished.fetch_add(1, Ordering::Relaxed);
+        let class = this.class.as_str();
+        match outcome {
+            Outcome::Succeeded => observe::task_finished(&this.name, class),
+            Outcome::Failed(error) => {
+                this.stats.failed.fetch_add(1, Ordering::Relaxed);
+                observe::task_failed(&this.name, class, &error);
+            }
+            Outcome::Panicked(message) => {
+                this.stats.panicked.fetch_add(1, Ordering::Relaxed);
+                observe::task_panicked(&this.name, class, &message);
+            }
+        }
+        Poll::Ready(())
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        if self.work.is_none() {
+            return;
+        }
+        let _entered = self.span.enter();
+        if self.started {
+            self.stats.running.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.stats.abandoned.fetch_add(1, Ordering::Relaxed);
+        observe::task_abandoned(&self.name, self.class.as_str(), self.abandon_reason);
+        // The work itself drops after this, inside the span.
+        self.work = None;
+    }
+}
