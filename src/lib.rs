@@ -1,4 +1,185 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub use policy_macros::{background, critical, deferred, idempotent, operation, resilient};
 pub use policy_runtime::*;
+
+/// What the attribute macros' expansions call. Not a public API: its items may change in any
+/// release.
+#[doc(hidden)]
+pub mod __private {
+    pub use std::sync::{Arc, LazyLock};
+
+    use std::future::Future;
+
+    use policy_runtime::{CallError, DeadlineExceeded, ResilienceError, RetryBudget, Transient};
+
+    /// Pins a future's output type, so `?` inside the user's body converts to the declared
+    /// error.
+    #[inline(always)]
+    pub fn typed<T, F: Future<Output = T>>(future: F) -> F {
+        future
+    }
+
+    /// An error type that can carry a refusal and an expiry back to the caller.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot carry a refusal or an expiry back to the caller",
+        label = "a policy function returns `Result<T, E>` with `E: From<policy::ResilienceError> + From<policy::DeadlineExceeded>`",
+        note = "implement `From<policy::ResilienceError>` (the work never ran) and `From<policy::DeadlineExceeded>` (we stopped waiting) for `{Self}`, so the caller can tell them from its own failures"
+    )]
+    pub trait CarriesRefusals: Sized {
+        /// The refusal, as this error.
+        fn refused(refusal: ResilienceError) -> Self;
+        /// The expiry, as this error.
+        fn expired(expired: DeadlineExceeded) -> Self;
+    }
+
+    impl<E> CarriesRefusals for E
+    where
+        E: From<ResilienceError> + From<DeadlineExceeded>,
+    {
+        #[inline(always)]
+        fn refused(refusal: ResilienceError) -> Self {
+            E::from(refusal)
+        }
+        #[inline(always)]
+        fn expired(expired: DeadlineExceeded) -> Self {
+            E::from(expired)
+        }
+    }
+
+    /// Turns refusals and expiries into the function's own error. Built once per call by
+    /// [`carrier`], the only place that states the `From` bounds, so a missing `From` is one
+    /// error at the return type rather than one at every refusal point.
+    #[derive(Debug)]
+    pub struct Carrier<E> {
+        /// A refusal, as the function's error.
+        pub refused: fn(ResilienceError) -> E,
+        /// An expiry, as the function's error.
+        pub expired: fn(DeadlineExceeded) -> E,
+    }
+
+    impl<E> Clone for Carrier<E> {
+        fn clone(&self) -> Self {
+            *self
+        }
+    }
+
+    impl<E> Copy for Carrier<E> {}
+
+    impl<E> Carrier<E> {
+        /// One of the three outcomes, as the function's own error.
+        #[inline(always)]
+        pub fn flatten(self, error: CallError<E>) -> E {
+            match error {
+                CallError::Refused(refusal) => (self.refused)(refusal),
+                CallError::DeadlineExceeded(expired) => (self.expired)(expired),
+                CallError::Failed(error) => error,
+            }
+        }
+    }
+
+    /// The carrier for return type `R`; checks, where the return type is written, that its
+    /// error carries refusals and expiries.
+    #[inline(always)]
+    pub fn carrier<R>() -> Carrier<R::Error>
+    where
+        R: PolicyResult,
+        R::Error: CarriesRefusals,
+    {
+        Carrier {
+            refused: <R::Error as CarriesRefusals>::refused,
+            expired: <R::Error as CarriesRefusals>::expired,
+        }
+    }
+
+    /// The return type of a function under `#[critical]` or `#[resilient]`.
+    pub trait PolicyResult {
+        /// The success value.
+        type Value;
+        /// The function's own error.
+        type Error;
+    }
+
+    impl<T, E> PolicyResult for Result<T, E> {
+        type Value = T;
+        type Error = E;
+    }
+
+    /// The retried function's classifier; checks, where the return type is written, that its
+    /// error says which failures are worth repeating.
+    #[inline(always)]
+    pub fn classifier<R>() -> fn(&R::Error) -> bool
+    where
+        R: PolicyResult,
+        R::Error: Transient,
+    {
+        <R::Error as Transient>::is_transient
+    }
+
+    /// What one attempt of a retried function yields.
+    pub type Attempted<R> =
+        Result<<R as PolicyResult>::Value, CallError<<R as PolicyResult>::Error>>;
+
+    /// A deferred or background function's declared return type: `()` or `Result<(), E>`.
+    pub trait UnitResult {
+        /// Its error.
+        type Error;
+    }
+
+    impl<E> UnitResult for Result<(), E> {
+        type Error = E;
+    }
+
+    /// What deferred or background work yields: its own failure, a refusal or an expiry, all
+    /// logged with the task's name.
+    pub type Scheduled<R> = Result<(), CallError<<R as UnitResult>::Error>>;
+
+    /// A unit body as a result that cannot fail.
+    pub async fn unit_ok<F: Future<Output = ()>>(body: F) -> Result<(), core::convert::Infallible> {
+        body.await;
+        Ok(())
+    }
+
+    /// Each attempt of a retried function gets its own copy of the arguments.
+    #[diagnostic::on_unimplemented(
+        message = "a retried function's arguments must be `Clone`: `{Self}` is not",
+        label = "each attempt gets its own copy of this argument",
+        note = "derive or implement `Clone`, or pass an `Arc`"
+    )]
+    pub trait RetryArg: Clone {
+        /// The copy for the next attempt.
+        #[inline(always)]
+        fn for_attempt(&self) -> Self {
+            self.clone()
+        }
+    }
+
+    impl<T: Clone> RetryArg for T {}
+
+    /// Deferred and background work outlives its caller.
+    #[diagnostic::on_unimplemented(
+        message = "deferred and background work must be `Send + 'static`",
+        label = "this work runs after the caller returned, possibly on another thread",
+        note = "take owned arguments (`String`, `Vec<T>`, `Arc<T>`) instead of borrows, and keep non-`Send` values out of the function's `.await`s"
+    )]
+    pub trait Deferrable: Future + Send + 'static {}
+
+    impl<F: Future + Send + 'static> Deferrable for F {}
+
+    /// Checks that work can be scheduled, where the function is named.
+    #[inline(always)]
+    pub fn deferrable<F: Deferrable>(work: F) -> F {
+        work
+    }
+
+    /// A retry budget from a `.policy` file's `budget = R% + N/s` (over the default 10 s
+    /// window).
+    pub fn retry_budget(ratio: f64, floor_per_second: u32) -> Arc<RetryBudget> {
+        Arc::new(RetryBudget::new(
+            std::time::Duration::from_secs(10),
+            floor_per_second,
+            ratio,
+        ))
+    }
+}

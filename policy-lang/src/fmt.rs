@@ -148,10 +148,10 @@ impl Printer<'_> {
                 continue;
             };
             self.comments_before(range.start, INDENT, &mut previous_end);
-            if let Some(end) = previous_end {
-                if end != stanza_start {
-                    self.blank_line_if_gap(end, range.start);
-                }
+            if let Some(end) = previous_end
+                && end != stanza_start
+            {
+                self.blank_line_if_gap(end, range.start);
             }
             let _ = writeln!(self.out, "{INDENT}{statement}");
             previous_end = Some(statement_end(statement));

@@ -675,15 +675,15 @@ pub fn format_duration(duration: Duration) -> String {
     }
     const MS: u128 = 1_000_000;
     const S: u128 = 1_000 * MS;
-    if nanos % (3600 * S) == 0 {
+    if nanos.is_multiple_of(3600 * S) {
         format!("{}h", nanos / (3600 * S))
-    } else if nanos % (60 * S) == 0 {
+    } else if nanos.is_multiple_of(60 * S) {
         format!("{}m", nanos / (60 * S))
-    } else if nanos % S == 0 {
+    } else if nanos.is_multiple_of(S) {
         format!("{}s", nanos / S)
     } else if nanos >= S {
         format!("{}s", trim_decimal(duration.as_secs_f64()))
-    } else if nanos % MS == 0 {
+    } else if nanos.is_multiple_of(MS) {
         format!("{}ms", nanos / MS)
     } else {
         format!("{}ms", trim_decimal(duration.as_secs_f64() * 1000.0))

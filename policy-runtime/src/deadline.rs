@@ -173,6 +173,43 @@ impl Deadline {
         Err(refusal)
     }
 
+    /// The deadline of a leaf named `leaf`: a child of the current deadline (or a fresh one of
+    /// `max` outside any scope), refused with [`InsufficientBudget`](crate::RefusalKind::InsufficientBudget)
+    /// when it grants less than `min_budget` (or nothing at all). One clock read; this is how
+    /// the attribute macros start every annotated function.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::{Deadline, RefusalKind};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let leaf = Deadline::leaf("lookup", Duration::from_secs(2), Duration::from_millis(50)).unwrap();
+    /// assert_eq!(leaf.budget(), Duration::from_secs(2));
+    ///
+    /// let request = Deadline::after(Duration::from_millis(30));
+    /// let refused = request
+    ///     .scope(async { Deadline::leaf("lookup", Duration::from_secs(2), Duration::from_millis(50)) })
+    ///     .await;
+    /// assert_eq!(refused.unwrap_err().kind(), RefusalKind::InsufficientBudget);
+    /// # }
+    /// ```
+    pub fn leaf(leaf: &str, max: Duration, min_budget: Duration) -> Result<Self, ResilienceError> {
+        let deadline = Self::child_of_current(max);
+        if deadline.budget >= min_budget && !deadline.budget.is_zero() {
+            return Ok(deadline);
+        }
+        let refusal = ResilienceError::new(
+            leaf,
+            RefusalReason::InsufficientBudget {
+                remaining: deadline.budget,
+                min_budget,
+            },
+        );
+        crate::observe::refused(&refusal);
+        Err(refusal)
+    }
+
     /// Polls `fut` until it completes or the deadline passes, whichever comes first.
     ///
     /// A future that is ready on its first poll costs no timer: the timer is armed only when

@@ -76,6 +76,11 @@ use crate::window::{Clock, Window, saturating_nanos};
 /// Whether an error is worth retrying: the dependency may answer differently next time.
 ///
 /// Implement it for your error type, or pass a classifier to [`retry_within_by`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not say which of its failures are worth retrying",
+    label = "retried, so its error must implement `policy::Transient`",
+    note = "implement `policy::Transient` for `{Self}`: `is_transient` is true for a timeout or a 503, false for a 400 or a constraint violation"
+)]
 pub trait Transient {
     /// True when another attempt could succeed (a timeout, a reset connection, a 503), false
     /// when it would fail the same way (a 400, a constraint violation).
@@ -103,6 +108,13 @@ impl<E: Transient> Transient for CallError<E> {
             Self::DeadlineExceeded(_) => true,
             Self::Failed(e) => e.is_transient(),
         }
+    }
+}
+
+impl Transient for std::convert::Infallible {
+    /// An error that cannot exist is never retried.
+    fn is_transient(&self) -> bool {
+        match *self {}
     }
 }
 

@@ -59,10 +59,10 @@ impl RedisServer {
         self.child = Some(child);
         let started = Instant::now();
         loop {
-            if let Ok(mut conn) = redis::Client::open(self.url()).and_then(|c| c.get_connection()) {
-                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                    return;
-                }
+            if let Ok(mut conn) = redis::Client::open(self.url()).and_then(|c| c.get_connection())
+                && redis::cmd("PING").query::<String>(&mut conn).is_ok()
+            {
+                return;
             }
             assert!(
                 started.elapsed() < Duration::from_secs(10),

@@ -1,0 +1,342 @@
+//! Phase 3: the attributes lowered to the same model as `.policy` files.
+//!
+//! The function becomes an [`OperationSpec`] (bound to the file's operation of the same name,
+//! or the one `#[operation("..")]` names), inline mechanisms become named items, and every
+//! value an attribute gave gets a [`Loc::External`] location whose span is kept here, so the
+//! one validator's diagnostics can point back at the right token.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use policy_lang::{
+    Backoff, BreakerSpec, BulkheadSpec, Class, Loc, Located, OpenAfter, OperationSpec, PolicySet,
+    RetrySpec, Sharing,
+};
+use proc_macro2::Span;
+
+use crate::args::{Args, Errors, InlineBreaker, InlineBulkhead, InlineRetry, Ref, Spanned};
+use crate::files::Loaded;
+
+/// The model for one function, and the spans its external locations stand for.
+pub(crate) struct Lowered {
+    pub(crate) set: PolicySet,
+    pub(crate) spans: Vec<Span>,
+    /// The operation's name in the model.
+    pub(crate) op: String,
+    /// Where diagnostics about the files themselves are reported.
+    pub(crate) anchor: Span,
+    pub(crate) files: Vec<PathBuf>,
+    /// Which mechanisms were given inline (their runtime names are made unique per function).
+    pub(crate) inline: InlineFlags,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct InlineFlags {
+    pub(crate) breaker: bool,
+    pub(crate) bulkhead: bool,
+    pub(crate) retry: bool,
+}
+
+/// Hands out external locations.
+struct Locs {
+    spans: Vec<Span>,
+}
+
+impl Locs {
+    fn at(&mut self, span: Span) -> Loc {
+        let id = u32::try_from(self.spans.len()).unwrap_or(u32::MAX);
+        self.spans.push(span);
+        Loc::External(id)
+    }
+
+    fn located<T>(&mut self, spanned: &Spanned<T>) -> Located<T>
+    where
+        T: Clone,
+    {
+        Located::new(spanned.value.clone(), self.at(spanned.span))
+    }
+}
+
+fn missing(errors: &mut Errors, span: Span, what: &str, key: &str, example: &str) {
+    errors.at(
+        span,
+        format!("an inline {what} needs `{key}`: for example `{example}`"),
+    );
+}
+
+fn inline_breaker(
+    name: &str,
+    b: &InlineBreaker,
+    span: Span,
+    locs: &mut Locs,
+    errors: &mut Errors,
+) -> Option<BreakerSpec> {
+    const EXAMPLE: &str = "breaker(failures = 5, within = \"30s\", cooldown = \"20s\")";
+    let loc = locs.at(span);
+    let Some(within) = &b.within else {
+        missing(errors, span, "breaker", "within", EXAMPLE);
+        return None;
+    };
+    let Some(cooldown) = &b.cooldown else {
+        missing(errors, span, "breaker", "cooldown", EXAMPLE);
+        return None;
+    };
+    let open_after = match (&b.failures, &b.ratio) {
+        (Some(failures), None) => Located::new(
+            OpenAfter::Count {
+                failures: failures.value,
+                window: within.value,
+            },
+            locs.at(failures.span),
+        ),
+        (None, Some(ratio)) => {
+            let Some(min_calls) = &b.min_calls else {
+                missing(
+                    errors,
+                    ratio.span,
+                    "failure-ratio breaker",
+                    "min_calls",
+                    "breaker(ratio = 0.5, min_calls = 20, within = \"30s\", cooldown = \"20s\")",
+                );
+                return None;
+            };
+            Located::new(
+                OpenAfter::Ratio {
+                    ratio: ratio.value,
+                    min_calls: min_calls.value,
+                    window: within.value,
+                },
+                locs.at(ratio.span),
+            )
+        }
+        (Some(failures), Some(_)) => {
+            errors.at(
+                failures.span,
+                "give `failures` or `ratio`, not both: a breaker opens on a count or on a share of calls",
+            );
+            return None;
+        }
+        (None, None) => {
+            missing(errors, span, "breaker", "failures", EXAMPLE);
+            return None;
+        }
+    };
+    let sharing = match (&b.quorum, b.trips_only) {
+        (Some(q), None) => Located::new(Sharing::Shared { quorum: q.value }, locs.at(q.span)),
+        (None, Some(t)) => Located::new(Sharing::TripsOnly, locs.at(t)),
+        (None, None) => Located::new(Sharing::Local, loc),
+        (Some(q), Some(_)) => {
+            errors.at(
+                q.span,
+                "give `quorum` or `trips_only`, not both: they are two ways to share",
+            );
+            return None;
+        }
+    };
+    let mut spec = BreakerSpec::new(
+        Located::new(name.to_owned(), loc),
+        open_after,
+        locs.located(cooldown),
+        loc,
+    );
+    spec.sharing = sharing;
+    Some(spec)
+}
+
+fn inline_bulkhead(
+    name: &str,
+    b: &InlineBulkhead,
+    span: Span,
+    locs: &mut Locs,
+    errors: &mut Errors,
+) -> Option<BulkheadSpec> {
+    let loc = locs.at(span);
+    let Some(max_concurrent) = &b.max_concurrent else {
+        missing(
+            errors,
+            span,
+            "bulkhead",
+            "max_concurrent",
+            "bulkhead(max_concurrent = 4, max_queued = 2)",
+        );
+        return None;
+    };
+    let mut spec = BulkheadSpec::new(
+        Located::new(name.to_owned(), loc),
+        locs.located(max_concurrent),
+        loc,
+    );
+    if let Some(q) = &b.max_queued {
+        spec.max_queued = locs.located(q);
+    }
+    Some(spec)
+}
+
+fn inline_retry(
+    name: &str,
+    r: &InlineRetry,
+    span: Span,
+    locs: &mut Locs,
+    errors: &mut Errors,
+) -> Option<RetrySpec> {
+    let loc = locs.at(span);
+    let Some(attempts) = &r.attempts else {
+        missing(
+            errors,
+            span,
+            "retry",
+            "attempts",
+            "retry(attempts = 3, base = \"50ms\", cap = \"1s\")",
+        );
+        return None;
+    };
+    let base = r
+        .base
+        .as_ref()
+        .map_or(Duration::from_millis(50), |b| b.value);
+    let cap = r.cap.as_ref().map_or(Duration::from_secs(1), |c| c.value);
+    let backoff_loc = r
+        .base
+        .as_ref()
+        .or(r.cap.as_ref())
+        .map_or(loc, |s| locs.at(s.span));
+    let mut spec = RetrySpec::new(
+        Located::new(name.to_owned(), loc),
+        locs.located(attempts),
+        Located::new(Backoff::FullJitter { base, cap }, backoff_loc),
+        loc,
+    );
+    spec.attempt_timeout = r.attempt_timeout.as_ref().map(|t| locs.located(t));
+    Some(spec)
+}
+
+/// Builds the model for the function `fn_name` (spanned at `fn_span`) from `args` and the
+/// loaded files.
+pub(crate) fn lower(
+    args: &Args,
+    fn_name: &str,
+    fn_span: Span,
+    loaded: Loaded,
+    errors: &mut Errors,
+) -> Lowered {
+    let Loaded {
+        mut set,
+        files,
+        dir,
+    } = loaded;
+    let mut locs = Locs { spans: Vec::new() };
+    let anchor = args
+        .operation
+        .as_ref()
+        .map(|o| o.span)
+        .or(args.class.map(|c| c.2))
+        .or(args.resilient)
+        .unwrap_or(fn_span);
+
+    let op = args
+        .operation
+        .as_ref()
+        .map_or_else(|| fn_name.to_owned(), |o| o.value.clone());
+    let base = set.spec().operations.get(&op).cloned();
+    if let (Some(named), None) = (&args.operation, &base) {
+        let known: Vec<&str> = set.spec().operations.names().collect();
+        let hint = match policy_lang::suggest::closest(&named.value, known.iter().copied()) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None if known.is_empty() => match &dir {
+                Some(dir) => format!("no operation is declared in `{}`", dir.display()),
+                None => "no `policies/` directory was found beside Cargo.toml".to_owned(),
+            },
+            None => format!("declared operations: {}", known.join(", ")),
+        };
+        errors.at(
+            named.span,
+            format!(
+                "unknown operation `{}` [policy::unknown-name]\nhelp: {hint}",
+                named.value
+            ),
+        );
+    }
+
+    let fn_loc = locs.at(fn_span);
+    let class = match args.class {
+        Some((class, _, span)) => Located::new(class, locs.at(span)),
+        None => base
+            .as_ref()
+            .map_or(Located::new(Class::Critical, fn_loc), |b| b.class.clone()),
+    };
+    let mut operation = match &base {
+        Some(base) => {
+            let mut operation = base.clone();
+            operation.class = class;
+            operation
+        }
+        None => OperationSpec::new(Located::new(op.clone(), fn_loc), class, fn_loc),
+    };
+    if let Some(span) = args.idempotent {
+        operation.idempotent = Some(locs.at(span));
+    }
+    if let Some(span) = args.durable {
+        operation.durable = Some(locs.at(span));
+    }
+    let set_duration = |slot: &mut Option<Located<Duration>>,
+                        value: &Option<Spanned<Duration>>,
+                        locs: &mut Locs| {
+        if let Some(value) = value {
+            *slot = Some(locs.located(value));
+        }
+    };
+    set_duration(&mut operation.deadline, &args.deadline, &mut locs);
+    set_duration(&mut operation.min_budget, &args.min_budget, &mut locs);
+    set_duration(&mut operation.expected_cost, &args.expected_cost, &mut locs);
+    if let Some(shed_at) = &args.shed_at {
+        operation.shed_at = Some(locs.located(shed_at));
+    }
+
+    let mut inline = InlineFlags::default();
+    match &args.breaker {
+        Some(Ref::Named(name)) => operation.breaker = Some(locs.located(name)),
+        Some(Ref::Inline(b, span)) => {
+            if let Some(spec) = inline_breaker(&op, b, *span, &mut locs, errors) {
+                operation.breaker = Some(spec.name.clone());
+                set.add_breaker(spec);
+                inline.breaker = true;
+            }
+        }
+        None => {}
+    }
+    match &args.bulkhead {
+        Some(Ref::Named(name)) => operation.bulkhead = Some(locs.located(name)),
+        Some(Ref::Inline(b, span)) => {
+            if let Some(spec) = inline_bulkhead(&op, b, *span, &mut locs, errors) {
+                operation.bulkhead = Some(spec.name.clone());
+                set.add_bulkhead(spec);
+                inline.bulkhead = true;
+            }
+        }
+        None => {}
+    }
+    match &args.retry {
+        Some(Ref::Named(name)) => operation.retry = Some(locs.located(name)),
+        Some(Ref::Inline(r, span)) => {
+            if let Some(spec) = inline_retry(&op, r, *span, &mut locs, errors) {
+                operation.retry = Some(spec.name.clone());
+                set.add_retry(spec);
+                inline.retry = true;
+            }
+        }
+        None => {}
+    }
+
+    match set.spec_mut().operations.get_mut(&op) {
+        Some(existing) => *existing = operation,
+        None => set.add_operation(operation),
+    }
+    Lowered {
+        set,
+        spans: locs.spans,
+        op,
+        anchor,
+        files,
+        inline,
+    }
+}

@@ -1,0 +1,8 @@
+include!("../support.rs");
+
+#[policy::background(deadline = "30s")]
+async fn embed(text: String) {
+    let _ = text;
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+include!("../support.rs");
+
+#[policy::deferred]
+async fn index_document(id: u64) -> Result<(), AppError> {
+    let _ = id;
+    Ok(())
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+include!("../support.rs");
+
+#[policy::critical(deadlne = "3s")]
+async fn save(id: u64) -> Result<(), AppError> {
+    let _ = id;
+    Ok(())
+}
+
+fn main() {}
