@@ -209,6 +209,18 @@ pub enum Kind {
         keyword: String,
     },
 
+    /// A budget line naming a metric that does not exist.
+    #[error("unknown metric `{metric}` in budget `{budget}`")]
+    #[diagnostic(code("policy::unknown-metric"), help("{help}"))]
+    UnknownMetric {
+        /// The budget.
+        budget: String,
+        /// The metric as written.
+        metric: String,
+        /// A suggestion, or the list of metrics.
+        help: String,
+    },
+
     // ---- validation -------------------------------------------------------------------------
     /// A reference to a breaker, bulkhead, retry or rate limit that is not defined.
     #[error("unknown {kind} `{name}`")]

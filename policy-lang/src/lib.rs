@@ -65,6 +65,16 @@
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed`, `on_error = open\|closed` |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string) |
+//! | `budget NAME` | `dir` (a front-end build folder, for the front-end metrics); lines `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
+//! | `quarantine CRATE` | `package` (whose default build must not contain the crate), `behind` (the feature of `package` it stays behind), optional `only` (the crates allowed to depend on it directly: `only = "a" "b"`), optional `justification` (allows it in the default build, and is printed) |
+//!
+//! `budget` and `quarantine` are read by `policy gate`. A budget line's metric is a front-end
+//! metric (`baseline_js_kb`, `route_js_kb`, `median_route_js_kb`, `total_client_js_kb`,
+//! `doc_html_kb`, each stored or `gzip`), `binary "PATH"`, `binary_code "PATH"`,
+//! `crates "PACKAGE"` (a count, no unit) or `files "GLOB"` (stored or `gzip`). Sizes are powers
+//! of 1024 (`1kb` is 1024 bytes). `measured` is the value the ceiling was last set from, and
+//! `headroom` the growth it allows: `policy gate --ratchet` lowers the ceiling toward
+//! `measured × (1 + headroom)`, never raises it.
 //!
 //! # Diagnostics
 //!
@@ -88,6 +98,7 @@
 //! | `policy::unknown-flag` | a tag that is neither a class nor a flag | the suggested flag |
 //! | `policy::duplicate-name` | two items of one kind with one name (across files too) | rename or remove one |
 //! | `policy::duplicate-stanza` | two `request` or `shedding` stanzas | merge them |
+//! | `policy::unknown-metric` | a budget line whose metric does not exist | the suggested metric |
 //! | `policy::unknown-name` | an operation names a breaker, bulkhead, retry or rate limit that does not exist | the suggested name, or define it |
 //! | `policy::retry-not-idempotent` | retry on an operation not marked `idempotent` | mark it, or remove the retry |
 //! | `policy::deferred-not-idempotent` | deferred or background work not marked `idempotent` (it is delivered at least once) | make it idempotent, or critical |
@@ -97,7 +108,7 @@
 //! | `policy::duration-not-positive` | a zero or negative duration | a positive duration |
 //! | `policy::zero-attempts` | `attempts = 0` | at least 1 |
 //! | `policy::zero-count` | zero slots, failures, calls, quorum or rate | at least 1 |
-//! | `policy::ratio-out-of-range` | a failure ratio or retry budget outside (0, 100%] | a share such as `50%` |
+//! | `policy::ratio-out-of-range` | a failure ratio, retry budget or budget headroom outside (0, 100%] | a share such as `50%` |
 //! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
@@ -132,8 +143,9 @@ use std::path::{Path, PathBuf};
 pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    Backoff, BreakerSpec, BulkheadSpec, Class, FailMode, OpenAfter, OperationSpec, Rate,
-    RatelimitSpec, RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec,
+    Amount, Backoff, BreakerSpec, BudgetLimit, BudgetSpec, BulkheadSpec, Class, Compression,
+    FailMode, Metric, OpenAfter, OperationSpec, QuarantineSpec, Rate, RatelimitSpec, RequestSpec,
+    RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
 };
 pub use validate::validate;
 

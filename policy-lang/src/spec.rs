@@ -33,6 +33,10 @@ pub struct Spec {
     pub ratelimits: Items<RatelimitSpec>,
     /// Operations by name.
     pub operations: Items<OperationSpec>,
+    /// Size budgets by name, for `policy gate`.
+    pub budgets: Items<BudgetSpec>,
+    /// Quarantined heavy crates by crate name, for `policy gate`.
+    pub quarantines: Items<QuarantineSpec>,
 }
 
 impl Spec {
@@ -661,6 +665,292 @@ impl OperationSpec {
 
 impl Named for OperationSpec {
     const KIND: &'static str = "operation";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+// ---- the build-time side: budgets and quarantines (`policy gate`) --------------------------------
+
+/// A measure of a static front-end build (a bundler's output folder: HTML documents, JS
+/// modules, CSS). "Loads" means the `<script src>`, `<link rel="modulepreload">` and
+/// `<link rel="preload" as="script">` of a document, followed through static imports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WebMetric {
+    /// `baseline_js_kb`: the JS that every HTML document loads.
+    BaselineJs,
+    /// `route_js_kb`: the largest JS total one document loads.
+    RouteJs,
+    /// `median_route_js_kb`: the median of the documents' JS totals.
+    MedianRouteJs,
+    /// `total_client_js_kb`: every JS file of the folder, loaded or not.
+    TotalClientJs,
+    /// `doc_html_kb`: the largest HTML document.
+    DocHtml,
+}
+
+impl WebMetric {
+    /// Every front-end metric, in the order the docs list them.
+    pub const ALL: [WebMetric; 5] = [
+        WebMetric::BaselineJs,
+        WebMetric::RouteJs,
+        WebMetric::MedianRouteJs,
+        WebMetric::TotalClientJs,
+        WebMetric::DocHtml,
+    ];
+
+    /// Its name in the language.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebMetric::BaselineJs => "baseline_js_kb",
+            WebMetric::RouteJs => "route_js_kb",
+            WebMetric::MedianRouteJs => "median_route_js_kb",
+            WebMetric::TotalClientJs => "total_client_js_kb",
+            WebMetric::DocHtml => "doc_html_kb",
+        }
+    }
+
+    /// The metric from its name in the language.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<WebMetric> {
+        WebMetric::ALL
+            .into_iter()
+            .find(|metric| metric.as_str() == name)
+    }
+}
+
+/// What one line of a budget measures.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Metric {
+    /// A measure of the front-end build in the budget's `dir`.
+    Web(WebMetric),
+    /// `binary "PATH"`: the size of a built binary.
+    Binary(String),
+    /// `binary_code "PATH"`: the size of a built binary's code (its executable sections,
+    /// `.text` on ELF).
+    BinaryCode(String),
+    /// `crates "PACKAGE"`: how many crates a package's default build has, itself included.
+    Crates(String),
+    /// `files "GLOB"`: the total size of the files a glob matches.
+    Files(String),
+}
+
+impl Metric {
+    /// The metrics that name what they measure with a string after them.
+    pub const WITH_TARGET: [&'static str; 4] = ["binary", "binary_code", "crates", "files"];
+
+    /// Every metric name, for suggestions.
+    pub fn names() -> impl Iterator<Item = &'static str> + Clone {
+        WebMetric::ALL
+            .into_iter()
+            .map(WebMetric::as_str)
+            .chain(Metric::WITH_TARGET)
+    }
+
+    /// The metric's keyword in the language.
+    #[must_use]
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            Metric::Web(metric) => metric.as_str(),
+            Metric::Binary(_) => "binary",
+            Metric::BinaryCode(_) => "binary_code",
+            Metric::Crates(_) => "crates",
+            Metric::Files(_) => "files",
+        }
+    }
+
+    /// What it measures after the keyword: a path, a package or a glob.
+    #[must_use]
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            Metric::Web(_) => None,
+            Metric::Binary(target)
+            | Metric::BinaryCode(target)
+            | Metric::Crates(target)
+            | Metric::Files(target) => Some(target),
+        }
+    }
+
+    /// Whether it counts crates rather than measuring bytes.
+    #[must_use]
+    pub fn is_count(&self) -> bool {
+        matches!(self, Metric::Crates(_))
+    }
+
+    /// Whether a compressed size can be asked for.
+    #[must_use]
+    pub fn can_compress(&self) -> bool {
+        matches!(self, Metric::Web(_) | Metric::Files(_))
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.keyword())?;
+        match self.target() {
+            Some(target) => write!(f, " \"{target}\""),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Whether a size is measured as stored or compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Compression {
+    /// The bytes as they are on disk.
+    #[default]
+    Raw,
+    /// `gzip`: each file compressed on its own with gzip at its best level (9), as a server
+    /// or CDN would send it.
+    Gzip,
+}
+
+/// A size or a count, and the unit it was written in (so that a rewrite keeps the unit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Amount {
+    /// Bytes for a size, the number itself for a count.
+    pub value: u64,
+    /// The unit as written (`kb`, `mb`, ...); `None` for a count.
+    pub unit: Option<String>,
+}
+
+impl Amount {
+    /// An amount.
+    #[must_use]
+    pub fn new(value: u64, unit: Option<String>) -> Self {
+        Amount { value, unit }
+    }
+}
+
+/// `METRIC [gzip] at most CEILING measured VALUE headroom P%`: one line of a budget.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BudgetLimit {
+    /// What is measured, located at the metric's keyword and target.
+    pub metric: Located<Metric>,
+    /// Stored or compressed size.
+    pub compression: Compression,
+    /// The most the measurement may be; the gate fails above it.
+    pub ceiling: Located<Amount>,
+    /// The measurement the ceiling was last set from.
+    pub measured: Located<Amount>,
+    /// How much growth the ceiling allows over `measured`: the ratchet lowers the ceiling
+    /// toward `measured × (1 + headroom)`.
+    pub headroom: Located<f64>,
+    /// The whole line.
+    pub loc: Loc,
+}
+
+impl BudgetLimit {
+    /// A budget line.
+    #[must_use]
+    pub fn new(
+        metric: Located<Metric>,
+        ceiling: Located<Amount>,
+        measured: Located<Amount>,
+        headroom: Located<f64>,
+        loc: Loc,
+    ) -> Self {
+        BudgetLimit {
+            metric,
+            compression: Compression::Raw,
+            ceiling,
+            measured,
+            headroom,
+            loc,
+        }
+    }
+
+    /// The metric as the table shows it: `baseline_js_kb gzip`, `binary "target/release/x"`.
+    #[must_use]
+    pub fn label(&self) -> String {
+        match self.compression {
+            Compression::Raw => self.metric.value.to_string(),
+            Compression::Gzip => format!("{} gzip", self.metric.value),
+        }
+    }
+}
+
+/// `budget NAME { dir = "..."; METRIC at most ... }`: ceilings on what a build weighs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BudgetSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// The front-end build folder the front-end metrics read.
+    pub dir: Option<Located<String>>,
+    /// Its lines, in order.
+    pub limits: Vec<BudgetLimit>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl BudgetSpec {
+    /// A budget with no lines yet.
+    #[must_use]
+    pub fn new(name: Located<String>, loc: Loc) -> Self {
+        BudgetSpec {
+            name,
+            dir: None,
+            limits: Vec::new(),
+            loc,
+        }
+    }
+}
+
+impl Named for BudgetSpec {
+    const KIND: &'static str = "budget";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+/// `quarantine CRATE { package = "..."; behind = "FEATURE"; only = "..."; justification = "..." }`:
+/// a heavy crate that must stay out of a package's default build.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct QuarantineSpec {
+    /// The heavy crate (`-` and `_` are the same in crate names, as on crates.io).
+    pub name: Located<String>,
+    /// The package whose default build must not contain it.
+    pub package: Located<String>,
+    /// The feature of `package` it must stay behind.
+    pub behind: Located<String>,
+    /// The only crates allowed to depend on it directly (empty: any).
+    pub only: Vec<Located<String>>,
+    /// Why it is allowed in the default build after all, printed by the gate.
+    pub justification: Option<Located<String>>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl QuarantineSpec {
+    /// A quarantine with no `only` list and no justification.
+    #[must_use]
+    pub fn new(
+        name: Located<String>,
+        package: Located<String>,
+        behind: Located<String>,
+        loc: Loc,
+    ) -> Self {
+        QuarantineSpec {
+            name,
+            package,
+            behind,
+            only: Vec::new(),
+            justification: None,
+            loc,
+        }
+    }
+}
+
+impl Named for QuarantineSpec {
+    const KIND: &'static str = "quarantine";
     fn name(&self) -> &Located<String> {
         &self.name
     }

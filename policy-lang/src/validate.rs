@@ -26,6 +26,7 @@ const RULES: &[Rule] = &[
     attempts_at_least_one,
     counts_at_least_one,
     ratios_in_range,
+    headrooms_in_range,
     shedding_thresholds_in_range,
     shedding_thresholds_ordered,
     critical_never_shed_for_load,
@@ -353,6 +354,24 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for retry in &spec.retries {
         if let Some(budget) = &retry.budget {
             check("budget", budget.value.ratio, budget.loc);
+        }
+    }
+}
+
+/// `policy::ratio-out-of-range`: a budget's headroom is a share of its measurement in (0, 100%]:
+/// a negative one would ratchet the ceiling below the measurement.
+fn headrooms_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for limit in spec.budgets.iter().flat_map(|budget| &budget.limits) {
+        let headroom = &limit.headroom;
+        if !(headroom.value > 0.0 && headroom.value <= 1.0) {
+            out.push(Diagnostic::new(
+                Kind::RatioOutOfRange {
+                    key: "headroom".to_owned(),
+                    found: format!("{}%", format_ratio(headroom.value * 100.0)),
+                },
+                headroom.loc,
+                "out of range",
+            ));
         }
     }
 }
