@@ -13,6 +13,7 @@ pub mod check;
 pub mod explain;
 mod files;
 pub mod fmt;
+pub mod gate;
 mod render;
 
 /// Latency and resilience policy: check, explain and format `.policy` files.
@@ -34,6 +35,9 @@ pub enum Command {
     Explain(explain::Args),
     /// Format policy files in the canonical style, keeping comments.
     Fmt(fmt::Args),
+    /// Measure size budgets (with `--ratchet`, lower their ceilings) and check that quarantined
+    /// heavy crates stay out of default builds.
+    Gate(gate::Args),
 }
 
 /// How results are printed.
@@ -73,6 +77,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
         Command::Check(args) => check::run(&args, out, err),
         Command::Explain(args) => explain::run(&args, out, err),
         Command::Fmt(args) => fmt::run(&args, out, err),
+        Command::Gate(args) => gate::run(&args, out, err),
     };
     let _ = out.flush();
     let _ = err.flush();
