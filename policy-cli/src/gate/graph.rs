@@ -1,15 +1,16 @@
 //! The dependency graph of a package's build, as Cargo resolves it.
 //!
-//! `cargo metadata --all-features --filter-platform HOST` gives every package, every declared
-//! dependency and the lock file's resolution for this platform, with every optional edge that
-//! any feature could turn on. From that, [`Workspace::build`] activates features the way Cargo
-//! does (`default`, `dep:NAME`, `NAME/FEATURE`, `NAME?/FEATURE`, each dependency's
-//! `features` and `default-features`) until nothing more turns on, starting from one package
-//! with its default features (and any extra ones). Only normal dependencies count: dev
-//! dependencies are not in the build and build scripts' dependencies are not in the binary, as
-//! `cargo tree -e normal` shows it. Features are unified across the build; Cargo's resolver 2
-//! resolves proc macros' own dependencies apart, which can only make its build smaller, never
-//! bring a crate the unified one lacks.
+//! `cargo metadata --all-features` gives every package, every declared dependency and the
+//! lock file's resolution, with every optional edge that some feature could turn on. From that,
+//! [`Workspace::build`] activates features the way Cargo does (`default`, `dep:NAME`,
+//! `NAME/FEATURE`, `NAME?/FEATURE`, each dependency's `features` and `default-features`) until
+//! nothing more turns on, starting from one package with its default features (and any extra
+//! ones). Each declaration's `cfg(...)` is evaluated for the host ([`super::platform`]). Only
+//! normal dependencies count: dev dependencies are not in the build and build scripts'
+//! dependencies are not in the binary, as `cargo tree -e normal` shows it. Features are
+//! unified across the build; Cargo's resolver 2 resolves proc macros' own dependencies apart,
+//! which can make its build smaller in rare cases, never bring in a crate the unified one
+//! lacks.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
