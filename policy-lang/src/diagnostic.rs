@@ -367,6 +367,23 @@ pub enum Kind {
         found: String,
     },
 
+    /// A fallback or stale answer on work that nobody waits for.
+    #[error("{class} operation `{operation}` has `{setting}`, but nobody waits for its answer")]
+    #[diagnostic(
+        code("policy::fallback-on-scheduled"),
+        help(
+            "a fallback answers a caller in place of the real result; {class} work returns nothing to its caller, so remove `{setting}` (its failures are logged with its name)"
+        )
+    )]
+    FallbackOnScheduled {
+        /// The operation.
+        operation: String,
+        /// `deferred` or `background`.
+        class: String,
+        /// `fallback` or `stale_if_error`.
+        setting: String,
+    },
+
     /// A load threshold for shedding on critical work.
     #[error(
         "critical operation `{operation}` sets `shed_at`, but critical work is never shed for load"

@@ -29,6 +29,7 @@ const RULES: &[Rule] = &[
     shedding_thresholds_in_range,
     shedding_thresholds_ordered,
     critical_never_shed_for_load,
+    fallbacks_answer_a_caller,
     backoff_base_within_cap,
     deadline_within_request,
     attempts_reachable,
@@ -389,6 +390,38 @@ fn shedding_thresholds_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 threshold.loc,
                 "outside (0, 1)",
             ));
+        }
+    }
+}
+
+/// `policy::fallback-on-scheduled`: a fallback answers a caller; scheduled work has none.
+fn fallbacks_answer_a_caller(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if operation.class.value == Class::Critical {
+            continue;
+        }
+        let settings = [
+            ("fallback", operation.fallback.as_ref().map(|f| f.loc)),
+            (
+                "stale_if_error",
+                operation.stale_if_error.as_ref().map(|s| s.loc),
+            ),
+        ];
+        for (setting, loc) in settings {
+            if let Some(loc) = loc {
+                out.push(
+                    Diagnostic::new(
+                        Kind::FallbackOnScheduled {
+                            operation: operation.name.value.clone(),
+                            class: operation.class.value.as_str().to_owned(),
+                            setting: setting.to_owned(),
+                        },
+                        loc,
+                        "nobody waits for this answer",
+                    )
+                    .with_label(operation.class.loc, "runs after or beside the response"),
+                );
+            }
         }
     }
 }

@@ -34,6 +34,9 @@ const COMMON_KEYS: &[&str] = &[
     "retry",
     "durable",
     "shed_at",
+    "fallback",
+    "fallback_on_failure",
+    "stale_if_error",
 ];
 
 impl AttrKind {
@@ -146,6 +149,9 @@ pub(crate) struct Args {
     pub(crate) breaker: Option<Ref<InlineBreaker>>,
     pub(crate) bulkhead: Option<Ref<InlineBulkhead>>,
     pub(crate) retry: Option<Ref<InlineRetry>>,
+    pub(crate) fallback: Option<Spanned<String>>,
+    pub(crate) fallback_on_failure: Option<Span>,
+    pub(crate) stale_if_error: Option<Spanned<Duration>>,
 }
 
 /// Errors collected while parsing, reported together.
@@ -484,6 +490,22 @@ impl Args {
                         );
                     }
                     "shed_at" => set_once(&mut self.shed_at, ratio(&meta)?, span, &key, errors),
+                    "fallback" => set_once(&mut self.fallback, name(&meta)?, span, &key, errors),
+                    "fallback_on_failure" => {
+                        if self.fallback_on_failure.is_some() {
+                            errors.at(span, "`fallback_on_failure` is set twice: keep one");
+                        }
+                        self.fallback_on_failure = Some(span);
+                    }
+                    "stale_if_error" => {
+                        set_once(
+                            &mut self.stale_if_error,
+                            duration(&meta)?,
+                            span,
+                            &key,
+                            errors,
+                        );
+                    }
                     "durable" => {
                         if self.durable.is_some() {
                             errors.at(span, "`durable` is set twice: keep one");

@@ -112,6 +112,7 @@ pub mod bulkhead;
 pub mod deadline;
 pub mod defer;
 pub mod error;
+pub mod fallback;
 pub mod limiter;
 /// Where compute and services run, derived from the environment; regions only, never hosts.
 #[cfg(feature = "locality")]

@@ -32,6 +32,7 @@ use crate::breaker::{
 };
 use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
 use crate::defer::DeferredSnapshot;
+use crate::fallback::{Fallback, FallbackSnapshot};
 use crate::limiter::LimiterSnapshot;
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
@@ -46,6 +47,7 @@ pub struct Registry {
     retries: Map<Arc<RetryPolicy>>,
     shedders: Map<Arc<Shedder>>,
     limiters: Map<Arc<dyn LimiterSource>>,
+    fallbacks: Map<Arc<Fallback>>,
 }
 
 /// Anything that reports a [`LimiterSnapshot`]; rate limiters register themselves with
@@ -114,6 +116,8 @@ pub struct Snapshot {
     pub limiters: Vec<LimiterSnapshot>,
     /// The breaker store's health.
     pub store: StoreStatus,
+    /// Fallbacks and stale answers, per leaf.
+    pub fallbacks: Vec<FallbackSnapshot>,
     /// Deferred work of the whole process (whichever registry is asked).
     pub deferred: DeferredSnapshot,
     /// Every live background pool of the process, by name (whichever registry is asked).
@@ -130,6 +134,7 @@ impl Registry {
             retries: RwLock::default(),
             shedders: RwLock::default(),
             limiters: RwLock::default(),
+            fallbacks: RwLock::default(),
         }
     }
 
@@ -191,6 +196,14 @@ impl Registry {
         })
     }
 
+    /// The fallback record of the leaf `leaf`, answered by `answered_by`, built the first
+    /// time.
+    pub fn fallback(&self, leaf: &str, answered_by: &str) -> Arc<Fallback> {
+        get_or_insert(&self.fallbacks, leaf, |leaf| {
+            Arc::new(Fallback::new(leaf, answered_by))
+        })
+    }
+
     /// Adds a rate limiter to the snapshot, under its name.
     pub fn register_limiter(&self, name: &str, limiter: Arc<dyn LimiterSource>) {
         write(&self.limiters).insert(Arc::from(name), limiter);
@@ -227,6 +240,10 @@ impl Registry {
                 .map(|l| l.limiter_snapshot())
                 .collect(),
             store: self.breaker_store().status(),
+            fallbacks: read(&self.fallbacks)
+                .values()
+                .map(|f| f.snapshot())
+                .collect(),
             deferred: crate::defer::snapshot(),
             background: crate::background::snapshots(),
         }
