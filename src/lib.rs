@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
-pub use policy_macros::{background, critical, deferred, idempotent, operation, resilient};
+pub use policy_macros::{
+    background, critical, deferred, idempotent, isolate, operation, resilient,
+};
 pub use policy_runtime::*;
 
 /// What the attribute macros' expansions call. Not a public API: its items may change in any

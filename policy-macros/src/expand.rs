@@ -45,6 +45,24 @@ pub(crate) fn attribute(
             Err(error) => errors.push(error),
         }
     }
+    if let Some(span) = all.isolate {
+        let result = if all.class.is_some() || all.resilient.is_some() || all.operation.is_some() {
+            Err(syn::Error::new(
+                span,
+                "`#[isolate]` stands alone: it turns a synchronous function into an async one that runs on a pool; call that function from a `#[critical]` or `#[resilient]` one",
+            ))
+        } else {
+            expand_isolate(&func, &all)
+        };
+        return match (errors.combined(), result) {
+            (None, Ok(tokens)) => tokens,
+            (Some(mut error), Err(more)) => {
+                error.combine(more);
+                fallback::emit(&func.item, error, &[])
+            }
+            (Some(error), Ok(_)) | (None, Err(error)) => fallback::emit(&func.item, error, &[]),
+        };
+    }
     if all.class.is_none() && all.resilient.is_none() && all.operation.is_none() {
         // Only `#[idempotent]`: a declaration, nothing to expand.
         return match errors.combined() {
@@ -268,10 +286,102 @@ fn per_attempt_copies(func: &Func) -> Result<TokenStream, syn::Error> {
     Ok(copies)
 }
 
-/// The function's body, typed, so `?` inside it converts to the declared error.
-fn body(func: &Func, ret: &TokenStream) -> TokenStream {
+/// The function's body, typed, so `?` inside it converts to the declared error; watched by a
+/// poll monitor when the attribute sets `poll_budget`.
+fn body(func: &Func, ret: &TokenStream, plan: &Plan) -> TokenStream {
     let block = &func.item.block;
-    quote!(::policy::__private::typed::<#ret, _>(async move #block))
+    let body = quote!(::policy::__private::typed::<#ret, _>(async move #block));
+    match plan.poll_budget {
+        None => body,
+        Some(budget) => {
+            let op = &plan.op;
+            let budget = nanos(budget);
+            quote! {{
+                static MONITOR: ::policy::__private::LazyLock<::policy::__private::Arc<::policy::isolate::PollMonitor>> =
+                    ::policy::__private::LazyLock::new(|| {
+                        ::policy::Registry::global()
+                            .poll_monitor(::core::concat!(::core::module_path!(), "::", #op), #budget)
+                    });
+                MONITOR.watch(#body)
+            }}
+        }
+    }
+}
+
+/// `#[isolate]`: the synchronous function becomes an async one whose body runs on a bounded
+/// pool, waited for at most until the current deadline.
+fn expand_isolate(func: &Func, args: &Args) -> Result<TokenStream, syn::Error> {
+    if func.is_async() {
+        return Err(syn::Error::new(
+            func.fn_span(),
+            "`#[isolate]` goes on a synchronous function: it moves CPU work off the async workers; an `async fn` already yields at its awaits",
+        ));
+    }
+    if let Some(receiver) = func.receiver() {
+        return Err(syn::Error::new(
+            receiver.span(),
+            "isolated work runs on another thread and may outlive its caller: take owned arguments instead of `self` (an associated function taking an `Arc` works)",
+        ));
+    }
+    for param in func.params() {
+        if let Param::Typed(_, ty) = param
+            && let syn::Type::Reference(reference) = &*ty
+            && reference
+                .lifetime
+                .as_ref()
+                .is_none_or(|l| l.ident != "static")
+        {
+            return Err(syn::Error::new(
+                ty.span(),
+                "isolated work runs on another thread and may outlive its caller: take an owned value (`String` for `&str`, `Vec<T>` for `&[T]`, an `Arc`)",
+            ));
+        }
+    }
+    let output = match func.output() {
+        Some(ty) => ty.to_token_stream(),
+        None => quote!(()),
+    };
+    let name = func.name();
+    let max_concurrent = args.max_concurrent.as_ref().map(|m| {
+        let m = m.value;
+        quote!(.max_concurrent(#m))
+    });
+    let max_queued = args.max_queued.as_ref().map(|m| {
+        let m = m.value;
+        quote!(.max_queued(#m))
+    });
+    let kind = match args.pool.as_ref().map(|p| (p.value.as_str(), p.span)) {
+        Some(("rayon", span)) => {
+            Some(quote_spanned!(span=> .kind(::policy::isolate::PoolKind::Rayon)))
+        }
+        _ => None,
+    };
+    let pool = local("pool");
+    let block = &func.item.block;
+    let item = &func.item;
+    let attrs = &item.attrs;
+    let vis = &item.vis;
+    let mut sig = item.sig.clone();
+    sig.asyncness = Some(syn::Token![async](sig.fn_token.span));
+    sig.output =
+        syn::parse_quote!(-> ::core::result::Result<#output, ::policy::isolate::IsolateError>);
+    Ok(quote! {
+        #(#attrs)*
+        #vis #sig {
+            // A bulkhead for CPU: its own slots and queue, waited for until the current deadline.
+            let #pool: &'static ::policy::isolate::IsolatedPool = {
+                static POOL: ::policy::__private::LazyLock<::policy::isolate::IsolatedPool> =
+                    ::policy::__private::LazyLock::new(|| {
+                        ::policy::Registry::global().isolated_pool(
+                            ::core::concat!(::core::module_path!(), "::", #name),
+                            |pool| pool #max_concurrent #max_queued #kind,
+                        )
+                    });
+                &*POOL
+            };
+            #pool.run(move || -> #output #block).await
+        }
+    })
 }
 
 /// The expansion.
@@ -479,7 +589,7 @@ fn expand_answered(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> 
         let #carrier = ::policy::__private::carrier::<#ret>();
     };
     let admission = admission(plan, &h, &deadline, &TokenStream::new());
-    let body = body(func, &ret);
+    let body = body(func, &ret, plan);
     let sequence = match &h.retry {
         None => {
             let deadline_tokens = quote!(#deadline);
@@ -691,7 +801,7 @@ fn expand_awaited(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> {
     let carrier = local("carrier");
     let refused = quote!(.map_err(#carrier.refused));
     let admission = admission(plan, &h, &deadline, &refused);
-    let body = body(func, &ret);
+    let body = body(func, &ret, plan);
     let assert = quote_spanned! {ret_span=>
         let #carrier = ::policy::__private::carrier::<#ret>();
     };
@@ -767,10 +877,10 @@ fn expand_scheduled(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error>
     };
     // The work's own error type: the function's, or `Infallible` for `()`.
     let body = if unit {
-        let inner = body(func, &ret);
+        let inner = body(func, &ret, plan);
         quote!(::policy::__private::unit_ok(#inner))
     } else {
-        body(func, &ret)
+        body(func, &ret, plan)
     };
     let outcome_ty = if unit {
         quote!(

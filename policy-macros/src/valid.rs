@@ -36,6 +36,8 @@ pub(crate) struct Plan {
     pub(crate) fallback_on_failure: bool,
     /// Stale-if-error's window, where it was written.
     pub(crate) stale_if_error: Option<(Duration, Span)>,
+    /// The budget per poll of the function's body, when monitored.
+    pub(crate) poll_budget: Option<Duration>,
 }
 
 /// The macro-only rules: shape of the function for its class.
@@ -239,6 +241,7 @@ pub(crate) fn plan(lowered: &Lowered, args: &Args) -> Option<Plan> {
             .stale_if_error
             .as_ref()
             .map(|s| (s.value, span_of(s.loc))),
+        poll_budget: args.poll_budget.as_ref().map(|b| b.value),
     })
 }
 

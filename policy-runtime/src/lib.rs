@@ -113,6 +113,7 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
+pub mod isolate;
 pub mod limiter;
 /// Where compute and services run, derived from the environment; regions only, never hosts.
 #[cfg(feature = "locality")]
