@@ -257,7 +257,7 @@ fn judge(assessed: &Assessed<'_>) -> Option<Diagnostic> {
             };
             Some(Diagnostic::new(
                 Kind::UnknownRegion {
-                    what: format!("blocking hop `{name}`"),
+                    hop: name,
                     reason: reason.clone(),
                     help: help.to_owned(),
                 },
@@ -269,33 +269,8 @@ fn judge(assessed: &Assessed<'_>) -> Option<Diagnostic> {
     }
 }
 
-/// Pads each column to its widest cell, two spaces apart, trailing spaces trimmed.
-fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
-    let mut widths = [0_usize; N];
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (column, (cell, width)) in row.iter().zip(widths).enumerate() {
-            if column > 0 {
-                line.push_str("  ");
-            }
-            line.push_str(cell);
-            line.extend(std::iter::repeat_n(
-                ' ',
-                width.saturating_sub(cell.chars().count()),
-            ));
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
+/// One aligned row per hop: kind, `compute → NAME`, variable, relation, detail; columns two
+/// spaces apart, as the probe prints its map.
 fn hops_table(assessed: &[Assessed<'_>]) -> String {
     let rows: Vec<[String; 5]> = assessed
         .iter()
@@ -310,7 +285,24 @@ fn hops_table(assessed: &[Assessed<'_>]) -> String {
             ]
         })
         .collect();
-    aligned(&rows)
+    let mut widths = [0_usize; 5];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut table = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(widths) {
+            line.push_str(cell);
+            let padding = width.saturating_sub(cell.chars().count()) + 2;
+            line.extend(std::iter::repeat_n(' ', padding));
+        }
+        table.push_str(line.trim_end());
+        table.push('\n');
+    }
+    table
 }
 
 /// Runs `policy locality`.
@@ -342,6 +334,8 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             Err(exit) => return exit,
         }
     };
+    // A policy with errors cannot be trusted to say what its hops are; its warnings are about
+    // other stanzas, and `policy check`'s to report.
     let report = set.check();
     if report.has_errors() {
         for diagnostic in report.all() {

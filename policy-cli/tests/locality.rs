@@ -201,6 +201,34 @@ fn check_warns_once_per_blocking_hop_when_the_compute_region_is_unknown() {
 }
 
 #[test]
+fn check_warns_when_the_service_is_in_another_cloud() {
+    let dir = temp_dir("clouds");
+    let env = dir.join("clouds.env");
+    std::fs::write(
+        &env,
+        "VERCEL_REGION=fra1\nCACHE_URL=rediss://default:pw@gusc1-fine-gecko-31710.upstash.io:6379\n",
+    )
+    .unwrap();
+    let policy = dir.join("service.policy");
+    std::fs::write(&policy, "locality { cache = blocking env CACHE_URL }\n").unwrap();
+    let output = locality(&[
+        "--check",
+        "--env-file",
+        env.to_str().unwrap(),
+        policy.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(
+            "cannot tell whether blocking hop `cache` crosses regions: the compute runs in `eu-central-1` (aws), the service in `us-central1` (gcp), and regions of two clouds are not compared"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("in another cloud than the compute"), "{err}");
+}
+
+#[test]
 fn json_is_the_probes_map_with_the_hops_added() {
     let output = locality(&[
         "--format",

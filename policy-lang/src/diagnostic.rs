@@ -549,12 +549,13 @@ pub enum Kind {
         why: String,
     },
 
-    /// A region the environment does not reveal.
-    #[error("cannot tell whether {what} crosses regions: {reason}")]
+    /// A blocking hop whose relation to the compute the environment does not reveal: the
+    /// compute's region or the service's is unknown, or the two are in different clouds.
+    #[error("cannot tell whether blocking hop `{hop}` crosses regions: {reason}")]
     #[diagnostic(code("policy::unknown-region"), severity(Warning), help("{help}"))]
     UnknownRegion {
-        /// `blocking hop `cache``, or `any blocking hop` when the compute's region is unknown.
-        what: String,
+        /// The hop.
+        hop: String,
         /// Why the region is unknown, as the locality probe says it.
         reason: String,
         /// What to do about it.
