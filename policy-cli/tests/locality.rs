@@ -45,10 +45,13 @@ fn stderr(output: &Output) -> String {
         .replace("\n        ", " ")
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("policy-locality-{}-{name}", std::process::id()));
+/// Writes `text` to a file of this name in a directory of this test run, and returns its path.
+fn write(name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("policy-locality-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
 }
 
 #[test]
@@ -168,26 +171,16 @@ fn check_warns_when_a_region_is_unknown() {
 
 #[test]
 fn check_warns_once_per_blocking_hop_when_the_compute_region_is_unknown() {
-    let dir = temp_dir("no-compute");
-    let env = dir.join("laptop.env");
-    std::fs::write(
-        &env,
+    let env = write(
+        "laptop.env",
         "DATABASE_URL=postgres://app:pw@ep-quiet-fog-123456.eu-central-1.aws.neon.tech/app\n\
          R2_URL=https://0123456789abcdef.r2.cloudflarestorage.com\n",
-    )
-    .unwrap();
-    let policy = dir.join("service.policy");
-    std::fs::write(
-        &policy,
+    );
+    let policy = write(
+        "laptop.policy",
         "locality {\n    database = blocking env DATABASE_URL\n    assets = async env R2_URL\n}\n",
-    )
-    .unwrap();
-    let output = locality(&[
-        "--check",
-        "--env-file",
-        env.to_str().unwrap(),
-        policy.to_str().unwrap(),
-    ]);
+    );
+    let output = locality(&["--check", "--env-file", &env, &policy]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let err = stderr(&output);
     assert_eq!(err.matches("policy::unknown-region").count(), 1, "{err}");
@@ -202,21 +195,15 @@ fn check_warns_once_per_blocking_hop_when_the_compute_region_is_unknown() {
 
 #[test]
 fn check_warns_when_the_service_is_in_another_cloud() {
-    let dir = temp_dir("clouds");
-    let env = dir.join("clouds.env");
-    std::fs::write(
-        &env,
+    let env = write(
+        "clouds.env",
         "VERCEL_REGION=fra1\nCACHE_URL=rediss://default:pw@gusc1-fine-gecko-31710.upstash.io:6379\n",
-    )
-    .unwrap();
-    let policy = dir.join("service.policy");
-    std::fs::write(&policy, "locality { cache = blocking env CACHE_URL }\n").unwrap();
-    let output = locality(&[
-        "--check",
-        "--env-file",
-        env.to_str().unwrap(),
-        policy.to_str().unwrap(),
-    ]);
+    );
+    let policy = write(
+        "clouds.policy",
+        "locality { cache = blocking env CACHE_URL }\n",
+    );
+    let output = locality(&["--check", "--env-file", &env, &policy]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let err = stderr(&output);
     assert!(
@@ -322,16 +309,13 @@ fn json_with_check_carries_the_diagnostics() {
 
 #[test]
 fn an_unset_variable_is_a_diagnostic_under_check() {
-    let dir = temp_dir("unset");
-    let env = dir.join("partial.env");
-    std::fs::write(
-        &env,
+    let env = write(
+        "partial.env",
         "VERCEL_REGION=fra1\n\
          DATABASE_URL=postgres://app:pw@ep-quiet-fog-123456.eu-central-1.aws.neon.tech/app\n\
          R2_URL=not a connection string\n",
-    )
-    .unwrap();
-    let env = env.to_str().unwrap();
+    );
+    let env = env.as_str();
 
     let shown = locality(&["--env-file", env, "service.policy"]);
     assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
@@ -441,10 +425,8 @@ fn bad_input_is_reported_never_a_panic() {
     );
 
     // A policy without a `locality` stanza has nothing to check.
-    let dir = temp_dir("no-stanza");
-    let policy = dir.join("other.policy");
-    std::fs::write(&policy, "request { deadline = 10s }\n").unwrap();
-    let policy = policy.to_str().unwrap();
+    let policy = write("no-stanza.policy", "request { deadline = 10s }\n");
+    let policy = policy.as_str();
     let nothing = locality(&["--check", "--env-file", "production.env", policy]);
     assert_eq!(nothing.status.code(), Some(1));
     assert!(
@@ -459,16 +441,13 @@ fn bad_input_is_reported_never_a_panic() {
 
 #[test]
 fn unreadable_env_file_lines_are_skipped_by_number_only() {
-    let dir = temp_dir("skipped");
-    let env = dir.join("pasted.env");
-    std::fs::write(
-        &env,
+    let env = write(
+        "pasted.env",
         "VERCEL_REGION=fra1\n\
          postgres://app:Pasted9Secret@db.internal.example.com/app\n\
          DATABASE_URL=postgres://app:pw@ep-quiet-fog-123456.eu-central-1.aws.neon.tech/app\n",
-    )
-    .unwrap();
-    let output = locality(&["--env-file", env.to_str().unwrap()]);
+    );
+    let output = locality(&["--env-file", &env]);
     assert_eq!(output.status.code(), Some(0));
     let err = stderr(&output);
     assert!(

@@ -286,4 +286,5 @@ fn templates_are_recognised() {
     for secret in ["Uabcdef1xyz", "Pabcdef1xyz", "Tabcdef1xyz", "quietfog123"] {
         assert!(!output.contains(secret), "{output}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
