@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
+use crate::spec::HopSpec;
 use crate::spec::{
     Backoff, Class, OpenAfter, OperationSpec, Sharing, Spec, format_duration, format_ratio,
 };
@@ -31,6 +32,7 @@ const RULES: &[Rule] = &[
     critical_never_shed_for_load,
     fallbacks_answer_a_caller,
     backoff_base_within_cap,
+    one_hop_per_variable,
     deadline_within_request,
     attempts_reachable,
     queue_absorbs_burst,
@@ -478,6 +480,34 @@ fn backoff_base_within_cap(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 retry.backoff.loc,
                 "base above cap",
             ));
+        }
+    }
+}
+
+/// `policy::duplicate-variable`: two hops located by one variable are one service, declared twice.
+fn one_hop_per_variable(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let Some(locality) = &spec.locality else {
+        return;
+    };
+    let hops: Vec<&HopSpec> = locality.hops.iter().collect();
+    for (i, hop) in hops.iter().enumerate() {
+        let first = hops
+            .iter()
+            .take(i)
+            .find(|earlier| earlier.variable.value == hop.variable.value);
+        if let Some(first) = first {
+            out.push(
+                Diagnostic::new(
+                    Kind::DuplicateVariable {
+                        variable: hop.variable.value.clone(),
+                        first: first.name.value.clone(),
+                        second: hop.name.value.clone(),
+                    },
+                    hop.variable.loc,
+                    "named again here",
+                )
+                .with_label(first.variable.loc, "first named here"),
+            );
         }
     }
 }
