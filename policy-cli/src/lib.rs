@@ -10,10 +10,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod check;
+mod env_file;
 pub mod explain;
 mod files;
 pub mod fmt;
 pub mod gate;
+pub mod locality;
 mod render;
 
 /// Latency and resilience policy: check, explain and format `.policy` files.
@@ -35,6 +37,12 @@ pub enum Command {
     Explain(explain::Args),
     /// Format policy files in the canonical style, keeping comments.
     Fmt(fmt::Args),
+    /// Print where the compute and each service run, and the hops a request makes between them.
+    ///
+    /// The regions are derived from the environment (regions only, never a host or a
+    /// credential); the hops come from the policy's `locality` stanza. With `--check`, a
+    /// blocking hop that crosses regions fails.
+    Locality(locality::Args),
     /// Measure size budgets (with `--ratchet`, lower their ceilings) and check that quarantined
     /// heavy crates stay out of default builds.
     Gate(gate::Args),
@@ -77,6 +85,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
         Command::Check(args) => check::run(&args, out, err),
         Command::Explain(args) => explain::run(&args, out, err),
         Command::Fmt(args) => fmt::run(&args, out, err),
+        Command::Locality(args) => locality::run(&args, out, err),
         Command::Gate(args) => gate::run(&args, out, err),
     };
     let _ = out.flush();

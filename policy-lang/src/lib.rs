@@ -50,6 +50,12 @@
 //!     min_budget = 200ms
 //! }
 //! operation index_document: deferred, idempotent { retry = transient; deadline = 5s }
+//!
+//! locality {
+//!     database = blocking env DATABASE_URL          // session lookup on every request
+//!     cache = blocking env UPSTASH_REDIS_REST_URL
+//!     assets = async env R2_URL                     // fetched by the browser
+//! }
 //! ```
 //!
 //! Every stanza is `KEYWORD [NAME] [: class, flags] { statements }`, its header on one line with
@@ -65,6 +71,7 @@
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed`, `on_error = open\|closed` |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string) |
+//! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
 //! | `budget NAME` | `dir` (a front-end build folder, for the front-end metrics); lines `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
 //! | `quarantine CRATE` | `package` (whose default build must not contain the crate), `behind` (the feature of `package` it stays behind), optional `only` (the crates allowed to depend on it directly: `only = "a" "b"`), optional `justification` (allows it in the default build, and is printed) |
 //!
@@ -110,12 +117,28 @@
 //! | `policy::zero-count` | zero slots, failures, calls, quorum or rate | at least 1 |
 //! | `policy::ratio-out-of-range` | a failure ratio, retry budget or budget headroom outside (0, 100%] | a share such as `50%` |
 //! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
+//! | `policy::fallback-on-scheduled` | `fallback` or `stale_if_error` on deferred or background work, which answers nobody | remove it: the work's failures are logged |
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
 //! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
+//! | `policy::empty-locality` | a `locality` stanza with no hop | declare the hops, or remove it |
+//! | `policy::unknown-hop-kind` | a hop that is neither `blocking` nor `async` | the suggested kind |
+//! | `policy::duplicate-variable` | two hops located by one variable | declare the service once, or name the other variable |
 //! | `policy::deadline-clamped` (warning) | an operation deadline longer than the request's: it will be clamped | lower it |
 //! | `policy::unreachable-attempts` (warning) | attempts that cannot start in the deadline once earlier ones time out | fewer attempts or shorter timeouts |
 //! | `policy::queue-stores-backlog` (warning) | `max_queued` above [`validate::BACKLOG_FACTOR`] × `max_concurrent` | a shorter queue |
+//!
+//! ## Checked against an environment
+//!
+//! `policy locality --check` compares each declared hop with the regions the locality probe
+//! derives from an environment, and reports with these codes (no file alone can raise them, so
+//! the corpus does not either: the `policy` command's tests do).
+//!
+//! | code | what it means | the fix |
+//! |---|---|---|
+//! | `policy::cross-region-hop` | a blocking hop to a service in another region than the compute | move one of them, or make the hop `async` |
+//! | `policy::hop-not-located` | a hop's variable is not set, or holds no connection string | set it, or name the right variable |
+//! | `policy::unknown-region` (warning) | the compute's or a blocking hop's region cannot be derived: `region: null` is an answer, and the reason says why | find out where it runs |
 //!
 //! # For the attribute macros
 //!
@@ -147,6 +170,7 @@ pub use spec::{
     FailMode, Metric, OpenAfter, OperationSpec, QuarantineSpec, Rate, RatelimitSpec, RequestSpec,
     RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
 };
+pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;
 
 /// A set of policy sources lowered into one [`Spec`], with what was found reading them.
