@@ -50,6 +50,9 @@
 //!     min_budget = 200ms
 //! }
 //! operation index_document: deferred, idempotent { retry = transient; deadline = 5s }
+//!
+//! // What the built front end may ship (`policy assets`); every setting has a default.
+//! assets web { dir = "web/dist"; max_image = 200kb; large_image = 50kb; max_high_priority = 1 }
 //! ```
 //!
 //! Every stanza is `KEYWORD [NAME] [: class, flags] { statements }`, its header on one line with
@@ -65,6 +68,7 @@
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed`, `on_error = open\|closed` |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string) |
+//! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`: needs `srcset`, and the first on a page is not lazy), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //!
 //! # Diagnostics
 //!
@@ -102,9 +106,11 @@
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
 //! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
+//! | `policy::zero-size` | an `assets` size ceiling of zero bytes | a positive size, or `max_font_files = 0` to forbid web fonts |
 //! | `policy::deadline-clamped` (warning) | an operation deadline longer than the request's: it will be clamped | lower it |
 //! | `policy::unreachable-attempts` (warning) | attempts that cannot start in the deadline once earlier ones time out | fewer attempts or shorter timeouts |
 //! | `policy::queue-stores-backlog` (warning) | `max_queued` above [`validate::BACKLOG_FACTOR`] × `max_concurrent` | a shorter queue |
+//! | `policy::large-image-above-max` (warning) | `large_image` at or above `max_image`: the large-image rules only repeat the ceiling | `large_image` below `max_image` |
 //!
 //! # For the attribute macros
 //!
@@ -132,8 +138,8 @@ use std::path::{Path, PathBuf};
 pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    Backoff, BreakerSpec, BulkheadSpec, Class, FailMode, OpenAfter, OperationSpec, Rate,
-    RatelimitSpec, RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec,
+    AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Class, FailMode, OpenAfter, OperationSpec,
+    Rate, RatelimitSpec, RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec,
 };
 pub use validate::validate;
 
