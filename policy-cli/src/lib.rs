@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod assets;
 pub mod check;
 pub mod explain;
 mod files;
@@ -34,6 +35,9 @@ pub enum Command {
     Explain(explain::Args),
     /// Format policy files in the canonical style, keeping comments.
     Fmt(fmt::Args),
+    /// Audit the images and fonts a built front end ships: sizes, formats, dimensions,
+    /// priorities.
+    Assets(assets::Args),
 }
 
 /// How results are printed.
@@ -73,6 +77,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
         Command::Check(args) => check::run(&args, out, err),
         Command::Explain(args) => explain::run(&args, out, err),
         Command::Fmt(args) => fmt::run(&args, out, err),
+        Command::Assets(args) => assets::run(&args, out, err),
     };
     let _ = out.flush();
     let _ = err.flush();
