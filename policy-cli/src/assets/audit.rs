@@ -7,7 +7,6 @@ use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
-use policy_lang::spec::format_size;
 use policy_lang::{AssetsSpec, Label, Loc, SourceId, Sources};
 
 use super::css::{self, FontFace};
@@ -23,6 +22,24 @@ pub const MODERN_FORMAT_MIN_BYTES: u64 = 8 * 1024;
 /// A declared height this many pixels or more away from the one the file's ratio gives is a
 /// mismatch (Lighthouse's `image-aspect-ratio` threshold).
 pub const ASPECT_RATIO_TOLERANCE_PX: f64 = 2.0;
+
+/// A size for a person: `512b`, `44.3kb`, `1.5mb` (powers of 1024, as the language's units).
+fn size(bytes: u64) -> String {
+    const KB: f64 = 1024.0;
+    // Shown rounded to a tenth: precision past 2^53 bytes does not matter.
+    let value = bytes as f64;
+    let (scaled, unit) = if value >= KB * KB * KB {
+        (value / (KB * KB * KB), "gb")
+    } else if value >= KB * KB {
+        (value / (KB * KB), "mb")
+    } else if value >= KB {
+        (value / KB, "kb")
+    } else {
+        return format!("{bytes}b");
+    };
+    let text = format!("{scaled:.1}");
+    format!("{}{unit}", text.strip_suffix(".0").unwrap_or(&text))
+}
 
 /// Directories deeper than this below the folder are not searched for documents.
 const MAX_DEPTH: usize = 32;
@@ -75,9 +92,10 @@ fn walk(root: &Path, rel: &Path, depth: usize, out: &mut Vec<PathBuf>) -> io::Re
             if depth < MAX_DEPTH {
                 walk(root, &path, depth + 1, out)?;
             }
-        } else if path.extension().is_some_and(|ext| {
-            ext.eq_ignore_ascii_case("html") || ext.eq_ignore_ascii_case("htm")
-        }) && root.join(&path).is_file()
+        } else if path
+            .extension()
+            .is_some_and(|ext| ext.eq_ignore_ascii_case("html") || ext.eq_ignore_ascii_case("htm"))
+            && root.join(&path).is_file()
         {
             out.push(path);
         }
@@ -399,11 +417,11 @@ impl Auditor<'_> {
                 Rule::OptimizedImages,
                 format!(
                     "`{name}` is {}, over the {} ceiling",
-                    format_size(info.len),
-                    format_size(self.spec.max_image.value)
+                    size(info.len),
+                    size(self.spec.max_image.value)
                 ),
                 "compress it (AVIF or WebP at a lower quality), or resize it to the largest size it is displayed at".to_owned(),
-                vec![label(source, span, format!("{} image", format_size(info.len)))],
+                vec![label(source, span, format!("{} image", size(info.len)))],
             );
         }
         Some((rel, info))
@@ -449,6 +467,7 @@ impl Auditor<'_> {
             let main_file = main
                 .as_ref()
                 .and_then(|(url, span)| self.image(source, dir, url, span));
+            let main_target = main.as_ref().and_then(|(url, _)| resolve(dir, url));
 
             // Every other file the element may load, and whether one is AVIF or WebP.
             let mut modern_alternative = false;
@@ -479,6 +498,11 @@ impl Auditor<'_> {
                     t == "image/avif" || t == "image/webp"
                 });
                 for candidate in &candidates {
+                    let target = resolve(dir, &candidate.url);
+                    if target.is_some() && target == main_target {
+                        // The `src` again, already checked.
+                        continue;
+                    }
                     match self.image(source, dir, &candidate.url, &candidate.span) {
                         Some((_, info)) => modern_alternative |= info.kind.is_modern_image(),
                         // Not audited (another host): trust the declared type.
@@ -515,7 +539,7 @@ impl Auditor<'_> {
                     format!(
                         "`{}` is {} and has no `srcset`: every screen downloads the largest",
                         display(&rel),
-                        format_size(info.len)
+                        size(info.len)
                     ),
                     "add smaller widths with `srcset` and say how wide it is shown with `sizes`, e.g. `srcset=\"hero-640.webp 640w, hero-1280.webp 1280w\" sizes=\"(max-width: 640px) 100vw, 50vw\"`".to_owned(),
                     vec![label(source, &element.span, "large image, one size")],
@@ -764,13 +788,15 @@ impl Auditor<'_> {
         let mut faces: Vec<FaceRef> = Vec::new();
         for range in &document.styles {
             let css = text.get(range.clone()).unwrap_or_default();
-            faces.extend(css::font_faces(css, range.start).into_iter().map(|face| {
-                FaceRef {
-                    source,
-                    dir: dir.to_path_buf(),
-                    face,
-                }
-            }));
+            faces.extend(
+                css::font_faces(css, range.start)
+                    .into_iter()
+                    .map(|face| FaceRef {
+                        source,
+                        dir: dir.to_path_buf(),
+                        face,
+                    }),
+            );
         }
         for link in &document.stylesheets {
             let Some(href) = link.attr("href") else {
@@ -794,14 +820,17 @@ impl Auditor<'_> {
             let is_font = preload
                 .value("as")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("font"));
-            if let (true, Some(href)) = (is_font, preload.attr("href")) {
-                if let (Some(url), Some(span)) = (href.value.clone(), href.value_span.clone()) {
-                    self.font(source, dir, &url, &span, None);
-                }
+            if let (true, Some(href)) = (is_font, preload.attr("href"))
+                && let (Some(url), Some(span)) = (href.value.clone(), href.value_span.clone())
+            {
+                self.font(source, dir, &url, &span, None);
             }
         }
         for face in &faces {
-            if self.checked_faces.insert((face.source, face.face.span.start)) {
+            if self
+                .checked_faces
+                .insert((face.source, face.face.span.start))
+            {
                 self.face(face);
             }
         }
@@ -894,11 +923,11 @@ impl Auditor<'_> {
                 Rule::FontSize,
                 format!(
                     "`{name}` is {}, over the {} ceiling",
-                    format_size(info.len),
-                    format_size(self.spec.max_font.value)
+                    size(info.len),
+                    size(self.spec.max_font.value)
                 ),
                 "subset it to the characters the site uses (`pyftsubset --unicodes=...`), or drop axes and weights it does not need".to_owned(),
-                vec![label(source, span, format!("{} font", format_size(info.len)))],
+                vec![label(source, span, format!("{} font", size(info.len)))],
             );
         }
     }
@@ -935,7 +964,10 @@ impl Auditor<'_> {
         for face in &downloadable {
             let family = face.face.family.clone().unwrap_or_default();
             let weight = face.face.weight.clone().unwrap_or_else(|| "400".to_owned());
-            let index = match weights.iter().position(|(f, _)| *f == family) {
+            let index = match weights
+                .iter()
+                .position(|(f, _)| f.eq_ignore_ascii_case(&family))
+            {
                 Some(index) => index,
                 None => {
                     weights.push((family.clone(), Vec::new()));
@@ -952,7 +984,13 @@ impl Auditor<'_> {
             if seen.len() == max + 1 {
                 let count = downloadable
                     .iter()
-                    .filter(|f| f.face.family.clone().unwrap_or_default() == family)
+                    .filter(|f| {
+                        f.face
+                            .family
+                            .as_deref()
+                            .unwrap_or_default()
+                            .eq_ignore_ascii_case(&family)
+                    })
                     .filter_map(|f| f.face.weight.clone().or_else(|| Some("400".to_owned())))
                     .collect::<BTreeSet<_>>()
                     .len();
@@ -972,7 +1010,9 @@ impl Auditor<'_> {
 
     fn finish(mut self, documents: usize) -> Report {
         // A style sheet linked by many documents is reported once per finding.
-        let mut seen: HashMap<(Rule, Option<(u32, u32)>, String), usize> = HashMap::new();
+        // Rule, primary (file, offset) and message.
+        type Key = (Rule, Option<(u32, u32)>, String);
+        let mut seen: HashSet<Key> = HashSet::new();
         let mut findings: Vec<Finding> = Vec::new();
         for finding in std::mem::take(&mut self.findings) {
             let at = finding.labels.first().and_then(|label| {
@@ -984,7 +1024,7 @@ impl Auditor<'_> {
                 ))
             });
             let key = (finding.rule, at, finding.message.clone());
-            if seen.insert(key, findings.len()).is_none() {
+            if seen.insert(key) {
                 findings.push(finding);
             }
         }
@@ -1031,6 +1071,14 @@ mod tests {
         assert_eq!(resolve(dir, "  "), None);
         assert_eq!(resolve(dir, "a:b.png"), None);
         assert_eq!(resolve(dir, "%zz.png"), local("blog/%zz.png"));
+    }
+
+    #[test]
+    fn sizes_read_like_the_language() {
+        assert_eq!(size(512), "512b");
+        assert_eq!(size(1024), "1kb");
+        assert_eq!(size(45408), "44.3kb");
+        assert_eq!(size(1536 * 1024), "1.5mb");
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub(crate) struct FontSource {
 pub(crate) struct FontFace {
     /// The `@font-face` keyword.
     pub(crate) span: Range<usize>,
-    /// `font-family`, unquoted and lowercased.
+    /// `font-family`, unquoted (families compare without regard to ASCII case).
     pub(crate) family: Option<String>,
     /// `font-weight`, with `normal` and `bold` as 400 and 700.
     pub(crate) weight: Option<String>,
@@ -107,7 +107,8 @@ fn skip_string(bytes: &[u8], at: usize) -> usize {
 }
 
 fn ident_end(bytes: &[u8], mut at: usize) -> usize {
-    while at < bytes.len() && (bytes[at].is_ascii_alphanumeric() || matches!(bytes[at], b'-' | b'_'))
+    while at < bytes.len()
+        && (bytes[at].is_ascii_alphanumeric() || matches!(bytes[at], b'-' | b'_'))
     {
         at += 1;
     }
@@ -194,10 +195,7 @@ fn trim(css: &str, range: Range<usize>) -> Range<usize> {
         }
         if end >= start + 4 && bytes.get(end - 2..end) == Some(b"*/") {
             // A trailing comment: find where it opens.
-            match css
-                .get(start..end - 2)
-                .and_then(|text| text.rfind("/*"))
-            {
+            match css.get(start..end - 2).and_then(|text| text.rfind("/*")) {
                 Some(open) => end = start + open,
                 None => break,
             }
@@ -213,6 +211,11 @@ fn trim(css: &str, range: Range<usize>) -> Range<usize> {
 
 /// A value for comparing: comments removed, lowercased, `!important` dropped, blanks collapsed.
 fn normalise(css: &str, range: Range<usize>) -> String {
+    collapse(css, range).to_ascii_lowercase()
+}
+
+/// A value with comments and `!important` removed and blanks collapsed, case kept.
+fn collapse(css: &str, range: Range<usize>) -> String {
     let mut text = String::new();
     let bytes = css.as_bytes();
     let mut at = range.start;
@@ -228,7 +231,10 @@ fn normalise(css: &str, range: Range<usize>) -> String {
         text.push_str(css.get(at..next).unwrap_or_default());
         at = next;
     }
-    let text = text.to_ascii_lowercase().replace("!important", " ");
+    let text = match text.to_ascii_lowercase().find("!important") {
+        Some(at) => text.get(..at).unwrap_or_default().to_owned(),
+        None => text,
+    };
     text.split_ascii_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -252,16 +258,13 @@ fn read_face(css: &str, body: Range<usize>, span: Range<usize>, base: usize) -> 
     };
     for declaration in split_top(css, body, b';') {
         let declaration = trim(css, declaration);
-        let Some(colon) = css
-            .get(declaration.clone())
-            .and_then(|text| text.find(':'))
-        else {
+        let Some(colon) = css.get(declaration.clone()).and_then(|text| text.find(':')) else {
             continue;
         };
         let name = normalise(css, declaration.start..declaration.start + colon);
         let value = trim(css, declaration.start + colon + 1..declaration.end);
         match name.as_str() {
-            "font-family" => face.family = Some(unquote(&normalise(css, value))),
+            "font-family" => face.family = Some(unquote(&collapse(css, value))),
             "font-weight" => {
                 let weight = normalise(css, value)
                     .split(' ')
@@ -326,7 +329,10 @@ fn font_source(css: &str, item: Range<usize>, base: usize) -> Option<FontSource>
         }
     };
     let url = css.get(url_span.clone())?.to_owned();
-    let rest = css.get(after..item.end).unwrap_or_default().to_ascii_lowercase();
+    let rest = css
+        .get(after..item.end)
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     let format = rest.find("format(").map(|at| {
         let inside = &rest[at + 7..];
         let inside = inside.split(')').next().unwrap_or_default();
@@ -363,7 +369,7 @@ body { content: "@font-face {" }
         let text = |range: &Range<usize>| &css[range.start - 1000..range.end - 1000];
         let inter = &faces[0];
         assert_eq!(text(&inter.span), "@FONT-FACE");
-        assert_eq!(inter.family.as_deref(), Some("inter var"));
+        assert_eq!(inter.family.as_deref(), Some("Inter Var"));
         assert_eq!(inter.weight.as_deref(), Some("100 900"));
         let display = inter.display.as_ref().unwrap();
         assert_eq!(display.value, "swap");
@@ -381,7 +387,7 @@ body { content: "@font-face {" }
             ]
         );
         let mono = &faces[1];
-        assert_eq!(mono.family.as_deref(), Some("mono"));
+        assert_eq!(mono.family.as_deref(), Some("Mono"));
         assert_eq!(mono.weight.as_deref(), Some("700"));
         assert_eq!(mono.display, None);
         assert_eq!(mono.sources[0].url, "mono.ttf");

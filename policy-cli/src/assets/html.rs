@@ -106,7 +106,13 @@ fn handler(
     state: &Shared,
     text: &Rc<str>,
     on: fn(&mut State, Element, &mut HtmlElement<'_, '_>, &Shared),
-) -> Result<(std::borrow::Cow<'static, Selector>, ElementContentHandlers<'static>), String> {
+) -> Result<
+    (
+        std::borrow::Cow<'static, Selector>,
+        ElementContentHandlers<'static>,
+    ),
+    String,
+> {
     let selector: Selector = selector
         .parse()
         .map_err(|error| format!("selector `{selector}`: {error}"))?;
@@ -128,55 +134,60 @@ pub(crate) fn scan(text: &str) -> Result<Document, String> {
     let state: Shared = Rc::default();
     let shared_text: Rc<str> = Rc::from(text);
     let handlers = [
-            handler("picture", &state, &shared_text, |state, _, el, shared| {
-                state.document.pictures.push(Vec::new());
-                state.open_picture = Some(state.document.pictures.len() - 1);
-                let shared = Rc::clone(shared);
-                let _ = el.on_end_tag(Box::new(move |_: &mut EndTag<'_>| {
-                    shared.borrow_mut().open_picture = None;
-                    Ok(())
-                }));
-            })?,
-            handler("source", &state, &shared_text, |state, element, _, _| {
-                if let Some(sources) = state
-                    .open_picture
-                    .and_then(|i| state.document.pictures.get_mut(i))
-                {
-                    sources.push(element);
-                }
-            })?,
-            handler("img", &state, &shared_text, |state, element, _, _| {
-                // The `<img>` is a picture's last child: sources after it do not belong to it.
-                let picture = state.open_picture.take();
-                state.document.imgs.push(Img { element, picture });
-            })?,
-            handler("link", &state, &shared_text, |state, element, _, _| {
-                if element.has_token("rel", "preload") {
-                    state.document.preloads.push(element.clone());
-                }
-                if element.has_token("rel", "stylesheet") {
-                    state.document.stylesheets.push(element);
-                }
-            })?,
-            handler("[fetchpriority]", &state, &shared_text, |state, element, _, _| {
+        handler("picture", &state, &shared_text, |state, _, el, shared| {
+            state.document.pictures.push(Vec::new());
+            state.open_picture = Some(state.document.pictures.len() - 1);
+            let shared = Rc::clone(shared);
+            let _ = el.on_end_tag(Box::new(move |_: &mut EndTag<'_>| {
+                shared.borrow_mut().open_picture = None;
+                Ok(())
+            }));
+        })?,
+        handler("source", &state, &shared_text, |state, element, _, _| {
+            if let Some(sources) = state
+                .open_picture
+                .and_then(|i| state.document.pictures.get_mut(i))
+            {
+                sources.push(element);
+            }
+        })?,
+        handler("img", &state, &shared_text, |state, element, _, _| {
+            // The `<img>` is a picture's last child: sources after it do not belong to it.
+            let picture = state.open_picture.take();
+            state.document.imgs.push(Img { element, picture });
+        })?,
+        handler("link", &state, &shared_text, |state, element, _, _| {
+            if element.has_token("rel", "preload") {
+                state.document.preloads.push(element.clone());
+            }
+            if element.has_token("rel", "stylesheet") {
+                state.document.stylesheets.push(element);
+            }
+        })?,
+        handler(
+            "[fetchpriority]",
+            &state,
+            &shared_text,
+            |state, element, _, _| {
                 if element
                     .value("fetchpriority")
                     .is_some_and(|v| v.trim().eq_ignore_ascii_case("high"))
                 {
                     state.document.high_priority.push(element);
                 }
-            })?,
-            handler("style", &state, &shared_text, |_, element, el, shared| {
-                let start = element.span.end;
-                let shared = Rc::clone(shared);
-                let _ = el.on_end_tag(Box::new(move |end: &mut EndTag<'_>| {
-                    let end = end.source_location().bytes().start;
-                    if end >= start {
-                        shared.borrow_mut().document.styles.push(start..end);
-                    }
-                    Ok(())
-                }));
-            })?,
+            },
+        )?,
+        handler("style", &state, &shared_text, |_, element, el, shared| {
+            let start = element.span.end;
+            let shared = Rc::clone(shared);
+            let _ = el.on_end_tag(Box::new(move |end: &mut EndTag<'_>| {
+                let end = end.source_location().bytes().start;
+                if end >= start {
+                    shared.borrow_mut().document.styles.push(start..end);
+                }
+                Ok(())
+            }));
+        })?,
     ];
     // Never give up on markup a tree builder would need to disambiguate: the audit reads start
     // tags, which do not depend on it.
@@ -214,10 +225,7 @@ pub(crate) fn attributes(tag: &str, base: usize) -> Vec<Attr> {
         let name_start = i;
         // The first character may be `=` (it is then part of the name), never after that.
         i += 1;
-        while i < bytes.len()
-            && !is_space(bytes[i])
-            && !matches!(bytes[i], b'/' | b'>' | b'=')
-        {
+        while i < bytes.len() && !is_space(bytes[i]) && !matches!(bytes[i], b'/' | b'>' | b'=') {
             i += 1;
         }
         let name = tag
@@ -404,7 +412,10 @@ mod tests {
 
     #[test]
     fn references_decode() {
-        assert_eq!(decode_references("a&amp;b&#39;c&#x41;&unknown;&"), "a&b'cA&unknown;&");
+        assert_eq!(
+            decode_references("a&amp;b&#39;c&#x41;&unknown;&"),
+            "a&b'cA&unknown;&"
+        );
     }
 
     #[test]

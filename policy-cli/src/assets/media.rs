@@ -40,7 +40,21 @@ impl MediaType {
             [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, ..] => MediaType::Png,
             [0xff, 0xd8, 0xff, ..] => MediaType::Jpeg,
             [b'G', b'I', b'F', b'8', b'7' | b'9', b'a', ..] => MediaType::Gif,
-            [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => MediaType::Webp,
+            [
+                b'R',
+                b'I',
+                b'F',
+                b'F',
+                _,
+                _,
+                _,
+                _,
+                b'W',
+                b'E',
+                b'B',
+                b'P',
+                ..,
+            ] => MediaType::Webp,
             [_, _, _, _, b'f', b't', b'y', b'p', ..] if is_avif(bytes) => MediaType::Avif,
             [b'w', b'O', b'F', b'2', ..] => MediaType::Woff2,
             [b'w', b'O', b'F', b'F', ..] => MediaType::Woff,
@@ -261,7 +275,7 @@ fn iso_boxes(bytes: &[u8]) -> Result<(), String> {
         if length < 8 {
             return Err(format!("its `{name}` box has an impossible size"));
         }
-        let end = at.checked_add(length).unwrap_or(usize::MAX);
+        let end = at.saturating_add(length);
         if end > bytes.len() {
             return Err(format!("its data ends inside the `{name}` box (truncated)"));
         }
@@ -294,7 +308,9 @@ fn sfnt_tables(bytes: &[u8]) -> Result<(), String> {
                 .get(record..record + 4)
                 .map(|tag| String::from_utf8_lossy(tag).into_owned())
                 .unwrap_or_default();
-            return Err(format!("its `{tag}` table ends past the end of the file (truncated)"));
+            return Err(format!(
+                "its `{tag}` table ends past the end of the file (truncated)"
+            ));
         }
     }
     Ok(())
