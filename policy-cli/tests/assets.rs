@@ -267,6 +267,35 @@ fn alternatives_are_read_from_bytes_not_names() {
 }
 
 #[test]
+fn one_candidate_is_one_size_for_every_screen() {
+    let dir = temp_dir("one-candidate");
+    for file in ["photo.jpg", "photo.avif", "photo-400.jpg"] {
+        copy(
+            &site_file(&format!("img/{file}")),
+            &dir.join("img").join(file),
+        );
+    }
+    std::fs::write(
+        dir.join("index.html"),
+        r#"<picture><source srcset="img/photo.avif" type="image/avif"><img src="img/photo.jpg" width="800" height="600"></picture>
+<img src="img/photo.jpg" srcset="img/photo.jpg 1x, img/photo-400.jpg 0.5x" width="800" height="600">
+"#,
+    )
+    .unwrap();
+    let spec = site_spec();
+    let report = audit(&dir, &spec).unwrap();
+    assert_eq!(
+        positions(&report),
+        [(
+            "uses-responsive-images".to_owned(),
+            "index.html".to_owned(),
+            1,
+            60
+        )]
+    );
+}
+
+#[test]
 fn shared_style_sheets_are_reported_once() {
     let dir = temp_dir("shared-css");
     copy(

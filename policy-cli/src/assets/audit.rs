@@ -481,7 +481,6 @@ impl Auditor<'_> {
                 let Some(srcset) = candidate_element.attr("srcset") else {
                     continue;
                 };
-                has_srcset = true;
                 let (Some(raw_span), true) = (srcset.value_span.clone(), srcset.value.is_some())
                 else {
                     continue;
@@ -493,6 +492,8 @@ impl Auditor<'_> {
                     .unwrap_or_default()
                     .to_owned();
                 let candidates = html::srcset(&raw, raw_span.start);
+                // One candidate is one size for every screen.
+                has_srcset |= candidates.len() > 1;
                 let typed_modern = candidate_element.value("type").is_some_and(|t| {
                     let t = t.trim().to_ascii_lowercase();
                     t == "image/avif" || t == "image/webp"
@@ -537,7 +538,7 @@ impl Auditor<'_> {
                 self.push(
                     Rule::ResponsiveImages,
                     format!(
-                        "`{}` is {} and has no `srcset`: every screen downloads the largest",
+                        "`{}` is {} and has no `srcset` of several sizes: every screen downloads the largest",
                         display(&rel),
                         size(info.len)
                     ),

@@ -17,7 +17,7 @@
 //! | `assets::modern-image-formats` | yes | a PNG, JPEG or GIF of 8 KiB or more has no AVIF or WebP alternative: no `<picture>` source, `srcset` candidate or same-stem sibling file that is AVIF or WebP by its bytes | serve `NAME.avif`/`NAME.webp` or a `<picture>` source |
 //! | `assets::unsized-images` | yes | an `<img>` lacks `width` or `height` (attributes or inline `style`; `aspect-ratio` with one of them counts) | add both, the help gives the file's size |
 //! | `assets::image-aspect-ratio` | yes | the declared height is 2 px or more from what the declared width and the file's ratio give | fix the height, or crop the file |
-//! | `assets::uses-responsive-images` | yes | an image of `large_image` or more has no `srcset`, or a `srcset` with `w` descriptors has no `sizes` | add `srcset` and `sizes` |
+//! | `assets::uses-responsive-images` | yes | an image of `large_image` or more has no `srcset` (on it or its `<picture>` sources) with more than one candidate, or a `srcset` with `w` descriptors has no `sizes` | add `srcset` and `sizes` |
 //! | `assets::lcp-lazy-loaded` | yes | the first image of `large_image` or more (the likely LCP element) has `loading="lazy"` | load it eagerly |
 //! | `assets::too-many-high-priority` | ours | more `fetchpriority="high"` elements than `max_high_priority` | keep it for the LCP image |
 //! | `assets::too-many-preloads` | ours | more `<link rel="preload">` than `max_preloads` | preload only what the first paint needs |
@@ -161,10 +161,10 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             Err(exit) => return exit,
         };
         let report = set.check();
+        for diagnostic in report.all() {
+            let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
+        }
         if report.has_errors() {
-            for diagnostic in report.all() {
-                let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-            }
             let _ = writeln!(
                 err,
                 "policy assets: the policy has {}; fix the errors first",
