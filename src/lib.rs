@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
-pub use policy_macros::{background, critical, deferred, idempotent, operation, resilient};
+pub use policy_macros::{
+    background, critical, deferred, idempotent, isolate, operation, resilient,
+};
 pub use policy_runtime::*;
 
 /// What the attribute macros' expansions call. Not a public API: its items may change in any
@@ -171,6 +173,56 @@ pub mod __private {
     #[inline(always)]
     pub fn deferrable<F: Deferrable>(work: F) -> F {
         work
+    }
+
+    /// The stale-if-error cache of one leaf.
+    #[cfg(feature = "stale")]
+    pub use policy_runtime::fallback::StaleCache;
+
+    /// The stale-if-error cache of one leaf (`max_age` in nanoseconds), holding at most
+    /// `capacity` argument sets.
+    #[cfg(feature = "stale")]
+    pub fn stale_cache<K, V>(max_age: core::time::Duration, capacity: u64) -> StaleCache<K, V>
+    where
+        K: std::hash::Hash + Eq + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        StaleCache::new(max_age, capacity)
+    }
+
+    /// Without the `stale` feature there is no cache; using `stale_if_error` is then one error
+    /// that says how to turn it on.
+    #[cfg(not(feature = "stale"))]
+    #[diagnostic::on_unimplemented(
+        message = "`stale_if_error` needs the `stale` feature of `policy`",
+        label = "stale-if-error is used here",
+        note = "turn it on in Cargo.toml: `policy = {{ version = \"..\", features = [\"stale\"] }}`"
+    )]
+    pub trait StaleFeature {}
+
+    /// Stands in for the cache when the `stale` feature is off; it cannot be built (see
+    /// [`StaleFeature`]).
+    #[cfg(not(feature = "stale"))]
+    #[derive(Debug)]
+    pub struct StaleCache<K, V>(core::marker::PhantomData<(K, V)>);
+
+    #[cfg(not(feature = "stale"))]
+    impl<K, V> StaleCache<K, V> {
+        /// Never reached: building the cache does not compile without the feature.
+        pub fn store(&self, _key: K, _value: V) {}
+        /// Never reached: building the cache does not compile without the feature.
+        pub fn get(&self, _key: &K) -> Option<(V, core::time::Duration)> {
+            None
+        }
+    }
+
+    /// Does not compile without the `stale` feature, with a message saying how to turn it on.
+    #[cfg(not(feature = "stale"))]
+    pub fn stale_cache<K, V>(_max_age: core::time::Duration, _capacity: u64) -> StaleCache<K, V>
+    where
+        K: StaleFeature,
+    {
+        StaleCache(core::marker::PhantomData)
     }
 
     /// A retry budget from a `.policy` file's `budget = R% + N/s` (over the default 10 s

@@ -1,7 +1,10 @@
 //! The attribute macros at run time: each mechanism they expand to does its job.
 //!
 //! The policies these functions name are in `tests/policies/service.policy`.
-#![allow(clippy::panic, reason = "test helpers: an unexpected outcome fails the test")]
+#![allow(
+    clippy::panic,
+    reason = "test helpers: an unexpected outcome fails the test"
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -11,9 +11,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod assets;
 pub mod check;
+mod env_file;
 pub mod explain;
 mod files;
 pub mod fmt;
+pub mod locality;
 mod render;
 
 /// Latency and resilience policy: check, explain and format `.policy` files.
@@ -38,6 +40,12 @@ pub enum Command {
     /// Audit the images and fonts a built front end ships: sizes, formats, dimensions,
     /// priorities.
     Assets(assets::Args),
+    /// Print where the compute and each service run, and the hops a request makes between them.
+    ///
+    /// The regions are derived from the environment (regions only, never a host or a
+    /// credential); the hops come from the policy's `locality` stanza. With `--check`, a
+    /// blocking hop that crosses regions fails.
+    Locality(locality::Args),
 }
 
 /// How results are printed.
@@ -78,6 +86,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
         Command::Explain(args) => explain::run(&args, out, err),
         Command::Fmt(args) => fmt::run(&args, out, err),
         Command::Assets(args) => assets::run(&args, out, err),
+        Command::Locality(args) => locality::run(&args, out, err),
     };
     let _ = out.flush();
     let _ = err.flush();

@@ -1,4 +1,4 @@
-//! The `policy` command: `check`, `explain` and `fmt` for `.policy` files; the logic lives in
+//! The `policy` command: `check`, `explain`, `fmt` and `locality`; the logic lives in
 //! the library so that it can be tested, and each subcommand is a module there.
 
 use std::process::ExitCode;

@@ -367,6 +367,23 @@ pub enum Kind {
         found: String,
     },
 
+    /// A fallback or stale answer on work that nobody waits for.
+    #[error("{class} operation `{operation}` has `{setting}`, but nobody waits for its answer")]
+    #[diagnostic(
+        code("policy::fallback-on-scheduled"),
+        help(
+            "a fallback answers a caller in place of the real result; {class} work returns nothing to its caller, so remove `{setting}` (its failures are logged with its name)"
+        )
+    )]
+    FallbackOnScheduled {
+        /// The operation.
+        operation: String,
+        /// `deferred` or `background`.
+        class: String,
+        /// `fallback` or `stale_if_error`.
+        setting: String,
+    },
+
     /// A load threshold for shedding on critical work.
     #[error(
         "critical operation `{operation}` sets `shed_at`, but critical work is never shed for load"
@@ -418,6 +435,45 @@ pub enum Kind {
         key: String,
         /// What a zero would mean and what to write instead.
         help: String,
+    },
+
+    /// A `locality` stanza that declares no hop.
+    #[error("`locality` declares no hop")]
+    #[diagnostic(
+        code("policy::empty-locality"),
+        help(
+            "declare each call a request makes, one per line, such as `database = blocking env DATABASE_URL`; or remove the stanza"
+        )
+    )]
+    EmptyLocality,
+
+    /// A hop kind that is neither `blocking` nor `async`.
+    #[error("unknown hop kind `{kind}` for `{hop}`")]
+    #[diagnostic(code("policy::unknown-hop-kind"), help("{help}"))]
+    UnknownHopKind {
+        /// The hop.
+        hop: String,
+        /// The kind as written.
+        kind: String,
+        /// A suggestion, or the two kinds.
+        help: String,
+    },
+
+    /// Two hops located by one variable.
+    #[error("hops `{first}` and `{second}` are both located by `{variable}`")]
+    #[diagnostic(
+        code("policy::duplicate-variable"),
+        help(
+            "one variable locates one service, so these are one hop: declare it once (`blocking` if the request ever waits for it), or name the variable of the other service"
+        )
+    )]
+    DuplicateVariable {
+        /// The variable.
+        variable: String,
+        /// The hop that named it first.
+        first: String,
+        /// The hop that named it again.
+        second: String,
     },
 
     // ---- warnings ---------------------------------------------------------------------------
@@ -498,6 +554,56 @@ pub enum Kind {
         max_concurrent: u32,
         /// The largest queue that does not warn.
         limit: u64,
+    },
+
+    // ---- checked against an environment (`policy locality --check`) -------------------------
+    /// A blocking hop to a service in another region than the compute.
+    #[error(
+        "blocking hop `{hop}` crosses regions: the compute runs in `{compute}`, the service in `{service}`"
+    )]
+    #[diagnostic(
+        code("policy::cross-region-hop"),
+        help(
+            "the request pays the distance on every round trip: move the compute to `{service}` or the service to `{compute}`, or make the hop `async` if the request need not wait for it"
+        )
+    )]
+    CrossRegionHop {
+        /// The hop.
+        hop: String,
+        /// The compute's region.
+        compute: String,
+        /// The service's region.
+        service: String,
+    },
+
+    /// A hop whose variable locates no service in the environment checked.
+    #[error("hop `{hop}` cannot be located: {why}")]
+    #[diagnostic(
+        code("policy::hop-not-located"),
+        help(
+            "set `{variable}` to the service's connection string in the environment checked (or in the `--env-file`), or name the variable that holds it"
+        )
+    )]
+    HopNotLocated {
+        /// The hop.
+        hop: String,
+        /// Its variable.
+        variable: String,
+        /// Why it locates nothing (never the variable's value).
+        why: String,
+    },
+
+    /// A blocking hop whose relation to the compute the environment does not reveal: the
+    /// compute's region or the service's is unknown, or the two are in different clouds.
+    #[error("cannot tell whether blocking hop `{hop}` crosses regions: {reason}")]
+    #[diagnostic(code("policy::unknown-region"), severity(Warning), help("{help}"))]
+    UnknownRegion {
+        /// The hop.
+        hop: String,
+        /// Why the region is unknown, as the locality probe says it.
+        reason: String,
+        /// What to do about it.
+        help: String,
     },
 }
 

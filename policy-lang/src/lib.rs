@@ -53,6 +53,11 @@
 //!
 //! // What the built front end may ship (`policy assets`); every setting has a default.
 //! assets web { dir = "web/dist"; max_image = 200kb; large_image = 50kb; max_high_priority = 1 }
+//! locality {
+//!     database = blocking env DATABASE_URL          // session lookup on every request
+//!     cache = blocking env UPSTASH_REDIS_REST_URL
+//!     assets = async env R2_URL                     // fetched by the browser
+//! }
 //! ```
 //!
 //! Every stanza is `KEYWORD [NAME] [: class, flags] { statements }`, its header on one line with
@@ -69,6 +74,7 @@
 //! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed`, `on_error = open\|closed` |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string) |
 //! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`: needs `srcset`, and the first on a page is not lazy), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
+//! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
 //!
 //! # Diagnostics
 //!
@@ -103,14 +109,30 @@
 //! | `policy::zero-count` | zero slots, failures, calls, quorum or rate | at least 1 |
 //! | `policy::ratio-out-of-range` | a failure ratio or retry budget outside (0, 100%] | a share such as `50%` |
 //! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
+//! | `policy::fallback-on-scheduled` | `fallback` or `stale_if_error` on deferred or background work, which answers nobody | remove it: the work's failures are logged |
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
 //! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
 //! | `policy::zero-size` | an `assets` size ceiling of zero bytes | a positive size, or `max_font_files = 0` to forbid web fonts |
+//! | `policy::empty-locality` | a `locality` stanza with no hop | declare the hops, or remove it |
+//! | `policy::unknown-hop-kind` | a hop that is neither `blocking` nor `async` | the suggested kind |
+//! | `policy::duplicate-variable` | two hops located by one variable | declare the service once, or name the other variable |
 //! | `policy::deadline-clamped` (warning) | an operation deadline longer than the request's: it will be clamped | lower it |
 //! | `policy::unreachable-attempts` (warning) | attempts that cannot start in the deadline once earlier ones time out | fewer attempts or shorter timeouts |
 //! | `policy::queue-stores-backlog` (warning) | `max_queued` above [`validate::BACKLOG_FACTOR`] × `max_concurrent` | a shorter queue |
 //! | `policy::large-image-above-max` (warning) | `large_image` at or above `max_image`: the large-image rules only repeat the ceiling | `large_image` below `max_image` |
+//!
+//! ## Checked against an environment
+//!
+//! `policy locality --check` compares each declared hop with the regions the locality probe
+//! derives from an environment, and reports with these codes (no file alone can raise them, so
+//! the corpus does not either: the `policy` command's tests do).
+//!
+//! | code | what it means | the fix |
+//! |---|---|---|
+//! | `policy::cross-region-hop` | a blocking hop to a service in another region than the compute | move one of them, or make the hop `async` |
+//! | `policy::hop-not-located` | a hop's variable is not set, or holds no connection string | set it, or name the right variable |
+//! | `policy::unknown-region` (warning) | the compute's or a blocking hop's region cannot be derived: `region: null` is an answer, and the reason says why | find out where it runs |
 //!
 //! # For the attribute macros
 //!
@@ -141,6 +163,7 @@ pub use spec::{
     AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Class, FailMode, OpenAfter, OperationSpec,
     Rate, RatelimitSpec, RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec,
 };
+pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;
 
 /// A set of policy sources lowered into one [`Spec`], with what was found reading them.

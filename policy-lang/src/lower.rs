@@ -20,6 +20,7 @@ use crate::spec::{
     OperationSpec, Rate, RatelimitSpec, RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec,
     Spec,
 };
+use crate::spec::{HopKind, HopSpec, LocalitySpec};
 use crate::suggest;
 
 type LowerFn = fn(&mut Lowering<'_>, &Stanza);
@@ -34,6 +35,7 @@ const STANZAS: &[(&str, LowerFn)] = &[
     ("ratelimit", lower_ratelimit),
     ("operation", lower_operation),
     ("assets", lower_assets),
+    ("locality", lower_locality),
 ];
 
 /// The stanza keywords the language knows.
@@ -1202,5 +1204,106 @@ fn lower_size(lowering: &mut Lowering<'_>, key: &str, value: &Value) -> Option<L
         Err(_) => "this size is too large to represent".to_owned(),
     };
     lowering.invalid(key, EXPECTED, quantity, quantity.loc, help);
+    None
+}
+
+/// The form of a hop's value, for diagnostics.
+const HOP_FORM: &str = "`blocking env VARIABLE` or `async env VARIABLE`";
+
+fn lower_locality(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    lowering.unnamed(stanza);
+    let mut locality = LocalitySpec::new(stanza.loc);
+    for statement in &stanza.statements {
+        match &statement.kind {
+            StatementKind::Setting { key, value } => {
+                if let Some(hop) = lower_hop(lowering, key, value) {
+                    insert(&mut locality.hops, hop, &mut lowering.diagnostics);
+                }
+            }
+            StatementKind::Phrase(phrase) => lowering.invalid(
+                "locality",
+                "`NAME = blocking env VARIABLE`",
+                phrase,
+                phrase.loc,
+                "name each hop after the service it calls: `database = blocking env DATABASE_URL`"
+                    .to_owned(),
+            ),
+        }
+    }
+    if stanza.statements.is_empty() && !stanza.has_errors {
+        lowering.push(Diagnostic::new(
+            Kind::EmptyLocality,
+            stanza.keyword.loc,
+            "no hops",
+        ));
+    }
+    match &lowering.spec.locality {
+        Some(first) => {
+            let first = first.loc;
+            lowering.push(
+                Diagnostic::new(
+                    Kind::DuplicateStanza {
+                        keyword: "locality".to_owned(),
+                    },
+                    stanza.keyword.loc,
+                    "declared again here",
+                )
+                .with_label(first, "first declared here"),
+            );
+        }
+        None => lowering.spec.locality = Some(locality),
+    }
+}
+
+/// `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`.
+fn lower_hop(lowering: &mut Lowering<'_>, key: &Ident, value: &Value) -> Option<HopSpec> {
+    let hop = key.text.as_str();
+    if let [Term::Word(kind), env, Term::Word(variable)] = value.terms.as_slice()
+        && word(env, "env")
+    {
+        let Some(found) = HopKind::from_name(&kind.text) else {
+            let help = match suggest::closest(&kind.text, ["blocking", "async"]) {
+                Some(kind) => format!("did you mean `{kind}`?"),
+                None => "a hop is `blocking` (the request waits for it) or `async` (it does not)"
+                    .to_owned(),
+            };
+            lowering.push(Diagnostic::new(
+                Kind::UnknownHopKind {
+                    hop: hop.to_owned(),
+                    kind: kind.text.clone(),
+                    help,
+                },
+                kind.loc,
+                "unknown",
+            ));
+            return None;
+        };
+        return Some(HopSpec::new(
+            Located::new(hop.to_owned(), key.loc),
+            Located::new(found, kind.loc),
+            Located::new(variable.text.clone(), variable.loc),
+            key.loc.to(value.loc),
+        ));
+    }
+    let help = match value.terms.as_slice() {
+        [env, Term::Word(variable)] if word(env, "env") => format!(
+            "say whether the request waits for it: `{hop} = blocking env {0}` or `{hop} = async env {0}`",
+            variable.text
+        ),
+        [Term::Word(kind), Term::Word(variable)] if HopKind::from_name(&kind.text).is_some() => {
+            format!(
+                "write `env` before the variable: `{hop} = {} env {}`",
+                kind.text, variable.text
+            )
+        }
+        [Term::Word(kind), env, Term::Str(variable)] if word(env, "env") => format!(
+            "write the variable's name without quotes: `{hop} = {} env {}`",
+            kind.text, variable.value
+        ),
+        _ => format!(
+            "name the variable whose connection string locates the service, as in `{hop} = blocking env DATABASE_URL`: the region is derived from it where the check runs, never written here"
+        ),
+    };
+    lowering.invalid(hop, HOP_FORM, value, value.loc, help);
     None
 }

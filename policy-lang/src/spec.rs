@@ -33,6 +33,8 @@ pub struct Spec {
     pub ratelimits: Items<RatelimitSpec>,
     /// Operations by name.
     pub operations: Items<OperationSpec>,
+    /// The calls a request makes to other services, if declared.
+    pub locality: Option<LocalitySpec>,
     /// Asset delivery ceilings by name, one per front end (`policy assets` audits a folder
     /// against one of them).
     pub assets: Items<AssetsSpec>,
@@ -666,6 +668,112 @@ impl Named for OperationSpec {
     const KIND: &'static str = "operation";
     fn name(&self) -> &Located<String> {
         &self.name
+    }
+}
+
+/// Whether the request waits for a hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HopKind {
+    /// `blocking`: the request waits for the call, so every round trip adds to its latency.
+    Blocking,
+    /// `async`: the request does not wait (deferred work, or a call the browser makes).
+    Async,
+}
+
+impl HopKind {
+    /// The kind from its name in the language.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<HopKind> {
+        match name {
+            "blocking" => Some(HopKind::Blocking),
+            "async" => Some(HopKind::Async),
+            _ => None,
+        }
+    }
+
+    /// Its name in the language.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HopKind::Blocking => "blocking",
+            HopKind::Async => "async",
+        }
+    }
+}
+
+impl fmt::Display for HopKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `NAME = blocking env VARIABLE`: one call a request makes, and the environment variable whose
+/// connection string locates the service it calls. The region is never written in the policy:
+/// it is derived from that variable where the check runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HopSpec {
+    /// The service's name in the policy (`database`, `cache`).
+    pub name: Located<String>,
+    /// Whether the request waits for it.
+    pub kind: Located<HopKind>,
+    /// The variable holding the service's connection string (`DATABASE_URL`).
+    pub variable: Located<String>,
+    /// The statement or attribute.
+    pub loc: Loc,
+}
+
+impl HopSpec {
+    /// A hop.
+    #[must_use]
+    pub fn new(
+        name: Located<String>,
+        kind: Located<HopKind>,
+        variable: Located<String>,
+        loc: Loc,
+    ) -> Self {
+        HopSpec {
+            name,
+            kind,
+            variable,
+            loc,
+        }
+    }
+
+    /// Whether the request waits for it.
+    #[must_use]
+    pub fn is_blocking(&self) -> bool {
+        self.kind.value == HopKind::Blocking
+    }
+}
+
+impl Named for HopSpec {
+    const KIND: &'static str = "hop";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+/// `locality { database = blocking env DATABASE_URL; assets = async env R2_URL }`: the hops a
+/// request makes. `policy locality --check` compares each blocking hop's region with the
+/// compute's, both derived from the environment.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LocalitySpec {
+    /// The hops by name, in declaration order.
+    pub hops: Items<HopSpec>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl LocalitySpec {
+    /// A locality stanza with no hops yet.
+    #[must_use]
+    pub fn new(loc: Loc) -> Self {
+        LocalitySpec {
+            hops: Items::default(),
+            loc,
+        }
     }
 }
 

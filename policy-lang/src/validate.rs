@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
+use crate::spec::HopSpec;
 use crate::spec::{
     Backoff, Class, OpenAfter, OperationSpec, Sharing, Spec, format_duration, format_ratio,
     format_size,
@@ -30,8 +31,10 @@ const RULES: &[Rule] = &[
     shedding_thresholds_in_range,
     shedding_thresholds_ordered,
     critical_never_shed_for_load,
+    fallbacks_answer_a_caller,
     backoff_base_within_cap,
     asset_sizes_positive,
+    one_hop_per_variable,
     deadline_within_request,
     attempts_reachable,
     queue_absorbs_burst,
@@ -396,6 +399,38 @@ fn shedding_thresholds_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// `policy::fallback-on-scheduled`: a fallback answers a caller; scheduled work has none.
+fn fallbacks_answer_a_caller(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if operation.class.value == Class::Critical {
+            continue;
+        }
+        let settings = [
+            ("fallback", operation.fallback.as_ref().map(|f| f.loc)),
+            (
+                "stale_if_error",
+                operation.stale_if_error.as_ref().map(|s| s.loc),
+            ),
+        ];
+        for (setting, loc) in settings {
+            if let Some(loc) = loc {
+                out.push(
+                    Diagnostic::new(
+                        Kind::FallbackOnScheduled {
+                            operation: operation.name.value.clone(),
+                            class: operation.class.value.as_str().to_owned(),
+                            setting: setting.to_owned(),
+                        },
+                        loc,
+                        "nobody waits for this answer",
+                    )
+                    .with_label(operation.class.loc, "runs after or beside the response"),
+                );
+            }
+        }
+    }
+}
+
 /// `policy::shed-critical`: critical work is never shed for load, so it has no threshold.
 fn critical_never_shed_for_load(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for operation in &spec.operations {
@@ -448,6 +483,34 @@ fn backoff_base_within_cap(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 retry.backoff.loc,
                 "base above cap",
             ));
+        }
+    }
+}
+
+/// `policy::duplicate-variable`: two hops located by one variable are one service, declared twice.
+fn one_hop_per_variable(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let Some(locality) = &spec.locality else {
+        return;
+    };
+    let hops: Vec<&HopSpec> = locality.hops.iter().collect();
+    for (i, hop) in hops.iter().enumerate() {
+        let first = hops
+            .iter()
+            .take(i)
+            .find(|earlier| earlier.variable.value == hop.variable.value);
+        if let Some(first) = first {
+            out.push(
+                Diagnostic::new(
+                    Kind::DuplicateVariable {
+                        variable: hop.variable.value.clone(),
+                        first: first.name.value.clone(),
+                        second: hop.name.value.clone(),
+                    },
+                    hop.variable.loc,
+                    "named again here",
+                )
+                .with_label(first.variable.loc, "first named here"),
+            );
         }
     }
 }

@@ -22,6 +22,7 @@ pub(crate) enum AttrKind {
     Resilient,
     Idempotent,
     Operation,
+    Isolate,
 }
 
 /// Keys the mechanism-bearing attributes share.
@@ -34,7 +35,14 @@ const COMMON_KEYS: &[&str] = &[
     "retry",
     "durable",
     "shed_at",
+    "fallback",
+    "fallback_on_failure",
+    "stale_if_error",
+    "poll_budget",
 ];
+
+/// Keys of `#[isolate]`.
+const ISOLATE_KEYS: &[&str] = &["max_concurrent", "max_queued", "pool"];
 
 impl AttrKind {
     pub(crate) fn name(self) -> &'static str {
@@ -45,16 +53,18 @@ impl AttrKind {
             Self::Resilient => "resilient",
             Self::Idempotent => "idempotent",
             Self::Operation => "operation",
+            Self::Isolate => "isolate",
         }
     }
 
-    const ALL: [AttrKind; 6] = [
+    const ALL: [AttrKind; 7] = [
         Self::Critical,
         Self::Deferred,
         Self::Background,
         Self::Resilient,
         Self::Idempotent,
         Self::Operation,
+        Self::Isolate,
     ];
 
     /// `#[policy::critical]`, or `#[critical]` after `use policy::critical`.
@@ -72,6 +82,7 @@ impl AttrKind {
     fn keys(self) -> Vec<&'static str> {
         match self {
             Self::Idempotent | Self::Operation => Vec::new(),
+            Self::Isolate => ISOLATE_KEYS.to_vec(),
             _ => COMMON_KEYS.to_vec(),
         }
     }
@@ -82,7 +93,7 @@ impl AttrKind {
             Self::Critical => Some(policy_lang::Class::Critical),
             Self::Deferred => Some(policy_lang::Class::Deferred),
             Self::Background => Some(policy_lang::Class::Background),
-            Self::Resilient | Self::Idempotent | Self::Operation => None,
+            Self::Resilient | Self::Idempotent | Self::Operation | Self::Isolate => None,
         }
     }
 }
@@ -146,6 +157,15 @@ pub(crate) struct Args {
     pub(crate) breaker: Option<Ref<InlineBreaker>>,
     pub(crate) bulkhead: Option<Ref<InlineBulkhead>>,
     pub(crate) retry: Option<Ref<InlineRetry>>,
+    pub(crate) fallback: Option<Spanned<String>>,
+    pub(crate) fallback_on_failure: Option<Span>,
+    pub(crate) stale_if_error: Option<Spanned<Duration>>,
+    pub(crate) poll_budget: Option<Spanned<Duration>>,
+    /// `#[isolate]`, where it was written.
+    pub(crate) isolate: Option<Span>,
+    pub(crate) max_concurrent: Option<Spanned<u32>>,
+    pub(crate) max_queued: Option<Spanned<u32>>,
+    pub(crate) pool: Option<Spanned<String>>,
 }
 
 /// Errors collected while parsing, reported together.
@@ -412,6 +432,12 @@ impl Args {
                     None => self.class = Some((class, kind, attr_span)),
                 }
             }
+            AttrKind::Isolate => {
+                if self.isolate.is_some() {
+                    errors.at(attr_span, "`#[isolate]` is set twice: merge the two");
+                }
+                self.isolate = Some(attr_span);
+            }
             AttrKind::Resilient => {
                 if self.resilient.is_some() {
                     errors.at(attr_span, "`#[resilient]` is set twice: merge the two");
@@ -484,6 +510,44 @@ impl Args {
                         );
                     }
                     "shed_at" => set_once(&mut self.shed_at, ratio(&meta)?, span, &key, errors),
+                    "fallback" => set_once(&mut self.fallback, name(&meta)?, span, &key, errors),
+                    "fallback_on_failure" => {
+                        if self.fallback_on_failure.is_some() {
+                            errors.at(span, "`fallback_on_failure` is set twice: keep one");
+                        }
+                        self.fallback_on_failure = Some(span);
+                    }
+                    "stale_if_error" => {
+                        set_once(
+                            &mut self.stale_if_error,
+                            duration(&meta)?,
+                            span,
+                            &key,
+                            errors,
+                        );
+                    }
+                    "poll_budget" => {
+                        set_once(&mut self.poll_budget, duration(&meta)?, span, &key, errors);
+                    }
+                    "max_concurrent" => {
+                        set_once(&mut self.max_concurrent, count(&meta)?, span, &key, errors);
+                    }
+                    "max_queued" => {
+                        set_once(&mut self.max_queued, count(&meta)?, span, &key, errors);
+                    }
+                    "pool" => {
+                        let pool = name(&meta)?;
+                        if pool.value != "blocking" && pool.value != "rayon" {
+                            errors.at(
+                                pool.span,
+                                format!(
+                                    "unknown pool `{}`: use `blocking` (tokio's blocking threads) or `rayon` (a dedicated pool, feature `rayon`)",
+                                    pool.value
+                                ),
+                            );
+                        }
+                        set_once(&mut self.pool, pool, span, &key, errors);
+                    }
                     "durable" => {
                         if self.durable.is_some() {
                             errors.at(span, "`durable` is set twice: keep one");

@@ -45,6 +45,24 @@ pub(crate) fn attribute(
             Err(error) => errors.push(error),
         }
     }
+    if let Some(span) = all.isolate {
+        let result = if all.class.is_some() || all.resilient.is_some() || all.operation.is_some() {
+            Err(syn::Error::new(
+                span,
+                "`#[isolate]` stands alone: it turns a synchronous function into an async one that runs on a pool; call that function from a `#[critical]` or `#[resilient]` one",
+            ))
+        } else {
+            expand_isolate(&func, &all)
+        };
+        return match (errors.combined(), result) {
+            (None, Ok(tokens)) => tokens,
+            (Some(mut error), Err(more)) => {
+                error.combine(more);
+                fallback::emit(&func.item, error, &[])
+            }
+            (Some(error), Ok(_)) | (None, Err(error)) => fallback::emit(&func.item, error, &[]),
+        };
+    }
     if all.class.is_none() && all.resilient.is_none() && all.operation.is_none() {
         // Only `#[idempotent]`: a declaration, nothing to expand.
         return match errors.combined() {
@@ -71,7 +89,7 @@ pub(crate) fn attribute(
     if let Some(error) = errors.combined() {
         return fallback::emit(&func.item, error, &lowered.files);
     }
-    match valid::plan(&lowered) {
+    match valid::plan(&lowered, &all) {
         Some(plan) => expand(&func, &plan),
         None => fallback::emit(
             &func.item,
@@ -268,10 +286,102 @@ fn per_attempt_copies(func: &Func) -> Result<TokenStream, syn::Error> {
     Ok(copies)
 }
 
-/// The function's body, typed, so `?` inside it converts to the declared error.
-fn body(func: &Func, ret: &TokenStream) -> TokenStream {
+/// The function's body, typed, so `?` inside it converts to the declared error; watched by a
+/// poll monitor when the attribute sets `poll_budget`.
+fn body(func: &Func, ret: &TokenStream, plan: &Plan) -> TokenStream {
     let block = &func.item.block;
-    quote!(::policy::__private::typed::<#ret, _>(async move #block))
+    let body = quote!(::policy::__private::typed::<#ret, _>(async move #block));
+    match plan.poll_budget {
+        None => body,
+        Some(budget) => {
+            let op = &plan.op;
+            let budget = nanos(budget);
+            quote! {{
+                static MONITOR: ::policy::__private::LazyLock<::policy::__private::Arc<::policy::isolate::PollMonitor>> =
+                    ::policy::__private::LazyLock::new(|| {
+                        ::policy::Registry::global()
+                            .poll_monitor(::core::concat!(::core::module_path!(), "::", #op), #budget)
+                    });
+                MONITOR.watch(#body)
+            }}
+        }
+    }
+}
+
+/// `#[isolate]`: the synchronous function becomes an async one whose body runs on a bounded
+/// pool, waited for at most until the current deadline.
+fn expand_isolate(func: &Func, args: &Args) -> Result<TokenStream, syn::Error> {
+    if func.is_async() {
+        return Err(syn::Error::new(
+            func.fn_span(),
+            "`#[isolate]` goes on a synchronous function: it moves CPU work off the async workers; an `async fn` already yields at its awaits",
+        ));
+    }
+    if let Some(receiver) = func.receiver() {
+        return Err(syn::Error::new(
+            receiver.span(),
+            "isolated work runs on another thread and may outlive its caller: take owned arguments instead of `self` (an associated function taking an `Arc` works)",
+        ));
+    }
+    for param in func.params() {
+        if let Param::Typed(_, ty) = param
+            && let syn::Type::Reference(reference) = &*ty
+            && reference
+                .lifetime
+                .as_ref()
+                .is_none_or(|l| l.ident != "static")
+        {
+            return Err(syn::Error::new(
+                ty.span(),
+                "isolated work runs on another thread and may outlive its caller: take an owned value (`String` for `&str`, `Vec<T>` for `&[T]`, an `Arc`)",
+            ));
+        }
+    }
+    let output = match func.output() {
+        Some(ty) => ty.to_token_stream(),
+        None => quote!(()),
+    };
+    let name = func.name();
+    let max_concurrent = args.max_concurrent.as_ref().map(|m| {
+        let m = m.value;
+        quote!(.max_concurrent(#m))
+    });
+    let max_queued = args.max_queued.as_ref().map(|m| {
+        let m = m.value;
+        quote!(.max_queued(#m))
+    });
+    let kind = match args.pool.as_ref().map(|p| (p.value.as_str(), p.span)) {
+        Some(("rayon", span)) => {
+            Some(quote_spanned!(span=> .kind(::policy::isolate::PoolKind::Rayon)))
+        }
+        _ => None,
+    };
+    let pool = local("pool");
+    let block = &func.item.block;
+    let item = &func.item;
+    let attrs = &item.attrs;
+    let vis = &item.vis;
+    let mut sig = item.sig.clone();
+    sig.asyncness = Some(syn::Token![async](sig.fn_token.span));
+    sig.output =
+        syn::parse_quote!(-> ::core::result::Result<#output, ::policy::isolate::IsolateError>);
+    Ok(quote! {
+        #(#attrs)*
+        #vis #sig {
+            // A bulkhead for CPU: its own slots and queue, waited for until the current deadline.
+            let #pool: &'static ::policy::isolate::IsolatedPool = {
+                static POOL: ::policy::__private::LazyLock<::policy::isolate::IsolatedPool> =
+                    ::policy::__private::LazyLock::new(|| {
+                        ::policy::Registry::global().isolated_pool(
+                            ::core::concat!(::core::module_path!(), "::", #name),
+                            |pool| pool #max_concurrent #max_queued #kind,
+                        )
+                    });
+                &*POOL
+            };
+            #pool.run(move || -> #output #block).await
+        }
+    })
 }
 
 /// The expansion.
@@ -434,8 +544,252 @@ fn attempt(
     }
 }
 
+/// The parameters a fallback or a stale key is made of: every parameter but `self`, each a
+/// plain name, with its type.
+fn answer_params(func: &Func, what: &str) -> Result<Vec<(Ident, syn::Type)>, syn::Error> {
+    let mut params = Vec::new();
+    for param in func.params() {
+        if let Param::Typed(pat, ty) = param {
+            let syn::Pat::Ident(ident) = &*pat else {
+                return Err(syn::Error::new(
+                    pat.span(),
+                    format!(
+                        "{what} needs plain parameter names: it is given the arguments by name"
+                    ),
+                ));
+            };
+            if matches!(&*ty, syn::Type::ImplTrait(_)) {
+                return Err(syn::Error::new(
+                    ty.span(),
+                    format!(
+                        "{what} cannot name an `impl Trait` argument's type: use a type parameter or a concrete type"
+                    ),
+                ));
+            }
+            params.push((ident.ident.clone(), *ty));
+        }
+    }
+    Ok(params)
+}
+
+/// Critical work with an answer when it cannot run: its own fallback function, and/or
+/// stale-if-error. The sequence runs as usual, its outcome kept as a `CallError`; then this
+/// leaf's answer (never a caller's: a nested call's refusal reaches this function as its own
+/// error, not as its refusal).
+fn expand_answered(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> {
+    let ret_ty = func
+        .output()
+        .ok_or_else(|| syn::Error::new(func.output_span(), "expected a return type"))?;
+    let ret = ret_ty.to_token_stream();
+    let ret_span = ret_ty.span();
+    let h = handles(plan);
+    let deadline = local("deadline");
+    let carrier = local("carrier");
+    let carry = quote_spanned! {ret_span=>
+        let #carrier = ::policy::__private::carrier::<#ret>();
+    };
+    let admission = admission(plan, &h, &deadline, &TokenStream::new());
+    let body = body(func, &ret, plan);
+    let sequence = match &h.retry {
+        None => {
+            let deadline_tokens = quote!(#deadline);
+            attempt(
+                &h,
+                &deadline_tokens,
+                &TokenStream::new(),
+                &body,
+                |error| quote!(::policy::CallError::Failed(#error)),
+                |expired| quote!(::policy::CallError::DeadlineExceeded(#expired)),
+            )
+        }
+        Some(retry) => {
+            let attempt_ident = local("attempt");
+            let copies = per_attempt_copies(func)?;
+            let attempt_deadline = quote!(#attempt_ident.deadline);
+            let inner = attempt(
+                &h,
+                &attempt_deadline,
+                &TokenStream::new(),
+                &body,
+                |error| quote!(::policy::CallError::Failed(#error)),
+                |expired| quote!(::policy::CallError::DeadlineExceeded(#expired)),
+            );
+            let classify = local("is_transient");
+            quote! {
+                let #classify = ::policy::__private::classifier::<#ret>();
+                ::policy::retry_within_by(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
+                    #copies
+                    ::policy::__private::typed::<::policy::__private::Attempted<#ret>, _>(async move {
+                        #inner
+                    })
+                }))
+                .await
+            }
+        }
+    };
+
+    let what = if plan.fallback.is_some() {
+        "a fallback"
+    } else {
+        "`stale_if_error`"
+    };
+    let params = answer_params(func, what)?;
+    let names: Vec<&Ident> = params.iter().map(|(name, _)| name).collect();
+    let types: Vec<&syn::Type> = params.iter().map(|(_, ty)| ty).collect();
+    let kept = local("kept");
+    let op = &plan.op;
+    let answered_by = plan
+        .fallback
+        .as_ref()
+        .map_or_else(|| "stale-if-error".to_owned(), |f| f.0.clone());
+    let record = local("fallback");
+    let record_static = quote! {
+        let #record: &'static ::policy::fallback::Fallback = {
+            static FALLBACK: ::policy::__private::LazyLock<::policy::__private::Arc<::policy::fallback::Fallback>> =
+                ::policy::__private::LazyLock::new(|| {
+                    ::policy::Registry::global().fallback(
+                        ::core::concat!(::core::module_path!(), "::", #op),
+                        #answered_by,
+                    )
+                });
+            &**FALLBACK
+        };
+    };
+    let (outcome, value, reason, age, stored) = (
+        local("outcome"),
+        local("value"),
+        local("reason"),
+        local("age"),
+        local("stored"),
+    );
+
+    let stale = match plan.stale_if_error {
+        Some((window, span)) => {
+            if func.item.sig.generics.type_params().next().is_some() {
+                return Err(syn::Error::new(
+                    span,
+                    "`stale_if_error` keeps results in a cache built once per function, so the function cannot have type parameters",
+                ));
+            }
+            for ty in &types {
+                if let syn::Type::Reference(reference) = ty
+                    && reference
+                        .lifetime
+                        .as_ref()
+                        .is_none_or(|l| l.ident != "static")
+                {
+                    return Err(syn::Error::new(
+                        ty.span(),
+                        "`stale_if_error` keys its cache on the arguments, so they must be owned (`String` for `&str`)",
+                    ));
+                }
+            }
+            let window = nanos(window);
+            let cache = local("stale");
+            let value_ty = quote!(<#ret as ::policy::__private::PolicyResult>::Value);
+            let setup = quote_spanned! {span=>
+                #[allow(clippy::type_complexity, reason = "the cache's key and value types, spelled out")]
+                let #cache: &'static ::policy::__private::StaleCache<(#(#types,)*), #value_ty> = {
+                    static STALE: ::policy::__private::LazyLock<::policy::__private::StaleCache<(#(#types,)*), #value_ty>> =
+                        ::policy::__private::LazyLock::new(|| ::policy::__private::stale_cache(#window, 10_000));
+                    &*STALE
+                };
+            };
+            let store = quote! {
+                #cache.store(::core::clone::Clone::clone(&#kept), ::core::clone::Clone::clone(&#value));
+            };
+            let serve = quote! {
+                // Stale-if-error: the last good result for these arguments, marked as stale.
+                if let ::core::option::Option::Some((#stored, #age)) = #cache.get(&#kept) {
+                    #record.serving_stale(&#reason, #age);
+                    return ::core::result::Result::Ok(#stored);
+                }
+            };
+            Some((setup, store, serve))
+        }
+        None => None,
+    };
+    let (stale_setup, stale_store, stale_serve) = match stale {
+        Some((a, b, c)) => (Some(a), Some(b), Some(c)),
+        None => (None, None, None),
+    };
+
+    let fallback = plan.fallback.as_ref().map(|(name, span)| {
+        let path: TokenStream = match syn::parse_str::<syn::Path>(name) {
+            Ok(path) => {
+                // The function's name, at the literal that named it.
+                let tokens = path.to_token_stream();
+                tokens
+                    .into_iter()
+                    .map(|mut t| {
+                        t.set_span(*span);
+                        t
+                    })
+                    .collect()
+            }
+            Err(_) => quote_spanned!(*span=> ::core::compile_error!("the fallback must name a function in scope, such as `anonymous` or `Self::anonymous`")),
+        };
+        let answer = local("answer");
+        let on_failure = plan.fallback_on_failure;
+        let index = (0..names.len()).map(syn::Index::from);
+        let expected = quote_spanned! {*span=>
+            #[allow(clippy::type_complexity, reason = "the fallback's expected signature, spelled out")]
+            let #answer: fn(#(&#types,)* ::policy::CallError<<#ret as ::policy::__private::PolicyResult>::Error>) -> #ret = #path;
+        };
+        quote! {
+            // This leaf's own fallback, for its own refusals and expiries.
+            if #record.covers(&#reason, #on_failure) {
+                #expected
+                #record.answering(&#reason);
+                return #answer(#(&#kept.#index,)* #reason);
+            }
+        }
+    });
+
+    let tracked = track(&plan.files);
+    let setup = &h.setup;
+    let item = &func.item;
+    let attrs = &item.attrs;
+    let vis = &item.vis;
+    let sig = &item.sig;
+    let keep = quote! {
+        // The arguments, kept for this leaf's answer when it cannot run.
+        let #kept = (#(::policy::__private::RetryArg::for_attempt(&#names),)*);
+    };
+    Ok(quote! {
+        #(#attrs)*
+        #vis #sig {
+            #tracked
+            #carry
+            #setup
+            #record_static
+            #stale_setup
+            #keep
+            let #outcome = ::policy::__private::typed::<::policy::__private::Attempted<#ret>, _>(async move {
+                #admission
+                #sequence
+            })
+            .await;
+            match #outcome {
+                ::core::result::Result::Ok(#value) => {
+                    #stale_store
+                    ::core::result::Result::Ok(#value)
+                }
+                ::core::result::Result::Err(#reason) => {
+                    #stale_serve
+                    #fallback
+                    ::core::result::Result::Err(#carrier.flatten(#reason))
+                }
+            }
+        }
+    })
+}
+
 /// Critical and resilient work: awaited by the caller.
 fn expand_awaited(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> {
+    if plan.fallback.is_some() || plan.stale_if_error.is_some() {
+        return expand_answered(func, plan);
+    }
     let ret_ty = func
         .output()
         .ok_or_else(|| syn::Error::new(func.output_span(), "expected a return type"))?;
@@ -447,7 +801,7 @@ fn expand_awaited(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> {
     let carrier = local("carrier");
     let refused = quote!(.map_err(#carrier.refused));
     let admission = admission(plan, &h, &deadline, &refused);
-    let body = body(func, &ret);
+    let body = body(func, &ret, plan);
     let assert = quote_spanned! {ret_span=>
         let #carrier = ::policy::__private::carrier::<#ret>();
     };
@@ -523,10 +877,10 @@ fn expand_scheduled(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error>
     };
     // The work's own error type: the function's, or `Infallible` for `()`.
     let body = if unit {
-        let inner = body(func, &ret);
+        let inner = body(func, &ret, plan);
         quote!(::policy::__private::unit_ok(#inner))
     } else {
-        body(func, &ret)
+        body(func, &ret, plan)
     };
     let outcome_ty = if unit {
         quote!(

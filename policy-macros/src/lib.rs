@@ -71,3 +71,12 @@ pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
 pub fn operation(args: TokenStream, item: TokenStream) -> TokenStream {
     run(AttrKind::Operation, args, item)
 }
+
+/// Turns a synchronous function into an async one whose body runs on a bounded pool for CPU
+/// work, waited for at most until the current deadline:
+/// `#[policy::isolate(max_concurrent = 2, max_queued = 4, pool = "blocking")]`. The function
+/// then returns `Result<T, policy::isolate::IsolateError>`. See the `policy` crate docs.
+#[proc_macro_attribute]
+pub fn isolate(args: TokenStream, item: TokenStream) -> TokenStream {
+    run(AttrKind::Isolate, args, item)
+}

@@ -291,6 +291,14 @@ pub(crate) fn lower(
     if let Some(shed_at) = &args.shed_at {
         operation.shed_at = Some(locs.located(shed_at));
     }
+    if let Some(fallback) = &args.fallback {
+        operation.fallback = Some(locs.located(fallback));
+    }
+    set_duration(
+        &mut operation.stale_if_error,
+        &args.stale_if_error,
+        &mut locs,
+    );
 
     let mut inline = InlineFlags::default();
     match &args.breaker {

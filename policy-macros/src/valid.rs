@@ -31,6 +31,13 @@ pub(crate) struct Plan {
     pub(crate) retry: Option<RetrySpec>,
     pub(crate) inline: InlineFlags,
     pub(crate) files: Vec<PathBuf>,
+    /// The fallback function's name, where it was written.
+    pub(crate) fallback: Option<(String, Span)>,
+    pub(crate) fallback_on_failure: bool,
+    /// Stale-if-error's window, where it was written.
+    pub(crate) stale_if_error: Option<(Duration, Span)>,
+    /// The budget per poll of the function's body, when monitored.
+    pub(crate) poll_budget: Option<Duration>,
 }
 
 /// The macro-only rules: shape of the function for its class.
@@ -199,8 +206,13 @@ fn report_one(lowered: &Lowered, diagnostic: &Diagnostic, errors: &mut Errors) {
 
 /// The plan for the expansion, from the lowered model (valid or not: on errors the function is
 /// emitted unchanged, so this is only used when the report was clean).
-pub(crate) fn plan(lowered: &Lowered) -> Option<Plan> {
+pub(crate) fn plan(lowered: &Lowered, args: &Args) -> Option<Plan> {
     let spec = lowered.set.spec();
+    let span_of = |loc: Loc| {
+        external(loc)
+            .and_then(|i| lowered.spans.get(i).copied())
+            .unwrap_or(lowered.anchor)
+    };
     let operation = spec.operations.get(&lowered.op)?;
     let named =
         |name: &Option<policy_lang::Located<String>>| name.as_ref().map(|n| n.value.clone());
@@ -220,6 +232,16 @@ pub(crate) fn plan(lowered: &Lowered) -> Option<Plan> {
         retry,
         inline: lowered.inline,
         files: lowered.files.clone(),
+        fallback: operation
+            .fallback
+            .as_ref()
+            .map(|f| (f.value.clone(), span_of(f.loc))),
+        fallback_on_failure: args.fallback_on_failure.is_some(),
+        stale_if_error: operation
+            .stale_if_error
+            .as_ref()
+            .map(|s| (s.value, span_of(s.loc))),
+        poll_budget: args.poll_budget.as_ref().map(|b| b.value),
     })
 }
 

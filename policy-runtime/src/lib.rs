@@ -10,6 +10,12 @@
 //! | is this failure worth repeating, out of whose budget? | [`retry`] | never retries a refusal |
 //! | how long may this take? | [`deadline`] | [`RefusalKind::InsufficientBudget`] before start, [`DeadlineExceeded`] after |
 //!
+//! Work the user does not wait for has two more: [`defer`](mod@defer) runs work after the response is
+//! finished (its failures attached before the hand-over, logged, never rethrown), and
+//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure. [`limiter`]
+//! (with `redis_store`, feature `redis`) bounds a rate across the fleet, and with feature
+//! `locality`, `locality` derives where each service runs from the environment.
+//!
 //! None substitutes for another. A breaker without a bulkhead still lets a merely *slow*
 //! dependency exhaust the instance (it never fails, so the breaker never opens); a bulkhead
 //! without a breaker keeps calling something that is already down, just fewer at a time; a
@@ -106,8 +112,10 @@ pub mod bulkhead;
 pub mod deadline;
 pub mod defer;
 pub mod error;
+pub mod fallback;
 #[cfg(feature = "html-dimensions")]
 pub mod image_dimensions;
+pub mod isolate;
 pub mod limiter;
 /// Where compute and services run, derived from the environment; regions only, never hosts.
 #[cfg(feature = "locality")]

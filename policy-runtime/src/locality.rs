@@ -124,6 +124,27 @@ impl LocalityMap {
         self.compute.as_ref()
     }
 
+    /// Why the compute's region is unknown, as a fixed sentence: the compute site's
+    /// [`reason`](ComputeSite::reason), or that no platform was recognised. `None` when the
+    /// region is known.
+    ///
+    /// ```
+    /// use policy_runtime::locality::LocalityMap;
+    ///
+    /// let laptop = LocalityMap::from_vars([("DATABASE_URL", "postgres://localhost/app")]);
+    /// assert!(laptop.compute_reason().is_some_and(|why| why.starts_with("no platform variable")));
+    ///
+    /// let vercel = LocalityMap::from_vars([("VERCEL_REGION", "fra1")]);
+    /// assert_eq!(vercel.compute_reason(), None);
+    /// ```
+    #[must_use]
+    pub fn compute_reason(&self) -> Option<&'static str> {
+        match &self.compute {
+            Some(site) => site.reason(),
+            None => Some(NO_PLATFORM),
+        }
+    }
+
     /// Every variable that held a connection string, ordered by name.
     #[must_use]
     pub fn services(&self) -> &[ServiceSite] {

@@ -32,6 +32,10 @@ use crate::breaker::{
 };
 use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
 use crate::defer::DeferredSnapshot;
+use crate::fallback::{Fallback, FallbackSnapshot};
+use crate::isolate::{
+    IsolatedPool, IsolatedPoolBuilder, IsolatedPoolSnapshot, PollMonitor, PollMonitorSnapshot,
+};
 use crate::limiter::LimiterSnapshot;
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
@@ -46,6 +50,9 @@ pub struct Registry {
     retries: Map<Arc<RetryPolicy>>,
     shedders: Map<Arc<Shedder>>,
     limiters: Map<Arc<dyn LimiterSource>>,
+    fallbacks: Map<Arc<Fallback>>,
+    isolated: Map<IsolatedPool>,
+    polls: Map<Arc<PollMonitor>>,
 }
 
 /// Anything that reports a [`LimiterSnapshot`]; rate limiters register themselves with
@@ -114,6 +121,12 @@ pub struct Snapshot {
     pub limiters: Vec<LimiterSnapshot>,
     /// The breaker store's health.
     pub store: StoreStatus,
+    /// Fallbacks and stale answers, per leaf.
+    pub fallbacks: Vec<FallbackSnapshot>,
+    /// Pools for CPU work, by name.
+    pub isolated: Vec<IsolatedPoolSnapshot>,
+    /// Poll-budget monitors, by name.
+    pub polls: Vec<PollMonitorSnapshot>,
     /// Deferred work of the whole process (whichever registry is asked).
     pub deferred: DeferredSnapshot,
     /// Every live background pool of the process, by name (whichever registry is asked).
@@ -130,6 +143,9 @@ impl Registry {
             retries: RwLock::default(),
             shedders: RwLock::default(),
             limiters: RwLock::default(),
+            fallbacks: RwLock::default(),
+            isolated: RwLock::default(),
+            polls: RwLock::default(),
         }
     }
 
@@ -191,6 +207,32 @@ impl Registry {
         })
     }
 
+    /// The fallback record of the leaf `leaf`, answered by `answered_by`, built the first
+    /// time.
+    pub fn fallback(&self, leaf: &str, answered_by: &str) -> Arc<Fallback> {
+        get_or_insert(&self.fallbacks, leaf, |leaf| {
+            Arc::new(Fallback::new(leaf, answered_by))
+        })
+    }
+
+    /// The pool for CPU work named `name`, built with `configure` the first time.
+    pub fn isolated_pool(
+        &self,
+        name: &str,
+        configure: impl FnOnce(IsolatedPoolBuilder) -> IsolatedPoolBuilder,
+    ) -> IsolatedPool {
+        get_or_insert(&self.isolated, name, |name| {
+            configure(IsolatedPool::builder(name)).build()
+        })
+    }
+
+    /// The poll monitor named `name`, with `budget` per poll the first time.
+    pub fn poll_monitor(&self, name: &str, budget: std::time::Duration) -> Arc<PollMonitor> {
+        get_or_insert(&self.polls, name, |name| {
+            Arc::new(PollMonitor::new(name, budget))
+        })
+    }
+
     /// Adds a rate limiter to the snapshot, under its name.
     pub fn register_limiter(&self, name: &str, limiter: Arc<dyn LimiterSource>) {
         write(&self.limiters).insert(Arc::from(name), limiter);
@@ -227,6 +269,15 @@ impl Registry {
                 .map(|l| l.limiter_snapshot())
                 .collect(),
             store: self.breaker_store().status(),
+            fallbacks: read(&self.fallbacks)
+                .values()
+                .map(|f| f.snapshot())
+                .collect(),
+            isolated: read(&self.isolated)
+                .values()
+                .map(IsolatedPool::snapshot)
+                .collect(),
+            polls: read(&self.polls).values().map(|p| p.snapshot()).collect(),
             deferred: crate::defer::snapshot(),
             background: crate::background::snapshots(),
         }

@@ -12,7 +12,7 @@
 //!   `[0, min(cap, base × 2ⁿ))` ([`full_jitter`]): clients that failed together do not retry
 //!   together.
 //! - **Only what is worth repeating.** A per-attempt expiry is retryable (that is what the
-//!   attempt timeout is for); a [`ResilienceError`](crate::ResilienceError) never is (the
+//!   attempt timeout is for); a [`ResilienceError`] never is (the
 //!   system already decided not to try); the function's own error decides through
 //!   [`Transient`] or a classifier.
 //! - **Only idempotent work.** The operation is an [`Idempotent`], which only an explicit

@@ -797,6 +797,25 @@ fn hops_compare_each_service_with_the_compute() {
 }
 
 #[test]
+fn the_map_says_why_the_compute_region_is_unknown() {
+    let known = LocalityMap::from_vars([("VERCEL_REGION", "fra1")]);
+    assert_eq!(known.compute_reason(), None);
+
+    let fly = LocalityMap::from_vars([("FLY_REGION", "ams")]);
+    assert_eq!(
+        fly.compute_reason(),
+        fly.compute().and_then(ComputeSite::reason)
+    );
+    assert!(fly.compute_reason().is_some());
+
+    let laptop = LocalityMap::from_vars([("AWS_REGION", "eu-west-1")]);
+    assert_eq!(
+        laptop.compute_reason(),
+        Some("no platform variable (VERCEL_REGION, FLY_REGION, AWS_REGION on Lambda or ECS)")
+    );
+}
+
+#[test]
 fn the_printed_map_is_an_aligned_table() {
     let map = LocalityMap::from_vars([
         ("FLY_REGION", "ams"),

@@ -1,0 +1,297 @@
+//! What happens after a refusal: fallbacks per leaf, and stale-if-error.
+//!
+//! A [`ResilienceError`](crate::ResilienceError) means the work never ran, so retrying is
+//! pointless and a fallback is the only useful response. The seed's two rules:
+//!
+//! - **Per leaf, never inherited.** A fallback belongs to one function. A nested annotated call
+//!   that is refused does not use its caller's fallback: it returns its refusal to the caller
+//!   as an error, and the caller's own fallback answers only for the caller's own refusals and
+//!   expiries (or its failures, when it asked for that).
+//! - **A fallback never widens a permission.** Graceful degradation drops privileges (an
+//!   authenticated request degrades to anonymous when the session store is down); it never
+//!   raises them. [`Privileges`] and [`degrade`] make that checkable: a fallback states the
+//!   ceiling its answer must stay within, and a widening answer fails a debug assertion in
+//!   tests (and in release is replaced by the least privilege, and logged).
+//!
+//! Stale-if-error ([`StaleCache`], feature `stale`) keeps the last good result per set of
+//! arguments and serves it, for at most its window, when the call is refused, expires or fails;
+//! every stale answer is a tracing event and a counter, so it is never mistaken for a fresh one.
+//!
+//! Every fallback use is observable: an event (`kind = "fallback"`, with the leaf's name, the
+//! reason and which fallback answered) and a counter in [`FallbackSnapshot`].
+//!
+//! # The session example
+//!
+//! ```
+//! use policy_runtime::fallback::{Privileges, degrade};
+//!
+//! #[derive(Debug, Clone, PartialEq)]
+//! enum Session {
+//!     Anonymous,
+//!     User { id: u64, admin: bool },
+//! }
+//!
+//! impl Privileges for Session {
+//!     fn is_within(&self, ceiling: &Self) -> bool {
+//!         match (self, ceiling) {
+//!             (Session::Anonymous, _) => true,
+//!             (Session::User { id, admin }, Session::User { id: c, admin: c_admin }) => {
+//!                 id == c && (!admin || *c_admin)
+//!             }
+//!             (Session::User { .. }, Session::Anonymous) => false,
+//!         }
+//!     }
+//!     fn least() -> Self {
+//!         Session::Anonymous
+//!     }
+//! }
+//!
+//! // The session store is down: the request's token claims user 7 (the most it could have
+//! // been), and the fallback answers anonymous, which is within that.
+//! let claimed = Session::User { id: 7, admin: false };
+//! assert_eq!(degrade(Session::Anonymous, &claimed), Session::Anonymous);
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+use crate::error::CallError;
+
+/// A value that grants privileges, ordered by inclusion.
+pub trait Privileges {
+    /// True when `self` grants nothing that `ceiling` does not.
+    fn is_within(&self, ceiling: &Self) -> bool;
+    /// The least privilege: what a widening answer is replaced with in release builds.
+    fn least() -> Self;
+}
+
+/// A fallback's answer, checked against the ceiling it must stay within: the most the caller
+/// could have had (say, what the request's token claims).
+///
+/// A widening answer is a bug: it fails a debug assertion (so tests catch it); in release it is
+/// logged (`kind = "fallback_widened"`) and replaced with [`Privileges::least`].
+pub fn degrade<T: Privileges + fmt::Debug>(answer: T, ceiling: &T) -> T {
+    if answer.is_within(ceiling) {
+        return answer;
+    }
+    debug_assert!(
+        answer.is_within(ceiling),
+        "a fallback widened privileges: {answer:?} is not within {ceiling:?}"
+    );
+    tracing::error!(
+        target: "policy",
+        kind = "fallback_widened",
+        reason = "the fallback's answer is wider than the caller's ceiling",
+        answer = ?answer,
+        ceiling = ?ceiling,
+        "a fallback widened privileges; answering with the least privilege instead"
+    );
+    T::least()
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    refused: AtomicU64,
+    expired: AtomicU64,
+    failed: AtomicU64,
+    stale: AtomicU64,
+}
+
+/// One leaf's fallback: its name, which function answers, and how often it did.
+pub struct Fallback {
+    leaf: Arc<str>,
+    answered_by: Arc<str>,
+    counts: Counts,
+}
+
+impl fmt::Debug for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fallback")
+            .field("leaf", &self.leaf)
+            .field("answered_by", &self.answered_by)
+            .finish()
+    }
+}
+
+/// A point-in-time view of one leaf's fallbacks, for dashboards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct FallbackSnapshot {
+    /// The leaf (the annotated function's operation).
+    pub leaf: Arc<str>,
+    /// The function that answers, or `stale-if-error`.
+    pub answered_by: Arc<str>,
+    /// Answers given because the leaf was refused.
+    pub refused: u64,
+    /// Answers given because the leaf's deadline passed.
+    pub expired: u64,
+    /// Answers given because the leaf failed (only when it asked for that).
+    pub failed: u64,
+    /// Stale results served.
+    pub stale: u64,
+}
+
+/// Why a fallback answered, as a stable string.
+fn reason_of<E>(reason: &CallError<E>) -> (&'static str, String) {
+    match reason {
+        CallError::Refused(refusal) => (refusal.kind().as_str(), refusal.to_string()),
+        CallError::DeadlineExceeded(expired) => ("deadline_exceeded", expired.to_string()),
+        CallError::Failed(_) => ("failed", "the work ran and failed".to_owned()),
+    }
+}
+
+impl Fallback {
+    /// A fallback for `leaf`, answered by `answered_by`.
+    pub fn new(leaf: impl Into<Arc<str>>, answered_by: impl Into<Arc<str>>) -> Self {
+        Self {
+            leaf: leaf.into(),
+            answered_by: answered_by.into(),
+            counts: Counts::default(),
+        }
+    }
+
+    /// The leaf's name.
+    pub fn leaf(&self) -> &str {
+        &self.leaf
+    }
+
+    /// Whether the fallback answers for `reason`: refusals and expiries always, the function's
+    /// own failures only when `on_failure`.
+    pub fn covers<E>(&self, reason: &CallError<E>, on_failure: bool) -> bool {
+        on_failure || !matches!(reason, CallError::Failed(_))
+    }
+
+    /// Records (count and event) that the fallback function answers for `reason`.
+    pub fn answering<E>(&self, reason: &CallError<E>) {
+        let counter = match reason {
+            CallError::Refused(_) => &self.counts.refused,
+            CallError::DeadlineExceeded(_) => &self.counts.expired,
+            CallError::Failed(_) => &self.counts.failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let (kind, detail) = reason_of(reason);
+        tracing::info!(
+            target: "policy",
+            kind = "fallback",
+            name = &*self.leaf,
+            reason = kind,
+            answered_by = &*self.answered_by,
+            "`{}` answered by its fallback `{}`: {detail}",
+            self.leaf,
+            self.answered_by
+        );
+        #[cfg(feature = "metrics")]
+        metrics::counter!(
+            "policy_fallbacks_total",
+            "name" => self.leaf.to_string(),
+            "reason" => kind
+        )
+        .increment(1);
+    }
+
+    /// Records (count and event) that a stale result answers for `reason`.
+    pub fn serving_stale<E>(&self, reason: &CallError<E>, age: std::time::Duration) {
+        self.counts.stale.fetch_add(1, Ordering::Relaxed);
+        let (kind, detail) = reason_of(reason);
+        tracing::warn!(
+            target: "policy",
+            kind = "stale",
+            name = &*self.leaf,
+            reason = kind,
+            age = ?age,
+            "`{}` served a stale result {} old: {detail}",
+            self.leaf,
+            crate::error::Human(age)
+        );
+        #[cfg(feature = "metrics")]
+        metrics::counter!(
+            "policy_stale_total",
+            "name" => self.leaf.to_string(),
+            "reason" => kind
+        )
+        .increment(1);
+    }
+
+    /// A point-in-time view, for dashboards.
+    pub fn snapshot(&self) -> FallbackSnapshot {
+        FallbackSnapshot {
+            leaf: self.leaf.clone(),
+            answered_by: self.answered_by.clone(),
+            refused: self.counts.refused.load(Ordering::Relaxed),
+            expired: self.counts.expired.load(Ordering::Relaxed),
+            failed: self.counts.failed.load(Ordering::Relaxed),
+            stale: self.counts.stale.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(feature = "stale")]
+pub use stale::StaleCache;
+
+#[cfg(feature = "stale")]
+mod stale {
+    use std::hash::Hash;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    /// The last good result per set of arguments, served for at most `max_age` after it was
+    /// stored (on tokio's clock), in a bounded cache (`moka`; least recently used entries go
+    /// first past `capacity`).
+    pub struct StaleCache<K, V> {
+        max_age: Duration,
+        entries: moka::sync::Cache<K, (Instant, V)>,
+    }
+
+    impl<K, V> std::fmt::Debug for StaleCache<K, V> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("StaleCache")
+                .field("max_age", &self.max_age)
+                .field("entries", &self.entries.entry_count())
+                .finish()
+        }
+    }
+
+    impl<K, V> StaleCache<K, V>
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        /// A cache serving results at most `max_age` old, holding at most `capacity` entries.
+        pub fn new(max_age: Duration, capacity: u64) -> Self {
+            Self {
+                max_age,
+                entries: moka::sync::Cache::builder()
+                    .max_capacity(capacity)
+                    // A safety net only: ages are checked on tokio's clock in `get`.
+                    .time_to_live(max_age.saturating_add(Duration::from_secs(60)))
+                    .build(),
+            }
+        }
+
+        /// The window a stale result may be served in.
+        pub fn max_age(&self) -> Duration {
+            self.max_age
+        }
+
+        /// Keeps `value` as the last good result for `key`.
+        pub fn store(&self, key: K, value: V) {
+            self.entries.insert(key, (Instant::now(), value));
+        }
+
+        /// The last good result for `key` and its age, if it is at most `max_age` old.
+        pub fn get(&self, key: &K) -> Option<(V, Duration)> {
+            let (stored, value) = self.entries.get(key)?;
+            let age = stored.elapsed();
+            if age <= self.max_age {
+                Some((value, age))
+            } else {
+                self.entries.invalidate(key);
+                None
+            }
+        }
+    }
+}
