@@ -16,8 +16,9 @@
 //!   `data:` sources are left alone.
 //!
 //! What passes through untouched, whole: responses that are not `text/html`; compressed ones
-//! (`content-encoding` other than `identity`: put this layer *inside* a compression layer, so it
-//! sees the HTML before it is compressed); `HEAD` requests; statuses without a body to rewrite
+//! (`content-encoding` other than `identity`: put this layer *inside* a compression layer, that
+//! is `.layer(ImageDimensionsLayer::new(manifest)).layer(CompressionLayer::new())`, so it sees
+//! the HTML before it is compressed); `HEAD` requests; statuses without a body to rewrite
 //! (1xx, 204, 206, 304). A rewritten response loses `content-length` (its length changes) and
 //! `accept-ranges`, and a strong `etag` becomes weak.
 //!
