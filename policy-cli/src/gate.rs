@@ -538,6 +538,40 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             checked.push(result);
         }
     }
+    // The asset audit (`policy assets`) for every `assets` stanza that names its folder.
+    let mut audits = Vec::new();
+    let mut audit_exit = Exit::Clean;
+    for stanza in &spec.assets {
+        let Some(dir) = &stanza.dir else { continue };
+        let base = stanza
+            .loc
+            .source()
+            .and_then(|source| set.sources().get(source))
+            .and_then(|file| Path::new(file.name()).parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        let folder = base.join(&dir.value);
+        match crate::assets::audit(&folder, stanza) {
+            Ok(report) if report.documents == 0 => {
+                let _ = writeln!(
+                    err,
+                    "error: no `.html` documents under `{}` (the `dir` of `assets {}`)\n  help: build the front end first, and point `dir` at its output",
+                    folder.display(),
+                    stanza.name.value
+                );
+                audit_exit = Exit::Usage;
+            }
+            Ok(report) => {
+                if !report.is_clean() && audit_exit == Exit::Clean {
+                    audit_exit = Exit::Problems;
+                }
+                audits.push((stanza.name.value.clone(), folder, report));
+            }
+            Err(error) => {
+                let _ = writeln!(err, "{}", crate::files::io_error(&folder, &error));
+                audit_exit = Exit::Usage;
+            }
+        }
+    }
     let exit = gate
         .problems
         .iter()
@@ -547,6 +581,11 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             (Exit::Problems, _) | (_, Exit::Problems) => Exit::Problems,
             _ => Exit::Clean,
         });
+    let exit = match (exit, audit_exit) {
+        (Exit::Usage, _) | (_, Exit::Usage) => Exit::Usage,
+        (Exit::Problems, _) | (_, Exit::Problems) => Exit::Problems,
+        _ => Exit::Clean,
+    };
     let mut rewritten = Vec::new();
     if args.ratchet && exit != Exit::Usage {
         for (index, edits) in edits {
@@ -570,12 +609,26 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             for problem in &gate.problems {
                 let _ = writeln!(err, "{}", problem.human(set.sources()));
             }
+            for (name, folder, report) in &audits {
+                for finding in &report.findings {
+                    let _ = writeln!(err, "{}", render::human_of(&report.renderable(finding)));
+                }
+                let _ = writeln!(
+                    out,
+                    "assets {name}: {} in {} under `{}`",
+                    render::plural(report.findings.len(), "finding"),
+                    render::plural(report.documents, "document"),
+                    folder.display()
+                );
+            }
             let over = rows.iter().filter(|row| row.over()).count();
             let broken = checked.iter().filter(|c| c.broken).count();
+            let findings: usize = audits.iter().map(|(_, _, r)| r.findings.len()).sum();
             let mut summary = format!(
-                "policy gate: {}, {over} over; {}, {broken} broken",
+                "policy gate: {}, {over} over; {}, {broken} broken; {}, {findings} asset findings",
                 plural(rows.len(), "budget line", "budget lines"),
                 plural(checked.len(), "quarantine", "quarantines"),
+                plural(audits.len(), "asset audit", "asset audits"),
             );
             if args.ratchet {
                 if exit == Exit::Usage {
@@ -595,6 +648,11 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
                 "pass": exit == Exit::Clean,
                 "budgets": rows.iter().map(row_json).collect::<Vec<_>>(),
                 "quarantines": checked.iter().map(checked_json).collect::<Vec<_>>(),
+                "assets": audits.iter().map(|(name, folder, report)| json!({
+                    "name": name,
+                    "folder": folder.display().to_string(),
+                    "report": report.to_json(),
+                })).collect::<Vec<_>>(),
                 "rewritten": rewritten,
                 "diagnostics": gate.problems.iter().map(|p| p.json(set.sources())).collect::<Vec<_>>(),
             });

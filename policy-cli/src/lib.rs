@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod assets;
 pub mod check;
 mod env_file;
 pub mod explain;
@@ -37,6 +38,9 @@ pub enum Command {
     Explain(explain::Args),
     /// Format policy files in the canonical style, keeping comments.
     Fmt(fmt::Args),
+    /// Audit the images and fonts a built front end ships: sizes, formats, dimensions,
+    /// priorities.
+    Assets(assets::Args),
     /// Print where the compute and each service run, and the hops a request makes between them.
     ///
     /// The regions are derived from the environment (regions only, never a host or a
@@ -85,6 +89,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
         Command::Check(args) => check::run(&args, out, err),
         Command::Explain(args) => explain::run(&args, out, err),
         Command::Fmt(args) => fmt::run(&args, out, err),
+        Command::Assets(args) => assets::run(&args, out, err),
         Command::Locality(args) => locality::run(&args, out, err),
         Command::Gate(args) => gate::run(&args, out, err),
     };

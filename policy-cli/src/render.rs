@@ -9,6 +9,11 @@ use serde_json::{Value, json};
 /// miette's graphical report, with colours, unicode and width chosen for the terminal (plain
 /// when standard error is not one).
 pub(crate) fn human(diagnostic: &Diagnostic, sources: &Sources) -> String {
+    human_of(&diagnostic.renderable(sources))
+}
+
+/// [`human`] for any miette diagnostic (the asset audit's findings).
+pub(crate) fn human_of(diagnostic: &dyn miette::Diagnostic) -> String {
     struct Show<'a>(&'a MietteHandler, &'a dyn miette::Diagnostic);
     impl fmt::Display for Show<'_> {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -16,8 +21,7 @@ pub(crate) fn human(diagnostic: &Diagnostic, sources: &Sources) -> String {
         }
     }
     let handler = MietteHandlerOpts::new().build();
-    let renderable = diagnostic.renderable(sources);
-    Show(&handler, &renderable).to_string()
+    Show(&handler, diagnostic).to_string()
 }
 
 /// "1 file", "2 files".

@@ -595,3 +595,40 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(stderr(&missing).contains("cannot read `/nonexistent/x.policy`"));
 }
+
+#[test]
+fn the_gate_runs_the_asset_audit_of_every_assets_stanza() {
+    let dir = scratch("assets");
+    copy_dir(&fixtures().join("assets/clean"), &dir.join("clean"));
+    copy_dir(&fixtures().join("assets/site"), &dir.join("site"));
+    let clean = write(
+        &dir.join("clean.policy"),
+        "assets web { dir = \"clean\" }\n",
+    );
+    let output = gate_in(&dir, &[clean.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("assets web: 0 findings"),
+        "{}",
+        stdout(&output)
+    );
+
+    // The fixture site breaks every rule once: the gate fails and names the rules.
+    let dirty = write(
+        &dir.join("dirty.policy"),
+        "assets site { dir = \"site\"; max_image = 32kb; large_image = 10kb; max_font = 8kb }\n",
+    );
+    let output = gate_in(&dir, &[dirty.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let errors = stderr(&output);
+    assert!(errors.contains("assets::unsized-images"), "{errors}");
+    assert!(errors.contains("assets::modern-image-formats"), "{errors}");
+    let document = json(&gate_in(
+        &dir,
+        &[dirty.to_str().unwrap(), "--format", "json"],
+    ));
+    let findings = document["assets"][0]["report"]["findings"]
+        .as_u64()
+        .unwrap();
+    assert!(findings >= 10, "{document:#}");
+}

@@ -439,6 +439,16 @@ pub enum Kind {
         cap: String,
     },
 
+    /// A size ceiling of zero in an `assets` stanza.
+    #[error("`{key}` is a ceiling of zero bytes")]
+    #[diagnostic(code("policy::zero-size"), help("{help}"))]
+    ZeroSize {
+        /// The setting.
+        key: String,
+        /// What a zero would mean and what to write instead.
+        help: String,
+    },
+
     /// A `locality` stanza that declares no hop.
     #[error("`locality` declares no hop")]
     #[diagnostic(
@@ -519,6 +529,23 @@ pub enum Kind {
         reachable: u32,
         /// The effective deadline, formatted.
         deadline: String,
+    },
+
+    /// `large_image` at or above `max_image`: the large-image rules cannot fire on an image that
+    /// passes the ceiling.
+    #[error("`large_image` ({large_image}) is not below `max_image` ({max_image})")]
+    #[diagnostic(
+        code("policy::large-image-above-max"),
+        severity(Warning),
+        help(
+            "every large image is already over the ceiling, so the `srcset` and lazy-loading rules only repeat it: lower `large_image` below {max_image}"
+        )
+    )]
+    LargeImageAboveMax {
+        /// The large-image threshold, formatted.
+        large_image: String,
+        /// The ceiling, formatted.
+        max_image: String,
     },
 
     /// A bulkhead queue that stores a backlog.

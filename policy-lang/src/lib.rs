@@ -51,6 +51,8 @@
 //! }
 //! operation index_document: deferred, idempotent { retry = transient; deadline = 5s }
 //!
+//! // What the built front end may ship (`policy assets`); every setting has a default.
+//! assets web { dir = "web/dist"; max_image = 200kb; large_image = 50kb; max_high_priority = 1 }
 //! locality {
 //!     database = blocking env DATABASE_URL          // session lookup on every request
 //!     cache = blocking env UPSTASH_REDIS_REST_URL
@@ -71,6 +73,7 @@
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed`, `on_error = open\|closed` |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string) |
+//! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`: needs `srcset`, and the first on a page is not lazy), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
 //! | `budget NAME` | `dir` (a front-end build folder, for the front-end metrics); lines `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
 //! | `quarantine CRATE` | `package` (whose default build must not contain the crate), `behind` (the feature of `package` it stays behind), optional `only` (the crates allowed to depend on it directly: `only = "a" "b"`), optional `justification` (allows it in the default build, and is printed) |
@@ -121,12 +124,14 @@
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
 //! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
+//! | `policy::zero-size` | an `assets` size ceiling of zero bytes | a positive size, or `max_font_files = 0` to forbid web fonts |
 //! | `policy::empty-locality` | a `locality` stanza with no hop | declare the hops, or remove it |
 //! | `policy::unknown-hop-kind` | a hop that is neither `blocking` nor `async` | the suggested kind |
 //! | `policy::duplicate-variable` | two hops located by one variable | declare the service once, or name the other variable |
 //! | `policy::deadline-clamped` (warning) | an operation deadline longer than the request's: it will be clamped | lower it |
 //! | `policy::unreachable-attempts` (warning) | attempts that cannot start in the deadline once earlier ones time out | fewer attempts or shorter timeouts |
 //! | `policy::queue-stores-backlog` (warning) | `max_queued` above [`validate::BACKLOG_FACTOR`] × `max_concurrent` | a shorter queue |
+//! | `policy::large-image-above-max` (warning) | `large_image` at or above `max_image`: the large-image rules only repeat the ceiling | `large_image` below `max_image` |
 //!
 //! ## Checked against an environment
 //!
@@ -166,9 +171,9 @@ use std::path::{Path, PathBuf};
 pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    Amount, Backoff, BreakerSpec, BudgetLimit, BudgetSpec, BulkheadSpec, Class, Compression,
-    FailMode, Metric, OpenAfter, OperationSpec, QuarantineSpec, Rate, RatelimitSpec, RequestSpec,
-    RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
+    Amount, AssetsSpec, Backoff, BreakerSpec, BudgetLimit, BudgetSpec, BulkheadSpec, Class,
+    Compression, FailMode, Metric, OpenAfter, OperationSpec, QuarantineSpec, Rate, RatelimitSpec,
+    RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

@@ -19,8 +19,9 @@ use crate::spec::{
     Amount, BudgetLimit, BudgetSpec, Compression, Metric, QuarantineSpec, WebMetric,
 };
 use crate::spec::{
-    Backoff, BreakerSpec, BulkheadSpec, Class, FailMode, Items, Named, OpenAfter, OperationSpec,
-    Rate, RatelimitSpec, RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec,
+    AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Class, FailMode, Items, Named, OpenAfter,
+    OperationSpec, Rate, RatelimitSpec, RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec,
+    Spec,
 };
 use crate::spec::{HopKind, HopSpec, LocalitySpec};
 use crate::suggest;
@@ -36,6 +37,7 @@ const STANZAS: &[(&str, LowerFn)] = &[
     ("shedding", lower_shedding),
     ("ratelimit", lower_ratelimit),
     ("operation", lower_operation),
+    ("assets", lower_assets),
     ("locality", lower_locality),
     ("budget", lower_size_budget),
     ("quarantine", lower_quarantine),
@@ -1138,6 +1140,76 @@ fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             &mut lowering.diagnostics,
         );
     }
+}
+
+fn lower_assets(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &[
+        "dir",
+        "max_image",
+        "large_image",
+        "max_font",
+        "max_font_files",
+        "max_font_weights",
+        "max_high_priority",
+        "max_preloads",
+    ];
+    let name = lowering.named(stanza);
+    let body = lowering.body(stanza, KEYS);
+    for phrase in &body.phrases {
+        lowering.unknown_phrase(stanza, phrase, KEYS);
+    }
+    let Some(name) = name else {
+        return;
+    };
+    let mut assets = AssetsSpec::new(name, stanza.loc);
+    let mut complete = true;
+    for (key, value) in &body.settings {
+        let key = key.text.as_str();
+        let lowered = match key {
+            "dir" => lowering.string(key, value).map(|s| assets.dir = Some(s)),
+            "max_image" => lower_size(lowering, key, value).map(|s| assets.max_image = s),
+            "large_image" => lower_size(lowering, key, value).map(|s| assets.large_image = s),
+            "max_font" => lower_size(lowering, key, value).map(|s| assets.max_font = s),
+            "max_font_files" => lowering
+                .count(key, value)
+                .map(|n| assets.max_font_files = n),
+            "max_font_weights" => lowering
+                .count(key, value)
+                .map(|n| assets.max_font_weights = n),
+            "max_high_priority" => lowering
+                .count(key, value)
+                .map(|n| assets.max_high_priority = n),
+            "max_preloads" => lowering.count(key, value).map(|n| assets.max_preloads = n),
+            _ => Some(()),
+        };
+        complete &= lowered.is_some();
+    }
+    if complete && !stanza.has_errors {
+        insert(&mut lowering.spec.assets, assets, &mut lowering.diagnostics);
+    }
+}
+
+/// A size: `200kb`, `1.5mb`, `512b` (powers of 1024).
+fn lower_size(lowering: &mut Lowering<'_>, key: &str, value: &Value) -> Option<Located<u64>> {
+    const EXPECTED: &str = "a size like `200kb`";
+    let quantity = lowering.single_quantity(key, value, EXPECTED, "200kb")?;
+    let help = match quantity.as_size() {
+        Ok(bytes) => return Some(Located::new(bytes, quantity.loc)),
+        Err(QuantityError::MissingUnit) => format!(
+            "add a unit: `{n}kb`, `{n}mb` or `{n}b`",
+            n = quantity.number
+        ),
+        Err(QuantityError::UnknownUnit(unit)) => {
+            match suggest::closest(&unit, SIZE_UNITS.iter().copied()) {
+                Some(unit) => format!("did you mean `{}{unit}`?", quantity.number),
+                None => "sizes take the units `b`, `kb`, `mb` and `gb`".to_owned(),
+            }
+        }
+        Err(QuantityError::Negative) => "a size is zero or more, such as `200kb`".to_owned(),
+        Err(_) => "this size is too large to represent".to_owned(),
+    };
+    lowering.invalid(key, EXPECTED, quantity, quantity.loc, help);
+    None
 }
 
 /// The form of a hop's value, for diagnostics.

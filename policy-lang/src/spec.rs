@@ -39,6 +39,9 @@ pub struct Spec {
     pub budgets: Items<BudgetSpec>,
     /// Quarantined heavy crates by crate name, for `policy gate`.
     pub quarantines: Items<QuarantineSpec>,
+    /// Asset delivery ceilings by name, one per front end (`policy assets` audits a folder
+    /// against one of them).
+    pub assets: Items<AssetsSpec>,
 }
 
 impl Spec {
@@ -1064,6 +1067,20 @@ impl Named for QuarantineSpec {
     }
 }
 
+/// Formats a size the way the language writes it: `200kb`, `1.5mb`, `512b`.
+#[must_use]
+pub fn format_size(bytes: u64) -> String {
+    const KB: u64 = 1024;
+    for (unit, scale) in [("gb", KB * KB * KB), ("mb", KB * KB), ("kb", KB)] {
+        if bytes >= scale {
+            // Shown to a person, rounded to three decimals: precision past 2^53 does not matter.
+            let value = bytes as f64 / scale as f64;
+            return format!("{}{unit}", trim_decimal(value));
+        }
+    }
+    format!("{bytes}b")
+}
+
 /// Formats a duration the way the language writes it: `3s`, `200ms`, `1.5s`, `2m`.
 #[must_use]
 pub fn format_duration(duration: Duration) -> String {
@@ -1143,6 +1160,87 @@ pub fn format_ratio(ratio: f64) -> String {
 fn trim_decimal(value: f64) -> String {
     let text = format!("{value:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// `assets NAME { dir = "web/dist"; max_image = 200kb; ... }`: what a built front end may ship.
+///
+/// Every setting is optional: an absent one takes its `DEFAULT_*` value, located at the stanza.
+/// Counts are per HTML document; sizes are per file.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AssetsSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// The folder of built documents, relative to the policy file's directory (the command line
+    /// may name another).
+    pub dir: Option<Located<String>>,
+    /// The largest image file, in bytes.
+    pub max_image: Located<u64>,
+    /// From this size (bytes) an image is large: it needs `srcset`, and the first one on a page
+    /// must not be lazy-loaded.
+    pub large_image: Located<u64>,
+    /// The largest font file, in bytes.
+    pub max_font: Located<u64>,
+    /// Font files one document may load (`@font-face` rules).
+    pub max_font_files: Located<u32>,
+    /// Weights of one font family one document may load.
+    pub max_font_weights: Located<u32>,
+    /// Elements with `fetchpriority="high"` in one document.
+    pub max_high_priority: Located<u32>,
+    /// `<link rel="preload">` elements in one document.
+    pub max_preloads: Located<u32>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl AssetsSpec {
+    /// 200 KiB: an image above it is oversized.
+    pub const DEFAULT_MAX_IMAGE: u64 = 200 * 1024;
+    /// 50 KiB: an image from this size is large.
+    pub const DEFAULT_LARGE_IMAGE: u64 = 50 * 1024;
+    /// 100 KiB: a font above it is oversized.
+    pub const DEFAULT_MAX_FONT: u64 = 100 * 1024;
+    /// Four font files per document.
+    pub const DEFAULT_MAX_FONT_FILES: u32 = 4;
+    /// Three weights per family.
+    pub const DEFAULT_MAX_FONT_WEIGHTS: u32 = 3;
+    /// Two high-priority elements per document.
+    pub const DEFAULT_MAX_HIGH_PRIORITY: u32 = 2;
+    /// Three preloads per document.
+    pub const DEFAULT_MAX_PRELOADS: u32 = 3;
+
+    /// An `assets` stanza with every setting at its default, located at `loc`.
+    #[must_use]
+    pub fn new(name: Located<String>, loc: Loc) -> Self {
+        AssetsSpec {
+            name,
+            dir: None,
+            max_image: Located::new(Self::DEFAULT_MAX_IMAGE, loc),
+            large_image: Located::new(Self::DEFAULT_LARGE_IMAGE, loc),
+            max_font: Located::new(Self::DEFAULT_MAX_FONT, loc),
+            max_font_files: Located::new(Self::DEFAULT_MAX_FONT_FILES, loc),
+            max_font_weights: Located::new(Self::DEFAULT_MAX_FONT_WEIGHTS, loc),
+            max_high_priority: Located::new(Self::DEFAULT_MAX_HIGH_PRIORITY, loc),
+            max_preloads: Located::new(Self::DEFAULT_MAX_PRELOADS, loc),
+            loc,
+        }
+    }
+}
+
+impl Default for AssetsSpec {
+    /// The defaults, for auditing a folder without a policy file: named `default`, at
+    /// [`Loc::External(0)`](Loc::External).
+    fn default() -> Self {
+        let loc = Loc::External(0);
+        AssetsSpec::new(Located::new("default".to_owned(), loc), loc)
+    }
+}
+
+impl Named for AssetsSpec {
+    const KIND: &'static str = "assets";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
 }
 
 #[cfg(test)]

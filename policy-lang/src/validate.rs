@@ -10,6 +10,7 @@ use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
 use crate::spec::{
     Backoff, Class, OpenAfter, OperationSpec, Sharing, Spec, format_duration, format_ratio,
+    format_size,
 };
 use crate::suggest;
 
@@ -33,10 +34,12 @@ const RULES: &[Rule] = &[
     critical_never_shed_for_load,
     fallbacks_answer_a_caller,
     backoff_base_within_cap,
+    asset_sizes_positive,
     one_hop_per_variable,
     deadline_within_request,
     attempts_reachable,
     queue_absorbs_burst,
+    large_image_below_max,
 ];
 
 /// A queue longer than this many times the concurrency stores a backlog
@@ -653,6 +656,61 @@ fn queue_absorbs_burst(spec: &Spec, out: &mut Vec<Diagnostic>) {
                     "a backlog, not a burst",
                 )
                 .with_label(bulkhead.max_concurrent.loc, "slots"),
+            );
+        }
+    }
+}
+
+/// `policy::zero-size`: a size ceiling of zero bytes in an `assets` stanza fails every file.
+fn asset_sizes_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for assets in &spec.assets {
+        let ceilings = [
+            (
+                "max_image",
+                &assets.max_image,
+                "every image would be over it: give a size such as `max_image = 200kb`",
+            ),
+            (
+                "large_image",
+                &assets.large_image,
+                "every image would count as large: give a size such as `large_image = 50kb`",
+            ),
+            (
+                "max_font",
+                &assets.max_font,
+                "every font would be over it: give a size such as `max_font = 100kb`, or forbid web fonts with `max_font_files = 0`",
+            ),
+        ];
+        for (key, size, help) in ceilings {
+            if size.value == 0 {
+                out.push(Diagnostic::new(
+                    Kind::ZeroSize {
+                        key: key.to_owned(),
+                        help: help.to_owned(),
+                    },
+                    size.loc,
+                    "zero",
+                ));
+            }
+        }
+    }
+}
+
+/// `policy::large-image-above-max` (warning): the large-image rules only repeat the ceiling.
+fn large_image_below_max(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for assets in &spec.assets {
+        let (large, max) = (&assets.large_image, &assets.max_image);
+        if large.value >= max.value && large.value > 0 && max.value > 0 {
+            out.push(
+                Diagnostic::new(
+                    Kind::LargeImageAboveMax {
+                        large_image: format_size(large.value),
+                        max_image: format_size(max.value),
+                    },
+                    large.loc,
+                    "large from here",
+                )
+                .with_label(max.loc, "the ceiling"),
             );
         }
     }

@@ -15,7 +15,7 @@
 //! (moving the input in and the result out), to show where isolation starts to pay.
 //!
 //! An [`IsolatedPool`] is a bulkhead for CPU: its own concurrency limit and queue; past both,
-//! work is refused ([`ResilienceError`], kind `BulkheadFull`). The caller waits at most until
+//! work is refused ([`ResilienceError`](crate::ResilienceError), kind `BulkheadFull`). The caller waits at most until
 //! its current deadline. A deadline bounds the **wait**, not the work: work already handed to a
 //! thread runs to completion, holding its slot, and its outcome (or panic) is logged when
 //! nobody waits for it any more.

@@ -113,6 +113,8 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
+#[cfg(feature = "html-dimensions")]
+pub mod image_dimensions;
 pub mod isolate;
 pub mod limiter;
 /// Where compute and services run, derived from the environment; regions only, never hosts.
@@ -134,6 +136,8 @@ pub use deadline::Deadline;
 pub use defer::http::AfterResponseLayer;
 pub use defer::{AfterResponse, DeferredOutcome, defer};
 pub use error::{CallError, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError};
+#[cfg(feature = "html-dimensions")]
+pub use image_dimensions::{ImageDimensionsLayer, ImageManifest};
 pub use registry::{Registry, Snapshot};
 pub use retry::{Idempotent, RetryBudget, RetryPolicy, Transient, retry_within, retry_within_by};
 pub use shedding::{Shedder, WorkClass};

@@ -2,7 +2,7 @@
 //!
 //! `cargo metadata --all-features` gives every package, every declared dependency and the
 //! lock file's resolution, with every optional edge that some feature could turn on. From that,
-//! [`Workspace::build`] activates features the way Cargo does (`default`, `dep:NAME`,
+//! `Workspace::build` activates features the way Cargo does (`default`, `dep:NAME`,
 //! `NAME/FEATURE`, `NAME?/FEATURE`, each dependency's `features` and `default-features`) until
 //! nothing more turns on, starting from one package with its default features (and any extra
 //! ones). Each declaration's `cfg(...)` is evaluated for the host ([`super::platform`]). Only

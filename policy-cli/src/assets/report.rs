@@ -1,0 +1,311 @@
+//! The audit's findings: which rule, where, and the fix; rendered by miette or as JSON.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, Severity, SourceSpan,
+};
+use policy_lang::source::Position;
+use policy_lang::{Label, Sources};
+use serde_json::{Value, json};
+
+/// A rule of the audit. Each has a stable code, `assets::` followed by its id; the id is the
+/// Lighthouse audit's where Lighthouse has one ([`Rule::lighthouse`]), so a finding can be
+/// cross-referenced with a Lighthouse report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Rule {
+    /// An image file over `max_image`.
+    OptimizedImages,
+    /// A PNG, JPEG or GIF with no AVIF or WebP alternative.
+    ModernImageFormats,
+    /// An `<img>` without `width` and `height`.
+    UnsizedImages,
+    /// Declared `width`/`height` whose ratio is not the file's.
+    ImageAspectRatio,
+    /// A large image with no `srcset`, or a `w` `srcset` with no `sizes`.
+    ResponsiveImages,
+    /// The first large image is lazy-loaded.
+    LcpLazyLoaded,
+    /// More `fetchpriority="high"` elements than `max_high_priority`.
+    TooManyHighPriority,
+    /// More `<link rel="preload">` than `max_preloads`.
+    TooManyPreloads,
+    /// `@font-face` without `font-display: swap`, `optional` or `fallback`.
+    FontDisplay,
+    /// A font that is not WOFF2.
+    FontFormat,
+    /// A font file over `max_font`.
+    FontSize,
+    /// More font files in one document than `max_font_files`.
+    TooManyFontFiles,
+    /// More weights of one family than `max_font_weights`.
+    TooManyFontWeights,
+    /// A local reference to a file that is not in the folder.
+    MissingAsset,
+    /// A truncated or corrupt image or font, or one of no format we know.
+    UnreadableAsset,
+}
+
+impl Rule {
+    /// Every rule, in the order of the docs' table.
+    pub const ALL: &'static [Rule] = &[
+        Rule::OptimizedImages,
+        Rule::ModernImageFormats,
+        Rule::UnsizedImages,
+        Rule::ImageAspectRatio,
+        Rule::ResponsiveImages,
+        Rule::LcpLazyLoaded,
+        Rule::TooManyHighPriority,
+        Rule::TooManyPreloads,
+        Rule::FontDisplay,
+        Rule::FontFormat,
+        Rule::FontSize,
+        Rule::TooManyFontFiles,
+        Rule::TooManyFontWeights,
+        Rule::MissingAsset,
+        Rule::UnreadableAsset,
+    ];
+
+    /// The rule's id: the Lighthouse audit id where there is one.
+    #[must_use]
+    pub fn id(self) -> &'static str {
+        match self {
+            Rule::OptimizedImages => "uses-optimized-images",
+            Rule::ModernImageFormats => "modern-image-formats",
+            Rule::UnsizedImages => "unsized-images",
+            Rule::ImageAspectRatio => "image-aspect-ratio",
+            Rule::ResponsiveImages => "uses-responsive-images",
+            Rule::LcpLazyLoaded => "lcp-lazy-loaded",
+            Rule::TooManyHighPriority => "too-many-high-priority",
+            Rule::TooManyPreloads => "too-many-preloads",
+            Rule::FontDisplay => "font-display",
+            Rule::FontFormat => "font-format",
+            Rule::FontSize => "font-size",
+            Rule::TooManyFontFiles => "too-many-font-files",
+            Rule::TooManyFontWeights => "too-many-font-weights",
+            Rule::MissingAsset => "missing-asset",
+            Rule::UnreadableAsset => "unreadable-asset",
+        }
+    }
+
+    /// The stable code: `assets::` and the id.
+    #[must_use]
+    pub fn code(self) -> String {
+        format!("assets::{}", self.id())
+    }
+
+    /// The Lighthouse audit this rule corresponds to, or `None` where Lighthouse has none.
+    #[must_use]
+    pub fn lighthouse(self) -> Option<&'static str> {
+        match self {
+            Rule::OptimizedImages
+            | Rule::ModernImageFormats
+            | Rule::UnsizedImages
+            | Rule::ImageAspectRatio
+            | Rule::ResponsiveImages
+            | Rule::LcpLazyLoaded
+            | Rule::FontDisplay => Some(self.id()),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// One thing the audit found: the rule, a message, the fix, and labels on the document (or
+/// style sheet) that references the asset, primary first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// The rule that fired.
+    pub rule: Rule,
+    /// What is wrong, on one line.
+    pub message: String,
+    /// How to fix it.
+    pub help: String,
+    /// Where, primary first.
+    pub labels: Vec<Label>,
+}
+
+/// What [`audit`](super::audit) found in a folder.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The folder audited.
+    pub folder: PathBuf,
+    /// HTML documents read.
+    pub documents: usize,
+    /// Distinct image files read.
+    pub images: usize,
+    /// Distinct font files read.
+    pub fonts: usize,
+    /// Every finding, sorted by file and position.
+    pub findings: Vec<Finding>,
+    pub(crate) sources: Sources,
+}
+
+impl Report {
+    /// Whether nothing was found.
+    #[must_use]
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    /// The documents and style sheets the findings point into.
+    #[must_use]
+    pub fn sources(&self) -> &Sources {
+        &self.sources
+    }
+
+    /// The file, line and column of a finding's primary label.
+    #[must_use]
+    pub fn position(&self, finding: &Finding) -> Option<Position<'_>> {
+        finding
+            .labels
+            .first()
+            .and_then(|label| self.sources.position(label.loc))
+    }
+
+    /// The finding with its snippet, for a miette handler.
+    #[must_use]
+    pub fn renderable<'a>(&'a self, finding: &'a Finding) -> Renderable<'a> {
+        let primary = finding.labels.first().and_then(|label| label.loc.source());
+        let file = primary.and_then(|id| self.sources.get(id));
+        let labels = finding
+            .labels
+            .iter()
+            .enumerate()
+            .filter(|(_, label)| label.loc.source() == primary)
+            .filter_map(|(index, label)| {
+                let range = label.loc.range()?;
+                let span = SourceSpan::new(range.start.into(), range.end - range.start);
+                let text = (!label.text.is_empty()).then(|| label.text.clone());
+                Some(if index == 0 {
+                    LabeledSpan::new_primary_with_span(text, span)
+                } else {
+                    LabeledSpan::new_with_span(text, span)
+                })
+            })
+            .collect();
+        Renderable {
+            finding,
+            source: file.map(|file| NamedSource::new(file.name(), file.shared_text())),
+            labels,
+        }
+    }
+
+    /// The finding in a fixed, colourless theme and width, for tests and logs.
+    #[must_use]
+    pub fn render_plain(&self, finding: &Finding) -> String {
+        let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
+            .with_width(policy_lang::diagnostic::PLAIN_WIDTH)
+            .with_links(false);
+        let mut out = String::new();
+        if handler
+            .render_report(&mut out, &self.renderable(finding))
+            .is_err()
+        {
+            out = format!("{}: {}", finding.rule.code(), finding.message);
+        }
+        out
+    }
+
+    /// One finding as JSON: code, rule, Lighthouse id, message, help, position and labels.
+    #[must_use]
+    pub fn finding_json(&self, finding: &Finding) -> Value {
+        let labels: Vec<Value> = finding
+            .labels
+            .iter()
+            .map(|label| {
+                let position = self.sources.position(label.loc);
+                json!({
+                    "file": position.map(|p| p.file),
+                    "line": position.map(|p| p.line),
+                    "column": position.map(|p| p.column),
+                    "end_line": position.map(|p| p.end_line),
+                    "end_column": position.map(|p| p.end_column),
+                    "text": label.text,
+                })
+            })
+            .collect();
+        let primary = self.position(finding);
+        json!({
+            "severity": "error",
+            "code": finding.rule.code(),
+            "rule": finding.rule.id(),
+            "lighthouse": finding.rule.lighthouse(),
+            "message": finding.message,
+            "help": finding.help,
+            "file": primary.map(|p| p.file),
+            "line": primary.map(|p| p.line),
+            "column": primary.map(|p| p.column),
+            "labels": labels,
+        })
+    }
+
+    /// The whole report as one JSON document.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        json!({
+            "folder": self.folder.display().to_string(),
+            "documents": self.documents,
+            "images": self.images,
+            "fonts": self.fonts,
+            "findings": self.findings.len(),
+            "diagnostics": self
+                .findings
+                .iter()
+                .map(|finding| self.finding_json(finding))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// A finding paired with the text it points into, so that miette can draw its snippet.
+#[derive(Debug)]
+pub struct Renderable<'a> {
+    finding: &'a Finding,
+    source: Option<NamedSource<Arc<str>>>,
+    labels: Vec<LabeledSpan>,
+}
+
+impl fmt::Display for Renderable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.finding.message)
+    }
+}
+
+impl std::error::Error for Renderable<'_> {}
+
+impl miette::Diagnostic for Renderable<'_> {
+    fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        Some(Box::new(self.finding.rule.code()))
+    }
+
+    fn severity(&self) -> Option<Severity> {
+        Some(Severity::Error)
+    }
+
+    fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
+        Some(Box::new(&self.finding.help))
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        self.source
+            .as_ref()
+            .map(|source| source as &dyn miette::SourceCode)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        if self.labels.is_empty() {
+            None
+        } else {
+            Some(Box::new(self.labels.iter().cloned()))
+        }
+    }
+}

@@ -1,0 +1,616 @@
+//! The asset audit on the fixture site (`tests/fixtures/assets`): one page per rule with exactly
+//! that violation, one page with none; positions checked to the column; truncated, corrupt and
+//! mutated files give a finding, never a panic; and `policy assets` run as a user would.
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a failure should stop the test"
+)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use policy_cli::assets::media::{self, MediaType};
+use policy_cli::assets::{Report, Rule, audit};
+use policy_lang::{AssetsSpec, PolicySet};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/assets")
+}
+
+fn site_spec() -> AssetsSpec {
+    let mut set = PolicySet::new();
+    set.load_file(&fixtures().join("site.policy")).unwrap();
+    assert!(set.check().all().is_empty());
+    set.spec().assets.get("site").cloned().unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("policy-assets-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(from, to).unwrap();
+}
+
+fn site_file(rel: &str) -> PathBuf {
+    fixtures().join("site").join(rel)
+}
+
+/// `(rule id, file name, line, column)` of every finding.
+fn positions(report: &Report) -> Vec<(String, String, usize, usize)> {
+    report
+        .findings
+        .iter()
+        .map(|finding| {
+            let position = report.position(finding).unwrap();
+            let file = Path::new(position.file)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (
+                finding.rule.id().to_owned(),
+                file,
+                position.line,
+                position.column,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn each_rule_fires_once_on_its_own_page_and_the_clean_page_passes() {
+    let report = audit(&fixtures().join("site"), &site_spec()).unwrap();
+    assert_eq!(report.documents, 16);
+
+    let mut by_file: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (rule, file, ..) in positions(&report) {
+        by_file.entry(file).or_default().push(rule);
+    }
+    assert!(!by_file.contains_key("index.html"), "{by_file:?}");
+    for rule in Rule::ALL {
+        // The font-file count is reported where the excess face is written: the style sheet.
+        let file = match rule {
+            Rule::TooManyFontFiles => "fonts.css".to_owned(),
+            _ => format!("{}.html", rule.id()),
+        };
+        assert_eq!(
+            by_file.get(&file).map(Vec::as_slice),
+            Some(&[rule.id().to_owned()][..]),
+            "{file}: {by_file:?}"
+        );
+    }
+    assert_eq!(report.findings.len(), Rule::ALL.len());
+}
+
+#[test]
+fn each_finding_points_at_the_offending_text() {
+    let report = audit(&fixtures().join("site"), &site_spec()).unwrap();
+    let at = |rule: Rule| {
+        let finding = report.findings.iter().find(|f| f.rule == rule).unwrap();
+        let label = &finding.labels[0];
+        let text = report.sources().snippet(label.loc).unwrap().to_owned();
+        let position = report.position(finding).unwrap();
+        (position.line, position.column, text, finding.help.clone())
+    };
+    let (line, column, text, _) = at(Rule::OptimizedImages);
+    assert_eq!((line, column, text.as_str()), (9, 11, "img/big.jpg"));
+    let (line, column, text, help) = at(Rule::UnsizedImages);
+    assert_eq!((line, column), (9, 1));
+    assert_eq!(text, r#"<img src="img/icon.png" alt="No size">"#);
+    assert!(help.contains(r#"width="32" height="16""#), "{help}");
+    let (.., text, help) = at(Rule::ImageAspectRatio);
+    assert_eq!(text, r#"width="32""#);
+    assert!(help.contains(r#"height="16""#), "{help}");
+    let (line, column, text, _) = at(Rule::LcpLazyLoaded);
+    assert_eq!((line, column, text.as_str()), (9, 117, r#"loading="lazy""#));
+    let (line, column, text, _) = at(Rule::TooManyHighPriority);
+    assert_eq!(
+        (line, column, text.as_str()),
+        (10, 55, r#"fetchpriority="high""#)
+    );
+    let (line, column, _, _) = at(Rule::TooManyPreloads);
+    assert_eq!((line, column), (8, 1));
+    let (line, column, text, _) = at(Rule::FontDisplay);
+    assert_eq!((line, column, text.as_str()), (6, 8, "@font-face"));
+    let (line, column, text, _) = at(Rule::FontFormat);
+    assert_eq!((line, column, text.as_str()), (6, 51, "fonts/sans.ttf"));
+    let (line, column, text, _) = at(Rule::TooManyFontFiles);
+    assert_eq!((line, column, text.as_str()), (5, 1, "@font-face"));
+    let (line, column, _, _) = at(Rule::TooManyFontWeights);
+    assert_eq!((line, column), (9, 3));
+    let (.., text, _) = at(Rule::UnreadableAsset);
+    assert_eq!(text, "img/truncated.png");
+
+    let messages: BTreeMap<&str, &str> = report
+        .findings
+        .iter()
+        .map(|f| (f.rule.id(), f.message.as_str()))
+        .collect();
+    assert_eq!(
+        messages["uses-optimized-images"],
+        "`img/big.jpg` is 44.3kb, over the 32kb ceiling"
+    );
+    assert_eq!(
+        messages["image-aspect-ratio"],
+        "declared 32×32 (ratio 1.00) but `img/icon.png` is 32×16 (ratio 2.00)"
+    );
+    assert_eq!(
+        messages["unreadable-asset"],
+        "`img/truncated.png` is a damaged PNG: its data ends inside the IDAT chunk (truncated)"
+    );
+    assert_eq!(
+        messages["font-format"],
+        "`fonts/sans.ttf` is TrueType, as its `format(\"truetype\")` says, not WOFF2"
+    );
+    assert!(messages["too-many-font-weights"].ends_with("loads 3 weights of `Sans`, more than 2"));
+}
+
+#[test]
+fn the_rendered_report_names_the_document_line_column_and_fix() {
+    let report = audit(&fixtures().join("site"), &site_spec()).unwrap();
+    let finding = report
+        .findings
+        .iter()
+        .find(|f| f.rule == Rule::LcpLazyLoaded)
+        .unwrap();
+    let rendered = report.render_plain(finding);
+    assert!(rendered.contains("assets::lcp-lazy-loaded"), "{rendered}");
+    assert!(
+        rendered.contains("lcp-lazy-loaded.html:9:117]"),
+        "{rendered}"
+    );
+    assert!(rendered.contains("waits for layout"), "{rendered}");
+    assert!(
+        rendered.contains("help: remove `loading=\"lazy\"`"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn columns_count_characters_not_bytes() {
+    let dir = temp_dir("columns");
+    copy(&site_file("img/icon.png"), &dir.join("img/icon.png"));
+    std::fs::write(
+        dir.join("index.html"),
+        "<!doctype html>\r\n<p>café ☕ 😀</p>\r\n  <p>naïve ☕ <img src=\"img/icon.png\"></p>\r\n",
+    )
+    .unwrap();
+    let report = audit(&dir, &AssetsSpec::default()).unwrap();
+    // 13 characters before `<img` on its line (16 bytes): column 14.
+    assert_eq!(
+        positions(&report),
+        [("unsized-images".to_owned(), "index.html".to_owned(), 3, 14)]
+    );
+}
+
+#[test]
+fn alternatives_are_read_from_bytes_not_names() {
+    let dir = temp_dir("alternatives");
+    for file in [
+        "logo.png",
+        "photo.jpg",
+        "photo.webp",
+        "photo.avif",
+        "icon.png",
+    ] {
+        copy(
+            &site_file(&format!("img/{file}")),
+            &dir.join("img").join(file),
+        );
+    }
+    // A JPEG named `.webp` is no alternative, and is itself a JPEG.
+    copy(&site_file("img/photo.jpg"), &dir.join("img/fake.webp"));
+    copy(&site_file("img/logo.png"), &dir.join("img/fake.png"));
+    // `<picture>` sources: one AVIF by its bytes, one on another host trusted by its type.
+    copy(&site_file("img/logo.png"), &dir.join("img/pic.png"));
+    copy(&site_file("img/photo.avif"), &dir.join("img/other.avif"));
+    copy(&site_file("img/logo.png"), &dir.join("img/remote.png"));
+    std::fs::write(
+        dir.join("index.html"),
+        r#"<img src="img/fake.png" width="54" height="54">
+<img src="img/fake.webp" width="800" height="600" srcset="img/photo-x.jpg 2x">
+<picture><source srcset="img/other.avif" type="image/avif"><img src="img/pic.png" width="54" height="54"></picture>
+<picture><source srcset="https://cdn.example/remote.webp" type="image/webp"><img src="img/remote.png" width="54" height="54"></picture>
+<img src="img/photo.jpg" width="800" height="600">
+<img src="img/icon.png" width="32" height="16" srcset="img/icon.png 1x, img/icon.png 32w">
+<img src="data:image/png;base64,iVBORw0KGgo=" width="1" height="1">
+<img src="https://cdn.example/x.png" width="1" height="1">
+"#,
+    )
+    .unwrap();
+    let report = audit(&dir, &AssetsSpec::default()).unwrap();
+    let found: Vec<(String, usize, String)> = report
+        .findings
+        .iter()
+        .map(|f| {
+            (
+                f.rule.id().to_owned(),
+                report.position(f).unwrap().line,
+                f.message.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "modern-image-formats".to_owned(),
+                1,
+                "`img/fake.png` is a PNG with no AVIF or WebP alternative".to_owned()
+            ),
+            (
+                "modern-image-formats".to_owned(),
+                2,
+                "`img/fake.webp` is a JPEG (by its bytes, whatever its name says) with no AVIF or WebP alternative".to_owned()
+            ),
+            (
+                "missing-asset".to_owned(),
+                2,
+                format!(
+                    "`img/photo-x.jpg` is not in the folder (looked for `{}`)",
+                    dir.join("img/photo-x.jpg").display()
+                )
+            ),
+            (
+                "uses-responsive-images".to_owned(),
+                6,
+                "`srcset` with width descriptors but no `sizes`: the browser assumes the image fills the viewport".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn one_candidate_is_one_size_for_every_screen() {
+    let dir = temp_dir("one-candidate");
+    for file in ["photo.jpg", "photo.avif", "photo-400.jpg"] {
+        copy(
+            &site_file(&format!("img/{file}")),
+            &dir.join("img").join(file),
+        );
+    }
+    std::fs::write(
+        dir.join("index.html"),
+        r#"<picture><source srcset="img/photo.avif" type="image/avif"><img src="img/photo.jpg" width="800" height="600"></picture>
+<img src="img/photo.jpg" srcset="img/photo.jpg 1x, img/photo-400.jpg 0.5x" width="800" height="600">
+"#,
+    )
+    .unwrap();
+    let spec = site_spec();
+    let report = audit(&dir, &spec).unwrap();
+    assert_eq!(
+        positions(&report),
+        [(
+            "uses-responsive-images".to_owned(),
+            "index.html".to_owned(),
+            1,
+            60
+        )]
+    );
+}
+
+#[test]
+fn shared_style_sheets_are_reported_once() {
+    let dir = temp_dir("shared-css");
+    copy(
+        &site_file("fonts/sans.woff2"),
+        &dir.join("fonts/sans.woff2"),
+    );
+    std::fs::write(
+        dir.join("site.css"),
+        "@font-face { font-family: Sans; src: url(fonts/sans.woff2) }\n",
+    )
+    .unwrap();
+    for page in ["a.html", "b.html", "sub/c.html"] {
+        std::fs::create_dir_all(dir.join(page).parent().unwrap()).unwrap();
+        std::fs::write(
+            dir.join(page),
+            r#"<link rel="stylesheet" href="/site.css">"#,
+        )
+        .unwrap();
+    }
+    let report = audit(&dir, &AssetsSpec::default()).unwrap();
+    assert_eq!(report.documents, 3);
+    assert_eq!(
+        positions(&report),
+        [("font-display".to_owned(), "site.css".to_owned(), 1, 1)]
+    );
+}
+
+/// Every shorter prefix of a fixture file, and the file with bytes changed.
+fn damaged(bytes: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    let prefixes = (0..bytes.len()).map(|len| bytes[..len].to_vec());
+    // A small deterministic generator: the same mutations on every run.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mutations = (0..300).map(move |_| {
+        let mut copy = bytes.to_vec();
+        for _ in 0..1 + next() % 8 {
+            let at = usize::try_from(next() % copy.len() as u64).unwrap();
+            copy[at] = u8::try_from(next() & 0xff).unwrap();
+        }
+        copy
+    });
+    prefixes.chain(mutations)
+}
+
+/// What the audit decides about a file, through the same public steps.
+fn usable(bytes: &[u8]) -> bool {
+    let kind = MediaType::sniff(bytes);
+    (kind.is_image() || kind.is_font())
+        && media::check_integrity(kind, bytes).is_ok()
+        && (!kind.is_raster() || media::dimensions(bytes).is_ok())
+}
+
+#[test]
+fn every_truncation_is_found_and_no_damage_panics() {
+    for file in [
+        "img/photo.jpg",
+        "img/logo.png",
+        "img/photo.webp",
+        "img/photo.avif",
+        "fonts/sans.woff2",
+        "fonts/sans.ttf",
+    ] {
+        let bytes = std::fs::read(site_file(file)).unwrap();
+        assert!(usable(&bytes), "{file} itself is usable");
+        let mut unusable_prefixes = 0;
+        for (len, damaged) in damaged(&bytes).enumerate() {
+            let is_usable = usable(&damaged);
+            if len < bytes.len() {
+                // TrueType tables are padded to four bytes: the last padding bytes are not data.
+                let padding = file.ends_with(".ttf") && len + 4 > bytes.len();
+                assert!(!is_usable || padding, "{file} cut to {len} bytes passes");
+                unusable_prefixes += usize::from(!is_usable);
+            }
+        }
+        assert!(unusable_prefixes + 3 >= bytes.len());
+    }
+}
+
+#[test]
+fn truncated_and_corrupt_files_are_findings_that_name_the_file() {
+    let dir = temp_dir("damaged");
+    let mut page = String::new();
+    let mut expected = Vec::new();
+    for file in [
+        "img/photo.jpg",
+        "img/logo.png",
+        "img/photo.webp",
+        "img/photo.avif",
+    ] {
+        let bytes = std::fs::read(site_file(file)).unwrap();
+        let name = Path::new(file).file_name().unwrap().to_string_lossy();
+        for (variant, damaged) in [
+            ("empty", Vec::new()),
+            ("magic", bytes[..12.min(bytes.len())].to_vec()),
+            ("half", bytes[..bytes.len() / 2].to_vec()),
+            ("one-short", bytes[..bytes.len() - 1].to_vec()),
+        ] {
+            let rel = format!("img/{variant}-{name}");
+            std::fs::create_dir_all(dir.join("img")).unwrap();
+            std::fs::write(dir.join(&rel), damaged).unwrap();
+            page.push_str(&format!("<img src=\"{rel}\" width=\"10\" height=\"10\">\n"));
+            expected.push(rel);
+        }
+    }
+    // A JPEG whose segments are garbage but which ends with the end-of-image marker, and a PNG
+    // that declares a zero width.
+    std::fs::write(
+        dir.join("img/garbage.jpg"),
+        [
+            &[0xff, 0xd8, 0xff, 0xe0, 0x00, 0x02][..],
+            &[0x5a; 64],
+            &[0xff, 0xd9],
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let mut zero_width = std::fs::read(site_file("img/icon.png")).unwrap();
+    zero_width[16..20].copy_from_slice(&[0, 0, 0, 0]);
+    std::fs::write(dir.join("img/zero.png"), zero_width).unwrap();
+    page.push_str("<img src=\"img/garbage.jpg\" width=\"10\" height=\"10\">\n");
+    page.push_str("<img src=\"img/zero.png\" width=\"10\" height=\"10\">\n");
+    expected.push("img/garbage.jpg".to_owned());
+    expected.push("img/zero.png".to_owned());
+    // A font cut in half.
+    let font = std::fs::read(site_file("fonts/sans.woff2")).unwrap();
+    std::fs::create_dir_all(dir.join("fonts")).unwrap();
+    std::fs::write(dir.join("fonts/half.woff2"), &font[..font.len() / 2]).unwrap();
+    page.push_str(
+        "<style>@font-face { font-family: X; src: url(fonts/half.woff2); font-display: swap }</style>\n",
+    );
+    expected.push("fonts/half.woff2".to_owned());
+    std::fs::write(dir.join("index.html"), page).unwrap();
+
+    let report = audit(&dir, &AssetsSpec::default()).unwrap();
+    let unreadable: Vec<&str> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == Rule::UnreadableAsset)
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(unreadable.len(), expected.len(), "{unreadable:#?}");
+    for (message, file) in unreadable.iter().zip(&expected) {
+        assert!(message.starts_with(&format!("`{file}` is ")), "{message}");
+    }
+    assert!(
+        report
+            .findings
+            .iter()
+            .all(|f| f.rule == Rule::UnreadableAsset),
+        "{:#?}",
+        report.findings
+    );
+}
+
+// ---- the binary -------------------------------------------------------------------------------
+
+fn policy(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_policy"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[test]
+fn the_command_reports_findings_and_exits_1() {
+    let output = policy(&["assets", "--policy", "site.policy"], &fixtures());
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(err.contains("assets::unsized-images"), "{err}");
+    assert!(err.contains("site/unsized-images.html:9:1]"), "{err}");
+    assert!(
+        err.contains("help: add `width=\"32\" height=\"16\"`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("policy assets: 15 findings in 16 documents (6 images, 7 fonts) under `site`"),
+        "{err}"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn the_command_prints_json() {
+    let output = policy(
+        &[
+            "assets",
+            "site",
+            "--policy",
+            "site.policy",
+            "--format",
+            "json",
+        ],
+        &fixtures(),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["documents"], 16);
+    assert_eq!(json["findings"], 15);
+    let lazy = json["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "assets::lcp-lazy-loaded")
+        .unwrap();
+    assert_eq!(lazy["rule"], "lcp-lazy-loaded");
+    assert_eq!(lazy["lighthouse"], "lcp-lazy-loaded");
+    assert_eq!(lazy["file"], "site/lcp-lazy-loaded.html");
+    assert_eq!(
+        (lazy["line"].as_u64(), lazy["column"].as_u64()),
+        (Some(9), Some(117))
+    );
+    assert_eq!(lazy["labels"][0]["end_column"], 131);
+    assert!(lazy["help"].as_str().unwrap().starts_with("remove"));
+    let ours = json["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "assets::too-many-preloads")
+        .unwrap();
+    assert_eq!(ours["lighthouse"], serde_json::Value::Null);
+}
+
+#[test]
+fn a_clean_folder_passes_with_the_defaults_and_no_policy() {
+    let output = policy(&["assets", "clean"], &fixtures());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("0 findings in 1 document (4 images, 2 fonts)"));
+    let json = policy(&["assets", "clean", "--format", "json"], &fixtures());
+    assert_eq!(json.status.code(), Some(0));
+}
+
+#[test]
+fn usage_problems_exit_2_and_a_bad_policy_exits_1() {
+    let dir = temp_dir("usage");
+    let missing = policy(&["assets", "nowhere"], &dir);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("cannot read `nowhere`"));
+
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    let empty = policy(&["assets", "empty"], &dir);
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(stderr(&empty).contains("no `.html` documents under `empty`"));
+
+    let no_folder = policy(&["assets"], &dir);
+    assert_eq!(no_folder.status.code(), Some(2));
+
+    std::fs::write(
+        dir.join("two.policy"),
+        "assets web { dir = \"web\" }\nassets docs { dir = \"docs\" }\n",
+    )
+    .unwrap();
+    let two = policy(&["assets", "empty", "--policy", "two.policy"], &dir);
+    assert_eq!(two.status.code(), Some(2));
+    assert!(stderr(&two).contains("--name"), "{}", stderr(&two));
+    let unknown = policy(
+        &[
+            "assets",
+            "empty",
+            "--policy",
+            "two.policy",
+            "--name",
+            "webb",
+        ],
+        &dir,
+    );
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr(&unknown).contains("did you mean `web`?"));
+
+    std::fs::write(dir.join("bad.policy"), "assets web { max_image = 0kb }\n").unwrap();
+    let bad = policy(&["assets", "empty", "--policy", "bad.policy"], &dir);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("policy::zero-size"));
+}
+
+#[test]
+fn the_stanza_dir_is_the_default_folder_and_picks_among_stanzas() {
+    // `dir` is relative to the policy file, wherever the command runs.
+    let output = policy(
+        &["assets", "--policy", "tests/fixtures/assets/site.policy"],
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("15 findings in 16 documents"));
+
+    let dir = temp_dir("pick");
+    std::fs::write(
+        dir.join("two.policy"),
+        format!(
+            "assets site {{ dir = \"{}\"; max_image = 32kb; large_image = 10kb; max_font = 8kb; max_font_files = 3; max_font_weights = 2; max_high_priority = 1; max_preloads = 2 }}\nassets clean {{ dir = \"{}\" }}\n",
+            fixtures().join("site").display(),
+            fixtures().join("clean").display()
+        ),
+    )
+    .unwrap();
+    let site = fixtures().join("site");
+    let picked = policy(
+        &["assets", site.to_str().unwrap(), "--policy", "two.policy"],
+        &dir,
+    );
+    assert_eq!(picked.status.code(), Some(1), "{}", stderr(&picked));
+    assert!(stderr(&picked).contains("15 findings"));
+    let named = policy(
+        &["assets", "--policy", "two.policy", "--name", "clean"],
+        &dir,
+    );
+    assert_eq!(named.status.code(), Some(0), "{}", stderr(&named));
+}
