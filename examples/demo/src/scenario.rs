@@ -114,6 +114,13 @@ pub fn phases(short: bool, redis: bool) -> Vec<Phase> {
         ),
         Phase {
             second_instance: redis,
+            // With a second instance, long enough in the short run for it to take saves while
+            // the first instance's opening holds.
+            duration: if redis {
+                duration.max(Duration::from_secs(3))
+            } else {
+                duration
+            },
             ..phase(
                 "search down",
                 "the search provider answers 503 to everything",
