@@ -240,6 +240,13 @@ pub fn tables(run: &RunReport) -> String {
             let _ = writeln!(out, "  {label:<18} {text}");
         }
     }
+    if run.skipped > 0 {
+        let _ = writeln!(
+            out,
+            "\n  note: the load generator skipped {} requests (1024 were already in flight)",
+            run.skipped
+        );
+    }
     if let Some(shared) = &run.shared {
         let _ = writeln!(
             out,
