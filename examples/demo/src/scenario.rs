@@ -973,6 +973,8 @@ async fn drive_phase(
     let mut closed: Option<Window> = None;
     loop {
         tokio::select! {
+            // The end first: nothing is sent at the boundary into the next phase's fault.
+            biased;
             _ = tokio::time::sleep_until(end) => break,
             _ = saves.tick() => load.save(base, "a", index, Route::Save),
             _ = reads.tick() => load.read(base, index),
