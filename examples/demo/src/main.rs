@@ -149,7 +149,7 @@ async fn serve(port: u16, db: Option<PathBuf>) -> Result<(), DemoError> {
     providers.stop().await;
     let report = policy::defer::shutdown(Duration::from_secs(5)).await;
     println!(
-        "stopped; deferred work drained: {} finished, {} abandoned",
+        "stopped; deferred work still in flight at shutdown: {} finished, {} abandoned",
         report.finished, report.abandoned
     );
     Ok(())
