@@ -1,150 +1,215 @@
-//! The main demo: what the policy engine does when a dependency misbehaves.
+//! `cargo run -p policy-demo`: the document service under a sick dependency, measured.
 //!
-//! Runs on embedded, in-process defaults; nothing to set up. Three scenes:
-//! a deadline that bounds a slow call, a breaker that opens after failures (and a trip from a
-//! 429), and a bulkhead that refuses instead of queueing.
+//! ```text
+//! policy-demo [--short] [--report PATH] [--db PATH]   the scenario (about a minute; --short: ~10 s)
+//! policy-demo serve [--port N]                        the service and its fake providers, until Ctrl-C
+//! ```
+//!
+//! With `REDIS_URL` set, the scenario runs a second instance (this binary's `instance`
+//! subcommand, in its own process) that shares its breakers through Redis.
 
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use policy::error::Human;
-use policy::{Deadline, RefusalKind, Registry};
+use clap::{Parser, Subcommand};
+use policy_demo::scenario::{self, Options};
+use policy_demo::stack::{self, Instance, ProviderUrls, Providers};
+use policy_demo::{DemoError, events::EventLog, report};
+use tokio::io::AsyncReadExt as _;
 
-fn ms(d: Duration) -> Human {
-    Human(d)
+/// A document service whose dependencies misbehave, and what the policy engine does about it.
+#[derive(Debug, Parser)]
+#[command(name = "policy-demo", version)]
+struct Cli {
+    /// Phases of 1.5 s instead of 8 s (about ten seconds in all).
+    #[arg(long)]
+    short: bool,
+    /// Where to write the HTML report (default: a new file in the temporary directory).
+    #[arg(long, value_name = "PATH")]
+    report: Option<PathBuf>,
+    /// The SQLite file to use (default: a temporary file, removed at the end).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// No progress lines, only the tables.
+    #[arg(long)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Option<Commands>,
 }
 
-async fn slow_dependency(delay: Duration) -> &'static str {
-    tokio::time::sleep(delay).await;
-    "answer"
+#[derive(Debug, Subcommand)]
+enum Commands {
+    /// Runs the service and its fake providers until Ctrl-C, to explore by hand: the
+    /// dashboard, `curl`, and switching a provider with `curl -d 'slow 800ms' URL/_mode`.
+    Serve {
+        /// The service's port (default: any free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
+    /// Runs one service instance against given providers until its stdin closes (the
+    /// scenario starts the second instance this way when REDIS_URL is set).
+    #[command(hide = true)]
+    Instance {
+        /// The instance's name (its `x-caller` to the providers).
+        #[arg(long)]
+        name: String,
+        /// The search provider's base URL.
+        #[arg(long)]
+        search: String,
+        /// The notifier's base URL.
+        #[arg(long)]
+        notifier: String,
+        /// The session store's base URL.
+        #[arg(long)]
+        sessions: String,
+        /// The Redis key prefix the instances share.
+        #[arg(long)]
+        redis_prefix: String,
+    },
 }
 
-async fn deadline_scene() {
-    println!("1. A deadline bounds the wait");
-    let request = Deadline::after(Duration::from_millis(300));
-    let started = Instant::now();
-    // The lookup asks for 2 s, but the request has 300 ms, 50 of them held back for the reply.
-    let lookup = request.child_reserving(Duration::from_secs(2), Duration::from_millis(50));
-    let outcome = lookup.run(slow_dependency(Duration::from_secs(2))).await;
-    match outcome {
-        Ok(answer) => println!("   the dependency answered {answer:?}"),
-        Err(expired) => println!(
-            "   gave up after {} ({expired}); {} left to write the response",
-            ms(started.elapsed()),
-            ms(request.remaining())
-        ),
-    }
-    match request.require(Duration::from_millis(100), "render_page") {
-        Ok(()) => println!("   enough budget left to render"),
-        Err(refusal) => println!("   not started: {refusal}"),
-    }
+fn default_report_path() -> PathBuf {
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    std::env::temp_dir().join(format!("policy-demo-report-{stamp}.html"))
 }
 
-async fn breaker_scene() {
-    println!("\n2. A breaker stops paying the timeout to learn the same answer");
-    let search = Registry::global().breaker("search", |b| {
-        b.open_after_failures(3, Duration::from_secs(10))
-            .cooldown(Duration::from_millis(500))
-    });
-    let mut calls_reaching_search = 0;
-    for request in 1..=6 {
-        match search.check() {
-            Ok(()) => {
-                calls_reaching_search += 1;
-                // The search provider is down: every call fails after 100 ms.
-                let result = Deadline::after(Duration::from_millis(100))
-                    .run(std::future::pending::<()>())
-                    .await;
-                if result.is_err() {
-                    search.record_failure();
-                }
-                println!("   request {request}: called search, it timed out after 100 ms");
-            }
-            Err(refusal) => println!("   request {request}: refused at once: {refusal}"),
-        }
-    }
-    println!("   {calls_reaching_search} of 6 requests reached the sick provider");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+async fn run_scenario(cli: &Cli) -> Result<(), DemoError> {
+    let redis_url = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty());
+    let options = Options {
+        short: cli.short,
+        progress: !cli.quiet,
+        db_path: cli.db.clone(),
+        instance_binary: match &redis_url {
+            Some(_) => Some(std::env::current_exe()?),
+            None => None,
+        },
+        redis_url,
+    };
+    let phases = scenario::phases(options.short, options.redis_url.is_some());
+    let total: Duration = phases.iter().map(|p| p.duration).sum();
     println!(
-        "   after the 500 ms cooldown the breaker admits the next caller as a probe: {}",
-        if search.check().is_ok() {
-            "admitted"
+        "policy demo: a document service, its search provider, notifier and session store on loopback;\n{} phases, {} s of load (saves at {}/s, reads at {}/s){}",
+        phases.len(),
+        total.as_secs_f64(),
+        scenario::SAVE_RATE,
+        scenario::READ_RATE,
+        if options.redis_url.is_some() {
+            "; two instances sharing breakers through Redis"
         } else {
-            "refused"
+            ""
         }
     );
-    search.trip(
-        Duration::from_secs(2),
-        "429 Too Many Requests, Retry-After: 2",
-    );
-    if let Err(refusal) = search.check() {
-        println!("   a 429 with Retry-After trips it at once: {refusal}");
+    let run = scenario::run(&options).await?;
+    print!("{}", report::tables(&run));
+    println!("\nWhat this run showed:");
+    for finding in report::findings(&run) {
+        println!("  - {finding}");
     }
+    let path = cli.report.clone().unwrap_or_else(default_report_path);
+    std::fs::write(&path, report::html(&run)).map_err(|e| {
+        DemoError::Setup(format!(
+            "cannot write the report to {}: {e}",
+            path.display()
+        ))
+    })?;
+    println!(
+        "\nThe HTML report (charts per route and phase): {}",
+        path.display()
+    );
+    Ok(())
 }
 
-async fn bulkhead_scene() {
-    println!("\n3. A bulkhead refuses rather than queues");
-    let search = Registry::global().bulkhead("search", |b| b.max_concurrent(2).max_queued(1));
-    let deadline = Deadline::after(Duration::from_millis(200));
-    let mut slow_calls = Vec::new();
-    for _ in 0..2 {
-        let slot = search.try_acquire_owned();
-        slow_calls.push(tokio::spawn(async move {
-            let _slot = slot;
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }));
-    }
+async fn serve(port: u16, db: Option<PathBuf>) -> Result<(), DemoError> {
+    EventLog::install()?;
+    let db = stack::prepare_database(db.as_deref(), scenario::SEED_DOCUMENTS).await?;
+    let providers = Providers::start().await?;
+    let instance = Instance::start("a", &providers.urls(), db, port).await?;
+    let base = instance.url();
     println!(
-        "   two slow calls hold both slots (load {:.1})",
-        search.load()
+        "the service:   {base}/  (dashboard: {base}/dashboard, JSON: {base}/policy, {base}/locality)"
     );
-    let started = Instant::now();
-    let queued = search.acquire(&deadline).await;
-    if let Err(refusal) = queued {
+    for provider in providers.all() {
         println!(
-            "   a third caller queued, then was refused at its deadline after {}: {refusal}",
-            ms(started.elapsed())
+            "{:<14} {}  (switch it: curl -d 'slow 800ms' {}/_mode; or 'failing', '429 5s', 'healthy')",
+            format!("{}:", provider.name()),
+            provider.url(),
+            provider.url()
         );
     }
-    let held_queue = {
-        let search = search.clone();
-        let deadline = Deadline::after(Duration::from_millis(200));
-        tokio::spawn(async move { search.acquire(&deadline).await.map(|_| ()) })
-    };
-    while search.queued() == 0 {
-        tokio::task::yield_now().await;
-    }
-    let started = Instant::now();
-    match search.try_acquire() {
-        Err(refusal) if refusal.kind() == RefusalKind::BulkheadFull => println!(
-            "   with slots and queue full a fourth caller is refused in {}: {refusal}",
-            ms(started.elapsed())
-        ),
-        other => println!("   unexpected: {other:?}"),
-    }
-    let _ = held_queue.await;
-    for call in slow_calls {
-        call.abort();
-    }
+    println!(
+        "save a document: curl -H 'authorization: Bearer {}' -d '{{\"title\":\"hello\",\"body\":\"world\"}}' {base}/documents",
+        policy_demo::service::token_for(1)
+    );
+    println!("Ctrl-C to stop.");
+    tokio::signal::ctrl_c().await?;
+    instance.stop().await;
+    providers.stop().await;
+    let report = policy::defer::shutdown(Duration::from_secs(5)).await;
+    println!(
+        "stopped; deferred work still in flight at shutdown: {} finished, {} abandoned",
+        report.finished, report.abandoned
+    );
+    Ok(())
+}
+
+async fn instance(
+    name: &str,
+    urls: ProviderUrls,
+    redis_prefix: &str,
+    db: Option<PathBuf>,
+) -> Result<(), DemoError> {
+    let redis_url = std::env::var("REDIS_URL")
+        .map_err(|_| DemoError::Setup("the `instance` subcommand needs REDIS_URL".into()))?;
+    stack::share_breakers(&redis_url, redis_prefix, name).await?;
+    let db = stack::prepare_database(db.as_deref(), scenario::SEED_DOCUMENTS).await?;
+    let instance = Instance::start(name, &urls, db, 0).await?;
+    println!("listening {}", instance.url());
+    // Runs until the parent closes our stdin (or goes away).
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while stdin.read(&mut buf).await.unwrap_or(0) > 0 {}
+    instance.stop().await;
+    let _ = policy::defer::shutdown(Duration::from_secs(2)).await;
+    Ok(())
 }
 
 #[tokio::main]
-async fn main() {
-    println!("policy demo: deadlines, a breaker and a bulkhead on in-process defaults\n");
-    deadline_scene().await;
-    breaker_scene().await;
-    bulkhead_scene().await;
-    println!("\nWhat a dashboard sees (Registry::global().snapshot()):");
-    let snapshot = Registry::global().snapshot();
-    for b in &snapshot.breakers {
-        println!(
-            "   breaker {:<8} {:?}, {} openings, {} refusals, {} failures recorded",
-            b.name, b.state, b.openings, b.refusals, b.failures
-        );
-    }
-    for b in &snapshot.bulkheads {
-        println!(
-            "   bulkhead {:<7} {} of {} slots busy, {} refused full, {} refused at the deadline in the queue",
-            b.name, b.running, b.max_concurrent, b.refused_full, b.refused_queue_timeout
-        );
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        None => {
+            tokio::select! {
+                result = run_scenario(&cli) => result,
+                _ = tokio::signal::ctrl_c() => {
+                    eprintln!("interrupted");
+                    return ExitCode::from(130);
+                }
+            }
+        }
+        Some(Commands::Serve { port }) => serve(*port, cli.db.clone()).await,
+        Some(Commands::Instance {
+            name,
+            search,
+            notifier,
+            sessions,
+            redis_prefix,
+        }) => {
+            let urls = ProviderUrls {
+                search: search.clone(),
+                notifier: notifier.clone(),
+                sessions: sessions.clone(),
+            };
+            instance(name, urls, redis_prefix, None).await
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("policy-demo: {error}");
+            ExitCode::FAILURE
+        }
     }
 }

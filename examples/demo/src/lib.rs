@@ -1,0 +1,42 @@
+//! The main demo: a document service whose dependencies misbehave, and what the policy engine
+//! does about it.
+//!
+//! `cargo run -p policy-demo` starts the service ([`service`]) and its fake providers
+//! ([`providers`]: a search provider, a notifier and a session store, real HTTP servers on
+//! loopback), drives load through phases ([`scenario`]: healthy, provider slow, provider down,
+//! 429 with `Retry-After`, session store down, a burst above capacity, recovery), prints one
+//! table per phase and writes an HTML report ([`report`]). Every figure comes from the run.
+//!
+//! The service serves its live state too ([`dashboard`]): `GET /policy` (JSON),
+//! `GET /dashboard` (a page that refreshes itself) and `GET /locality`.
+//!
+//! Everything runs in-process on embedded defaults; with `REDIS_URL` set, a second instance
+//! runs in its own process and the two share their breakers through Redis.
+
+pub mod client;
+pub mod dashboard;
+pub mod db;
+pub mod events;
+pub mod providers;
+pub mod report;
+pub mod scenario;
+pub mod service;
+pub mod stack;
+pub mod timeline;
+
+/// Why the demo could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// A socket, a file or a child process failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The store failed.
+    #[error("{0}")]
+    Db(#[from] db::DbError),
+    /// Something the demo needs could not be set up.
+    #[error("{0}")]
+    Setup(String),
+    /// The policy events cannot be recorded.
+    #[error("{0}")]
+    Events(#[from] events::AlreadyInstalled),
+}

@@ -1,0 +1,349 @@
+//! The service's dependencies, faked as real HTTP servers on loopback: the search provider, the
+//! notifier and the session store. Each one's behaviour can be switched while it runs
+//! ([`Mode`]), and each counts the requests it received, per calling instance (the `x-caller`
+//! header), and the most it ever had in flight at once.
+//!
+//! A running provider can also be switched from outside with `POST /_mode` and a body such as
+//! `healthy`, `slow 800ms`, `failing` or `429 5s` (see [`Mode::parse`]).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The shortest delay of [`Mode::Slow`].
+pub const SLOWEST_FLOOR: Duration = Duration::from_millis(50);
+/// The longest delay of [`Mode::Slow`].
+pub const SLOWEST_CEILING: Duration = Duration::from_secs(5);
+
+/// How a fake provider behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Mode {
+    /// Answers 200 after its usual latency.
+    Healthy,
+    /// Answers 200 after `delay` (between 50 ms and 5 s).
+    Slow {
+        /// How long each answer takes.
+        delay: Duration,
+    },
+    /// Answers 503 at once, to everything.
+    Failing,
+    /// Answers 429 with `Retry-After` at once.
+    RateLimited {
+        /// The `Retry-After` it sends (whole seconds).
+        retry_after: Duration,
+    },
+}
+
+impl Mode {
+    /// A slow provider, its delay kept between 50 ms and 5 s.
+    pub fn slow(delay: Duration) -> Self {
+        Self::Slow {
+            delay: delay.clamp(SLOWEST_FLOOR, SLOWEST_CEILING),
+        }
+    }
+
+    /// A provider answering 429 with `Retry-After: retry_after` (rounded up to whole seconds,
+    /// as the header carries).
+    pub fn rate_limited(retry_after: Duration) -> Self {
+        let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+        Self::RateLimited {
+            retry_after: Duration::from_secs(secs.max(1)),
+        }
+    }
+
+    /// Parses `healthy`, `slow 800ms`, `failing` or `429 5s`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut words = text.split_whitespace();
+        let mode = words.next().unwrap_or_default();
+        let arg = words.next();
+        let duration = |arg: Option<&str>| -> Result<Duration, String> {
+            let arg = arg.ok_or_else(|| format!("`{mode}` needs a duration, such as `800ms`"))?;
+            let (digits, unit) = arg
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or((arg, "ms"), |at| arg.split_at(at));
+            let n: u64 = digits
+                .parse()
+                .map_err(|_| format!("`{arg}` is not a duration such as `800ms` or `5s`"))?;
+            match unit {
+                "ms" => Ok(Duration::from_millis(n)),
+                "s" => Ok(Duration::from_secs(n)),
+                other => Err(format!("unknown unit `{other}`: use `ms` or `s`")),
+            }
+        };
+        match mode {
+            "healthy" => Ok(Self::Healthy),
+            "slow" => Ok(Self::slow(duration(arg)?)),
+            "failing" | "down" => Ok(Self::Failing),
+            "429" | "rate_limited" => Ok(Self::rate_limited(duration(arg)?)),
+            other => Err(format!(
+                "unknown mode `{other}`: use `healthy`, `slow 800ms`, `failing` or `429 5s`"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Healthy => f.write_str("healthy"),
+            Self::Slow { delay } => write!(f, "slow ({} ms)", delay.as_millis()),
+            Self::Failing => f.write_str("failing (503)"),
+            Self::RateLimited { retry_after } => {
+                write!(f, "429, Retry-After: {}", retry_after.as_secs())
+            }
+        }
+    }
+}
+
+/// What one caller sent a provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Calls {
+    /// Requests received.
+    pub received: u64,
+    /// Answered 2xx.
+    pub ok: u64,
+    /// Answered 503.
+    pub failed: u64,
+    /// Answered 429.
+    pub rate_limited: u64,
+}
+
+impl Calls {
+    /// The calls made since `before`.
+    pub fn since(&self, before: &Calls) -> Calls {
+        Calls {
+            received: self.received.saturating_sub(before.received),
+            ok: self.ok.saturating_sub(before.ok),
+            failed: self.failed.saturating_sub(before.failed),
+            rate_limited: self.rate_limited.saturating_sub(before.rate_limited),
+        }
+    }
+}
+
+struct Shared {
+    name: &'static str,
+    usual_latency: Duration,
+    mode: Mutex<Mode>,
+    calls: Mutex<BTreeMap<String, Calls>>,
+    in_flight: AtomicU32,
+    max_in_flight: AtomicU32,
+}
+
+// A poisoned lock means a panic elsewhere while it was held; the value is still usable.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A fake provider: a real HTTP server on a loopback port.
+pub struct FakeProvider {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for FakeProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FakeProvider")
+            .field("name", &self.shared.name)
+            .field("addr", &self.addr)
+            .field("mode", &self.mode())
+            .finish()
+    }
+}
+
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    fn enter(shared: &Arc<Shared>) -> Self {
+        let now = shared.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        shared.max_in_flight.fetch_max(now, Ordering::AcqRel);
+        Self(shared.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl FakeProvider {
+    /// Starts a provider named `name` on a free loopback port, answering after
+    /// `usual_latency` while healthy.
+    pub async fn start(name: &'static str, usual_latency: Duration) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            name,
+            usual_latency,
+            mode: Mutex::new(Mode::Healthy),
+            calls: Mutex::default(),
+            in_flight: AtomicU32::new(0),
+            max_in_flight: AtomicU32::new(0),
+        });
+        let app = Router::new()
+            .route("/_mode", post(switch))
+            .fallback(answer)
+            .with_state(shared.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Err(error) = served {
+                eprintln!("the fake {name} provider stopped: {error}");
+            }
+        });
+        Ok(Self {
+            shared,
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &'static str {
+        self.shared.name
+    }
+
+    /// Its base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// How it behaves now.
+    pub fn mode(&self) -> Mode {
+        *lock(&self.shared.mode)
+    }
+
+    /// Switches its behaviour; requests already waiting keep the behaviour they started with.
+    pub fn set_mode(&self, mode: Mode) {
+        *lock(&self.shared.mode) = mode;
+    }
+
+    /// The calls received so far, per caller.
+    pub fn calls(&self) -> BTreeMap<String, Calls> {
+        lock(&self.shared.calls).clone()
+    }
+
+    /// The most requests it had in flight at once since the last call (then starts over).
+    pub fn take_max_in_flight(&self) -> u32 {
+        let now = self.shared.in_flight.load(Ordering::Acquire);
+        self.shared.max_in_flight.swap(now, Ordering::AcqRel)
+    }
+
+    /// Stops accepting and waits for the open connections to finish.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for FakeProvider {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn count(shared: &Shared, caller: &str, status: StatusCode) {
+    let mut calls = lock(&shared.calls);
+    let entry = calls.entry(caller.to_owned()).or_default();
+    entry.received += 1;
+    match status.as_u16() {
+        200..=299 => entry.ok += 1,
+        429 => entry.rate_limited += 1,
+        _ => entry.failed += 1,
+    }
+}
+
+async fn answer(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let _in_flight = InFlight::enter(&shared);
+    let caller = headers
+        .get("x-caller")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown")
+        .to_owned();
+    let mode = *lock(&shared.mode);
+    let response = match mode {
+        Mode::Healthy => {
+            tokio::time::sleep(shared.usual_latency).await;
+            ok(&method, &uri)
+        }
+        Mode::Slow { delay } => {
+            tokio::time::sleep(delay).await;
+            ok(&method, &uri)
+        }
+        Mode::Failing => (StatusCode::SERVICE_UNAVAILABLE, "unavailable").into_response(),
+        Mode::RateLimited { retry_after } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", retry_after.as_secs().to_string())],
+            "too many requests",
+        )
+            .into_response(),
+    };
+    count(&shared, &caller, response.status());
+    response
+}
+
+/// A 200 with a small JSON body; `GET /sessions/{user}` answers a session for that user.
+fn ok(method: &Method, uri: &Uri) -> Response {
+    if method == Method::GET
+        && let Some(user) = uri.path().strip_prefix("/sessions/")
+        && let Ok(user) = user.parse::<u64>()
+    {
+        let body = serde_json::json!({ "user": user, "can_write": true });
+        return (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            body.to_string(),
+        )
+            .into_response();
+    }
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        "{\"ok\":true}",
+    )
+        .into_response()
+}
+
+async fn switch(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let text = String::from_utf8_lossy(&body);
+    match Mode::parse(text.trim()) {
+        Ok(mode) => {
+            *lock(&shared.mode) = mode;
+            (StatusCode::OK, format!("{}: {mode}\n", shared.name)).into_response()
+        }
+        Err(message) => (StatusCode::BAD_REQUEST, message + "\n").into_response(),
+    }
+}

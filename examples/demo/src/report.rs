@@ -1,0 +1,646 @@
+//! The run, told: one table per phase on the terminal, what the numbers show, and a
+//! self-contained HTML report with latency-over-time charts (inline SVG, no script, nothing
+//! fetched from the network).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::events::{Counted, Opening};
+use crate::scenario::{Outcome, PhaseReport, Route, RouteStats, RunReport, Sample};
+
+fn ms(d: Duration) -> String {
+    let m = d.as_secs_f64() * 1000.0;
+    if m >= 100.0 {
+        format!("{m:.0} ms")
+    } else {
+        format!("{m:.1} ms")
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// A mechanism's or leaf's name without the module path the macros put before inline names.
+fn short(name: &str) -> &str {
+    name.rsplit("::").next().unwrap_or(name)
+}
+
+/// A duration as the runtime's events print it (`2.999998678s`, `10s`, `150ms`), rounded.
+fn tidy(debug: &str) -> String {
+    let (number, unit) = if let Some(n) = debug.strip_suffix("ms") {
+        (n, "ms")
+    } else if let Some(n) = debug.strip_suffix("µs") {
+        (n, "µs")
+    } else if let Some(n) = debug.strip_suffix('s') {
+        (n, "s")
+    } else {
+        return debug.to_owned();
+    };
+    match number.parse::<f64>() {
+        Ok(v) if (v - v.round()).abs() < 0.05 => format!("{} {unit}", v.round()),
+        Ok(v) => format!("{v:.1} {unit}"),
+        Err(_) => debug.to_owned(),
+    }
+}
+
+fn join_or_none(items: Vec<String>) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        items.join(" · ")
+    }
+}
+
+fn outcomes(stats: &RouteStats) -> String {
+    let mut parts = vec![format!("{} ok", stats.ok)];
+    parts.extend(stats.others.iter().map(|(label, n)| format!("{n} {label}")));
+    parts.join(", ")
+}
+
+fn refusals(counts: &[Counted]) -> String {
+    join_or_none(
+        counts
+            .iter()
+            .map(|c| format!("{} `{}` ×{}", c.kind, short(&c.name), c.count))
+            .collect(),
+    )
+}
+
+fn shed(counts: &[Counted]) -> String {
+    join_or_none(
+        counts
+            .iter()
+            .map(|c| format!("`{}` {} ×{}", short(&c.name), c.detail, c.count))
+            .collect(),
+    )
+}
+
+fn opening(o: &Opening) -> String {
+    let counted = match (o.count, &o.window) {
+        (Some(count), Some(window)) => format!(" (count {count}, window {})", tidy(window)),
+        _ => String::new(),
+    };
+    format!(
+        "`{}` at {}: {}{counted}, open for {}",
+        o.breaker,
+        secs(o.at),
+        o.cause,
+        tidy(&o.open_for)
+    )
+}
+
+fn retries(phase: &PhaseReport) -> String {
+    let mut parts: Vec<String> = phase
+        .retries
+        .iter()
+        .map(|(name, n)| format!("`{name}` {n}"))
+        .collect();
+    parts.extend(
+        phase
+            .retry_stops
+            .iter()
+            .map(|c| format!("`{}` stopped early ×{} ({})", c.name, c.count, c.detail)),
+    );
+    join_or_none(parts)
+}
+
+fn fallbacks(phase: &PhaseReport) -> String {
+    join_or_none(
+        phase
+            .fallbacks
+            .iter()
+            .map(|f| {
+                let mut why = Vec::new();
+                for (n, what) in [
+                    (f.failed, "failed"),
+                    (f.refused, "refused"),
+                    (f.expired, "expired"),
+                ] {
+                    if n > 0 {
+                        why.push(format!("{n} {what}"));
+                    }
+                }
+                format!(
+                    "`{}` answered by `{}` ×{} ({})",
+                    short(&f.leaf),
+                    f.answered_by,
+                    f.failed + f.refused + f.expired,
+                    why.join(", ")
+                )
+            })
+            .collect(),
+    )
+}
+
+fn deferred(phase: &PhaseReport) -> String {
+    let d = &phase.deferred;
+    let started = d.after + d.before + d.unmatched;
+    let by_task: Vec<String> = d
+        .by_task
+        .iter()
+        .map(|(task, n)| format!("{task} {n}"))
+        .collect();
+    let mut line = format!(
+        "{started} tasks started (for {} responses): {} after their response was finished, {} before",
+        d.responses, d.after, d.before
+    );
+    if d.unmatched > 0 {
+        let _ = write!(line, ", {} with no recorded response", d.unmatched);
+    }
+    if !by_task.is_empty() {
+        let _ = write!(line, " ({})", by_task.join(", "));
+    }
+    let failed: u64 = phase.tasks_failed.iter().map(|c| c.count).sum();
+    if failed > 0 {
+        let _ = write!(
+            line,
+            "; {failed} deferred or background tasks ended in an error or a refusal, each logged with its name"
+        );
+    }
+    line
+}
+
+fn background(phase: &PhaseReport) -> String {
+    let b = phase.background;
+    format!(
+        "{} embeddings computed; shed: {} for pressure on `database`, {} for the pool's own load",
+        b.finished, b.shed_pressure, b.shed_load
+    )
+}
+
+fn providers(phase: &PhaseReport) -> String {
+    let mut parts = Vec::new();
+    for (name, max) in &phase.provider_max_in_flight {
+        let calls: Vec<String> = phase
+            .provider_calls
+            .iter()
+            .filter(|c| c.provider == *name && c.calls.received > 0)
+            .map(|c| format!("{} from {}", c.calls.received, c.caller))
+            .collect();
+        let calls = if calls.is_empty() {
+            "0".to_owned()
+        } else {
+            calls.join(", ")
+        };
+        parts.push(format!("{name} {calls} (at most {max} at once)"));
+    }
+    parts.join(" · ")
+}
+
+fn route_row(label: &str, stats: &RouteStats) -> String {
+    format!(
+        "  {label:<9}{:>9}  {:>9}  {:>9}  {:>9}   {}\n",
+        stats.count,
+        ms(stats.p50),
+        ms(stats.p99),
+        ms(stats.max),
+        outcomes(stats)
+    )
+}
+
+/// One table per phase, as printed on the terminal.
+pub fn tables(run: &RunReport) -> String {
+    let mut out = String::new();
+    let count = run.phases.len();
+    for (index, phase) in run.phases.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "\n── phase {}/{count} · {}: {} ({} to {}) ──",
+            index + 1,
+            phase.phase.name,
+            phase.phase.story,
+            secs(phase.started),
+            secs(phase.ended)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<9}{:>9}  {:>9}  {:>9}  {:>9}   outcomes",
+            "route", "requests", "p50", "p99", "max"
+        );
+        out.push_str(&route_row("save", &phase.save));
+        out.push_str(&route_row("read", &phase.read));
+        if let Some(b) = &phase.save_on_b {
+            out.push_str(&route_row("save (b)", b));
+        }
+        let rows = [
+            ("refusals by kind", refusals(&phase.refusals)),
+            ("shed by reason", shed(&phase.shed)),
+            (
+                "breaker openings",
+                join_or_none(phase.openings.iter().map(opening).collect()),
+            ),
+            ("retries spent", retries(phase)),
+            ("fallbacks", fallbacks(phase)),
+            ("deferred work", deferred(phase)),
+            ("background", background(phase)),
+            ("provider calls", providers(phase)),
+        ];
+        for (label, text) in rows {
+            let _ = writeln!(out, "  {label:<18} {text}");
+        }
+    }
+    if run.skipped > 0 {
+        let _ = writeln!(
+            out,
+            "\n  note: the load generator skipped {} requests (1024 were already in flight)",
+            run.skipped
+        );
+    }
+    if let Some(shared) = &run.shared {
+        let _ = writeln!(
+            out,
+            "\n── two instances, one breaker (Redis) ──\n  during phase {} the second instance took {} saves over {}: its search breaker refused {} index attempts ({}), and it made {} calls to the search provider (the first instance made {} meanwhile)",
+            shared.phase + 1,
+            shared.saves,
+            secs(shared.window),
+            shared.refusals,
+            if shared.cause.is_empty() {
+                "no cause recorded"
+            } else {
+                &shared.cause
+            },
+            shared.calls_to_search,
+            shared.calls_to_search_from_a,
+        );
+    }
+    out
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+/// What the numbers show, in a few sentences, each computed from the run.
+pub fn findings(run: &RunReport) -> Vec<String> {
+    let mut out = Vec::new();
+    let healthy = run.phase("healthy");
+    if let (Some(healthy), Some(slow)) = (healthy, run.phase("search slow")) {
+        let longest_index = slow
+            .provider_max_in_flight
+            .iter()
+            .find(|(name, _)| *name == "search")
+            .map_or(0, |(_, n)| *n);
+        out.push(format!(
+            "The user waited only for critical work: with search {}, saves answered with a p99 of {} (healthy: {}); search never had more than {longest_index} of our calls at once.",
+            slow.phase.search,
+            ms(slow.save.p99),
+            ms(healthy.save.p99)
+        ));
+        let reads: Vec<String> = run
+            .phases
+            .iter()
+            .filter(|p| p.phase.name.starts_with("search"))
+            .map(|p| {
+                format!(
+                    "{} {} (×{:.1})",
+                    p.phase.name,
+                    ms(p.read.p99),
+                    ratio(p.read.p99, healthy.read.p99)
+                )
+            })
+            .collect();
+        out.push(format!(
+            "Nothing unrelated slowed down: the read route's p99 was {} while healthy, and {} while search was sick.",
+            ms(healthy.read.p99),
+            reads.join(", ")
+        ));
+    }
+    if let Some(down) = run.phase("search down") {
+        let refused: u64 = down
+            .refusals
+            .iter()
+            .filter(|c| c.kind == "breaker_open" && c.name == "search")
+            .map(|c| c.count)
+            .sum();
+        let calls: u64 = down
+            .provider_calls
+            .iter()
+            .filter(|c| c.provider == "search")
+            .map(|c| c.calls.received)
+            .sum();
+        let first = down
+            .openings
+            .iter()
+            .find(|o| o.breaker == "search")
+            .map_or_else(
+                || "it never opened".to_owned(),
+                |o| format!("it opened on {}", o.cause),
+            );
+        out.push(format!(
+            "A sick dependency cost a bounded amount: while search was down {first}, refused {refused} calls without paying a timeout, and search received {calls} calls in the whole phase."
+        ));
+    }
+    if let Some(shared) = &run.shared {
+        out.push(format!(
+            "Two instances shared one breaker: the second instance took {} saves while the first instance's opening held, refused {} index attempts, and made {} calls to the sick provider.",
+            shared.saves, shared.refusals, shared.calls_to_search
+        ));
+    }
+    let critical: u64 = run.phases.iter().map(|p| p.critical_shed_for_load).sum();
+    if let Some(burst) = run.phase("burst") {
+        let refused: u64 = burst
+            .save
+            .others
+            .iter()
+            .filter(|(label, _)| label.starts_with("503"))
+            .map(|(_, n)| n)
+            .sum();
+        let shed: u64 = burst.shed.iter().map(|c| c.count).sum();
+        out.push(format!(
+            "Under the burst, {critical} critical requests were shed for load in the whole run; {refused} saves were refused visibly (a 503 naming the full bulkhead) and {shed} pieces of optional work were shed, each with its reason. Reads kept a p50 of {} (their p99, {}, is the waves competing for the same two cores).",
+            ms(burst.read.p50),
+            ms(burst.read.p99)
+        ));
+    }
+    let (after, total) = run.phases.iter().fold((0, 0), |(a, t), p| {
+        let d = &p.deferred;
+        (a + d.after, t + d.after + d.before + d.unmatched)
+    });
+    out.push(format!(
+        "Deferred work ran after its response: {after} of {total} deferred tasks started after their response was finished."
+    ));
+    if let Some(sessions) = run.phase("sessions down") {
+        let degraded: u64 = sessions
+            .save
+            .others
+            .iter()
+            .filter(|(label, _)| label.starts_with("401"))
+            .map(|(_, n)| n)
+            .sum();
+        let answered: u64 = sessions
+            .fallbacks
+            .iter()
+            .map(|f| f.failed + f.refused + f.expired)
+            .sum();
+        out.push(format!(
+            "With the session store down, {answered} session lookups degraded to anonymous (never wider than the token's claim), so {degraded} saves were answered 401, and reads went on (p99 {})."
+        , ms(sessions.read.p99)));
+    }
+    out
+}
+
+// ---- HTML --------------------------------------------------------------------------------------
+
+fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn colour(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Ok => "#2e6bd8",
+        Outcome::Degraded => "#d97706",
+        Outcome::Refused(_) => "#b42318",
+        _ => "#111111",
+    }
+}
+
+/// One chart: latency (log scale) over time, phases shaded, every response a dot, each
+/// phase's p99 a dashed line.
+fn chart(run: &RunReport, route: Route, title: &str) -> String {
+    const W: f64 = 960.0;
+    const H: f64 = 280.0;
+    const LEFT: f64 = 56.0;
+    const RIGHT: f64 = 12.0;
+    const TOP: f64 = 28.0;
+    const BOTTOM: f64 = 28.0;
+    let samples: Vec<&Sample> = run.samples.iter().filter(|s| s.route == route).collect();
+    let total = run.elapsed.as_secs_f64().max(1.0);
+    let lowest = samples
+        .iter()
+        .map(|s| s.latency.as_secs_f64() * 1000.0)
+        .fold(f64::INFINITY, f64::min)
+        .clamp(0.01, 1.0);
+    let highest = samples
+        .iter()
+        .map(|s| s.latency.as_secs_f64() * 1000.0)
+        .fold(0.0, f64::max)
+        .max(10.0);
+    let (lo, hi) = (lowest.log10().floor(), highest.log10().ceil());
+    let x = |t: f64| LEFT + (t / total) * (W - LEFT - RIGHT);
+    let y = |ms: f64| {
+        let v = ms.max(10f64.powf(lo)).log10();
+        TOP + (1.0 - (v - lo) / (hi - lo)) * (H - TOP - BOTTOM)
+    };
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}">"#,
+        esc(title)
+    );
+    for (i, phase) in run.phases.iter().enumerate() {
+        let (x0, x1) = (x(phase.started.as_secs_f64()), x(phase.ended.as_secs_f64()));
+        let fill = if i % 2 == 0 { "#f4f6fa" } else { "#e9edf5" };
+        let _ = write!(
+            svg,
+            r##"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="{fill}"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#5b6475">{}</text>"##,
+            (x1 - x0).max(0.0),
+            H - TOP - BOTTOM,
+            (x0 + x1) / 2.0,
+            TOP - 8.0,
+            esc(phase.phase.name)
+        );
+        let stats = match route {
+            Route::Save => &phase.save,
+            Route::Read => &phase.read,
+            Route::SaveOnB => match &phase.save_on_b {
+                Some(stats) => stats,
+                None => continue,
+            },
+        };
+        if stats.count > 0 {
+            let py = y(stats.p99.as_secs_f64() * 1000.0);
+            let _ = write!(
+                svg,
+                r##"<line x1="{x0:.1}" x2="{x1:.1}" y1="{py:.1}" y2="{py:.1}" stroke="#1d2433" stroke-dasharray="4 3" stroke-width="1"><title>p99 {}</title></line>"##,
+                esc(&ms(stats.p99))
+            );
+        }
+    }
+    let mut decade = lo;
+    while decade <= hi {
+        let v = 10f64.powf(decade);
+        let py = y(v);
+        let label = if v >= 1000.0 {
+            format!("{} s", v / 1000.0)
+        } else {
+            format!("{v} ms")
+        };
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{py:.1}" y2="{py:.1}" stroke="#c9cfdb" stroke-width="0.5"/><text x="{:.1}" y="{:.1}" font-size="10" text-anchor="end" fill="#5b6475">{}</text>"##,
+            W - RIGHT,
+            LEFT - 4.0,
+            py + 3.0,
+            esc(&label)
+        );
+        decade += 1.0;
+    }
+    let mut t = 0.0;
+    let step = if total > 30.0 { 10.0 } else { 2.0 };
+    while t <= total {
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#5b6475">{t:.0} s</text>"##,
+            x(t),
+            H - 10.0
+        );
+        t += step;
+    }
+    for s in &samples {
+        let _ = write!(
+            svg,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="1.6" fill="{}" fill-opacity="0.7"/>"#,
+            x(s.at.as_secs_f64()),
+            y(s.latency.as_secs_f64() * 1000.0),
+            colour(&s.outcome)
+        );
+    }
+    svg.push_str("</svg>");
+    format!(
+        "<figure><figcaption>{}</figcaption>{svg}</figure>",
+        esc(title)
+    )
+}
+
+fn html_phase(index: usize, count: usize, phase: &PhaseReport) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<h3>Phase {}/{count} · {}</h3><p class=\"muted\">{} ({} to {})</p>",
+        index + 1,
+        esc(phase.phase.name),
+        esc(phase.phase.story),
+        secs(phase.started),
+        secs(phase.ended)
+    );
+    out.push_str("<table><thead><tr><th>route</th><th class=\"num\">requests</th><th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">max</th><th>outcomes</th></tr></thead><tbody>");
+    let mut routes = vec![("save", &phase.save), ("read", &phase.read)];
+    if let Some(b) = &phase.save_on_b {
+        routes.push(("save (b)", b));
+    }
+    for (label, stats) in routes {
+        let _ = write!(
+            out,
+            "<tr><td>{label}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            stats.count,
+            ms(stats.p50),
+            ms(stats.p99),
+            ms(stats.max),
+            esc(&outcomes(stats))
+        );
+    }
+    out.push_str("</tbody></table><table class=\"facts\"><tbody>");
+    let rows = [
+        ("refusals by kind", refusals(&phase.refusals)),
+        ("shed decisions by reason", shed(&phase.shed)),
+        (
+            "breaker openings",
+            join_or_none(phase.openings.iter().map(opening).collect()),
+        ),
+        ("retries spent", retries(phase)),
+        ("fallbacks per leaf", fallbacks(phase)),
+        ("deferred work", deferred(phase)),
+        ("background work", background(phase)),
+        ("provider calls", providers(phase)),
+    ];
+    for (label, text) in rows {
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            esc(label),
+            esc(&text)
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// The HTML report: one self-contained file.
+pub fn html(run: &RunReport) -> String {
+    let mut body = String::new();
+    body.push_str("<h1>policy demo: a document service under a sick dependency</h1>");
+    let _ = write!(
+        body,
+        "<p class=\"muted\">{} phases over {}; every figure below was measured in this run. Each dot is one response (blue: ok, orange: degraded to anonymous, red: refused, black: other); dashed lines are each phase's p99.</p>",
+        run.phases.len(),
+        secs(run.elapsed)
+    );
+    body.push_str("<ul class=\"findings\">");
+    for finding in findings(run) {
+        let _ = write!(body, "<li>{}</li>", esc(&finding));
+    }
+    body.push_str("</ul>");
+    body.push_str(&chart(
+        run,
+        Route::Save,
+        "POST /documents (save): latency over time",
+    ));
+    body.push_str(&chart(
+        run,
+        Route::Read,
+        "GET /documents/{id} (read, the unrelated route): latency over time",
+    ));
+    if run.samples.iter().any(|s| s.route == Route::SaveOnB) {
+        body.push_str(&chart(
+            run,
+            Route::SaveOnB,
+            "POST /documents on the second instance (shares its breakers through Redis)",
+        ));
+    }
+    if let Some(shared) = &run.shared {
+        let _ = write!(
+            body,
+            "<h2>Two instances, one breaker</h2><p>During phase {}, the second instance took {} saves over {}. Its <code>search</code> breaker refused {} index attempts ({}); it made <strong>{}</strong> calls to the search provider, while the first instance made {} in the same window.</p>",
+            shared.phase + 1,
+            shared.saves,
+            secs(shared.window),
+            shared.refusals,
+            esc(&shared.cause),
+            shared.calls_to_search,
+            shared.calls_to_search_from_a,
+        );
+    }
+    body.push_str("<h2>Phase by phase</h2>");
+    let count = run.phases.len();
+    for (index, phase) in run.phases.iter().enumerate() {
+        body.push_str(&html_phase(index, count, phase));
+    }
+    format!(
+        r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>policy demo report</title>
+<style>
+body {{ margin: 0 auto; max-width: 1000px; padding: 24px; font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #1d2433; }}
+h1 {{ font-size: 22px; }} h2 {{ font-size: 18px; margin-top: 32px; }} h3 {{ font-size: 15px; margin: 24px 0 4px; }}
+.muted {{ color: #5b6475; }}
+figure {{ margin: 16px 0; }} figcaption {{ font-weight: 600; margin-bottom: 4px; }}
+svg {{ max-width: 100%; height: auto; background: #fff; border: 1px solid #d9dee8; }}
+table {{ border-collapse: collapse; width: 100%; margin: 6px 0; }}
+th, td {{ text-align: left; padding: 4px 8px; border-bottom: 1px solid #e3e7ef; vertical-align: top; }}
+td.num, th.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+table.facts th {{ width: 200px; color: #5b6475; font-weight: 600; }}
+.findings li {{ margin: 4px 0; }}
+</style>
+</head>
+<body>
+{body}
+</body>
+</html>
+"#
+    )
+}

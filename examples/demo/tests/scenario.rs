@@ -1,0 +1,129 @@
+//! The short scenario (`policy-demo --short`), run in-process, and the seed's promises checked
+//! on the numbers it measured.
+
+#![allow(
+    clippy::panic,
+    reason = "test helpers: a missing phase is a failed test"
+)]
+
+use std::time::Duration;
+
+use policy_demo::scenario::{self, Options, Outcome, Route, RunReport};
+
+fn phase<'a>(run: &'a RunReport, name: &str) -> &'a scenario::PhaseReport {
+    run.phase(name)
+        .unwrap_or_else(|| panic!("the scenario has a `{name}` phase"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_short_scenario_keeps_the_seeds_promises() {
+    let run = scenario::run(&Options {
+        short: true,
+        ..Options::default()
+    })
+    .await
+    .expect("the scenario runs");
+    // For whoever reads the test's output: the tables it judged.
+    eprintln!("{}", policy_demo::report::tables(&run));
+
+    let healthy = phase(&run, "healthy");
+    let slow = phase(&run, "search slow");
+    let down = phase(&run, "search down");
+    assert!(
+        healthy.read.count >= 40 && slow.read.count >= 40,
+        "enough reads to judge"
+    );
+
+    // Nothing unrelated slows down. Reading a document shares nothing with the search provider,
+    // so while every search call takes 600 ms the read route keeps its latency. The bound is 3×
+    // its healthy p99 plus 10 ms: with ~60 reads a phase the p99 is the slowest read, and one
+    // scheduler hiccup on a loaded 2-core CI machine costs a few milliseconds. A failure of
+    // isolation would show the provider's 600 ms, far above it.
+    let bound = healthy.read.p99 * 3 + Duration::from_millis(10);
+    assert!(
+        slow.read.p99 <= bound,
+        "read p99 while search is slow: {:?}, healthy: {:?}, bound {bound:?}",
+        slow.read.p99,
+        healthy.read.p99
+    );
+    assert_eq!(slow.read.ok, slow.read.count, "every read answered");
+
+    // The user waits only for critical work: indexing runs after the response, so a save never
+    // waits for the provider's 600 ms.
+    assert!(
+        slow.save.p99 < Duration::from_millis(300),
+        "save p99 while search is slow: {:?}",
+        slow.save.p99
+    );
+    assert_eq!(
+        slow.save.ok, slow.save.count,
+        "every save answered while search is slow"
+    );
+    // ...and a slow provider holds at most its bulkhead's four calls.
+    let search_in_flight = slow
+        .provider_max_in_flight
+        .iter()
+        .find(|(name, _)| *name == "search")
+        .map(|(_, n)| *n);
+    assert!(
+        search_in_flight.is_some_and(|n| (1..=4).contains(&n)),
+        "{search_in_flight:?}"
+    );
+
+    // Zero critical requests shed for load: no shedder ever shed critical work, and no save was
+    // answered with a shed (a full compartment refuses critical work visibly instead).
+    let critical: u64 = run.phases.iter().map(|p| p.critical_shed_for_load).sum();
+    assert_eq!(critical, 0);
+    let shed_saves = run
+        .samples
+        .iter()
+        .filter(|s| s.route == Route::Save && s.outcome == Outcome::Refused("shed".into()))
+        .count();
+    assert_eq!(shed_saves, 0);
+
+    // The breaker opened while search was down, on failures counted in its window.
+    let opening = down
+        .openings
+        .iter()
+        .find(|o| o.breaker == "search")
+        .expect("the search breaker opened while search was down");
+    assert_eq!(opening.count, Some(5), "{opening:?}");
+    assert!(opening.window.is_some(), "{opening:?}");
+    assert!(
+        down.refusals
+            .iter()
+            .any(|c| c.kind == "breaker_open" && c.name == "search" && c.count > 0),
+        "{:?}",
+        down.refusals
+    );
+
+    // Deferred work ran after every response: every deferred start, in every phase, came after
+    // its own response body was finished.
+    for report in &run.phases {
+        let d = &report.deferred;
+        assert_eq!(d.before, 0, "{}: {d:?}", report.phase.name);
+        assert_eq!(d.unmatched, 0, "{}: {d:?}", report.phase.name);
+    }
+    let after: u64 = run.phases.iter().map(|p| p.deferred.after).sum();
+    assert!(after > 0);
+    // In a healthy phase every save's four deferred tasks started.
+    assert_eq!(
+        healthy.deferred.after,
+        healthy.save.ok * 4,
+        "{:?}",
+        healthy.deferred
+    );
+
+    // The session store down: lookups degrade to anonymous (the privilege check passes: never
+    // wider than the token's claim), saves are refused as anonymous, reads go on.
+    let sessions = phase(&run, "sessions down");
+    let degraded: u64 = sessions
+        .fallbacks
+        .iter()
+        .filter(|f| f.leaf.ends_with("lookup_session"))
+        .map(|f| f.failed + f.refused + f.expired)
+        .sum();
+    assert!(degraded > 0, "{:?}", sessions.fallbacks);
+    assert_eq!(sessions.save.ok, 0, "an anonymous session saves nothing");
+    assert_eq!(sessions.read.ok, sessions.read.count, "reads go on");
+}
