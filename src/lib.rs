@@ -135,7 +135,15 @@ pub mod __private {
 
     /// What deferred or background work yields: its own failure, a refusal or an expiry, all
     /// logged with the task's name.
-    pub type Scheduled<R> = Result<(), CallError<<R as UnitResult>::Error>>;
+    pub type ScheduledResult<R> = Result<(), CallError<<R as UnitResult>::Error>>;
+
+    /// Deferred or background work's outcome, with its refusals told apart from its failures.
+    pub async fn scheduled<E, F>(work: F) -> policy_runtime::defer::Scheduled<E>
+    where
+        F: Future<Output = Result<(), CallError<E>>>,
+    {
+        policy_runtime::defer::Scheduled(work.await)
+    }
 
     /// A unit body as a result that cannot fail.
     pub async fn unit_ok<F: Future<Output = ()>>(body: F) -> Result<(), core::convert::Infallible> {

@@ -884,10 +884,12 @@ fn expand_scheduled(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error>
     };
     let outcome_ty = if unit {
         quote!(
-            ::policy::__private::Scheduled<::core::result::Result<(), ::core::convert::Infallible>>
+            ::policy::__private::ScheduledResult<
+                ::core::result::Result<(), ::core::convert::Infallible>,
+            >
         )
     } else {
-        quote!(::policy::__private::Scheduled<#ret>)
+        quote!(::policy::__private::ScheduledResult<#ret>)
     };
     let admission = admission(plan, &h, &deadline, &TokenStream::new());
     let sequence = match &h.retry {
@@ -952,7 +954,7 @@ fn expand_scheduled(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error>
     sig.output = syn::ReturnType::Default;
     let sig_span = item.sig.ident.span();
     let deferrable = quote_spanned! {sig_span=>
-        let #work = ::policy::__private::deferrable(#work);
+        let #work = ::policy::__private::deferrable(::policy::__private::scheduled(#work));
     };
     let tracked = track(&plan.files);
     Ok(quote! {

@@ -268,6 +268,8 @@ pub struct BackgroundSnapshot {
     pub finished: u64,
     /// Tasks that ended with an `Err` (logged).
     pub failed: u64,
+    /// Work a mechanism refused before it ran (by design under pressure; logged at INFO).
+    pub refused: u64,
     /// Tasks that panicked (caught and logged).
     pub panicked: u64,
     /// Tasks dropped before they finished, queued or running (each logged with its name).
@@ -448,6 +450,7 @@ impl BackgroundPool {
             shed_pressure: pool.shed_pressure.load(Ordering::Relaxed),
             finished: pool.stats.finished.load(Ordering::Relaxed),
             failed: pool.stats.failed.load(Ordering::Relaxed),
+            refused: pool.stats.refused.load(Ordering::Relaxed),
             panicked: pool.stats.panicked.load(Ordering::Relaxed),
             abandoned: pool.stats.abandoned.load(Ordering::Relaxed),
         }

@@ -285,6 +285,9 @@ pub struct InProcessStore;
 
 impl BreakerStore for InProcessStore {}
 
+/// How much later a shared opening must end than the local one to count as another opening.
+const SHARED_TOLERANCE_NANOS: u64 = 250_000_000;
+
 /// A breaker's state, as a snapshot reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -652,7 +655,8 @@ impl Breaker {
     }
 
     /// Opens the mirror with an opening another instance shared, until `until`. Does nothing
-    /// when the breaker is already open at least that long. Returns whether it opened. Stores
+    /// when the breaker is already open at least that long (give or take 250 ms: the same
+    /// opening, echoed back by the store, is not a second one). Returns whether it opened. Stores
     /// call this; it is not echoed back to the store.
     pub fn apply_shared_opening(&self, until: Instant, cause: OpenCause) -> bool {
         let inner = &*self.inner;
@@ -664,7 +668,9 @@ impl Breaker {
         {
             let mut slot = self.lock_cause();
             let current = inner.open_until.load(Ordering::Acquire);
-            if current >= until_nanos {
+            // Already open until then, or as good as: the same opening coming back from the
+            // store a few milliseconds later is not a second opening.
+            if current > now && current.saturating_add(SHARED_TOLERANCE_NANOS) >= until_nanos {
                 return false;
             }
             inner.open_until.store(until_nanos, Ordering::Release);

@@ -12,6 +12,7 @@
 //! | retrying stops early       | INFO  | `retry_stopped`            | `policy_retry_stopped_total{name,reason}`    |
 //! | a deferred or background task ends well | TRACE | `task_finished` | `policy_tasks_total{class,outcome="finished"}` |
 //! | ... ends with an `Err`     | WARN  | `task_failed`              | `policy_tasks_total{class,outcome="failed"}` |
+//! | ... was refused (never ran) | INFO | `task_refused`             | `policy_tasks_total{class,outcome="refused"}` |
 //! | ... panics (caught)        | ERROR | `task_panicked`            | `policy_tasks_total{class,outcome="panicked"}` |
 //! | ... is dropped before its end | WARN | `task_abandoned`        | `policy_tasks_total{class,outcome="abandoned"}` |
 //! | a platform drained         | INFO  | `drain`                    |                                              |
@@ -157,6 +158,20 @@ pub(crate) fn task_failed(name: &str, class: &'static str, error: &str) {
     );
     #[cfg(feature = "metrics")]
     metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "failed").increment(1);
+}
+
+pub(crate) fn task_refused(name: &str, class: &'static str, refusal: &ResilienceError) {
+    tracing::info!(
+        target: "policy",
+        kind = "task_refused",
+        name,
+        class,
+        refused_by = refusal.kind().as_str(),
+        reason = %refusal.reason(),
+        "{class} task `{name}` did not run: {refusal}"
+    );
+    #[cfg(feature = "metrics")]
+    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "refused").increment(1);
 }
 
 pub(crate) fn task_panicked(name: &str, class: &'static str, message: &str) {

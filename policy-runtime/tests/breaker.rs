@@ -282,3 +282,19 @@ fn hammering_from_many_tasks_keeps_counts_exact() {
         assert_eq!(snap.state, BreakerState::Open);
     });
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_opening_echoing_the_local_one_is_not_a_second_opening() {
+    let b = payments(1);
+    b.record_failure(); // open for 20 s
+    let now = tokio::time::Instant::now();
+    let echo = OpenCause::Shared {
+        detail: std::sync::Arc::from("the fleet's failures reached the threshold"),
+    };
+    // The store answers a few milliseconds later with the same opening.
+    assert!(!b.apply_shared_opening(now + 20 * S + Duration::from_millis(5), echo.clone()));
+    assert_eq!(b.snapshot().openings, 1);
+    // A longer opening from elsewhere (a 60 s trip) does extend it.
+    assert!(b.apply_shared_opening(now + 60 * S, echo));
+    assert_eq!(b.snapshot().openings, 2);
+}

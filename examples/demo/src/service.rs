@@ -626,21 +626,26 @@ pub async fn send_notification(
 
 // ---- background --------------------------------------------------------------------------------
 
-/// The embedding: CPU work, on the background pool, and on tokio's blocking pool inside it, so
-/// it never holds an async worker. Shed first when the `database` compartment is busy.
+/// The embedding: background work, shed first when the `database` compartment is busy; its CPU
+/// part runs on a bounded pool of its own ([`compute_embedding`]), never on an async worker.
 #[policy::background]
 #[policy::idempotent]
 pub async fn embed_document(app: Services, id: i64, text: String) -> Result<(), WorkError> {
     let _ = id;
-    // A plain synchronous function moved off the async workers (`#[policy::isolate]` will do
-    // this, on a bounded pool, once it lands).
-    let vector = tokio::task::spawn_blocking(move || embedding(&text))
+    let vector = compute_embedding(text)
         .await
-        .map_err(|e| WorkError(format!("the embedding's thread failed: {e}")))?;
+        .map_err(|e| WorkError(format!("the embedding did not run: {e}")))?;
     if vector.iter().all(|x| x.is_finite()) {
         app.work.embedded.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// [`embedding`] moved off the async workers: a bulkhead for CPU with two slots and a short
+/// queue, waited for at most until the current deadline.
+#[policy::isolate(max_concurrent = 2, max_queued = 4)]
+pub fn compute_embedding(text: String) -> Vec<f32> {
+    embedding(&text)
 }
 
 /// The size of an embedding.

@@ -3,7 +3,7 @@ fn index_document(id: DocId) {
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
     let work = ::policy::__private::typed::<
-        ::policy::__private::Scheduled<Result<(), SearchError>>,
+        ::policy::__private::ScheduledResult<Result<(), SearchError>>,
         _,
     >(async move {
         let deadline = ::policy::Deadline::leaf(
@@ -33,7 +33,7 @@ fn index_document(id: DocId) {
             }
         }
     });
-    let work = ::policy::__private::deferrable(work);
+    let work = ::policy::__private::deferrable(::policy::__private::scheduled(work));
     ::policy::defer(
         ::core::concat!(::core::module_path!(), "::", "index_document"),
         work,

@@ -115,7 +115,7 @@ pub use platform::{
     set_platform, shutdown,
 };
 pub(crate) use task::TaskStats;
-pub use task::{DeferredOutcome, Task};
+pub use task::{DeferredOutcome, Scheduled, Task};
 
 tokio::task_local! {
     /// The after-response queue of the request being handled.
@@ -409,6 +409,8 @@ pub struct DeferredSnapshot {
     pub finished: u64,
     /// Tasks that ended with an `Err` (logged).
     pub failed: u64,
+    /// Work a mechanism refused before it ran (by design under pressure; logged at INFO).
+    pub refused: u64,
     /// Tasks that panicked (caught and logged).
     pub panicked: u64,
     /// Tasks dropped before they finished: a drain deadline passed, no runtime was left to run
@@ -424,6 +426,7 @@ pub fn snapshot() -> DeferredSnapshot {
         running: stats.running.load(Ordering::Relaxed),
         finished: stats.finished.load(Ordering::Relaxed),
         failed: stats.failed.load(Ordering::Relaxed),
+        refused: stats.refused.load(Ordering::Relaxed),
         panicked: stats.panicked.load(Ordering::Relaxed),
         abandoned: stats.abandoned.load(Ordering::Relaxed),
     }

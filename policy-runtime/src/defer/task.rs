@@ -27,6 +27,28 @@ use crate::shedding::WorkClass;
 pub trait DeferredOutcome {
     /// The failure to log, if the work failed.
     fn failure(&self) -> Option<&dyn fmt::Display>;
+
+    /// The refusal, when the work ended because a mechanism refused it (the work never ran):
+    /// by design under pressure, so it is logged at INFO with its kind and counted apart from
+    /// failures.
+    fn refusal(&self) -> Option<&crate::ResilienceError> {
+        None
+    }
+}
+
+/// What an annotated deferred or background function yields: its own failure, a refusal or an
+/// expiry. Refusals are told apart from failures when logged and counted.
+#[derive(Debug)]
+pub struct Scheduled<E>(pub Result<(), crate::CallError<E>>);
+
+impl<E: fmt::Display> DeferredOutcome for Scheduled<E> {
+    fn failure(&self) -> Option<&dyn fmt::Display> {
+        self.0.as_ref().err().map(|e| e as &dyn fmt::Display)
+    }
+
+    fn refusal(&self) -> Option<&crate::ResilienceError> {
+        self.0.as_ref().err().and_then(crate::CallError::refusal)
+    }
 }
 
 impl DeferredOutcome for () {
@@ -49,12 +71,15 @@ pub(crate) struct TaskStats {
     pub(crate) running: AtomicU64,
     pub(crate) finished: AtomicU64,
     pub(crate) failed: AtomicU64,
+    /// Work a mechanism refused (it never ran): by design under pressure.
+    pub(crate) refused: AtomicU64,
     pub(crate) panicked: AtomicU64,
     pub(crate) abandoned: AtomicU64,
 }
 
 enum Outcome {
     Succeeded,
+    Refused(crate::ResilienceError),
     Failed(String),
     Panicked(String),
 }
@@ -81,9 +106,10 @@ where
         // no broken invariant inside it can be observed.
         match catch_unwind(AssertUnwindSafe(|| work.poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(output)) => Poll::Ready(match output.failure() {
-                None => Outcome::Succeeded,
-                Some(error) => Outcome::Failed(error.to_string()),
+            Ok(Poll::Ready(output)) => Poll::Ready(match (output.refusal(), output.failure()) {
+                (Some(refusal), _) => Outcome::Refused(refusal.clone()),
+                (None, None) => Outcome::Succeeded,
+                (None, Some(error)) => Outcome::Failed(error.to_string()),
             }),
             Err(payload) => Poll::Ready(Outcome::Panicked(panic_message(&*payload))),
         }
@@ -216,6 +242,10 @@ impl Future for Task {
         let class = this.class.as_str();
         match outcome {
             Outcome::Succeeded => observe::task_finished(&this.name, class),
+            Outcome::Refused(refusal) => {
+                this.stats.refused.fetch_add(1, Ordering::Relaxed);
+                observe::task_refused(&this.name, class, &refusal);
+            }
             Outcome::Failed(error) => {
                 this.stats.failed.fetch_add(1, Ordering::Relaxed);
                 observe::task_failed(&this.name, class, &error);
