@@ -614,3 +614,24 @@ fn the_stanza_dir_is_the_default_folder_and_picks_among_stanzas() {
     );
     assert_eq!(named.status.code(), Some(0), "{}", stderr(&named));
 }
+
+#[test]
+fn the_demo_services_own_page_passes_the_audit() {
+    let site = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo/static");
+    let report = policy_cli::assets::audit(&site, &policy_lang::AssetsSpec::default()).unwrap();
+    assert!(report.documents >= 1);
+    assert!(
+        report.images >= 2,
+        "the page's image and its WebP alternative"
+    );
+    assert!(
+        report.is_clean(),
+        "{}",
+        report
+            .findings
+            .iter()
+            .map(|f| report.render_plain(f))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

@@ -21,7 +21,9 @@ const LATENCY_WEBP: &[u8] = include_bytes!("../static/latency.webp");
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/", get(|| async { Html(INDEX) }))
-        .route("/static/{file}", get(asset))
+        // The page's images, at the paths the page names: the `static/` folder is the site's
+        // root, so `policy assets examples/demo/static` audits exactly what is served.
+        .route("/{file}", get(asset))
         .route("/policy", get(snapshot))
         .route("/dashboard", get(|| async { Html(DASHBOARD) }))
         .route("/locality", get(locality))
