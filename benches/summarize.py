@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Prints BENCHMARKS.md's tables and goal ratios from criterion's last run.
+
+Reads target/criterion/<group>/<bench>/new/estimates.json (the slope estimate, as criterion
+prints it, or the mean when there is no slope). Run after `cargo bench`:
+
+    python3 benches/summarize.py [target/criterion]
+"""
+import json
+import os
+import sys
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else "target/criterion"
+
+
+def estimate(group, bench):
+    path = os.path.join(ROOT, group, bench, "new", "estimates.json")
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except FileNotFoundError:
+        return None
+    e = d.get("slope") or d["mean"]
+    return e["point_estimate"], e["confidence_interval"]["lower_bound"], e["confidence_interval"]["upper_bound"]
+
+
+def ns(group, bench):
+    e = estimate(group, bench)
+    return e[0] if e else None
+
+
+def fmt_ns(v):
+    return "—" if v is None else (f"{v:.2f}" if v < 10 else f"{v:.1f}")
+
+
+def row(*cells):
+    print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def primitives():
+    print("### Primitives (ns per operation)\n")
+    row("operation", "ns")
+    row("---", "---:")
+    for b, what in [
+        ("atomic_load", "one `AtomicU64::load(Acquire)`"),
+        ("clock_read", "one `tokio::time::Instant::now()`"),
+        ("ours_check", "`Breaker::check()` on a closed breaker"),
+        ("failsafe_is_call_permitted", "failsafe `is_call_permitted()` (closed)"),
+    ]:
+        row(what, fmt_ns(ns("primitive", b)))
+    print()
+
+
+MECHANISM_PAIRS = [
+    ("breaker check + record", "ours_breaker", "failsafe_breaker", "failsafe `call`"),
+    ("bulkhead permit", "ours_bulkhead", "semaphore", "`Semaphore::acquire`"),
+    ("deadline child + `run`", "ours_deadline", "tokio_timeout", "`tokio::time::timeout`"),
+    ("shedding decision", "ours_shedding", None, "(none)"),
+    ("retry, first attempt succeeds", "ours_retry", "tower_retry", "tower `Retry`, never retries"),
+]
+
+
+def mechanisms():
+    bare = ns("mechanism", "bare")
+    print(f"### Each mechanism alone, ready operation (bare call: {fmt_ns(bare)} ns)\n")
+    row("mechanism", "ours ns/call", "ours over bare", "alternative", "alt ns/call", "alt over bare", "ours / alt (over bare)")
+    row("---", "---:", "---:", "---", "---:", "---:", "---:")
+    for what, ours, alt, alt_name in MECHANISM_PAIRS:
+        o = ns("mechanism", ours)
+        a = ns("mechanism", alt) if alt else None
+        ratio = "—" if (o is None or a is None) else f"{(o - bare) / (a - bare):.2f}"
+        row(what, fmt_ns(o), fmt_ns(o - bare if o else None), alt_name, fmt_ns(a),
+            fmt_ns(a - bare if a else None), ratio)
+    print()
+
+
+STACK = [
+    ("resilient_expansion", "`#[resilient]` expansion: shedding, retry, breaker, bulkhead, deadline"),
+    ("critical_expansion", "`#[critical]` expansion: child of current deadline, `require`, `run(scope(..))`"),
+    ("ours_breaker_bulkhead_deadline", "ours: breaker + bulkhead + deadline (no retry, no shedding)"),
+    ("ours_breaker_try_bulkhead_deadline", "ours: the same, bulkhead by `try_acquire` (synchronous fast path)"),
+    ("tower_cl_timeout", "tower `ConcurrencyLimit` + `Timeout`"),
+    ("tower_retry_cl_timeout", "tower `Retry` + `ConcurrencyLimit` + `Timeout`"),
+    ("semaphore_timeout", "`Semaphore::acquire` + `tokio::time::timeout`"),
+    ("failsafe_semaphore_timeout", "failsafe breaker + semaphore + `timeout`"),
+]
+
+
+def stacks():
+    for op in ["ready", "waits_once"]:
+        g = f"stack_{op}"
+        bare = ns(g, "bare")
+        tower = ns(g, "tower_cl_timeout")
+        title = "ready at once" if op == "ready" else "waits once (one `Pending`)"
+        print(f"### Full stacks, operation {title} (bare call: {fmt_ns(bare)} ns)\n")
+        row("contender", "ns/call", "over bare", "/ tower CL+Timeout (total)", "/ tower CL+Timeout (over bare)")
+        row("---", "---:", "---:", "---:", "---:")
+        for b, what in STACK:
+            v = ns(g, b)
+            if v is None:
+                continue
+            row(what, fmt_ns(v), fmt_ns(v - bare), f"{v / tower:.2f}", f"{(v - bare) / (tower - bare):.2f}")
+        print()
+
+
+CONTENTION = [
+    ("bare", "bare call (no shared state)"),
+    ("ours_breaker", "ours: breaker check + record"),
+    ("failsafe_breaker", "failsafe `call`"),
+    ("ours_bulkhead", "ours: bulkhead permit"),
+    ("semaphore", "`Semaphore::acquire`"),
+    ("ours_deadline", "ours: deadline child + `run` (nothing shared)"),
+    ("tokio_timeout", "`tokio::time::timeout` (nothing shared)"),
+    ("ours_breaker_bulkhead_deadline", "ours: breaker + bulkhead + deadline"),
+    ("ours_breaker_try_bulkhead_deadline", "ours: the same, bulkhead by `try_acquire`"),
+    ("resilient_expansion", "`#[resilient]` expansion"),
+    ("tower_cl_timeout", "tower `ConcurrencyLimit` + `Timeout`"),
+    ("tower_retry_cl_timeout", "tower `Retry` + `ConcurrencyLimit` + `Timeout`"),
+    ("semaphore_timeout", "semaphore + `timeout`"),
+    ("failsafe_semaphore_timeout", "failsafe + semaphore + `timeout`"),
+]
+
+
+def contention():
+    g = "contention_2_threads"
+    tower = ns(g, "tower_cl_timeout")
+    if tower is None:
+        return
+    print("### Two threads through one shared instance (aggregate calls per second)\n")
+    row("contender", "ns per 2 calls", "million calls/s", "/ tower CL+Timeout")
+    row("---", "---:", "---:", "---:")
+    for b, what in CONTENTION:
+        v = ns(g, b)
+        if v is None:
+            continue
+        row(what, fmt_ns(v), f"{2e3 / v:.1f}", f"{tower / v:.2f}")
+    print()
+
+
+def goals():
+    r = ns("stack_ready", "resilient_expansion")
+    t = ns("stack_ready", "tower_cl_timeout")
+    rw = ns("stack_waits_once", "resilient_expansion")
+    tw = ns("stack_waits_once", "tower_cl_timeout")
+    cr = ns("contention_2_threads", "ours_breaker_bulkhead_deadline")
+    cx = ns("contention_2_threads", "resilient_expansion")
+    ct = ns("contention_2_threads", "tower_cl_timeout")
+    load = ns("primitive", "atomic_load")
+    check = ns("primitive", "ours_check")
+    print("### Goals\n")
+    row("goal", "target", "measured", "verdict")
+    row("---", "---", "---:", "---")
+    if r and t:
+        row("`#[resilient]` vs tower CL+Timeout, ready", "≤ 0.50", f"{r / t:.2f}", "met" if r / t <= 0.5 else "missed")
+    if rw and tw:
+        row("`#[resilient]` vs tower CL+Timeout, waits once", "≤ 1.00", f"{rw / tw:.2f}", "met" if rw / tw <= 1.0 else "missed")
+    if cr and ct:
+        row("2 threads, breaker+bulkhead+deadline vs tower, throughput", "≥ 2.00", f"{ct / cr:.2f}", "met" if ct / cr >= 2 else "missed")
+    if cx and ct:
+        row("2 threads, `#[resilient]` vs tower, throughput", "≥ 2.00", f"{ct / cx:.2f}", "met" if ct / cx >= 2 else "missed")
+    if load and check:
+        row("closed breaker check vs one atomic load", "≈ 1", f"{check / load:.2f}", "met" if check / load <= 1.5 else "missed")
+    print()
+
+
+if __name__ == "__main__":
+    primitives()
+    mechanisms()
+    stacks()
+    contention()
+    goals()
