@@ -137,6 +137,19 @@ def contention():
     print()
 
 
+def redis():
+    g = "redis_hot_path"
+    if ns(g, "breaker_redis_store") is None:
+        return
+    print("### Hot path with the Redis store (ns per call, ready operation)\n")
+    row("sequence", "in-process breaker", "Redis-backed breaker", "ratio")
+    row("---", "---:", "---:", "---:")
+    for b, what in [("breaker", "breaker check + record"), ("resilient_expansion", "`#[resilient]` expansion")]:
+        local, shared = ns(g, f"{b}_in_process"), ns(g, f"{b}_redis_store")
+        row(what, fmt_ns(local), fmt_ns(shared), f"{shared / local:.2f}")
+    print()
+
+
 def goals():
     r = ns("stack_ready", "resilient_expansion")
     t = ns("stack_ready", "tower_cl_timeout")
@@ -168,4 +181,5 @@ if __name__ == "__main__":
     mechanisms()
     stacks()
     contention()
+    redis()
     goals()
