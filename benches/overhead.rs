@@ -81,9 +81,26 @@ fn stacks(c: &mut Criterion) {
     }
 }
 
+/// What each proposed runtime change would buy: the `#[resilient]` expansion with one cost
+/// removed at a time (see `common::what_if`). Not the DESIGN.md sequence.
+fn what_if(c: &mut Criterion) {
+    let rt = runtime();
+    let request = rt.block_on(async { Deadline::after(REQUEST_BUDGET) });
+    for op in Op::ALL {
+        let mut all = contenders(op);
+        let mut g = c.benchmark_group(format!("what_if_{}", op.name()));
+        for i in 0..what_if::VARIANTS.len() {
+            let who = Contender::WhatIf(i);
+            let name = who.name().trim_start_matches("what_if_");
+            g.bench_function(name, |b| b.iter_custom(|n| all.drive(&rt, request, who, n)));
+        }
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = config();
-    targets = breaker_check, mechanisms, stacks
+    targets = breaker_check, mechanisms, stacks, what_if
 }
 criterion_main!(benches);

@@ -282,6 +282,126 @@ pub(crate) mod expansion {
     }
 }
 
+/// What-if variants of the `#[resilient]` expansion, each removing one cost the profile names,
+/// so BENCHMARKS.md can say what each proposed runtime change would buy. None of them is the
+/// DESIGN.md sequence; they exist to measure it.
+pub(crate) mod what_if {
+    use super::*;
+
+    /// The knobs: which costs to remove.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Knobs {
+        /// Check the minimum budget and the shedding budget against the fresh child's budget
+        /// (no clock read for either) instead of `require` and `admit` reading the clock.
+        pub(crate) fresh_budget: bool,
+        /// Take the bulkhead slot with the synchronous `try_acquire` (same admission for a
+        /// bulkhead without a queue).
+        pub(crate) try_acquire: bool,
+        /// Leave bounding the attempt to `retry_within`'s own `run` (no second `Run`, so one
+        /// timer rather than two when the operation waits). A timeout then never reaches the
+        /// breaker: this measures the cost, it is not a correct expansion.
+        pub(crate) one_run: bool,
+    }
+
+    #[inline]
+    pub(crate) async fn resilient(
+        ours: &Ours,
+        knobs: Knobs,
+        op: Op,
+        x: u64,
+    ) -> Result<u64, CallError<std::io::Error>> {
+        let deadline = Deadline::child_of_current(CALL_MAX);
+        if knobs.fresh_budget {
+            if deadline.budget() < MIN_BUDGET {
+                deadline.require(MIN_BUDGET, "bench")?;
+            }
+            ours.shedder.admit_with_remaining(
+                WorkClass::Critical,
+                ours.bulkhead.load(),
+                deadline.budget(),
+                Duration::ZERO,
+            )?;
+        } else {
+            deadline.require(MIN_BUDGET, "bench")?;
+            ours.shedder.admit(
+                WorkClass::Critical,
+                ours.bulkhead.load(),
+                &deadline,
+                Duration::ZERO,
+            )?;
+        }
+        policy::retry_within(
+            &deadline,
+            &ours.retry,
+            Idempotent::claim(|attempt| async move {
+                ours.breaker.check()?;
+                let _slot = if knobs.try_acquire {
+                    ours.bulkhead.try_acquire()?
+                } else {
+                    ours.bulkhead.acquire(&attempt.deadline).await?
+                };
+                let outcome = if knobs.one_run {
+                    Ok(op.run(x).await)
+                } else {
+                    attempt.deadline.run(op.run(x)).await
+                };
+                match outcome {
+                    Ok(Ok(v)) => {
+                        ours.breaker.record_success();
+                        Ok(v)
+                    }
+                    Ok(Err(e)) => {
+                        ours.breaker.record_failure();
+                        Err(CallError::Failed(e))
+                    }
+                    Err(expired) => {
+                        ours.breaker.record_failure();
+                        Err(expired.into())
+                    }
+                }
+            }),
+        )
+        .await
+    }
+
+    /// The variants the overhead bench times, by name.
+    pub(crate) const VARIANTS: [(&str, Knobs); 4] = [
+        // Names are prefixed so they never collide with a contender's.
+        (
+            "what_if_fresh_budget",
+            Knobs {
+                fresh_budget: true,
+                try_acquire: false,
+                one_run: false,
+            },
+        ),
+        (
+            "what_if_try_acquire",
+            Knobs {
+                fresh_budget: false,
+                try_acquire: true,
+                one_run: false,
+            },
+        ),
+        (
+            "what_if_one_run",
+            Knobs {
+                fresh_budget: false,
+                try_acquire: false,
+                one_run: true,
+            },
+        ),
+        (
+            "what_if_all_three",
+            Knobs {
+                fresh_budget: true,
+                try_acquire: true,
+                one_run: true,
+            },
+        ),
+    ];
+}
+
 /// A tower retry policy that retries nothing: the admitted path of `Retry`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NeverRetry;
@@ -392,6 +512,8 @@ pub(crate) enum Contender {
     TowerRetryClTimeout,
     SemaphoreTimeout,
     FailsafeSemaphoreTimeout,
+    /// One of [`what_if::VARIANTS`], by index.
+    WhatIf(usize),
 }
 
 impl Contender {
@@ -460,6 +582,7 @@ impl Contender {
             Contender::TowerRetryClTimeout => "tower_retry_cl_timeout",
             Contender::SemaphoreTimeout => "semaphore_timeout",
             Contender::FailsafeSemaphoreTimeout => "failsafe_semaphore_timeout",
+            Contender::WhatIf(i) => what_if::VARIANTS[i].0,
         }
     }
 
@@ -467,6 +590,7 @@ impl Contender {
         Self::MECHANISMS
             .into_iter()
             .chain(Self::STACKS)
+            .chain((0..what_if::VARIANTS.len()).map(Contender::WhatIf))
             .find(|c| c.name() == name)
     }
 }
@@ -604,6 +728,12 @@ where
             Contender::SemaphoreTimeout => {
                 let sem = &*self.sem;
                 timed_loop!(rt, request, n, |x| semaphore_timeout(sem, op, x)
+                    .await
+                    .unwrap())
+            }
+            Contender::WhatIf(i) => {
+                let knobs = what_if::VARIANTS[i].1;
+                timed_loop!(rt, request, n, |x| what_if::resilient(ours, knobs, op, x)
                     .await
                     .unwrap())
             }
