@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Prints BENCHMARKS.md's tables and goal ratios from criterion's last run.
 
-Reads target/criterion/<group>/<bench>/new/estimates.json (the slope estimate, as criterion
-prints it, or the mean when there is no slope) and target/contention.json. Run after
+Reads target/criterion/<group>/<bench>/new/estimates.json (the median time per call over the
+samples: on a machine shared with other work it moves less than criterion's slope or mean when
+a few samples are disturbed) and target/contention.json. Run after
 `cargo bench`, for every section or the ones named:
 
     python3 benches/summarize.py [primitives|mechanisms|stacks|what_if|contention|redis|goals ...]
@@ -22,7 +23,7 @@ def estimate(group, bench):
             d = json.load(f)
     except FileNotFoundError:
         return None
-    e = d.get("slope") or d["mean"]
+    e = d["median"]
     return e["point_estimate"], e["confidence_interval"]["lower_bound"], e["confidence_interval"]["upper_bound"]
 
 
