@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Instructions, clock reads and timer insertions per admitted call, counted by callgrind.
+
+Wall-clock numbers on a shared two-core machine move with whatever else runs; instruction
+counts do not. This runs the `allocations` bench binary's `--profile NAME OP N` mode under
+`valgrind --tool=callgrind`, counting only inside `profiled_loop`, and subtracts the bare
+operation measured the same way. Valgrind turns the vDSO clock read into a system call, so a
+clock read's own cost is not in the instruction count: it is counted apart (calls to
+`clock_gettime`), and each costs what `primitive/clock_read` says on the machine at hand.
+
+    cargo bench --no-run && python3 benches/callgrind.py [N] [NAME ...]
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+CONTENDERS = [
+    "resilient_expansion",
+    "critical_expansion",
+    "ours_breaker_bulkhead_deadline",
+    "ours_breaker_try_bulkhead_deadline",
+    "tower_cl_timeout",
+    "tower_retry_cl_timeout",
+    "semaphore_timeout",
+    "failsafe_semaphore_timeout",
+    "what_if_fresh_budget",
+    "what_if_try_acquire",
+    "what_if_one_run",
+    "what_if_all_three",
+]
+COUNTED = {"clock_gettime": "clock reads", "Wheel::insert": "timers armed"}
+
+
+def binary():
+    candidates = [
+        p for p in glob.glob("target/release/deps/allocations-*")
+        if os.access(p, os.X_OK) and not p.endswith(".d")
+    ]
+    if not candidates:
+        sys.exit("no allocations bench binary: run `cargo bench --no-run` first")
+    return max(candidates, key=os.path.getmtime)
+
+
+def profile(bin_path, name, op, n):
+    with tempfile.NamedTemporaryFile(suffix=".callgrind", delete=False) as f:
+        out = f.name
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+         "--toggle-collect=*profiled_loop*", bin_path, "--profile", name, op, str(n)],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    names, calls, total = {}, {k: 0 for k in COUNTED}, 0
+    current = None
+    with open(out) as f:
+        for line in f:
+            m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line)
+            if m:
+                if m.group(2):
+                    names[m.group(1)] = m.group(2)
+                if line.startswith("cfn="):
+                    current = names.get(m.group(1), "")
+                continue
+            if line.startswith("calls=") and current is not None:
+                count = int(line.split()[0][len("calls="):])
+                for key in COUNTED:
+                    if key in current:
+                        calls[key] += count
+                current = None
+            elif line.startswith("totals:") or line.startswith("summary:"):
+                total = int(line.split()[1])
+    os.unlink(out)
+    return total, calls
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+    wanted = sys.argv[2:] or CONTENDERS
+    bin_path = binary()
+    print(f"callgrind, {n} calls each, bare operation subtracted ({bin_path})\n")
+    print("| operation | contender | instructions/call | clock reads/call | timers armed/call |")
+    print("|---|---|---:|---:|---:|")
+    for op in ["ready", "waits_once"]:
+        bare_total, bare_calls = profile(bin_path, "bare", op, n)
+        for name in wanted:
+            total, calls = profile(bin_path, name, op, n)
+            per = lambda key: (calls[key] - bare_calls[key]) / n
+            print(f"| {op} | {name} | {(total - bare_total) / n:.0f} | "
+                  f"{per('clock_gettime'):.2f} | {per('Wheel::insert'):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
