@@ -226,6 +226,53 @@ impl Ours {
 pub(crate) mod expansion {
     use super::*;
 
+    /// The annotated functions' error: carries a refusal and an expiry (the macros' signature
+    /// rule) and says which failures are worth retrying.
+    #[derive(Debug)]
+    pub(crate) enum BenchError {
+        Op(#[expect(dead_code, reason = "carried for the caller")] std::io::Error),
+        Refused(#[expect(dead_code, reason = "carried for the caller")] policy::ResilienceError),
+        Expired(#[expect(dead_code, reason = "carried for the caller")] policy::DeadlineExceeded),
+    }
+
+    impl From<policy::ResilienceError> for BenchError {
+        fn from(e: policy::ResilienceError) -> Self {
+            Self::Refused(e)
+        }
+    }
+
+    impl From<policy::DeadlineExceeded> for BenchError {
+        fn from(e: policy::DeadlineExceeded) -> Self {
+            Self::Expired(e)
+        }
+    }
+
+    impl policy::Transient for BenchError {
+        fn is_transient(&self) -> bool {
+            !matches!(self, Self::Refused(_))
+        }
+    }
+
+    /// What users get from `#[policy::resilient]`: the macro's own expansion, with the same
+    /// settings as [`Ours`] (64 slots, a 1 s attempt timeout, 3 attempts, a 2 s call budget).
+    #[policy::resilient(
+        breaker(failures = 5, within = "30s", cooldown = "20s"),
+        bulkhead(max_concurrent = 64),
+        retry(attempts = 3, base = "50ms", cap = "1s", attempt_timeout = "1s"),
+        deadline = "2s",
+        min_budget = "10ms"
+    )]
+    #[policy::idempotent]
+    pub(crate) async fn resilient_macro(op: Op, x: u64) -> Result<u64, BenchError> {
+        op.run(x).await.map_err(BenchError::Op)
+    }
+
+    /// What users get from `#[policy::critical]` with a deadline.
+    #[policy::critical(deadline = "2s", min_budget = "10ms")]
+    pub(crate) async fn critical_macro(op: Op, x: u64) -> Result<u64, BenchError> {
+        op.run(x).await.map_err(BenchError::Op)
+    }
+
     /// `#[resilient(breaker, bulkhead, retry)]`: the leaf's deadline and minimum budget, the
     /// shedding decision, then for each attempt inside `retry_within(deadline, ..)`: breaker
     /// check, bulkhead permit, the attempt's deadline `run`, and the outcome recorded in the
@@ -506,6 +553,8 @@ pub(crate) enum Contender {
     TowerRetry,
     ResilientExpansion,
     CriticalExpansion,
+    ResilientByHand,
+    CriticalByHand,
     OursBreakerBulkheadDeadline,
     OursBreakerTryBulkheadDeadline,
     TowerClTimeout,
@@ -532,10 +581,12 @@ impl Contender {
     ];
 
     /// The full stacks.
-    pub(crate) const STACKS: [Contender; 9] = [
+    pub(crate) const STACKS: [Contender; 11] = [
         Contender::Bare,
         Contender::ResilientExpansion,
         Contender::CriticalExpansion,
+        Contender::ResilientByHand,
+        Contender::CriticalByHand,
         Contender::OursBreakerBulkheadDeadline,
         Contender::OursBreakerTryBulkheadDeadline,
         Contender::TowerClTimeout,
@@ -576,6 +627,8 @@ impl Contender {
             Contender::TowerRetry => "tower_retry",
             Contender::ResilientExpansion => "resilient_expansion",
             Contender::CriticalExpansion => "critical_expansion",
+            Contender::ResilientByHand => "resilient_by_hand",
+            Contender::CriticalByHand => "critical_by_hand",
             Contender::OursBreakerBulkheadDeadline => "ours_breaker_bulkhead_deadline",
             Contender::OursBreakerTryBulkheadDeadline => "ours_breaker_try_bulkhead_deadline",
             Contender::TowerClTimeout => "tower_cl_timeout",
@@ -702,9 +755,17 @@ where
                 timed_loop!(rt, request, n, |x| call_tower(svc, x).await.unwrap())
             }
             Contender::ResilientExpansion => timed_loop!(rt, request, n, |x| {
-                expansion::resilient(ours, op, x).await.unwrap()
+                expansion::resilient_macro(op, x).await.unwrap()
             }),
             Contender::CriticalExpansion => {
+                timed_loop!(rt, request, n, |x| expansion::critical_macro(op, x)
+                    .await
+                    .unwrap())
+            }
+            Contender::ResilientByHand => timed_loop!(rt, request, n, |x| {
+                expansion::resilient(ours, op, x).await.unwrap()
+            }),
+            Contender::CriticalByHand => {
                 timed_loop!(rt, request, n, |x| expansion::critical(op, x)
                     .await
                     .unwrap())

@@ -617,7 +617,7 @@ fn expand_answered(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> 
             let classify = local("is_transient");
             quote! {
                 let #classify = ::policy::__private::classifier::<#ret>();
-                ::policy::retry_within_by(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
+                ::policy::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
                     #copies
                     ::policy::__private::typed::<::policy::__private::Attempted<#ret>, _>(async move {
                         #inner
@@ -837,7 +837,7 @@ fn expand_awaited(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> {
             quote! {
                 #transient
                 // Is this failure worth repeating? Every attempt draws from the same deadline.
-                ::policy::retry_within_by(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
+                ::policy::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
                     #copies
                     ::policy::__private::typed::<::policy::__private::Attempted<#ret>, _>(async move {
                         #inner
@@ -924,7 +924,7 @@ fn expand_scheduled(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error>
             };
             quote! {
                 let #classify = ::policy::__private::classifier::<#own>();
-                ::policy::retry_within_by(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
+                ::policy::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
                     #copies
                     ::policy::__private::typed::<#outcome_ty, _>(async move {
                         #inner

@@ -179,6 +179,54 @@ impl Drop for OwnedBulkheadPermit {
     }
 }
 
+/// The future returned by [`Bulkhead::acquire`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Acquire<'a> {
+    state: AcquireState<'a>,
+}
+
+type QueueWait<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ResilienceError>> + Send + 'a>>;
+
+enum AcquireState<'a> {
+    Ready(Option<BulkheadPermit<'a>>),
+    Queued(&'a Inner, QueueWait<'a>),
+}
+
+impl fmt::Debug for Acquire<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.state {
+            AcquireState::Ready(_) => "Acquire(ready)",
+            AcquireState::Queued(..) => "Acquire(queued)",
+        })
+    }
+}
+
+impl<'a> std::future::Future for Acquire<'a> {
+    type Output = Result<BulkheadPermit<'a>, ResilienceError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        // Neither variant is self-referential: the queue's state is already pinned on the heap.
+        let this = self.get_mut();
+        match &mut this.state {
+            AcquireState::Ready(permit) => match permit.take() {
+                Some(permit) => Poll::Ready(Ok(permit)),
+                // Polled again after it completed: the slot went to the first poll.
+                None => Poll::Pending,
+            },
+            AcquireState::Queued(inner, wait) => match wait.as_mut().poll(cx) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(BulkheadPermit { inner })),
+                Poll::Ready(Err(refusal)) => Poll::Ready(Err(refusal)),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
 /// A point-in-time view of one bulkhead, for dashboards.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
@@ -292,7 +340,7 @@ impl Inner {
         })
     }
 
-    async fn wait_in_queue(&self, deadline: &Deadline) -> Result<(), ResilienceError> {
+    async fn wait_in_queue(&self, deadline: Deadline) -> Result<(), ResilienceError> {
         if !self.try_enqueue() {
             return Err(self.refuse_full());
         }
@@ -380,15 +428,18 @@ impl Bulkhead {
     /// Takes a free slot; when all are busy, waits in the queue (if it has room) at most until
     /// `deadline`. Refuses when slots and queue are full, and when the deadline passes in the
     /// queue: in both cases the work never ran.
+    ///
+    /// With a free slot the returned future is ready at once and nothing is built for the
+    /// queue; a caller that has to queue gets its waiting state on the heap (it is waiting
+    /// anyway).
     #[inline]
-    pub async fn acquire(
-        &self,
-        deadline: &Deadline,
-    ) -> Result<BulkheadPermit<'_>, ResilienceError> {
-        if !self.inner.try_take() {
-            self.inner.wait_in_queue(deadline).await?;
-        }
-        Ok(BulkheadPermit { inner: &self.inner })
+    pub fn acquire<'a>(&'a self, deadline: &Deadline) -> Acquire<'a> {
+        let state = if self.inner.try_take() {
+            AcquireState::Ready(Some(BulkheadPermit { inner: &self.inner }))
+        } else {
+            AcquireState::Queued(&self.inner, Box::pin(self.inner.wait_in_queue(*deadline)))
+        };
+        Acquire { state }
     }
 
     /// Like [`Bulkhead::acquire`], for a permit that owns a handle to the bulkhead.

@@ -43,14 +43,17 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::cell::Cell;
+
 use pin_project_lite::pin_project;
-use tokio::task::futures::TaskLocalFuture;
 use tokio::time::{Instant, Sleep};
 
 use crate::error::{DeadlineExceeded, RefusalReason, ResilienceError};
 
-tokio::task_local! {
-    static CURRENT: Deadline;
+thread_local! {
+    /// The deadline in scope while a [`Scope`] future is being polled on this thread. A
+    /// `Cell` of a `Copy` value: entering and leaving a scope is two plain thread-local writes.
+    static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
 }
 
 /// A point in time, with the budget it was granted. Cheap to copy.
@@ -132,6 +135,24 @@ impl Deadline {
         let granted = max.min(left);
         Self {
             // An expired parent's child expires with it, not now.
+            at: (now + granted).min(self.at),
+            budget: granted,
+        }
+    }
+
+    /// The moment the deadline was created (its instant minus its budget): a time the caller
+    /// already read, for code that must not read the clock again right after creating it.
+    pub(crate) fn created_at(&self) -> Instant {
+        self.at.checked_sub(self.budget).unwrap_or(self.at)
+    }
+
+    /// [`Deadline::child`] as of `now`, a moment the caller read: no clock read here. With a
+    /// `now` in the past, the child is granted less, never more: it still never outlives its
+    /// parent.
+    pub(crate) fn child_as_of(&self, now: Instant, max: Duration) -> Self {
+        let left = self.at.saturating_duration_since(now);
+        let granted = max.min(left);
+        Self {
             at: (now + granted).min(self.at),
             budget: granted,
         }
@@ -225,14 +246,19 @@ impl Deadline {
     }
 
     /// Runs `fut` with this deadline as the [current](Deadline::current) one, so code inside
-    /// takes children of it without having it passed by hand.
-    pub fn scope<F: Future>(self, fut: F) -> TaskLocalFuture<Deadline, F> {
-        CURRENT.scope(self, fut)
+    /// takes children of it without having it passed by hand. Like a task-local, the deadline
+    /// is in scope only while `fut` is being polled: a task `fut` spawns does not inherit it.
+    pub fn scope<F: Future>(self, fut: F) -> Scope<F> {
+        Scope {
+            fut,
+            deadline: self,
+        }
     }
 
     /// The deadline in scope for the current task, if any.
+    #[inline]
     pub fn current() -> Option<Self> {
-        CURRENT.try_with(|d| *d).ok()
+        CURRENT.try_with(Cell::get).ok().flatten()
     }
 
     /// A child of the current deadline, or, outside any scope, a fresh deadline of `max`.
@@ -324,6 +350,41 @@ pub fn format_grpc_timeout(d: Duration) -> String {
 }
 
 pin_project! {
+    /// The future returned by [`Deadline::scope`]: `fut`, polled with the deadline in scope.
+    #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scope<F> {
+        #[pin]
+        fut: F,
+        deadline: Deadline,
+    }
+}
+
+/// Puts the previous deadline back when a poll ends, also when it unwinds.
+struct Restore(Option<Deadline>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|current| current.set(self.0));
+    }
+}
+
+impl<F: Future> Future for Scope<F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let previous = CURRENT
+            .try_with(|current| current.replace(Some(*this.deadline)))
+            .ok()
+            .flatten();
+        let _restore = Restore(previous);
+        this.fut.poll(cx)
+    }
+}
+
+pin_project! {
     /// The future returned by [`Deadline::run`].
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
@@ -346,10 +407,8 @@ impl<F: Future> Future for Run<F> {
         }
         let expired = || Poll::Ready(Err(DeadlineExceeded::new(this.deadline.budget)));
         if this.sleep.is_none() {
-            // First Pending: only now is a timer worth arming.
-            if Instant::now() >= this.deadline.at {
-                return expired();
-            }
+            // First Pending: only now is a timer worth arming. A deadline already past fires
+            // on the timer's first poll, so no clock read is needed here.
             this.sleep
                 .set(Some(tokio::time::sleep_until(this.deadline.at)));
         }

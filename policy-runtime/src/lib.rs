@@ -130,7 +130,7 @@ mod window;
 
 pub use background::{BackgroundPool, background};
 pub use breaker::{Breaker, BreakerConfig, BreakerStore, OpenAfter, OpenCause, Sharing};
-pub use bulkhead::{Bulkhead, BulkheadPermit, OwnedBulkheadPermit};
+pub use bulkhead::{Acquire, Bulkhead, BulkheadPermit, OwnedBulkheadPermit};
 pub use deadline::Deadline;
 #[cfg(feature = "http")]
 pub use defer::http::AfterResponseLayer;
@@ -139,5 +139,8 @@ pub use error::{CallError, DeadlineExceeded, RefusalKind, RefusalReason, Resilie
 #[cfg(feature = "html-dimensions")]
 pub use image_dimensions::{ImageDimensionsLayer, ImageManifest};
 pub use registry::{Registry, Snapshot};
-pub use retry::{Idempotent, RetryBudget, RetryPolicy, Transient, retry_within, retry_within_by};
+pub use retry::{
+    Idempotent, RetryBudget, RetryPolicy, Transient, retry_within, retry_within_by,
+    retry_within_self_bounded,
+};
 pub use shedding::{Shedder, WorkClass};

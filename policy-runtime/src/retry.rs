@@ -200,7 +200,28 @@ pub struct RetryBudget {
     min_per_sec: u32,
     ratio: f64,
     clock: Clock,
+    /// Retries (withdrawals), rare, in one window.
     window: Window,
+    /// Calls (deposits), one per request, counted in per-thread stripes so that two cores
+    /// depositing never write the same cache line.
+    calls: Box<[Stripe]>,
+}
+
+/// One stripe of deposits, on cache lines of its own.
+#[repr(align(128))]
+struct Stripe(Window);
+
+/// Stripes of deposits: enough that the threads of a busy runtime rarely share one.
+const STRIPES: usize = 8;
+
+/// The stripe the current thread deposits into, handed out round-robin.
+fn stripe_index() -> usize {
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    INDEX.with(|i| *i)
 }
 
 impl fmt::Debug for RetryBudget {
@@ -242,13 +263,34 @@ impl RetryBudget {
             ratio,
             clock: Clock::new(),
             window: Window::new(ttl),
+            calls: (0..STRIPES).map(|_| Stripe(Window::new(ttl))).collect(),
         }
     }
 
     /// Counts one call (a first attempt).
     #[inline]
     pub fn deposit(&self) {
-        self.window.record_call(self.clock.now_nanos());
+        self.deposit_at(self.clock.now_nanos());
+    }
+
+    /// Counts one call made at `at` (a moment the caller already read: no clock read here).
+    #[inline]
+    pub(crate) fn deposit_at_instant(&self, at: tokio::time::Instant) {
+        self.deposit_at(self.clock.nanos_at(at));
+    }
+
+    #[inline]
+    fn deposit_at(&self, nanos: u64) {
+        if let Some(stripe) = self.calls.get(stripe_index()) {
+            stripe.0.record_call(nanos);
+        }
+    }
+
+    /// Calls and retries in the window ending at `now`.
+    fn counts(&self, now: u64) -> crate::window::Counts {
+        let mut counts = self.window.counts(now);
+        counts.calls = self.calls.iter().map(|s| s.0.counts(now).calls).sum();
+        counts
     }
 
     fn allowed(&self, calls: u64) -> u64 {
@@ -259,7 +301,7 @@ impl RetryBudget {
     /// Takes one retry from the budget; false when it is exhausted.
     pub fn try_withdraw(&self) -> bool {
         let now = self.clock.now_nanos();
-        let counts = self.window.counts(now);
+        let counts = self.counts(now);
         if counts.hits >= self.allowed(counts.calls) {
             return false;
         }
@@ -269,7 +311,7 @@ impl RetryBudget {
 
     /// A point-in-time view.
     pub fn snapshot(&self) -> RetryBudgetSnapshot {
-        let counts = self.window.counts(self.clock.now_nanos());
+        let counts = self.counts(self.clock.now_nanos());
         RetryBudgetSnapshot {
             calls: counts.calls,
             retries: counts.hits,
@@ -476,12 +518,66 @@ where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
+    retry_loop(deadline, policy, is_transient, op, Bound::Here).await
+}
+
+/// Like [`retry_within_by`], for an operation that bounds each attempt itself: it runs its
+/// work under `attempt.deadline` (with [`Deadline::run`], and [`Deadline::scope`] for nested
+/// calls) and reports an expiry as [`CallError::DeadlineExceeded`]. One timer per attempt
+/// instead of two, and the operation sees its own expiry (to record it in a breaker). This is
+/// what the attribute macros expand to; an operation that does not bound its attempts is not
+/// bounded here.
+pub async fn retry_within_self_bounded<T, E, F, Fut, C>(
+    deadline: &Deadline,
+    policy: &RetryPolicy,
+    is_transient: C,
+    op: Idempotent<F>,
+) -> Result<T, CallError<E>>
+where
+    C: Fn(&E) -> bool,
+    F: FnMut(Attempt) -> Fut,
+    Fut: Future<Output = Result<T, CallError<E>>>,
+{
+    retry_loop(deadline, policy, is_transient, op, Bound::ByOperation).await
+}
+
+/// Who bounds each attempt.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// The loop: `run(scope(attempt))`.
+    Here,
+    /// The operation, under `attempt.deadline`.
+    ByOperation,
+}
+
+async fn retry_loop<T, E, F, Fut, C>(
+    deadline: &Deadline,
+    policy: &RetryPolicy,
+    is_transient: C,
+    op: Idempotent<F>,
+    bound: Bound,
+) -> Result<T, CallError<E>>
+where
+    C: Fn(&E) -> bool,
+    F: FnMut(Attempt) -> Fut,
+    Fut: Future<Output = Result<T, CallError<E>>>,
+{
     let mut op = op.op;
     let mut number = 0u32;
     let mut last_error: Option<CallError<E>> = None;
+    let attempt_max = policy.attempt_timeout.unwrap_or(Deadline::MAX_BUDGET);
     loop {
         number += 1;
-        let child = deadline.child(policy.attempt_timeout.unwrap_or(Deadline::MAX_BUDGET));
+        let child = if number > 1 {
+            deadline.child(attempt_max)
+        } else if attempt_max >= deadline.budget() {
+            // The attempt may take all of it: the attempt's deadline is the call's.
+            *deadline
+        } else {
+            // The first attempt starts as the deadline was made (a moment already read): no
+            // clock read on the path of a call that succeeds first time.
+            deadline.child_as_of(deadline.created_at(), attempt_max)
+        };
         if child.budget().is_zero() {
             if let Some(error) = last_error {
                 // The budget ran out between attempts: the last attempt's error stands.
@@ -504,13 +600,17 @@ where
             return Err(CallError::Refused(refusal));
         }
         if number == 1 {
-            policy.budget.deposit();
+            policy.budget.deposit_at_instant(deadline.created_at());
         }
         let attempt = Attempt {
             number,
             deadline: child,
         };
-        let error = match child.run(child.scope(op(attempt))).await {
+        let outcome = match bound {
+            Bound::Here => child.run(child.scope(op(attempt))).await,
+            Bound::ByOperation => Ok(op(attempt).await),
+        };
+        let error = match outcome {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(CallError::Refused(refusal))) => return Err(CallError::Refused(refusal)),
             Ok(Err(CallError::Failed(e))) if !is_transient(&e) => {

@@ -270,3 +270,31 @@ async fn retries_never_extend_the_deadline_whatever_the_draws() {
         );
     }
 }
+
+#[test]
+fn deposits_from_many_threads_are_all_counted() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let budget = rt.block_on(async { Arc::new(RetryBudget::new(Duration::from_secs(60), 0, 1.0)) });
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let budget = budget.clone();
+            std::thread::spawn(move || {
+                for _ in 0..1_000 {
+                    budget.deposit();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let snapshot = rt.block_on(async { budget.snapshot() });
+    assert_eq!(snapshot.calls, 6_000);
+    assert_eq!(
+        snapshot.allowed, 6_000,
+        "a ratio of 1 allows one retry per call"
+    );
+}

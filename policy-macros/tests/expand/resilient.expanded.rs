@@ -65,7 +65,7 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
         )
         .map_err(carrier.refused)?;
     let is_transient = ::policy::__private::classifier::<Result<(), SearchError>>();
-    ::policy::retry_within_by(
+    ::policy::retry_within_self_bounded(
             &deadline,
             retry,
             is_transient,
