@@ -67,12 +67,17 @@ fn future_sizes() {
         ("bare", size_of_val(&op.run(0))),
         (
             "resilient_expansion",
-            size_of_val(&expansion::resilient(ours, op, 0)),
+            size_of_val(&expansion::resilient_macro(op, 0)),
         ),
         (
             "critical_expansion",
-            size_of_val(&expansion::critical(op, 0)),
+            size_of_val(&expansion::critical_macro(op, 0)),
         ),
+        (
+            "resilient_by_hand",
+            size_of_val(&expansion::resilient(ours, op, 0)),
+        ),
+        ("critical_by_hand", size_of_val(&expansion::critical(op, 0))),
         (
             "ours_breaker_bulkhead_deadline",
             size_of_val(&ours.breaker_bulkhead_deadline(&request, op, 0)),
