@@ -320,11 +320,11 @@ impl Gate<'_> {
                 .push(Problem::at(error, quarantine.behind.loc, "no such feature"));
             return None;
         }
-        let crates = workspace.packages_named(&quarantine.name.value);
+        let crates = workspace.packages_named(&quarantine.crate_name().value);
         if crates.is_empty() {
             let names = workspace.package_names();
             let help = suggest::did_you_mean(
-                &quarantine.name.value,
+                &quarantine.crate_name().value,
                 names.iter().copied(),
                 "the crates",
                 "",
@@ -335,7 +335,7 @@ impl Gate<'_> {
                 "no feature of any workspace member depends on it: check the name".to_owned()
             };
             let error = GateError::UnknownCrate {
-                name: quarantine.name.value.clone(),
+                name: quarantine.crate_name().value.clone(),
                 help,
             };
             self.problems
@@ -414,7 +414,7 @@ impl Gate<'_> {
         if in_default.is_empty() && in_feature.is_empty() {
             self.problems.push(Problem::at(
                 GateError::NotBehindFeature {
-                    name: quarantine.name.value.clone(),
+                    name: quarantine.crate_name().value.clone(),
                     package: package_name.clone(),
                     behind: behind.to_owned(),
                 },
@@ -427,7 +427,7 @@ impl Gate<'_> {
             self.problems.push(
                 Problem::at(
                     GateError::QuarantineBroken {
-                        name: quarantine.name.value.clone(),
+                        name: quarantine.crate_name().value.clone(),
                         package: package_name.clone(),
                         behind: behind.to_owned(),
                     },
@@ -438,7 +438,11 @@ impl Gate<'_> {
             );
         }
         Some(Checked {
-            name: quarantine.name.value.clone(),
+            // The stanza's label, and the crate when a label names another.
+            name: match &quarantine.krate {
+                Some(krate) => format!("{} (crate `{}`)", quarantine.name.value, krate.value),
+                None => quarantine.name.value.clone(),
+            },
             package: package_name,
             behind: behind.to_owned(),
             in_default: !in_default.is_empty(),

@@ -632,3 +632,24 @@ fn the_gate_runs_the_asset_audit_of_every_assets_stanza() {
         .unwrap();
     assert!(findings >= 10, "{document:#}");
 }
+
+#[test]
+fn a_quarantine_can_name_its_crate_so_one_crate_is_quarantined_for_two_packages() {
+    let root = workspace("quarantine-label", "\"sqlite\"");
+    let policy = write(
+        &root.join("gate.policy"),
+        "quarantine app_db { crate = \"heavy_db\"; package = \"app\"; behind = \"sqlite\" }\n\
+         quarantine store_db { crate = \"heavy-db\"; package = \"store\"; behind = \"sqlite\"; justification = \"the store is the database layer\" }\n",
+    );
+    let output = gate_in(&root, &[policy.to_str().unwrap()]);
+    // `app` makes the feature default: the first stanza fails on the crate it names.
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.contains(
+            "quarantine app_db (crate `heavy_db`) (package `app`, behind `sqlite`): IN THE DEFAULT BUILD"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("heavy-db v0.1.0"), "{out}");
+}

@@ -76,7 +76,7 @@
 //! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`: needs `srcset`, and the first on a page is not lazy), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
 //! | `budget NAME` | `dir` (a front-end build folder, for the front-end metrics); lines `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
-//! | `quarantine CRATE` | `package` (whose default build must not contain the crate), `behind` (the feature of `package` it stays behind), optional `only` (the crates allowed to depend on it directly: `only = "a" "b"`), optional `justification` (allows it in the default build, and is printed) |
+//! | `quarantine CRATE` | optional `crate` (the crate, when the stanza's name is only a label, so one crate can be quarantined for several packages), `package` (whose default build must not contain the crate), `behind` (the feature of `package` it stays behind), optional `only` (the crates allowed to depend on it directly: `only = "a" "b"`), optional `justification` (allows it in the default build, and is printed) |
 //!
 //! `budget` and `quarantine` are read by `policy gate`. A budget line's metric is a front-end
 //! metric (`baseline_js_kb`, `route_js_kb`, `median_route_js_kb`, `total_client_js_kb`,

@@ -1544,7 +1544,7 @@ fn lower_amount(
 }
 
 fn lower_quarantine(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["package", "behind", "only", "justification"];
+    const KEYS: &[&str] = &["crate", "package", "behind", "only", "justification"];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
     for phrase in &body.phrases {
@@ -1569,6 +1569,14 @@ fn lower_quarantine(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         }
     };
     let mut complete = true;
+    let krate = match body.get("crate") {
+        Some((key, value)) => {
+            let krate = lowering.string(&key.text, value);
+            complete &= krate.is_some();
+            krate
+        }
+        None => None,
+    };
     let only = match body.get("only") {
         Some((key, value)) => {
             let mut only = Vec::new();
@@ -1615,6 +1623,7 @@ fn lower_quarantine(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     match (name, package, behind) {
         (Some(name), Some(package), Some(behind)) if complete && !stanza.has_errors => {
             let mut quarantine = QuarantineSpec::new(name, package, behind, stanza.loc);
+            quarantine.krate = krate;
             quarantine.only = only;
             quarantine.justification = justification;
             insert(

@@ -1026,8 +1026,11 @@ impl Named for BudgetSpec {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct QuarantineSpec {
-    /// The heavy crate (`-` and `_` are the same in crate names, as on crates.io).
+    /// The stanza's name: the heavy crate, unless `crate` names it.
     pub name: Located<String>,
+    /// `crate = "..."`: the heavy crate, when the stanza's name is only a label (so one crate
+    /// can be quarantined for several packages).
+    pub krate: Option<Located<String>>,
     /// The package whose default build must not contain it.
     pub package: Located<String>,
     /// The feature of `package` it must stay behind.
@@ -1041,6 +1044,12 @@ pub struct QuarantineSpec {
 }
 
 impl QuarantineSpec {
+    /// The heavy crate (`-` and `_` are the same in crate names, as on crates.io).
+    #[must_use]
+    pub fn crate_name(&self) -> &Located<String> {
+        self.krate.as_ref().unwrap_or(&self.name)
+    }
+
     /// A quarantine with no `only` list and no justification.
     #[must_use]
     pub fn new(
@@ -1051,6 +1060,7 @@ impl QuarantineSpec {
     ) -> Self {
         QuarantineSpec {
             name,
+            krate: None,
             package,
             behind,
             only: Vec::new(),

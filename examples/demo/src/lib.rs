@@ -10,7 +10,7 @@
 //! The service serves its live state too ([`dashboard`]): `GET /policy` (JSON),
 //! `GET /dashboard` (a page that refreshes itself) and `GET /locality`.
 //!
-//! Everything runs in-process on embedded defaults; with `REDIS_URL` set, a second instance
+//! Everything runs in-process on embedded defaults; with `REDIS_URL` set (and the `redis` feature), a second instance
 //! runs in its own process and the two share their breakers through Redis.
 
 pub mod client;

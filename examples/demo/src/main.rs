@@ -5,7 +5,7 @@
 //! policy-demo serve [--port N]                        the service and its fake providers, until Ctrl-C
 //! ```
 //!
-//! With `REDIS_URL` set, the scenario runs a second instance (this binary's `instance`
+//! With `REDIS_URL` set (and the `redis` feature), the scenario runs a second instance (this binary's `instance`
 //! subcommand, in its own process) that shares its breakers through Redis.
 
 use std::path::PathBuf;

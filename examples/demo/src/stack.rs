@@ -19,6 +19,7 @@ use crate::timeline::Timeline;
 
 /// Shares this process's breakers through Redis at `url`, under the key prefix `prefix`, as
 /// instance `instance`. Call it before the first call builds a breaker.
+#[cfg(feature = "redis")]
 pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(), DemoError> {
     let store = policy::redis_store::RedisStore::builder()
         .prefix(prefix)
@@ -32,6 +33,14 @@ pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(
         })?;
     Registry::global().set_breaker_store(Arc::new(store));
     Ok(())
+}
+
+/// Without the `redis` feature there is no shared store: a clear error instead.
+#[cfg(not(feature = "redis"))]
+pub async fn share_breakers(_url: &str, _prefix: &str, _instance: &str) -> Result<(), DemoError> {
+    Err(DemoError::Setup(
+        "REDIS_URL is set, but this demo was built without its `redis` feature: run `cargo run -p policy-demo --features redis`, or unset REDIS_URL to run the single-instance demo".into(),
+    ))
 }
 
 /// The fake providers, each a real HTTP server on loopback.

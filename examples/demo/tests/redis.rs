@@ -5,6 +5,7 @@
 //! The test starts its own `redis-server` on a free loopback port. Under `CI=true` a missing
 //! `redis-server` fails the test (`.ci/run` installs it); elsewhere the test is skipped with a
 //! message on stderr.
+#![cfg(feature = "redis")]
 #![allow(
     clippy::expect_used,
     clippy::panic,
