@@ -544,6 +544,58 @@ fn attempt(
     }
 }
 
+/// Step 3 when the sequence's error is a `CallError`: one attempt, or every attempt inside
+/// `retry_within_self_bounded`, each with its own copy of the arguments and the attempt's
+/// deadline. `attempted` is the type each attempt's future is checked at; `own` is the
+/// function's own result type, whose error decides what is worth repeating.
+fn call_error_sequence(
+    func: &Func,
+    h: &Handles,
+    deadline: &Ident,
+    body: &TokenStream,
+    attempted: &TokenStream,
+    own: &TokenStream,
+    own_span: proc_macro2::Span,
+) -> Result<TokenStream, syn::Error> {
+    let failed = |error: TokenStream| quote!(::policy::CallError::Failed(#error));
+    let expired = |expired: TokenStream| quote!(::policy::CallError::DeadlineExceeded(#expired));
+    let Some(retry) = &h.retry else {
+        return Ok(attempt(
+            h,
+            &quote!(#deadline),
+            &TokenStream::new(),
+            body,
+            failed,
+            expired,
+        ));
+    };
+    let attempt_ident = local("attempt");
+    let copies = per_attempt_copies(func)?;
+    let inner = attempt(
+        h,
+        &quote!(#attempt_ident.deadline),
+        &TokenStream::new(),
+        body,
+        failed,
+        expired,
+    );
+    let classify = local("is_transient");
+    let transient = quote_spanned! {own_span=>
+        let #classify = ::policy::__private::classifier::<#own>();
+    };
+    Ok(quote! {
+        #transient
+        // Is this failure worth repeating? Every attempt draws from the same deadline.
+        ::policy::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
+            #copies
+            ::policy::__private::typed::<#attempted, _>(async move {
+                #inner
+            })
+        }))
+        .await
+    })
+}
+
 /// The parameters a fallback or a stale key is made of: every parameter but `self`, each a
 /// plain name, with its type.
 fn answer_params(func: &Func, what: &str) -> Result<Vec<(Ident, syn::Type)>, syn::Error> {
@@ -590,43 +642,15 @@ fn expand_answered(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> 
     };
     let admission = admission(plan, &h, &deadline, &TokenStream::new());
     let body = body(func, &ret, plan);
-    let sequence = match &h.retry {
-        None => {
-            let deadline_tokens = quote!(#deadline);
-            attempt(
-                &h,
-                &deadline_tokens,
-                &TokenStream::new(),
-                &body,
-                |error| quote!(::policy::CallError::Failed(#error)),
-                |expired| quote!(::policy::CallError::DeadlineExceeded(#expired)),
-            )
-        }
-        Some(retry) => {
-            let attempt_ident = local("attempt");
-            let copies = per_attempt_copies(func)?;
-            let attempt_deadline = quote!(#attempt_ident.deadline);
-            let inner = attempt(
-                &h,
-                &attempt_deadline,
-                &TokenStream::new(),
-                &body,
-                |error| quote!(::policy::CallError::Failed(#error)),
-                |expired| quote!(::policy::CallError::DeadlineExceeded(#expired)),
-            );
-            let classify = local("is_transient");
-            quote! {
-                let #classify = ::policy::__private::classifier::<#ret>();
-                ::policy::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
-                    #copies
-                    ::policy::__private::typed::<::policy::__private::Attempted<#ret>, _>(async move {
-                        #inner
-                    })
-                }))
-                .await
-            }
-        }
-    };
+    let sequence = call_error_sequence(
+        func,
+        &h,
+        &deadline,
+        &body,
+        &quote!(::policy::__private::Attempted<#ret>),
+        &ret,
+        ret_span,
+    )?;
 
     let what = if plan.fallback.is_some() {
         "a fallback"
@@ -805,48 +829,30 @@ fn expand_awaited(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error> {
     let assert = quote_spanned! {ret_span=>
         let #carrier = ::policy::__private::carrier::<#ret>();
     };
-    let sequence = match &h.retry {
-        None => {
-            let deadline_tokens = quote!(#deadline);
-            attempt(
-                &h,
-                &deadline_tokens,
-                &refused,
-                &body,
-                |error| error,
-                |expired| quote!((#carrier.expired)(#expired)),
-            )
+    let sequence = if h.retry.is_some() {
+        let error = local("error");
+        let sequence = call_error_sequence(
+            func,
+            &h,
+            &deadline,
+            &body,
+            &quote!(::policy::__private::Attempted<#ret>),
+            &ret,
+            ret_span,
+        )?;
+        quote! {
+            #sequence
+            .map_err(|#error| #carrier.flatten(#error))
         }
-        Some(retry) => {
-            let attempt_ident = local("attempt");
-            let copies = per_attempt_copies(func)?;
-            let attempt_deadline = quote!(#attempt_ident.deadline);
-            let inner = attempt(
-                &h,
-                &attempt_deadline,
-                &TokenStream::new(),
-                &body,
-                |error| quote!(::policy::CallError::Failed(#error)),
-                |expired| quote!(::policy::CallError::DeadlineExceeded(#expired)),
-            );
-            let error = local("error");
-            let classify = local("is_transient");
-            let transient = quote_spanned! {ret_span=>
-                let #classify = ::policy::__private::classifier::<#ret>();
-            };
-            quote! {
-                #transient
-                // Is this failure worth repeating? Every attempt draws from the same deadline.
-                ::policy::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
-                    #copies
-                    ::policy::__private::typed::<::policy::__private::Attempted<#ret>, _>(async move {
-                        #inner
-                    })
-                }))
-                .await
-                .map_err(|#error| #carrier.flatten(#error))
-            }
-        }
+    } else {
+        attempt(
+            &h,
+            &quote!(#deadline),
+            &refused,
+            &body,
+            |error| error,
+            |expired| quote!((#carrier.expired)(#expired)),
+        )
     };
     let setup = &h.setup;
     let item = &func.item;
@@ -892,48 +898,20 @@ fn expand_scheduled(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error>
         quote!(::policy::__private::ScheduledResult<#ret>)
     };
     let admission = admission(plan, &h, &deadline, &TokenStream::new());
-    let sequence = match &h.retry {
-        None => {
-            let deadline_tokens = quote!(#deadline);
-            attempt(
-                &h,
-                &deadline_tokens,
-                &TokenStream::new(),
-                &body,
-                |error| quote!(::policy::CallError::Failed(#error)),
-                |expired| quote!(::policy::CallError::DeadlineExceeded(#expired)),
-            )
-        }
-        Some(retry) => {
-            let attempt_ident = local("attempt");
-            let copies = per_attempt_copies(func)?;
-            let attempt_deadline = quote!(#attempt_ident.deadline);
-            let inner = attempt(
-                &h,
-                &attempt_deadline,
-                &TokenStream::new(),
-                &body,
-                |error| quote!(::policy::CallError::Failed(#error)),
-                |expired| quote!(::policy::CallError::DeadlineExceeded(#expired)),
-            );
-            let classify = local("is_transient");
-            let own = if unit {
-                quote!(::core::result::Result<(), ::core::convert::Infallible>)
-            } else {
-                ret.clone()
-            };
-            quote! {
-                let #classify = ::policy::__private::classifier::<#own>();
-                ::policy::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|#attempt_ident: ::policy::retry::Attempt| {
-                    #copies
-                    ::policy::__private::typed::<#outcome_ty, _>(async move {
-                        #inner
-                    })
-                }))
-                .await
-            }
-        }
+    let own = if unit {
+        quote!(::core::result::Result<(), ::core::convert::Infallible>)
+    } else {
+        ret.clone()
     };
+    let sequence = call_error_sequence(
+        func,
+        &h,
+        &deadline,
+        &body,
+        &outcome_ty,
+        &own,
+        proc_macro2::Span::call_site(),
+    )?;
     let op = &plan.op;
     let schedule = match plan.class {
         Class::Background => quote! {
