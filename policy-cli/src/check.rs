@@ -39,6 +39,31 @@ pub(crate) fn load(
     Ok((set, files))
 }
 
+/// Loads the files for a command that needs a valid policy (`explain`, `gate`, `assets`):
+/// prints every diagnostic, and stops with [`Exit::Problems`] when any is an error.
+/// `prefix` starts the closing line, before the summary: `policy gate: ` or
+/// `policy assets: the policy has `.
+pub(crate) fn load_valid(
+    paths: &[PathBuf],
+    prefix: &str,
+    err: &mut dyn Write,
+) -> Result<(PolicySet, Vec<PathBuf>), Exit> {
+    let (set, files) = load(paths, err)?;
+    let report = set.check();
+    for diagnostic in report.all() {
+        let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
+    }
+    if report.has_errors() {
+        let _ = writeln!(
+            err,
+            "{prefix}{}; fix the errors first",
+            render::summary(&report)
+        );
+        return Err(Exit::Problems);
+    }
+    Ok((set, files))
+}
+
 /// Runs `policy check`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let (set, files) = match load(&args.files, err) {

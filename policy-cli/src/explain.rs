@@ -7,7 +7,7 @@ use std::time::Duration;
 use policy_lang::explain::{Explanation, explain_all};
 use serde_json::json;
 
-use crate::{Exit, Format, check, render};
+use crate::{Exit, Format, check};
 
 /// Arguments of `policy explain`.
 #[derive(Debug, clap::Args)]
@@ -40,22 +40,11 @@ fn to_json(explanation: &Explanation) -> serde_json::Value {
 
 /// Runs `policy explain`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let (set, _) = match check::load(std::slice::from_ref(&args.file), err) {
-        Ok(loaded) => loaded,
-        Err(exit) => return exit,
-    };
-    let report = set.check();
-    for diagnostic in report.all() {
-        let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-    }
-    if report.has_errors() {
-        let _ = writeln!(
-            err,
-            "policy explain: {}; fix the errors first",
-            render::summary(&report)
-        );
-        return Exit::Problems;
-    }
+    let (set, _) =
+        match check::load_valid(std::slice::from_ref(&args.file), "policy explain: ", err) {
+            Ok(loaded) => loaded,
+            Err(exit) => return exit,
+        };
     let mut explanations = explain_all(set.spec());
     if let Some(wanted) = &args.operation {
         explanations.retain(|explanation| &explanation.operation == wanted);

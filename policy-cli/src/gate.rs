@@ -468,22 +468,10 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// Runs `policy gate`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let (set, files) = match check::load(&args.files, err) {
+    let (set, files) = match check::load_valid(&args.files, "policy gate: ", err) {
         Ok(loaded) => loaded,
         Err(exit) => return exit,
     };
-    let report = set.check();
-    for diagnostic in report.all() {
-        let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-    }
-    if report.has_errors() {
-        let _ = writeln!(
-            err,
-            "policy gate: {}; fix the errors first",
-            render::summary(&report)
-        );
-        return Exit::Problems;
-    }
     let mut gate = Gate {
         root: &args.root,
         workspace: None,

@@ -156,22 +156,11 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let set = if args.policies.is_empty() {
         PolicySet::new()
     } else {
-        let (set, _) = match check::load(&args.policies, err) {
-            Ok(loaded) => loaded,
-            Err(exit) => return exit,
-        };
-        let report = set.check();
-        for diagnostic in report.all() {
-            let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-        }
-        if report.has_errors() {
-            let _ = writeln!(
-                err,
-                "policy assets: the policy has {}; fix the errors first",
-                render::summary(&report)
-            );
-            return Exit::Problems;
-        }
+        let (set, _) =
+            match check::load_valid(&args.policies, "policy assets: the policy has ", err) {
+                Ok(loaded) => loaded,
+                Err(exit) => return exit,
+            };
         set
     };
     let (spec, stanza_dir) = match choose(&set, args, err) {
