@@ -7,10 +7,9 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::convert::Infallible;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use axum::Router;
@@ -23,43 +22,10 @@ use hyper_util::rt::TokioExecutor;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tracing_subscriber::fmt::MakeWriter;
 
-/// Formatted tracing output of the whole test binary, from every thread.
-#[derive(Clone, Default)]
-pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    /// Lines that contain every one of `needles`.
-    pub(crate) fn lines_with(&self, needles: &[&str]) -> Vec<String> {
-        self.text()
-            .lines()
-            .filter(|l| needles.iter().all(|n| l.contains(n)))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
+#[path = "../common/captured.rs"]
+mod captured;
+pub(crate) use captured::Captured;
 
 /// Captures every event (DEBUG and up) of every thread of this test binary: the server's
 /// worker threads log too. Tests tell their lines apart by unique task names.
