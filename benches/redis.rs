@@ -6,7 +6,8 @@
 //! - how long an opening on one instance takes to reach a second instance (pub/sub), and a
 //!   trip likewise.
 //!
-//! When `redis-server` is not installed, the bench prints that it was skipped.
+//! When `redis-server` is not installed, the bench prints that it was skipped (under `CI=true`
+//! it fails instead, like the tests).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,15 +17,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use policy::redis_store::RedisStore;
 use policy::{Breaker, Bulkhead, Deadline, RetryPolicy, Sharing, Shedder};
+use policy_testkit::RedisServer;
 
 use common::{ATTEMPT_MAX, Op, Ours, REQUEST_BUDGET, SLOTS, expansion, runtime};
 
@@ -32,96 +31,6 @@ use common::{ATTEMPT_MAX, Op, Ours, REQUEST_BUDGET, SLOTS, expansion, runtime};
 const COUNTED_CALLS: u64 = 1_000_000;
 /// Openings timed from one instance to another.
 const TRIALS: usize = 20;
-
-/// A private `redis-server`, killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start() -> Option<Self> {
-        let found = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok();
-        if !found {
-            return None;
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        let server = Self { child, port };
-        let started = Instant::now();
-        while server.query(&["PING"]).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Some(server)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// One command over a fresh connection; the reply as text (status or bulk string).
-    fn query(&self, args: &[&str]) -> std::io::Result<String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
-        let mut request = format!("*{}\r\n", args.len());
-        for a in args {
-            request.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        stream.write_all(request.as_bytes())?;
-        let mut reader = BufReader::new(stream);
-        let mut header = String::new();
-        reader.read_line(&mut header)?;
-        match header.as_bytes().first() {
-            Some(b'$') => {
-                let len: usize = header[1..].trim().parse().map_err(std::io::Error::other)?;
-                let mut body = vec![0; len + 2];
-                reader.read_exact(&mut body)?;
-                body.truncate(len);
-                String::from_utf8(body).map_err(std::io::Error::other)
-            }
-            Some(b'+') => Ok(header[1..].trim().to_owned()),
-            _ => Err(std::io::Error::other(header)),
-        }
-    }
-
-    /// Calls per command name, from `INFO commandstats`.
-    fn command_calls(&self) -> BTreeMap<String, u64> {
-        let info = self
-            .query(&["INFO", "commandstats"])
-            .expect("INFO commandstats");
-        info.lines()
-            .filter_map(|line| {
-                let rest = line.strip_prefix("cmdstat_")?;
-                let (name, stats) = rest.split_once(':')?;
-                let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-                Some((name.to_owned(), calls.parse().ok()?))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Commands sent between two `INFO commandstats` readings, the `INFO` itself left out.
 fn commands_between(
@@ -151,7 +60,7 @@ fn ours_with(breaker: Breaker) -> Ours {
     }
 }
 
-fn hot_path(c: &mut Criterion, server: &Server, store: &Arc<RedisStore>) {
+fn hot_path(c: &mut Criterion, server: &RedisServer, store: &Arc<RedisStore>) {
     // Shares every opening with the fleet: the most the store ever does for a breaker.
     let shared = Breaker::builder("hot")
         .sharing(Sharing::Openings { quorum: 1 })
@@ -226,7 +135,7 @@ fn time_until_refusing(breaker: &Breaker, from: Instant) -> Option<Duration> {
     None
 }
 
-fn propagation(server: &Server) {
+fn propagation(server: &RedisServer) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -309,7 +218,7 @@ fn sharing_name(sharing: Sharing) -> &'static str {
 }
 
 fn main() {
-    let Some(server) = Server::start() else {
+    let Some(server) = RedisServer::start() else {
         println!("SKIPPED: the Redis bench needs `redis-server` (apt-get install redis-server)");
         return;
     };

@@ -1,6 +1,6 @@
 //! Fleet-wide breakers and the fleet rate limiter, against a real `redis-server`.
 //!
-//! Each test starts its own server on a free loopback port (see `common/redis_server.rs`).
+//! Each test starts its own server on a free loopback port (`policy_testkit::RedisServer`).
 //! Real time is used here: the point is what crosses the network.
 #![cfg(feature = "redis")]
 #![allow(
@@ -9,8 +9,6 @@
 )]
 
 mod common;
-#[path = "common/redis_server.rs"]
-mod redis_server;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +16,7 @@ use std::time::{Duration, Instant};
 use policy_runtime::limiter::FailMode;
 use policy_runtime::redis_store::{RedisStore, StoreError};
 use policy_runtime::{Breaker, RefusalKind, Sharing};
-use redis_server::RedisServer;
+use policy_testkit::RedisServer;
 
 const MS: Duration = Duration::from_millis(1);
 

@@ -9,81 +9,12 @@
 #![allow(
     clippy::expect_used,
     clippy::panic,
-    reason = "test helpers: failing to set up is a failed test"
+    reason = "test code: failing to set up is a failed test"
 )]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-struct RedisServer {
-    child: Child,
-    port: u16,
-}
-
-impl RedisServer {
-    fn start() -> Option<Self> {
-        let found = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "redis-server is not installed, and CI=true: install it (apt-get install -y redis-server); .ci/run does"
-            );
-            eprintln!(
-                "SKIPPED: redis-server is not installed (install it to run the Redis demo test)"
-            );
-            return None;
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        let server = Self { child, port };
-        let started = Instant::now();
-        while !server.answers_ping() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(server)
-    }
-
-    fn answers_ping(&self) -> bool {
-        let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut reply = [0u8; 7];
-        conn.write_all(b"PING\r\n").is_ok()
-            && conn.read_exact(&mut reply).is_ok()
-            && &reply == b"+PONG\r\n"
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use policy_testkit::RedisServer;
 
 /// The number right after `before` in `text`.
 fn number_after(text: &str, before: &str) -> u64 {
