@@ -10,7 +10,6 @@
 mod defer_support;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -309,48 +308,4 @@ async fn the_manifest_leaves_out_what_is_not_an_image() {
         r#"<img src="/assets/nested/deeper/a%20b.png" width="32" height="16">"#
     );
     server.stop().await;
-}
-
-/// For the report: the time a page takes through a real server and client, with the layer and
-/// without. Run with `--ignored --nocapture`, in release.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement, not a check"]
-async fn overhead_per_response() {
-    const REQUESTS: u32 = 2000;
-    // A 40 KiB page with 40 images, half of them without dimensions.
-    let mut page = String::from("<!doctype html><html><body>\n");
-    while page.len() < 40 * 1024 {
-        page.push_str("<p>Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.</p>\n");
-        page.push_str(r#"<img src="/static/img/photo.jpg" alt="">"#);
-        page.push_str(r#"<img src="/static/img/icon.png" width="32" height="16" alt="">"#);
-        page.push('\n');
-    }
-    page.push_str("</body></html>\n");
-    let page: &'static str = Box::leak(page.into_boxed_str());
-    let measure = |router: Router| async move {
-        let server = Server::start(router).await;
-        let client = client();
-        let url = server.url("/page.html");
-        for _ in 0..50 {
-            fetch(&client, &url).await;
-        }
-        let start = Instant::now();
-        for _ in 0..REQUESTS {
-            fetch(&client, &url).await;
-        }
-        let elapsed = start.elapsed();
-        server.stop().await;
-        elapsed / REQUESTS
-    };
-    let plain = Router::new().route("/page.html", get(move || async move { Html(page) }));
-    let without = measure(plain.clone()).await;
-    let with = measure(plain.layer(ImageDimensionsLayer::new(manifest()))).await;
-    eprintln!(
-        "{} KiB page: {:?} per response without the layer, {:?} with it ({:?} more)",
-        page.len() / 1024,
-        without,
-        with,
-        with.saturating_sub(without)
-    );
-    assert!(with < without + Duration::from_millis(50));
 }
