@@ -20,6 +20,7 @@ pub mod events;
 pub mod providers;
 pub mod report;
 pub mod scenario;
+mod server;
 pub mod service;
 pub mod stack;
 pub mod timeline;

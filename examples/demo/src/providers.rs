@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -21,8 +20,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde::Serialize;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+
+use crate::server::Server;
 
 /// The shortest delay of [`Mode::Slow`].
 pub const SLOWEST_FLOOR: Duration = Duration::from_millis(50);
@@ -152,16 +151,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A fake provider: a real HTTP server on a loopback port.
 pub struct FakeProvider {
     shared: Arc<Shared>,
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    server: Server,
 }
 
 impl fmt::Debug for FakeProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FakeProvider")
             .field("name", &self.shared.name)
-            .field("addr", &self.addr)
+            .field("addr", &self.server.addr())
             .field("mode", &self.mode())
             .finish()
     }
@@ -200,24 +197,8 @@ impl FakeProvider {
             .fallback(answer)
             .with_state(shared.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(error) = served {
-                eprintln!("the fake {name} provider stopped: {error}");
-            }
-        });
-        Ok(Self {
-            shared,
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        })
+        let server = Server::spawn(listener, app, format!("the fake {name} provider"))?;
+        Ok(Self { shared, server })
     }
 
     /// Its name.
@@ -227,7 +208,7 @@ impl FakeProvider {
 
     /// Its base URL, `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// How it behaves now.
@@ -252,21 +233,8 @@ impl FakeProvider {
     }
 
     /// Stops accepting and waits for the open connections to finish.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for FakeProvider {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+    pub async fn stop(self) {
+        self.server.stop().await;
     }
 }
 

@@ -1,19 +1,17 @@
 //! Starting it all: the store, the fake providers, and one or more service instances.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use policy::{BackgroundPool, Registry};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::DemoError;
 use crate::client::http_client;
 use crate::db::Database;
 use crate::providers::FakeProvider;
+use crate::server::Server;
 use crate::service::{self, Dependency, Services, WorkDone};
 use crate::timeline::Timeline;
 
@@ -187,9 +185,7 @@ pub fn sample_text(n: u64) -> String {
 pub struct Instance {
     /// What its functions use.
     pub services: Services,
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    server: Server,
 }
 
 impl Instance {
@@ -212,46 +208,17 @@ impl Instance {
         };
         let app = service::router(services.clone());
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(error) = served {
-                eprintln!("the service stopped: {error}");
-            }
-        });
-        Ok(Self {
-            services,
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        })
+        let server = Server::spawn(listener, app, "the service".to_owned())?;
+        Ok(Self { services, server })
     }
 
     /// Its base URL.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// Stops accepting and waits for the open connections to finish their responses.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-        }
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+    pub async fn stop(self) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.server.stop()).await;
     }
 }
