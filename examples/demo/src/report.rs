@@ -589,6 +589,7 @@ th, td {{ text-align: left; padding: 4px 8px; border-bottom: 1px solid #e3e7ef; 
 td.num, th.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 table.facts th {{ width: 200px; color: #5b6475; font-weight: 600; }}
 .findings li {{ margin: 4px 0; }}
+.legend .swatch {{ display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 10px; border: 1px solid #c9cfdb; vertical-align: -2px; }}
 </style>
 </head>
 <body>
@@ -682,7 +683,8 @@ fn machine(m: &Machine) -> String {
 /// The soak on the terminal: one table per fault, then the verdict.
 pub fn soak_tables(run: &SoakReport) -> String {
     let mut out = String::new();
-    for row in &run.faults {
+    // A fault the run was too short to reach has nothing to show.
+    for row in run.faults.iter().filter(|f| !f.time.is_zero()) {
         let _ = writeln!(
             out,
             "\n── {} (search {}, notifier {}, sessions {}): {} in all ──",
@@ -718,6 +720,27 @@ pub fn soak_tables(run: &SoakReport) -> String {
             check.detail
         );
     }
+    out
+}
+
+/// The shade of a fault's stretches in the soak's charts (one per fault of the cycle).
+fn fault_fill(fault: usize) -> &'static str {
+    const FILLS: [&str; 5] = ["#f4f6fa", "#fdf0dc", "#fbe4e2", "#efe6fa", "#e3f1ec"];
+    FILLS[fault % FILLS.len()]
+}
+
+/// Which shade is which fault, above the soak's charts.
+fn fault_legend(run: &SoakReport) -> String {
+    let mut out = String::from("<p class=\"legend\">Shaded by fault: ");
+    for (index, row) in run.faults.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<span class=\"swatch\" style=\"background:{}\"></span>{} ",
+            fault_fill(index),
+            esc(row.fault.name)
+        );
+    }
+    out.push_str("(dotted: the end of the warm-up).</p>");
     out
 }
 
@@ -768,10 +791,7 @@ fn soak_chart(
     );
     for band in &run.bands {
         let (x0, x1) = (x(band.from.as_secs_f64()), x(band.until.as_secs_f64()));
-        let fill = match band.fault % 2 {
-            0 => "#f4f6fa",
-            _ => "#e9edf5",
-        };
+        let fill = fault_fill(band.fault);
         let name = names.get(band.fault).copied().unwrap_or("?");
         let _ = write!(
             svg,
@@ -884,6 +904,7 @@ pub fn soak_html(run: &SoakReport) -> String {
         );
     }
     body.push_str("</tbody></table>");
+    body.push_str(&fault_legend(run));
     let reference = run
         .samples
         .iter()
@@ -918,7 +939,7 @@ pub fn soak_html(run: &SoakReport) -> String {
         None,
     ));
     body.push_str("<h2>Throughput and latency per fault</h2>");
-    for row in &run.faults {
+    for row in run.faults.iter().filter(|f| !f.time.is_zero()) {
         let _ = write!(
             body,
             "<h3>{}</h3><p class=\"muted\">search {}, notifier {}, sessions {}; {} in all</p>",
