@@ -75,7 +75,7 @@ use tokio::sync::Semaphore;
 
 use crate::bulkhead::Bulkhead;
 use crate::deadline::Deadline;
-use crate::defer::{DeferredOutcome, Platform, RequestId, Task, TaskStats};
+use crate::defer::{DeferredOutcome, Platform, RequestId, Task, TaskStats, class_totals};
 use crate::error::{RefusalReason, ResilienceError};
 use crate::observe;
 use crate::shedding::{Decision, ShedReason, Thresholds, WorkClass, decide};
@@ -327,7 +327,7 @@ impl BackgroundPool {
             name.into(),
             WorkClass::Background,
             RequestId::current(),
-            &pool.stats,
+            Some(&pool.stats),
             work,
         );
         match &pool.platform {
@@ -397,6 +397,10 @@ impl BackgroundPool {
 
     fn shed(&self, reason: ShedReason, compartment: Option<&str>) -> ResilienceError {
         let pool = &self.inner;
+        pool.stats.shed.fetch_add(1, Ordering::Relaxed);
+        class_totals(WorkClass::Background)
+            .shed
+            .fetch_add(1, Ordering::Relaxed);
         match compartment {
             Some(compartment) => observe::shed(
                 &pool.name,

@@ -220,9 +220,19 @@ pub(crate) fn drained(
         finished = report.finished,
         abandoned = report.abandoned,
         drain_deadline = ?drain_deadline,
-        "drained deferred work within {}: {} finished, {} abandoned ({reason})",
+        deferred_scheduled = report.deferred.scheduled,
+        deferred_finished = report.deferred.finished,
+        deferred_abandoned = report.deferred.abandoned,
+        deferred_in_flight = report.deferred.in_flight,
+        background_scheduled = report.background.scheduled,
+        background_finished = report.background.finished,
+        background_abandoned = report.background.abandoned,
+        background_in_flight = report.background.in_flight,
+        "drained deferred work within {}: {} finished, {} abandoned ({reason}); since start, deferred: {}; background: {}",
         Human(drain_deadline),
         report.finished,
-        report.abandoned
+        report.abandoned,
+        report.deferred,
+        report.background
     );
 }

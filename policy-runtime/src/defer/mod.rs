@@ -98,7 +98,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 use tokio::task::futures::TaskLocalFuture;
@@ -111,11 +111,11 @@ mod platform;
 mod task;
 
 pub use platform::{
-    ContainerPlatform, DrainReport, ImmediatePlatform, Platform, PlatformAlreadySet, platform,
-    set_platform, shutdown,
+    ContainerPlatform, DrainReport, ImmediatePlatform, Platform, PlatformAlreadySet, TaskTotals,
+    platform, set_platform, shutdown, totals,
 };
-pub(crate) use task::TaskStats;
 pub use task::{DeferredOutcome, Scheduled, Task};
+pub(crate) use task::{TaskStats, class_totals};
 
 tokio::task_local! {
     /// The after-response queue of the request being handled.
@@ -163,13 +163,7 @@ where
     match CURRENT.try_with(AfterResponse::clone) {
         Ok(after) => after.defer(name, work),
         Err(_) => {
-            let task = Task::new(
-                name.into(),
-                WorkClass::Deferred,
-                None,
-                deferred_stats(),
-                work,
-            );
+            let task = Task::new(name.into(), WorkClass::Deferred, None, None, work);
             platform().keep_alive(task);
         }
     }
@@ -319,7 +313,7 @@ impl AfterResponse {
             name.into(),
             WorkClass::Deferred,
             Some(self.inner.request.clone()),
-            deferred_stats(),
+            None,
             work,
         );
         let mut pending = lock(&self.inner.pending);
@@ -389,9 +383,8 @@ impl Drop for Queue {
     }
 }
 
-fn deferred_stats() -> &'static Arc<TaskStats> {
-    static STATS: OnceLock<Arc<TaskStats>> = OnceLock::new();
-    STATS.get_or_init(Arc::default)
+fn deferred_stats() -> &'static TaskStats {
+    task::class_totals(WorkClass::Deferred)
 }
 
 /// Deferred work of the whole process, for dashboards.
