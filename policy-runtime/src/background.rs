@@ -239,6 +239,10 @@ impl<O: DeferredOutcome> DeferredOutcome for Ran<O> {
     fn failure(&self) -> Option<&dyn fmt::Display> {
         self.0.as_ref().and_then(DeferredOutcome::failure)
     }
+
+    fn refusal(&self) -> Option<&ResilienceError> {
+        self.0.as_ref().and_then(DeferredOutcome::refusal)
+    }
 }
 
 /// A point-in-time view of one background pool, for dashboards.

@@ -85,7 +85,12 @@ async fn the_drain_report_accounts_for_every_task_since_start() {
         .max_queued(0)
         .platform(platform.clone())
         .build();
-    pool.submit("embed", tokio::time::sleep(20 * MS)).unwrap();
+    // Its one task is refused by a mechanism inside it: counted as refused, not failed.
+    pool.submit("embed", async {
+        tokio::time::sleep(20 * MS).await;
+        Scheduled::<ProviderDown>(Err(CallError::Refused(refusal())))
+    })
+    .unwrap();
     assert!(pool.submit("embed", async {}).is_err(), "shed: no room");
     assert!(pool.submit("embed", async {}).is_err(), "shed: no room");
 
@@ -135,6 +140,10 @@ async fn the_drain_report_accounts_for_every_task_since_start() {
         (3, 1, 2, 0),
         "{}",
         report.background
+    );
+    assert_eq!(
+        (report.background.refused, report.background.failed),
+        (1, 0)
     );
     assert!(report.accounted_for(), "{report:?}");
     assert_eq!(

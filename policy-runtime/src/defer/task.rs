@@ -13,6 +13,7 @@ use pin_project_lite::pin_project;
 use tracing::Span;
 
 use super::RequestId;
+use super::limits::Admission;
 use crate::observe;
 use crate::shedding::WorkClass;
 
@@ -177,6 +178,8 @@ pub struct Task {
     request: Option<RequestId>,
     span: Span,
     counts: Counts,
+    /// Its place in the bound of deferred work, once admitted: it starts when this holds a slot.
+    admission: Option<Admission>,
     started: bool,
     abandon_reason: &'static str,
     /// `None` once the work ended.
@@ -232,6 +235,7 @@ impl Task {
                 class,
                 pool: pool.cloned(),
             },
+            admission: None,
             started: false,
             abandon_reason: "dropped before it finished",
             work: Some(Box::pin(Attached { work })),
@@ -261,6 +265,28 @@ impl Task {
     pub fn abandon(mut self, reason: &'static str) {
         self.abandon_reason = reason;
         drop(self);
+    }
+
+    /// Admits the task to the bound of deferred work: it starts once the admission holds a
+    /// slot, and gives both back when it ends.
+    pub(crate) fn admit(&mut self, admission: Admission) {
+        self.admission = Some(admission);
+    }
+
+    /// Ends the task without running its work because a bound refused it: counted as finished
+    /// and refused, and logged at INFO (`task_refused`) with the refusal, as the refusals of
+    /// the mechanisms inside the work are.
+    pub(crate) fn refuse(mut self, refusal: &crate::ResilienceError) {
+        if self.work.is_none() {
+            return;
+        }
+        let _entered = self.span.enter();
+        if self.started {
+            self.counts.sub(|s| &s.running);
+        }
+        self.work = None;
+        self.counts
+            .end(&self.name, Outcome::Refused(refusal.clone()));
     }
 }
 
@@ -317,6 +343,10 @@ impl Future for Task {
         let Some(work) = this.work.as_mut() else {
             return Poll::Ready(());
         };
+        if let Some(admission) = &mut this.admission {
+            // Waiting for a slot is not running: nothing is counted, nothing is entered.
+            ready!(admission.poll_slot(cx));
+        }
         let _entered = this.span.enter();
         if !this.started {
             this.started = true;
@@ -326,6 +356,7 @@ impl Future for Task {
         // Drop the work now, and whatever it holds (a pool's slot), not when the platform
         // gets round to dropping the task.
         this.work = None;
+        this.admission = None;
         this.counts.sub(|s| &s.running);
         this.counts.end(&this.name, outcome);
         Poll::Ready(())
