@@ -16,6 +16,7 @@
 //! | ... panics (caught)        | ERROR | `task_panicked`            | `policy_tasks_total{class,outcome="panicked"}` |
 //! | ... is dropped before its end | WARN | `task_abandoned`        | `policy_tasks_total{class,outcome="abandoned"}` |
 //! | a platform drained         | INFO  | `drain`                    |                                              |
+//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` |                                   |
 //!
 //! Task events carry `class` (`deferred` or `background`) and are emitted inside the task's
 //! span `task{name, class, request}`, so the request a failure came from is on the same line.
@@ -234,5 +235,15 @@ pub(crate) fn drained(
         report.abandoned,
         report.deferred,
         report.background
+    );
+}
+
+#[cfg(feature = "signal")]
+pub(crate) fn shutdown_signal(signal: &'static str) {
+    tracing::info!(
+        target: "policy",
+        kind = "shutdown_signal",
+        signal,
+        "{signal} received: stopping"
     );
 }

@@ -21,7 +21,7 @@ use axum::routing::post;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
-use crate::server::Server;
+use crate::server::{ServeLimits, Server};
 
 /// The shortest delay of [`Mode::Slow`].
 pub const SLOWEST_FLOOR: Duration = Duration::from_millis(50);
@@ -197,7 +197,13 @@ impl FakeProvider {
             .fallback(answer)
             .with_state(shared.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let server = Server::spawn(listener, app, format!("the fake {name} provider"))?;
+        // The service's client keeps idle connections for 30 s: a provider keeps them longer,
+        // so it never closes one the client is about to reuse.
+        let limits = ServeLimits {
+            header_read_timeout: Duration::from_secs(60),
+            ..ServeLimits::default()
+        };
+        let server = Server::spawn(listener, app, format!("the fake {name} provider"), limits)?;
         Ok(Self { shared, server })
     }
 

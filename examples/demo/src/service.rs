@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
@@ -700,12 +701,35 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// A body that could not be read: 408 when it did not arrive within the server's body read
+/// deadline (and the connection is closed), else the extractor's own answer.
+fn unreadable(rejection: BytesRejection) -> Response {
+    let timed_out = std::iter::successors(
+        Some(&rejection as &(dyn std::error::Error + 'static)),
+        |e| e.source(),
+    )
+    .any(|e| e.is::<tower_http::timeout::TimeoutError>());
+    if timed_out {
+        return (
+            StatusCode::REQUEST_TIMEOUT,
+            [("connection", "close")],
+            Json(serde_json::json!({ "error": "the request body did not arrive in time" })),
+        )
+            .into_response();
+    }
+    rejection.into_response()
+}
+
 async fn save(
     State(app): State<Services>,
     Extension(RequestKey(request)): Extension<RequestKey>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return unreadable(rejection),
+    };
     let doc: NewDocument = match serde_json::from_slice(&body) {
         Ok(doc) => doc,
         Err(_) => {

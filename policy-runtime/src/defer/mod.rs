@@ -119,6 +119,8 @@ use crate::shedding::WorkClass;
 pub mod http;
 mod limits;
 mod platform;
+#[cfg(feature = "signal")]
+mod signal;
 mod task;
 
 pub use limits::{
@@ -129,6 +131,8 @@ pub use platform::{
     ContainerPlatform, DrainReport, ImmediatePlatform, Platform, PlatformAlreadySet, TaskTotals,
     platform, set_platform, shutdown, totals,
 };
+#[cfg(feature = "signal")]
+pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
 pub use task::{DeferredOutcome, Scheduled, Task};
 pub(crate) use task::{TaskStats, class_totals};
 
