@@ -10,6 +10,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Json;
 use axum::routing::get;
+use policy::WorkClass;
 use policy::defer::{ContainerPlatform, DrainReport};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt as _;
@@ -18,7 +19,7 @@ use tokio::net::TcpListener;
 use crate::DemoError;
 use crate::events::EventLog;
 use crate::scenario;
-use crate::server::Server;
+use crate::server::{ServeLimits, Server};
 use crate::service::Services;
 use crate::stack::{self, Instance, Providers};
 
@@ -53,8 +54,11 @@ pub struct Hello {
 /// the runtime's accounting rather than restating it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkCounts {
-    /// Tasks scheduled.
+    /// Tasks scheduled, counted by the demo.
     pub scheduled: u64,
+    /// Tasks scheduled, counted by the runtime (`policy::defer::totals`): the two counts must
+    /// agree.
+    pub runtime_scheduled: u64,
     /// Ran to their end without an error.
     pub succeeded: u64,
     /// Ended with an `Err` (logged by the runtime).
@@ -142,8 +146,8 @@ impl Probe {
     /// is wrong.
     fn stats(&self) -> ServiceStats {
         let metrics = tokio::runtime::Handle::current().metrics();
-        let deferred = policy::defer::snapshot();
-        let background = policy::background::snapshots();
+        let deferred = policy::defer::totals(WorkClass::Deferred);
+        let background = policy::defer::totals(WorkClass::Background);
         let deferred_shed: u64 = self
             .log
             .counts(0)
@@ -153,15 +157,6 @@ impl Probe {
             .sum();
         let tally = self.services.timeline.total();
         let (in_flight, finished) = self.services.timeline.held();
-        let sum = |f: fn(&policy::background::BackgroundSnapshot) -> u64| -> u64 {
-            background.iter().map(f).sum()
-        };
-        let (bg_finished, bg_failed, bg_refused, bg_panicked) = (
-            sum(|b| b.finished),
-            sum(|b| b.failed),
-            sum(|b| b.refused),
-            sum(|b| b.panicked),
-        );
         ServiceStats {
             alive_tasks: metrics.num_alive_tasks() as u64,
             workers: metrics.num_workers() as u64,
@@ -175,23 +170,25 @@ impl Probe {
             timeline_entries: (in_flight + finished) as u64,
             deferred: WorkCounts {
                 scheduled: tally.created * DEFERRED_PER_SAVE,
-                succeeded: deferred
-                    .finished
-                    .saturating_sub(deferred.failed + deferred.refused + deferred.panicked),
+                runtime_scheduled: deferred.scheduled,
+                succeeded: deferred.succeeded(),
                 failed: deferred.failed,
+                // A shed decision inside deferred work is a refusal to the runtime; the shed
+                // events tell it apart.
                 refused: deferred.refused.saturating_sub(deferred_shed),
-                shed: deferred_shed,
+                shed: deferred_shed + deferred.shed,
                 panicked: deferred.panicked,
                 abandoned: deferred.abandoned,
             },
             background: WorkCounts {
                 scheduled: tally.starts_of(SUBMITS_BACKGROUND),
-                succeeded: bg_finished.saturating_sub(bg_failed + bg_refused + bg_panicked),
-                failed: bg_failed,
-                refused: bg_refused,
-                shed: sum(|b| b.shed_load + b.shed_pressure),
-                panicked: bg_panicked,
-                abandoned: sum(|b| b.abandoned),
+                runtime_scheduled: background.scheduled,
+                succeeded: background.succeeded(),
+                failed: background.failed,
+                refused: background.refused,
+                shed: background.shed,
+                panicked: background.panicked,
+                abandoned: background.abandoned,
             },
             platform_in_flight: self.platform.in_flight() as u64,
             openings_forgotten: self.log.openings_forgotten(),
@@ -233,7 +230,12 @@ pub async fn run() -> Result<(), DemoError> {
         .route("/stats", get(stats))
         .with_state(probe.clone());
     let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let probe_server = Server::spawn(listener, app, "the soak's probe".to_owned())?;
+    let probe_server = Server::spawn(
+        listener,
+        app,
+        "the soak's probe".to_owned(),
+        ServeLimits::default(),
+    )?;
     let hello = Hello {
         service: instance.url(),
         probe: probe_server.url(),
@@ -248,13 +250,15 @@ pub async fn run() -> Result<(), DemoError> {
     let mut buf = [0u8; 64];
     while stdin.read(&mut buf).await.unwrap_or(0) > 0 {}
 
+    // As serve does: stop serving, drain the deferred work (it still calls the providers),
+    // then stop the providers.
     instance.stop().await;
-    providers.stop().await;
     let DrainReport {
         finished,
         abandoned,
         ..
     } = platform.shutdown(Duration::from_secs(10)).await;
+    providers.stop().await;
     let farewell = Farewell {
         stats: probe.stats(),
         drained_finished: finished,

@@ -21,7 +21,8 @@
 //! - **accounting**: for deferred and for background work, succeeded + failed + refused + shed +
 //!   panicked + abandoned = scheduled, once drained, and never more than scheduled on the way;
 //!   scheduled is counted by the service's own middleware (four tasks per saved document, one
-//!   embedding per indexing start), not taken from the runtime whose counts it checks;
+//!   embedding per indexing start), and must equal the runtime's own count of it
+//!   (`policy::defer::totals`), whose outcomes it checks;
 //! - **deferred after the response**: no deferred task started before its response finished;
 //! - **panics**: none, anywhere in the service's process, and it exited cleanly;
 //! - **file descriptors**: the most the service held after the warm-up is no more than the most
@@ -278,8 +279,9 @@ fn mb(bytes: u64) -> f64 {
 
 fn work_detail(what: &str, end: &child::WorkCounts) -> String {
     format!(
-        "{what}: scheduled {} = {} succeeded + {} failed + {} refused + {} shed + {} panicked + {} abandoned{}",
+        "{what}: scheduled {} (the runtime counted {}) = {} succeeded + {} failed + {} refused + {} shed + {} panicked + {} abandoned{}",
         end.scheduled,
+        end.runtime_scheduled,
         end.succeeded,
         end.failed,
         end.refused,
@@ -345,7 +347,11 @@ pub fn verdict(
     checks.push(match farewell {
         Some(end) => {
             let (d, b) = (&end.stats.deferred, &end.stats.background);
-            let exact = d.in_flight() == 0 && b.in_flight() == 0 && d.scheduled > 0;
+            let exact = d.in_flight() == 0
+                && b.in_flight() == 0
+                && d.scheduled > 0
+                && d.scheduled == d.runtime_scheduled
+                && b.scheduled == b.runtime_scheduled;
             Check {
                 name: "every deferred and background task accounted for",
                 passed: exact && negative == 0,
@@ -724,6 +730,7 @@ mod tests {
     fn sample(at: u64, rss_mb: u64, fds: u64) -> SoakSample {
         let work = WorkCounts {
             scheduled: 10,
+            runtime_scheduled: 10,
             succeeded: 8,
             ..WorkCounts::default()
         };
@@ -751,6 +758,7 @@ mod tests {
     fn drained() -> Farewell {
         let work = WorkCounts {
             scheduled: 12,
+            runtime_scheduled: 12,
             succeeded: 5,
             failed: 2,
             refused: 1,
@@ -823,6 +831,17 @@ mod tests {
         );
         let checks = verdict(&steady(), Duration::from_secs(30), None, true);
         assert!(!check(&checks, "every deferred").passed);
+        // The demo's count of what was scheduled and the runtime's must agree.
+        let mut end = drained();
+        end.stats.deferred.runtime_scheduled += 1;
+        let checks = verdict(&steady(), Duration::from_secs(30), Some(&end), true);
+        let accounting = check(&checks, "every deferred");
+        assert!(!accounting.passed);
+        assert!(
+            accounting.detail.contains("the runtime counted 13"),
+            "{}",
+            accounting.detail
+        );
     }
 
     #[test]
