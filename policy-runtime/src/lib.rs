@@ -121,8 +121,8 @@
 //! | a background pool | [`BackgroundPool`] | `max_concurrent + max_queued` tasks admitted; the rest are shed at submission |
 //! | an isolated pool | [`isolate::IsolatedPool`] | its `max_concurrent` slots and `max_queued` places (a bulkhead) |
 //! | stale-if-error | [`fallback::StaleCache`] (feature `stale`) | `capacity` argument sets per leaf, least recently used evicted first, each kept at most its window plus a minute; the attribute's `stale_if_error` builds one cache per function with a capacity of 10,000 |
-//! | a request's after-response queue | [`AfterResponse`] | the tasks that one request deferred, released when its response is finished (or dropped) |
-//! | deferred tasks in flight | [`defer::ContainerPlatform`]'s task tracker | one entry per task handed over and not ended. The runtime does not cap their number: the shedding threshold of the compartment a task uses, and its deadline, bound them |
+//! | a request's after-response queue | [`AfterResponse`] | the tasks that one request deferred, at most [`Limits::max_per_request`](defer::Limits::max_per_request) (128 by default; past it a task is refused), released when its response is finished (or dropped) |
+//! | deferred tasks in flight | [`defer::ContainerPlatform`]'s task tracker | one entry per task handed over and not ended: at most [`max_concurrent`](defer::Limits::max_concurrent) running and [`max_queued`](defer::Limits::max_queued) waiting (512 and 4,096 by default); past them a task is refused, counted and logged |
 //! | task spans | [`defer`](mod@defer), [`background`](mod@background) | one tracing span per task in flight, closed when it ends |
 //! | the Redis store's breakers and openings | `redis_store` (feature `redis`) | one entry per attached breaker name; the openings it has heard of are bounded there (see its docs) |
 //! | the image manifest | `image_dimensions` (feature `html-dimensions`) | built once at startup from the files given; fixed after |
