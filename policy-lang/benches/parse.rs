@@ -60,7 +60,7 @@ fn parse_and_validate(c: &mut Criterion) {
     group.bench_function(format!("fmt {lines} lines"), |b| {
         b.iter(|| {
             let mut sources = policy_lang::Sources::new();
-            let parsed = policy_lang::parse::parse(
+            let parsed = policy_lang::fmt::parse(
                 &mut sources,
                 "generated.policy",
                 black_box(text.as_bytes()),

@@ -93,7 +93,7 @@
 //! | code | what it means | the fix |
 //! |---|---|---|
 //! | `policy::invalid-utf8` | the file is not UTF-8 | save it as UTF-8 |
-//! | `policy::too-large` | the file is over [`parse::MAX_SOURCE_LEN`] bytes | split it across files |
+//! | `policy::too-large` | the file is over [`MAX_SOURCE_LEN`] bytes | split it across files |
 //! | `policy::syntax` | the text does not follow the grammar | as the help says; every bad statement and stanza is reported |
 //! | `policy::unknown-stanza` | a stanza keyword that does not exist | the suggested keyword |
 //! | `policy::missing-name` | `breaker { ... }` without a name | `breaker NAME { ... }` |
@@ -154,21 +154,23 @@
 //! a file location ([`PolicySet::render`] gives `file:line:col` and the snippet) or the external
 //! token to map back to a span.
 
-pub mod ast;
+mod ast;
 pub mod diagnostic;
 pub mod explain;
 pub mod fmt;
-pub mod lower;
-pub mod parse;
+mod lower;
+mod parse;
 pub mod source;
 pub mod spec;
 pub mod suggest;
+pub mod units;
 pub mod validate;
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
+pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
     Amount, AssetsSpec, Backoff, BreakerSpec, BudgetLimit, BudgetSpec, BulkheadSpec, Class,

@@ -8,11 +8,9 @@ use std::time::Duration;
 use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
-use crate::spec::{
-    Backoff, Class, OpenAfter, OperationSpec, Sharing, Spec, format_duration, format_ratio,
-    format_size,
-};
+use crate::spec::{Backoff, Class, OpenAfter, OperationSpec, Sharing, Spec};
 use crate::suggest;
+use crate::units::{format_duration, format_ratio, format_size};
 
 type Rule = fn(&Spec, &mut Vec<Diagnostic>);
 
