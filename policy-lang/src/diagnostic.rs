@@ -209,12 +209,12 @@ pub enum Kind {
         keyword: String,
     },
 
-    /// A budget line naming a metric that does not exist.
-    #[error("unknown metric `{metric}` in budget `{budget}`")]
+    /// A ceiling naming a metric that does not exist.
+    #[error("unknown metric `{metric}` in ceilings `{ceilings}`")]
     #[diagnostic(code("policy::unknown-metric"), help("{help}"))]
     UnknownMetric {
-        /// The budget.
-        budget: String,
+        /// The `ceilings` stanza's name.
+        ceilings: String,
         /// The metric as written.
         metric: String,
         /// A suggestion, or the list of metrics.

@@ -262,3 +262,33 @@ fn fmt_round_trips_every_good_file() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// `budget` means time alone; written for a retry's allowance or a build's ceilings, it is an
+/// error whose help names the word to use.
+#[test]
+fn budget_for_an_allowance_or_a_ceiling_names_the_word_to_use() {
+    for (text, code, word) in [
+        (
+            "ceilings web { dir = \"dist\"; baseline_js_kb at most 82kb measured 77kb headroom 5% }\n\
+             budget web { dir = \"dist\"; baseline_js_kb at most 82kb measured 77kb headroom 5% }\n",
+            "policy::unknown-stanza",
+            "did you mean `ceilings`?",
+        ),
+        (
+            "retry r { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s); budget = 20% + 10/s }\n",
+            "policy::unknown-setting",
+            "did you mean `allowance`?",
+        ),
+    ] {
+        let mut set = PolicySet::new();
+        set.add_source("x.policy", text.as_bytes());
+        let report = set.check();
+        let all = report.all();
+        let [diagnostic] = all.as_slice() else {
+            panic!("one diagnostic expected for {text:?}: {all:?}")
+        };
+        assert_eq!(diagnostic.code(), code);
+        let rendered = set.render(diagnostic);
+        assert!(rendered.contains(word), "{rendered}");
+    }
+}

@@ -50,6 +50,8 @@ const TOKENS: &[&str] = &[
     "ratelimit",
     "operation",
     "budget",
+    "ceilings",
+    "allowance",
     "x",
     "payments",
     "{",

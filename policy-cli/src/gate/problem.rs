@@ -6,10 +6,10 @@
 //!
 //! | code | what it means | exit |
 //! |---|---|---|
-//! | `policy::gate::over-budget` | a measurement above its ceiling | 1 |
+//! | `policy::gate::over-ceiling` | a measurement above its ceiling | 1 |
 //! | `policy::gate::quarantine-broken` | a quarantined crate in the package's default build, with no `justification` | 1 |
 //! | `policy::gate::not-in-only` | a crate outside `only` depends on a quarantined crate directly | 1 |
-//! | `policy::gate::missing-dir` | a budget's `dir` does not exist | 2 |
+//! | `policy::gate::missing-dir` | a `ceilings` stanza's `dir` does not exist | 2 |
 //! | `policy::gate::no-documents` | a front-end folder without HTML documents | 2 |
 //! | `policy::gate::missing-artifact` | a binary that is not built | 2 |
 //! | `policy::gate::not-a-binary` | a file the gate cannot read as an executable | 2 |
@@ -39,13 +39,13 @@ pub enum GateError {
     /// A measurement above its ceiling.
     #[error("`{metric}` is {measured}, over its ceiling of {ceiling}")]
     #[diagnostic(
-        code("policy::gate::over-budget"),
+        code("policy::gate::over-ceiling"),
         help(
             "find what grew and move it out of this build (behind a feature, or a dynamic import); raise the ceiling by hand only if the growth is worth it"
         )
     )]
-    OverBudget {
-        /// The budget line's metric.
+    OverCeiling {
+        /// The ceiling's metric.
         metric: String,
         /// The measurement, formatted.
         measured: String,
@@ -280,13 +280,13 @@ impl Problem {
         )
     }
 
-    /// How the gate ends because of it: a broken budget or quarantine is 1, a measurement
+    /// How the gate ends because of it: a ceiling passed or a quarantine broken is 1, a measurement
     /// that could not be made is 2, a warning is 0.
     #[must_use]
     pub fn exit(&self) -> Exit {
         match self.error {
             _ if self.is_warning() => Exit::Clean,
-            GateError::OverBudget { .. }
+            GateError::OverCeiling { .. }
             | GateError::QuarantineBroken { .. }
             | GateError::NotInOnly { .. } => Exit::Problems,
             _ => Exit::Usage,

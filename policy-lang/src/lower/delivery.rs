@@ -1,13 +1,13 @@
 //! Lowering the build-time and delivery stanzas: `assets` (`policy assets`), `locality`
-//! (`policy locality`), `budget` and `quarantine` (`policy gate`).
+//! (`policy locality`), `ceilings` and `quarantine` (`policy gate`).
 
 use super::{Lowering, insert, word};
 use crate::ast::{Ident, Quantity, Stanza, StatementKind, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::Located;
 use crate::spec::{
-    Amount, AssetsSpec, BudgetLimit, BudgetSpec, Compression, HopKind, HopSpec, LocalitySpec,
-    Metric, QuarantineSpec, WebMetric,
+    Amount, AssetsSpec, Ceiling, CeilingsSpec, Compression, HopKind, HopSpec, LocalitySpec, Metric,
+    QuarantineSpec, WebMetric,
 };
 use crate::suggest;
 use crate::units::{QuantityError, SIZE_UNITS};
@@ -60,11 +60,7 @@ pub(super) fn lower_assets(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 }
 
 /// A size: `200kb`, `1.5mb`, `512b` (powers of 1024).
-pub(super) fn lower_size(
-    lowering: &mut Lowering<'_>,
-    key: &str,
-    value: &Value,
-) -> Option<Located<u64>> {
+fn lower_size(lowering: &mut Lowering<'_>, key: &str, value: &Value) -> Option<Located<u64>> {
     const EXPECTED: &str = "a size like `200kb`";
     let quantity = lowering.single_quantity(key, value, EXPECTED, "200kb")?;
     let help = match quantity.as_size() {
@@ -135,11 +131,7 @@ pub(super) fn lower_locality(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 }
 
 /// `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`.
-pub(super) fn lower_hop(
-    lowering: &mut Lowering<'_>,
-    key: &Ident,
-    value: &Value,
-) -> Option<HopSpec> {
+fn lower_hop(lowering: &mut Lowering<'_>, key: &Ident, value: &Value) -> Option<HopSpec> {
     let hop = key.text.as_str();
     if let [Term::Word(kind), env, Term::Word(variable)] = value.terms.as_slice()
         && word(env, "env")
@@ -191,35 +183,37 @@ pub(super) fn lower_hop(
     None
 }
 
-// ---- the build-time side: budgets and quarantines (`policy gate`) ----------------------------
+// ---- the build-time side: ceilings and quarantines (`policy gate`) ---------------------------
 
-const LIMIT_FORM: &str = "`METRIC [gzip] at most CEILING measured VALUE headroom P%`";
-const LIMIT_EXAMPLE: &str = "baseline_js_kb at most 82kb measured 77.7kb headroom 5%";
+const CEILING_FORM: &str = "`METRIC [gzip] at most CEILING measured VALUE headroom P%`";
+const CEILING_EXAMPLE: &str = "baseline_js_kb at most 82kb measured 77.7kb headroom 5%";
 
-pub(super) fn lower_size_budget(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+pub(super) fn lower_ceilings(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     const KEYS: &[&str] = &["dir"];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
-    let budget_name = name
+    let stanza_name = name
         .as_ref()
         .map_or("", |name| name.value.as_str())
         .to_owned();
     let mut complete = true;
-    let mut limits: Vec<BudgetLimit> = Vec::new();
+    let mut lines: Vec<Ceiling> = Vec::new();
     for phrase in &body.phrases {
-        let Some(limit) = lower_limit(lowering, &budget_name, phrase) else {
+        let Some(ceiling) = lower_ceiling(lowering, &stanza_name, phrase) else {
             complete = false;
             continue;
         };
-        let seen = limits.iter().find(|seen| {
-            seen.metric.value == limit.metric.value && seen.compression == limit.compression
+        let seen = lines.iter().find(|seen| {
+            seen.metric.value == ceiling.metric.value && seen.compression == ceiling.compression
         });
         if let Some(first) = seen {
             let first = first.metric.loc;
             lowering.push(
                 Diagnostic::new(
-                    Kind::DuplicateSetting { key: limit.label() },
-                    limit.metric.loc,
+                    Kind::DuplicateSetting {
+                        key: ceiling.label(),
+                    },
+                    ceiling.metric.loc,
                     "set again here",
                 )
                 .with_label(first, "first set here"),
@@ -227,7 +221,7 @@ pub(super) fn lower_size_budget(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             complete = false;
             continue;
         }
-        limits.push(limit);
+        lines.push(ceiling);
     }
     let dir = match body.get("dir") {
         Some((key, value)) => {
@@ -239,46 +233,42 @@ pub(super) fn lower_size_budget(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     };
     if dir.is_none()
         && body.get("dir").is_none()
-        && limits
+        && lines
             .iter()
-            .any(|limit| matches!(limit.metric.value, Metric::Web(_)))
+            .any(|ceiling| matches!(ceiling.metric.value, Metric::Web(_)))
     {
-        let what = format!("budget `{budget_name}`");
+        let what = format!("ceilings `{stanza_name}`");
         lowering.missing(&body, &what, "dir", "dir = \"web/dist\"");
         complete = false;
     }
     match name {
         Some(name) if complete && !stanza.has_errors => {
-            let mut budget = BudgetSpec::new(name, stanza.loc);
-            budget.dir = dir;
-            budget.limits = limits;
+            let mut ceilings = CeilingsSpec::new(name, stanza.loc);
+            ceilings.dir = dir;
+            ceilings.lines = lines;
             insert(
-                &mut lowering.spec.budgets,
-                budget,
+                &mut lowering.spec.ceilings,
+                ceilings,
                 &mut lowering.diagnostics,
             );
         }
-        name => lowering.drop_item("budget", name),
+        name => lowering.drop_item("ceilings", name),
     }
 }
 
-/// One line of a budget; `None` if it was wrong (and reported).
-pub(super) fn lower_limit(
-    lowering: &mut Lowering<'_>,
-    budget: &str,
-    phrase: &Value,
-) -> Option<BudgetLimit> {
+/// One line of a `ceilings` stanza; `None` if it was wrong (and reported).
+fn lower_ceiling(lowering: &mut Lowering<'_>, stanza: &str, phrase: &Value) -> Option<Ceiling> {
     let form_error = |lowering: &mut Lowering<'_>, key: &str| {
         lowering.invalid(
             key,
-            LIMIT_FORM,
+            CEILING_FORM,
             phrase,
             phrase.loc,
-            format!("for example `{LIMIT_EXAMPLE}`"),
+            format!("for example `{CEILING_EXAMPLE}`"),
         );
     };
     let [Term::Word(keyword), rest @ ..] = phrase.terms.as_slice() else {
-        form_error(lowering, "budget");
+        form_error(lowering, "ceilings");
         return None;
     };
     let (metric, rest) = if let Some(web) = WebMetric::from_name(&keyword.text) {
@@ -313,7 +303,7 @@ pub(super) fn lower_limit(
         let help = suggest::did_you_mean(&keyword.text, Metric::names(), "the metrics", "");
         lowering.push(Diagnostic::new(
             Kind::UnknownMetric {
-                budget: budget.to_owned(),
+                ceilings: stanza.to_owned(),
                 metric: keyword.text.clone(),
                 help,
             },
@@ -365,13 +355,13 @@ pub(super) fn lower_limit(
     let ceiling = lower_amount(lowering, key, ceiling, is_count);
     let measured = lower_amount(lowering, key, measured, is_count);
     let headroom = lowering.quantity_ratio("headroom", headroom);
-    let mut limit = BudgetLimit::new(metric, ceiling?, measured?, headroom?, phrase.loc);
-    limit.compression = compression;
-    Some(limit)
+    let mut ceiling = Ceiling::new(metric, ceiling?, measured?, headroom?, phrase.loc);
+    ceiling.compression = compression;
+    Some(ceiling)
 }
 
 /// A size in bytes (`82kb`) or, for a count, a whole number.
-pub(super) fn lower_amount(
+fn lower_amount(
     lowering: &mut Lowering<'_>,
     key: &str,
     quantity: &Quantity,
@@ -519,17 +509,17 @@ pub(super) fn lower_quarantine(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 }
 
 #[cfg(test)]
-mod budget_and_quarantine_tests {
+mod ceilings_and_quarantine_tests {
     use crate::PolicySet;
     use crate::spec::{Compression, Metric, WebMetric};
 
     #[test]
-    fn budget_lines_and_quarantines_lower_to_the_model() {
+    fn ceilings_and_quarantines_lower_to_the_model() {
         let mut set = PolicySet::new();
         set.add_source(
             "gate.policy",
             br#"
-budget web {
+ceilings web {
     dir = "dist"
     baseline_js_kb gzip at most 82kb measured 77.7kb headroom 5%
     crates "app" at most 180 measured 171 headroom 3%
@@ -538,23 +528,23 @@ quarantine tokio_util { package = "app"; behind = "net"; only = "a" "b-c"; justi
 "#,
         );
         assert!(set.check().all().is_empty());
-        let budget = set.spec().budgets.get("web").unwrap();
-        assert_eq!(budget.dir.as_ref().unwrap().value, "dist");
-        let [js, crates] = budget.limits.as_slice() else {
+        let ceilings = set.spec().ceilings.get("web").unwrap();
+        assert_eq!(ceilings.dir.as_ref().unwrap().value, "dist");
+        let [js, crates] = ceilings.lines.as_slice() else {
             panic!("two lines expected")
         };
         assert_eq!(js.metric.value, Metric::Web(WebMetric::BaselineJs));
         assert_eq!(js.compression, Compression::Gzip);
-        assert_eq!(js.ceiling.value.value, 82 * 1024);
-        assert_eq!(js.ceiling.value.unit.as_deref(), Some("kb"));
+        assert_eq!(js.at_most.value.value, 82 * 1024);
+        assert_eq!(js.at_most.value.unit.as_deref(), Some("kb"));
         assert_eq!(js.measured.value.value, 79_565); // 77.7 × 1024, rounded
         assert!((js.headroom.value - 0.05).abs() < 1e-12);
         assert_eq!(js.label(), "baseline_js_kb gzip");
         assert_eq!(crates.metric.value, Metric::Crates("app".to_owned()));
         assert_eq!(
             (
-                crates.ceiling.value.value,
-                crates.ceiling.value.unit.as_deref()
+                crates.at_most.value.value,
+                crates.at_most.value.unit.as_deref()
             ),
             (180, None)
         );

@@ -6,8 +6,8 @@ use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
-    Backoff, BreakerSpec, BulkheadSpec, OpenAfter, Rate, RatelimitSpec, RequestSpec, RetryBudget,
-    RetrySpec, Sharing, SheddingSpec,
+    Backoff, BreakerSpec, BulkheadSpec, OpenAfter, Rate, RatelimitSpec, RequestSpec,
+    RetryAllowance, RetrySpec, Sharing, SheddingSpec,
 };
 use crate::suggest;
 
@@ -111,10 +111,7 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 
 /// `shared`, `shared(quorum = N)` or `shared(trips_only)`. `None` if the phrase is not about
 /// sharing at all; `Some(None)` if it is but was wrong (and reported).
-pub(super) fn lower_sharing(
-    lowering: &mut Lowering<'_>,
-    phrase: &Value,
-) -> Option<Option<Located<Sharing>>> {
+fn lower_sharing(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<Option<Located<Sharing>>> {
     const HELP: &str = "write `shared`, `shared(quorum = 2)` or `shared(trips_only)`";
     let call = match phrase.terms.as_slice() {
         [Term::Word(ident)] if ident.text == "shared" => {
@@ -149,7 +146,7 @@ pub(super) fn lower_sharing(
     Some(sharing.map(|sharing| Located::new(sharing, call.loc)))
 }
 
-pub(super) fn lower_open_after(
+fn lower_open_after(
     lowering: &mut Lowering<'_>,
     key: &str,
     value: &Value,
@@ -243,7 +240,7 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 }
 
 pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["attempts", "backoff", "attempt_timeout", "budget"];
+    const KEYS: &[&str] = &["attempts", "backoff", "attempt_timeout", "allowance"];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
     for phrase in &body.phrases {
@@ -275,27 +272,27 @@ pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     let attempt_timeout = body
         .get("attempt_timeout")
         .map(|(key, value)| lowering.duration(&key.text, value));
-    let budget = body
-        .get("budget")
-        .map(|(key, value)| lower_budget(lowering, &key.text, value));
-    match (name, attempts, backoff, attempt_timeout, budget) {
+    let allowance = body
+        .get("allowance")
+        .map(|(key, value)| lower_allowance(lowering, &key.text, value));
+    match (name, attempts, backoff, attempt_timeout, allowance) {
         (
             Some(name),
             Some(attempts),
             Some(backoff),
             attempt_timeout @ (None | Some(Some(_))),
-            budget @ (None | Some(Some(_))),
+            allowance @ (None | Some(Some(_))),
         ) => {
             let mut retry = RetrySpec::new(name, attempts, backoff, stanza.loc);
             retry.attempt_timeout = attempt_timeout.flatten();
-            retry.budget = budget.flatten();
+            retry.allowance = allowance.flatten();
             insert(&mut lowering.spec.retries, retry, &mut lowering.diagnostics);
         }
         (name, ..) => lowering.drop_item("retry", name),
     }
 }
 
-pub(super) fn lower_backoff(
+fn lower_backoff(
     lowering: &mut Lowering<'_>,
     key: &str,
     value: &Value,
@@ -378,11 +375,12 @@ pub(super) fn lower_backoff(
     }
 }
 
-pub(super) fn lower_budget(
+/// `P% + N/s` or `P%`: the share of recent calls retries may add, and a floor per second.
+fn lower_allowance(
     lowering: &mut Lowering<'_>,
     key: &str,
     value: &Value,
-) -> Option<Located<RetryBudget>> {
+) -> Option<Located<RetryAllowance>> {
     let (ratio, floor) = match value.terms.as_slice() {
         [Term::Quantity(ratio)] => (ratio, None),
         [Term::Quantity(ratio), Term::Plus(_), Term::Quantity(floor)]
@@ -391,7 +389,7 @@ pub(super) fn lower_budget(
             (ratio, Some(floor))
         }
         _ => {
-            lowering.invalid(key, "`P% + N/s`", value, value.loc, "write the share of recent calls retries may add, plus a floor per second: `budget = 20% + 10/s`".to_owned());
+            lowering.invalid(key, "`P% + N/s`", value, value.loc, "write the share of recent calls retries may add, plus a floor per second: `allowance = 20% + 10/s`".to_owned());
             return None;
         }
     };
@@ -407,7 +405,7 @@ pub(super) fn lower_budget(
         None => 0,
     };
     Some(Located::new(
-        RetryBudget::new(ratio.value, floor),
+        RetryAllowance::new(ratio.value, floor),
         value.loc,
     ))
 }

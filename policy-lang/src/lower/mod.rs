@@ -3,7 +3,7 @@
 //! A new stanza is a row in the `STANZAS` table and its lowering function; the grammar, the
 //! formatter and the rest of lowering do not change. The functions live by family, as the
 //! model does: `mechanisms` (request, breaker, bulkhead, retry, shedding, ratelimit),
-//! `operation`, and `delivery` (assets, locality, budget, quarantine). This module holds the
+//! `operation`, and `delivery` (assets, locality, ceilings, quarantine). This module holds the
 //! table and what every stanza shares: headers, bodies, and reading values.
 //!
 //! Lowering reports what only the text can get wrong (unknown keywords and settings, values of
@@ -23,7 +23,7 @@ mod delivery;
 mod mechanisms;
 mod operation;
 
-use delivery::{lower_assets, lower_locality, lower_quarantine, lower_size_budget};
+use delivery::{lower_assets, lower_ceilings, lower_locality, lower_quarantine};
 use mechanisms::{
     lower_breaker, lower_bulkhead, lower_ratelimit, lower_request, lower_retry, lower_shedding,
 };
@@ -42,9 +42,33 @@ const STANZAS: &[(&str, LowerFn)] = &[
     ("operation", lower_operation),
     ("assets", lower_assets),
     ("locality", lower_locality),
-    ("budget", lower_size_budget),
+    ("ceilings", lower_ceilings),
     ("quarantine", lower_quarantine),
 ];
+
+/// Words that mean something else here than a user may expect, with the help that names the
+/// word to use: a budget is time alone (`min_budget`, what is left of a deadline). `(stanza,
+/// word, help)`; the stanza is `None` for a stanza keyword.
+const OTHER_WORDS: &[(Option<&str>, &str, &str)] = &[
+    (
+        None,
+        "budget",
+        "did you mean `ceilings`? what a build may weigh is a `ceilings NAME { ... }` stanza (a budget is time, as in `min_budget`)",
+    ),
+    (
+        Some("retry"),
+        "budget",
+        "did you mean `allowance`? the share of traffic retries may add is `allowance = 20% + 10/s` (a budget is time, as in `min_budget`)",
+    ),
+];
+
+/// The help for a word listed in [`OTHER_WORDS`].
+fn other_word(stanza: Option<&str>, word: &str) -> Option<String> {
+    OTHER_WORDS
+        .iter()
+        .find(|(in_stanza, other, _)| *in_stanza == stanza && *other == word)
+        .map(|(_, _, help)| (*help).to_owned())
+}
 
 /// The stanza keywords the language knows.
 pub(crate) fn keywords() -> impl Iterator<Item = &'static str> + Clone {
@@ -69,7 +93,9 @@ pub(crate) fn lower(file: &File, spec: &mut Spec) -> Lowered {
             None => lowering.push(Diagnostic::new(
                 Kind::UnknownStanza {
                     keyword: stanza.keyword.text.clone(),
-                    help: suggest::did_you_mean(&stanza.keyword.text, keywords(), "stanzas", ""),
+                    help: other_word(None, &stanza.keyword.text).unwrap_or_else(|| {
+                        suggest::did_you_mean(&stanza.keyword.text, keywords(), "stanzas", "")
+                    }),
                 },
                 stanza.keyword.loc,
                 "not a stanza",
@@ -227,6 +253,8 @@ impl Lowering<'_> {
             format!(
                 "the class and flags go in the header: `operation NAME: critical, {key} {{ ... }}`"
             )
+        } else if let Some(help) = other_word(Some(&stanza.keyword.text), key) {
+            help
         } else {
             suggest::did_you_mean(
                 key,

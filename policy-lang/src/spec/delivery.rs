@@ -1,5 +1,5 @@
 //! The build-time and delivery side of the model: what `policy locality`, `policy gate` and
-//! `policy assets` read (the `locality`, `budget`, `quarantine` and `assets` stanzas). The
+//! `policy assets` read (the `locality`, `ceilings`, `quarantine` and `assets` stanzas). The
 //! runtime never reads these.
 
 use std::fmt;
@@ -115,7 +115,7 @@ impl LocalitySpec {
     }
 }
 
-// ---- the build-time side: budgets and quarantines (`policy gate`) --------------------------------
+// ---- the build-time side: ceilings and quarantines (`policy gate`) -------------------------------
 
 /// A measure of a static front-end build (a bundler's output folder: HTML documents, JS
 /// modules, CSS). "Loads" means the `<script src>`, `<link rel="modulepreload">` and
@@ -166,11 +166,11 @@ impl WebMetric {
     }
 }
 
-/// What one line of a budget measures.
+/// What a ceiling measures.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Metric {
-    /// A measure of the front-end build in the budget's `dir`.
+    /// A measure of the front-end build in the stanza's `dir`.
     Web(WebMetric),
     /// `binary "PATH"`: the size of a built binary.
     Binary(String),
@@ -272,16 +272,16 @@ impl Amount {
     }
 }
 
-/// `METRIC [gzip] at most CEILING measured VALUE headroom P%`: one line of a budget.
+/// `METRIC [gzip] at most CEILING measured VALUE headroom P%`: one line of a `ceilings` stanza.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct BudgetLimit {
+pub struct Ceiling {
     /// What is measured, located at the metric's keyword and target.
     pub metric: Located<Metric>,
     /// Stored or compressed size.
     pub compression: Compression,
-    /// The most the measurement may be; the gate fails above it.
-    pub ceiling: Located<Amount>,
+    /// `at most`: the most the measurement may be; the gate fails above it.
+    pub at_most: Located<Amount>,
     /// The measurement the ceiling was last set from.
     pub measured: Located<Amount>,
     /// How much growth the ceiling allows over `measured`: the ratchet lowers the ceiling
@@ -291,20 +291,20 @@ pub struct BudgetLimit {
     pub loc: Loc,
 }
 
-impl BudgetLimit {
-    /// A budget line.
+impl Ceiling {
+    /// A ceiling.
     #[must_use]
     pub fn new(
         metric: Located<Metric>,
-        ceiling: Located<Amount>,
+        at_most: Located<Amount>,
         measured: Located<Amount>,
         headroom: Located<f64>,
         loc: Loc,
     ) -> Self {
-        BudgetLimit {
+        Ceiling {
             metric,
             compression: Compression::Raw,
-            ceiling,
+            at_most,
             measured,
             headroom,
             loc,
@@ -321,35 +321,36 @@ impl BudgetLimit {
     }
 }
 
-/// `budget NAME { dir = "..."; METRIC at most ... }`: ceilings on what a build weighs.
+/// `ceilings NAME { dir = "..."; METRIC at most ... }`: what a build may weigh, one ceiling a
+/// line, each lowered by the ratchet as the measurement allows and never raised.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct BudgetSpec {
+pub struct CeilingsSpec {
     /// Its name.
     pub name: Located<String>,
     /// The front-end build folder the front-end metrics read.
     pub dir: Option<Located<String>>,
-    /// Its lines, in order.
-    pub limits: Vec<BudgetLimit>,
+    /// Its ceilings, in order.
+    pub lines: Vec<Ceiling>,
     /// The stanza.
     pub loc: Loc,
 }
 
-impl BudgetSpec {
-    /// A budget with no lines yet.
+impl CeilingsSpec {
+    /// A `ceilings` stanza with no lines yet.
     #[must_use]
     pub fn new(name: Located<String>, loc: Loc) -> Self {
-        BudgetSpec {
+        CeilingsSpec {
             name,
             dir: None,
-            limits: Vec::new(),
+            lines: Vec::new(),
             loc,
         }
     }
 }
 
-impl Named for BudgetSpec {
-    const KIND: &'static str = "budget";
+impl Named for CeilingsSpec {
+    const KIND: &'static str = "ceilings";
     fn name(&self) -> &Located<String> {
         &self.name
     }

@@ -6,7 +6,7 @@
 //! and `policy gate` read it.
 //!
 //! This module holds the whole policy, the resilience mechanisms and the operation; the
-//! build-time stanzas (`assets`, `locality`, `budget`, `quarantine`) are in `delivery`, and
+//! build-time stanzas (`assets`, `locality`, `ceilings`, `quarantine`) are in `delivery`, and
 //! re-exported here.
 //!
 //! Items are `#[non_exhaustive]` so that fields can be added without breaking the front ends:
@@ -22,8 +22,8 @@ use crate::source::{Loc, Located};
 mod delivery;
 
 pub use delivery::{
-    Amount, AssetsSpec, BudgetLimit, BudgetSpec, Compression, HopKind, HopSpec, LocalitySpec,
-    Metric, QuarantineSpec, WebMetric,
+    Amount, AssetsSpec, Ceiling, CeilingsSpec, Compression, HopKind, HopSpec, LocalitySpec, Metric,
+    QuarantineSpec, WebMetric,
 };
 
 /// A whole policy: every stanza of every file, and what the macros added.
@@ -47,8 +47,8 @@ pub struct Spec {
     pub operations: Items<OperationSpec>,
     /// The calls a request makes to other services, if declared.
     pub locality: Option<LocalitySpec>,
-    /// Size budgets by name, for `policy gate`.
-    pub budgets: Items<BudgetSpec>,
+    /// Size and count ceilings by name, for `policy gate`.
+    pub ceilings: Items<CeilingsSpec>,
     /// Quarantined heavy crates by crate name, for `policy gate`.
     pub quarantines: Items<QuarantineSpec>,
     /// Asset delivery ceilings by name, one per front end (`policy assets` audits a folder
@@ -393,28 +393,29 @@ impl Backoff {
     }
 }
 
-/// `budget = 20% + 10/s`: how much retry traffic may add.
+/// `allowance = 20% + 10/s`: how much retry traffic may add, across requests (the request's
+/// deadline bounds each request's retries; this bounds what they add to the dependency's load).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
-pub struct RetryBudget {
+pub struct RetryAllowance {
     /// Share of recent calls that retries may add, in (0, 1].
     pub ratio: f64,
     /// Retries always allowed per second, whatever the ratio says.
     pub floor_per_second: u32,
 }
 
-impl RetryBudget {
-    /// A budget.
+impl RetryAllowance {
+    /// An allowance.
     #[must_use]
     pub fn new(ratio: f64, floor_per_second: u32) -> Self {
-        RetryBudget {
+        RetryAllowance {
             ratio,
             floor_per_second,
         }
     }
 }
 
-/// `retry NAME { attempts = 3; backoff = full_jitter(...); attempt_timeout = 2s; budget = ... }`.
+/// `retry NAME { attempts = 3; backoff = full_jitter(...); attempt_timeout = 2s; allowance = ... }`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RetrySpec {
@@ -426,14 +427,14 @@ pub struct RetrySpec {
     pub backoff: Located<Backoff>,
     /// The most one attempt may take (clamped to what the deadline has left).
     pub attempt_timeout: Option<Located<Duration>>,
-    /// The retry budget.
-    pub budget: Option<Located<RetryBudget>>,
+    /// The share of traffic its retries may add.
+    pub allowance: Option<Located<RetryAllowance>>,
     /// The stanza.
     pub loc: Loc,
 }
 
 impl RetrySpec {
-    /// A retry policy with no attempt timeout and no budget.
+    /// A retry policy with no attempt timeout and no allowance of its own.
     #[must_use]
     pub fn new(
         name: Located<String>,
@@ -446,7 +447,7 @@ impl RetrySpec {
             attempts,
             backoff,
             attempt_timeout: None,
-            budget: None,
+            allowance: None,
             loc,
         }
     }
