@@ -223,14 +223,7 @@ pub(super) fn lower_ceilings(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         }
         lines.push(ceiling);
     }
-    let dir = match body.get("dir") {
-        Some((key, value)) => {
-            let dir = lowering.string(&key.text, value);
-            complete &= dir.is_some();
-            dir
-        }
-        None => None,
-    };
+    let dir = lowering.optional_string(&body, "dir", &mut complete);
     if dir.is_none()
         && body.get("dir").is_none()
         && lines
@@ -441,14 +434,7 @@ pub(super) fn lower_quarantine(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         }
     };
     let mut complete = true;
-    let krate = match body.get("crate") {
-        Some((key, value)) => {
-            let krate = lowering.string(&key.text, value);
-            complete &= krate.is_some();
-            krate
-        }
-        None => None,
-    };
+    let krate = lowering.optional_string(&body, "crate", &mut complete);
     let only = match body.get("only") {
         Some((key, value)) => {
             let mut only = Vec::new();

@@ -478,6 +478,20 @@ impl Lowering<'_> {
         }
     }
 
+    /// An optional string setting of `body`; `complete` becomes false when it is set but not a
+    /// string (and reported).
+    fn optional_string(
+        &mut self,
+        body: &Body<'_>,
+        key: &str,
+        complete: &mut bool,
+    ) -> Option<Located<String>> {
+        let (key, value) = body.get(key)?;
+        let string = self.string(&key.text, value);
+        *complete &= string.is_some();
+        string
+    }
+
     fn fail_mode(&mut self, key: &str, value: &Value) -> Option<Located<FailMode>> {
         match value.terms.as_slice() {
             [Term::Word(ident)] if ident.text == "open" => {
