@@ -459,7 +459,10 @@ impl Gate<'_> {
 
 impl Problem {
     fn with_label(mut self, loc: Loc, text: &str) -> Self {
-        self.labels.push((loc, text.to_owned()));
+        self.labels.push(policy_lang::Label {
+            loc,
+            text: text.to_owned(),
+        });
         self
     }
 }

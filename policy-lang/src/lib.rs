@@ -96,6 +96,12 @@
 //!
 //! Every diagnostic has a stable code. Errors make a policy invalid; warnings do not.
 //!
+//! Codes follow one scheme: `policy::RULE` for what the language finds in the text alone (the
+//! table below), `policy::COMMAND::RULE` for what a command of the `policy` tool finds with
+//! more than the text (`policy::gate::over-ceiling` needs a build), the rule in kebab case. Both
+//! are drawn by one adapter, [`diagnostic::Renderable`], from any rule that is a
+//! `miette::Diagnostic` and its [`Label`]s on policy text.
+//!
 //! | code | what it means | the fix |
 //! |---|---|---|
 //! | `policy::invalid-utf8` | the file is not UTF-8 | save it as UTF-8 |
