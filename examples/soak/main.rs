@@ -432,9 +432,11 @@ async fn soak(calls: u64) -> bool {
         .retries
         .iter()
         .filter(|r| &*r.name == "quick")
-        .fold((0, 0), |(r, s), q| (r + q.retries, s + q.stopped_by_budget));
+        .fold((0, 0), |(r, s), q| {
+            (r + q.retries, s + q.stopped_by_allowance)
+        });
     retries.counted = format!(
-        "{retried} retries; {stopped} stopped by the retry budget, so {} calls gave up",
+        "{retried} retries; {stopped} stopped by the retry allowance, so {} calls gave up",
         failed.load(Ordering::Relaxed)
     );
     phases.push(retries);
