@@ -407,6 +407,19 @@ fn colour(outcome: &Outcome) -> &'static str {
     }
 }
 
+/// A chart's time axis: a label every `step` seconds from 0 to `total`, at height `y`.
+fn time_labels(svg: &mut String, total: f64, step: f64, x: impl Fn(f64) -> f64, y: f64) {
+    let mut t = 0.0;
+    while t <= total {
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{y:.1}" font-size="10" text-anchor="middle" fill="#5b6475">{t:.0} s</text>"##,
+            x(t)
+        );
+        t += step;
+    }
+}
+
 /// One chart: latency (log scale) over time, phases shaded, every response a dot, each
 /// phase's p99 a dashed line.
 fn chart(run: &RunReport, route: Route, title: &str) -> String {
@@ -488,17 +501,13 @@ fn chart(run: &RunReport, route: Route, title: &str) -> String {
         );
         decade += 1.0;
     }
-    let mut t = 0.0;
-    let step = if total > 30.0 { 10.0 } else { 2.0 };
-    while t <= total {
-        let _ = write!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#5b6475">{t:.0} s</text>"##,
-            x(t),
-            H - 10.0
-        );
-        t += step;
-    }
+    time_labels(
+        &mut svg,
+        total,
+        if total > 30.0 { 10.0 } else { 2.0 },
+        x,
+        H - 10.0,
+    );
     for s in &samples {
         let _ = write!(
             svg,
@@ -855,16 +864,7 @@ fn soak_chart(
         t if t > 60.0 => 30.0,
         _ => 10.0,
     };
-    let mut t = 0.0;
-    while t <= total {
-        let _ = write!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#5b6475">{t:.0} s</text>"##,
-            x(t),
-            H - 10.0
-        );
-        t += step;
-    }
+    time_labels(&mut svg, total, step, x, H - 10.0);
     let path: Vec<String> = points
         .iter()
         .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
