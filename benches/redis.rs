@@ -1,5 +1,5 @@
 //! The Redis breaker store (feature `redis`), against a private `redis-server` started on a
-//! free loopback port and stopped at the end:
+//! unix socket in a temporary folder and stopped at the end:
 //!
 //! - the hot path with the store enabled: time per call next to the same breaker in process,
 //!   and the Redis commands it sends (from `INFO commandstats`: expected zero);
@@ -144,7 +144,7 @@ fn propagation(server: &RedisServer) {
     let connect = |instance: &str| {
         rt.block_on(
             RedisStore::builder()
-                .prefix("bench-propagation")
+                .prefix(server.key_prefix("bench-propagation"))
                 .instance(instance)
                 .connect(&server.url()),
         )
@@ -231,7 +231,7 @@ fn main() {
     let store = store_rt
         .block_on(
             RedisStore::builder()
-                .prefix("bench-hot")
+                .prefix(server.key_prefix("bench-hot"))
                 .resync_every(Duration::from_secs(3600))
                 .connect(&server.url()),
         )

@@ -1,6 +1,7 @@
 //! Fleet-wide breakers and the fleet rate limiter, against a real `redis-server`.
 //!
-//! Each test starts its own server on a free loopback port (`policy_testkit::RedisServer`).
+//! Each test starts its own server on a unix socket in a temporary folder of its own
+//! (`policy_testkit::RedisServer`), and its stores use a key prefix no other test uses.
 //! Real time is used here: the point is what crosses the network.
 #![cfg(feature = "redis")]
 #![allow(
@@ -20,10 +21,11 @@ use policy_testkit::RedisServer;
 
 const MS: Duration = Duration::from_millis(1);
 
-async fn store(server: &RedisServer, prefix: &str) -> Arc<RedisStore> {
+/// A store on `server`; stores of one test given the same `label` share state.
+async fn store(server: &RedisServer, label: &str) -> Arc<RedisStore> {
     Arc::new(
         RedisStore::builder()
-            .prefix(prefix)
+            .prefix(server.key_prefix(label))
             .resync_every(Duration::from_millis(200))
             .connect(&server.url())
             .await
@@ -194,7 +196,7 @@ async fn a_closed_breaker_sends_no_redis_command() {
     };
     let s = Arc::new(
         RedisStore::builder()
-            .prefix("quiet")
+            .prefix(server.key_prefix("quiet"))
             .resync_every(Duration::from_secs(3600))
             .connect(&server.url())
             .await
