@@ -279,12 +279,22 @@ pub struct StoreStatus {
     pub instance: Option<Arc<str>>,
     /// Calls made to the shared store.
     pub sent: u64,
-    /// Calls that failed or timed out.
+    /// Of those, calls that failed or timed out.
     pub failed: u64,
     /// Reports dropped because the store's queue was full.
     pub dropped: u64,
     /// Openings learned from other instances.
     pub received: u64,
+    /// Messages from the store dropped as malformed, out of the local bounds, unsigned,
+    /// wrongly signed or stale.
+    pub rejected: u64,
+    /// Openings kept for breakers not built here yet.
+    pub pending: u64,
+    /// Openings for breakers not built here yet, dropped because that map was full.
+    pub pending_dropped: u64,
+    /// Attempts to (re)subscribe to the store's events that failed (not calls: these are
+    /// not in `sent` or `failed`).
+    pub subscribe_failed: u64,
 }
 
 impl StoreStatus {
@@ -298,6 +308,10 @@ impl StoreStatus {
             failed: 0,
             dropped: 0,
             received: 0,
+            rejected: 0,
+            pending: 0,
+            pending_dropped: 0,
+            subscribe_failed: 0,
         }
     }
 }

@@ -313,14 +313,22 @@ async fn a_retry_after_past_the_cap_opens_for_the_cap_and_the_cause_says_what_wa
             cause: OpenCause::Tripped { retry_after, .. },
             remaining,
         } => {
-            assert_eq!(*retry_after, 24 * 3600 * S, "the cause keeps what was asked");
+            assert_eq!(
+                *retry_after,
+                24 * 3600 * S,
+                "the cause keeps what was asked"
+            );
             assert_eq!(*remaining, cap);
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(
-        logs.lines_with(&["kind=\"retry_after_capped\"", "asked_ms=86400000", "cap_ms=300000"])
-            .len(),
+        logs.lines_with(&[
+            "kind=\"retry_after_capped\"",
+            "asked_ms=86400000",
+            "cap_ms=300000"
+        ])
+        .len(),
         1
     );
     advance(cap).await;
@@ -328,7 +336,10 @@ async fn a_retry_after_past_the_cap_opens_for_the_cap_and_the_cause_says_what_wa
 
     let short = Breaker::builder("short").max_retry_after(10 * S).build();
     short.trip(60 * S, "503");
-    assert_eq!(short.open_until(), Some(tokio::time::Instant::now() + 10 * S));
+    assert_eq!(
+        short.open_until(),
+        Some(tokio::time::Instant::now() + 10 * S)
+    );
     short.trip(3 * S, "429");
     assert_eq!(
         short.open_until(),
