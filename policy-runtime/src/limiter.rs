@@ -11,7 +11,7 @@
 //! Each is one of three [`FailMode`]s:
 //!
 //! - [`FailMode::Local`] (the default): this instance enforces a rate of its own
-//!   ([`LocalRate`]), so an outage of the store degrades the fleet-wide limit to a
+//!   (`LocalRate`, with the `redis` feature), so an outage of the store degrades the fleet-wide limit to a
 //!   per-instance one, neither all admitted nor all refused. With `n` instances the fleet then
 //!   admits up to `n` times the local rate: set it to the fleet's rate divided by the usual
 //!   number of instances when that matters.
@@ -43,8 +43,8 @@ pub enum FailMode {
     Open,
     /// Refuse the call: for a limiter guarding unbounded work.
     Closed,
-    /// Decide from this instance's own rate ([`LocalRate`]): the fleet-wide limit degrades to
-    /// a per-instance one.
+    /// Decide from this instance's own rate (`LocalRate`, with the `redis` feature): the
+    /// fleet-wide limit degrades to a per-instance one.
     Local,
 }
 

@@ -545,11 +545,15 @@ impl BreakerStore for RedisStore {
         let shared = &*self.shared;
         lock(&shared.breakers.attached).insert(breaker.name_arc().clone(), breaker.downgrade());
         let pending = lock(&shared.breakers.pending).map.remove(breaker.name());
-        if let Some(pending) = pending
-            && let Some(end) = pending.ends()
-            && end > Instant::now()
-        {
-            let remaining = end.saturating_duration_since(Instant::now());
+        if let Some(pending) = pending {
+            // An opening too long to end on this clock is still checked, and dropped, by the
+            // breaker's bound.
+            let remaining = pending.ends().map_or(pending.remaining, |end| {
+                end.saturating_duration_since(Instant::now())
+            });
+            if remaining.is_zero() {
+                return;
+            }
             shared.apply(
                 breaker,
                 pending.claimed_ms,

@@ -33,7 +33,7 @@
 //! - [`Sharing::TripsOnly`]: only explicit trips are shared. A dependency's 429 or
 //!   `Retry-After` is true for every instance; failures stay local. The safest choice when
 //!   instances reach the dependency over different paths.
-//! - [`Sharing::Openings { quorum }`](Sharing::Openings): trips, and openings from failures
+//! - [`Sharing::Openings { quorum }`](crate::Sharing::Openings): trips, and openings from failures
 //!   once the failures inside the window (counted in Redis across the fleet) reach the
 //!   breaker's threshold **and** came from at least `quorum` distinct instances. A quorum of 1
 //!   shares every opening (fastest, but one sick instance can open the fleet); 2 or more asks
@@ -64,9 +64,12 @@
 //!   fit, since it is either a different configuration or a forgery. The breaker itself never
 //!   lets any shared opening outlast the larger of the two
 //!   ([`Breaker::apply_shared_opening`]).
-//! - **Well-formed or dropped.** A message is one JSON object of a documented shape (the
-//!   `message` module below; at most 4 KiB, short names, no control characters). Anything
-//!   else is dropped as `malformed` or `too_large`.
+//! - **Well-formed or dropped.** A message is one JSON object of one shape, at most 4 KiB,
+//!   with short names and no control characters:
+//!   `{"v":1,"kind":"trip","name":"search","remaining_ms":3000,"instance":"…","issued_ms":…,"cause":"…","sig":"…"}`
+//!   (`kind` is `failures` or `trip`; `issued_ms` is the sender's wall clock, used only
+//!   against replays of signed messages; `sig` only with a shared secret). Anything else is
+//!   dropped as `malformed` or `too_large`.
 //! - **Bounded memory.** Openings for breakers this instance has not built yet are kept for a
 //!   breaker built later, up to [`RedisStoreBuilder::pending_capacity`] names (1,024 by
 //!   default), each until its opening ends or the next re-sync replaces the set from Redis;
