@@ -279,8 +279,10 @@ async fn the_limiter_admits_its_rate_and_refuses_beyond_it() {
         return;
     };
     let s = store(&server, "rate").await;
+    // Generous timeouts: this test is about the rate, not about a slow machine.
     let limiter = s
         .rate_limiter("signups", 5, Duration::from_secs(60))
+        .timeout(Duration::from_secs(2))
         .build();
     for i in 0..5 {
         assert!(limiter.acquire().await.is_ok(), "call {i}");
@@ -296,6 +298,7 @@ async fn the_limiter_admits_its_rate_and_refuses_beyond_it() {
     let other = store(&server, "rate").await;
     let limiter2 = other
         .rate_limiter("signups", 5, Duration::from_secs(60))
+        .timeout(Duration::from_secs(2))
         .build();
     assert!(limiter2.acquire().await.is_err());
     assert_eq!(limiter.snapshot().refused, 1);
@@ -307,6 +310,12 @@ async fn the_limiter_fails_open_or_closed_on_timeout_as_told() {
         return;
     };
     let s = store(&server, "paused").await;
+    // The connection and the script are set up once, before the 50 ms timeouts are tried.
+    let warm_up = s
+        .rate_limiter("warm_up", 100, Duration::from_secs(1))
+        .timeout(Duration::from_secs(2))
+        .build();
+    assert!(warm_up.acquire().await.is_ok());
     let open = s
         .rate_limiter("best_effort", 100, Duration::from_secs(1))
         .on_timeout(FailMode::Open)
@@ -341,11 +350,13 @@ async fn the_limiter_fails_open_or_closed_on_error_as_told() {
         .rate_limiter("best_effort", 100, Duration::from_secs(1))
         .on_error(FailMode::Open)
         .on_timeout(FailMode::Closed)
+        .timeout(Duration::from_secs(2))
         .build();
     let closed = s
         .rate_limiter("unbounded", 100, Duration::from_secs(1))
         .on_error(FailMode::Closed)
         .on_timeout(FailMode::Open)
+        .timeout(Duration::from_secs(2))
         .build();
     assert!(open.acquire().await.is_ok());
     server.kill();
@@ -556,6 +567,9 @@ async fn a_flood_of_openings_for_unknown_breakers_stays_within_the_pending_bound
         RedisStore::builder()
             .prefix(server.key_prefix("flood"))
             .resync_every(Duration::from_secs(3600))
+            // No call may time out on a busy machine: a recovery re-syncs, and a re-sync
+            // replaces the pending openings, which would make the counts below inexact.
+            .timeout(Duration::from_secs(10))
             .connect(&server.url())
             .await
             .unwrap(),
@@ -581,6 +595,10 @@ async fn a_flood_of_openings_for_unknown_breakers_stays_within_the_pending_bound
         assert!(status.pending <= 1024, "{status:?}");
     }
     let status = s.snapshot();
+    assert_eq!(
+        status.failed, 0,
+        "no re-sync replaced the pending openings: {status:?}"
+    );
     assert_eq!(status.pending, 1024, "the default bound: {status:?}");
     assert_eq!(status.pending_dropped, (FLOOD - 1024) as u64);
     assert_eq!(status.rejected, 0, "well-formed, just too many");
@@ -638,7 +656,7 @@ async fn failed_counts_failed_sends_only_and_a_full_queue_warns_once_per_outage(
         RedisStore::builder()
             .prefix(server.key_prefix("counted"))
             .queue_capacity(2)
-            .timeout(Duration::from_millis(50))
+            .timeout(Duration::from_secs(2))
             .resync_every(Duration::from_secs(3600))
             .connect(&server.url())
             .await
@@ -705,6 +723,9 @@ async fn a_redis_outage_under_load_refuses_no_call_the_local_rate_admits() {
     let limiter = Arc::new(
         s.rate_limiter("pageviews", 100_000, Duration::from_secs(1))
             .probe_every(Duration::from_millis(100))
+            // Only the outage fails a call (a killed server refuses at once), not a slow
+            // machine.
+            .timeout(Duration::from_secs(2))
             .build(),
     );
     let tasks: Vec<_> = (0..TASKS)
@@ -738,6 +759,15 @@ async fn a_redis_outage_under_load_refuses_no_call_the_local_rate_admits() {
         refused += r;
         slowest = slowest.max(s);
     }
+    // Calls after the run, until a probe has found redis again (the probe runs only while
+    // calls come in).
+    let mut after = 0;
+    let back = Instant::now();
+    while limiter.snapshot().degraded && back.elapsed() < Duration::from_secs(10) {
+        assert!(limiter.acquire().await.is_ok());
+        after += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let end = limiter.snapshot();
     eprintln!(
         "outage under load: {} calls, {refused} refused; before the outage {} admitted by redis, during it {} by the local rate, at the end {end:?}; slowest call {slowest:?}",
@@ -747,16 +777,16 @@ async fn a_redis_outage_under_load_refuses_no_call_the_local_rate_admits() {
     );
     assert_eq!(refused, 0, "no call refused: {end:?}");
     assert_eq!(end.refused + end.local_refused + end.failed_closed, 0);
-    assert_eq!(end.admitted + end.local_admitted, TASKS * CALLS, "{end:?}");
+    assert_eq!(
+        end.admitted + end.local_admitted,
+        TASKS * CALLS + after,
+        "{end:?}"
+    );
     assert!(
         in_outage.degraded && in_outage.local_admitted > 0,
         "{in_outage:?}"
     );
-    assert!(
-        end.admitted > in_outage.admitted,
-        "back on redis after it returned: {end:?}"
-    );
-    assert!(!end.degraded);
+    assert!(!end.degraded, "back on redis after it returned: {end:?}");
     // Round trips that failed: at most one per task in flight when the outage began, since
     // after the first failure no call waits on redis (probes run off the callers' path).
     let failed_round_trips = end.store_calls - end.admitted - end.refused;
@@ -772,6 +802,7 @@ async fn during_an_outage_the_local_rate_bounds_the_instance_without_asking_redi
     let limiter = s
         .rate_limiter("signups", 100, Duration::from_secs(60))
         .local_rate(3, Duration::from_secs(60))
+        .timeout(Duration::from_secs(2))
         .build();
     assert!(limiter.acquire().await.is_ok());
     assert_eq!(limiter.snapshot().admitted, 1);
