@@ -310,7 +310,10 @@ async fn the_limiter_fails_open_or_closed_on_timeout_as_told() {
         return;
     };
     let s = store(&server, "paused").await;
-    // The connection and the script are set up once, before the 50 ms timeouts are tried.
+    // The connection and the script are set up once, before the short timeouts are tried;
+    // 150 ms rather than the default 50 ms, so a busy machine does not time out the calls made
+    // before the pause (two timeouts still fit well inside the 500 ms bound below).
+    const TIMEOUT: Duration = Duration::from_millis(150);
     let warm_up = s
         .rate_limiter("warm_up", 100, Duration::from_secs(1))
         .timeout(Duration::from_secs(2))
@@ -319,10 +322,12 @@ async fn the_limiter_fails_open_or_closed_on_timeout_as_told() {
     let open = s
         .rate_limiter("best_effort", 100, Duration::from_secs(1))
         .on_timeout(FailMode::Open)
+        .timeout(TIMEOUT)
         .build();
     let closed = s
         .rate_limiter("unbounded", 100, Duration::from_secs(1))
         .on_timeout(FailMode::Closed)
+        .timeout(TIMEOUT)
         .build();
     assert!(open.acquire().await.is_ok());
     server.pause();
