@@ -75,7 +75,9 @@ impl RedisRateLimiterBuilder {
         self
     }
 
-    /// How long a decision may wait for Redis (default 50 ms).
+    /// How long a decision may wait for Redis (default 50 ms). The store's own
+    /// [`timeout`](super::RedisStoreBuilder::timeout) bounds its connection too, so a decision
+    /// waits at most the shorter of the two; either is an `on_timeout` decision.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -267,8 +269,14 @@ impl RedisRateLimiter {
             }
             Ok(Err(error)) => {
                 inner.store.shared.mark_unhealthy(&describe(&error));
-                inner.degrade(Failure::Error);
-                inner.fail(Failure::Error)
+                // The connection's own response timeout (the store's) is a timeout too.
+                let failure = if error.is_timeout() {
+                    Failure::Timeout
+                } else {
+                    Failure::Error
+                };
+                inner.degrade(failure);
+                inner.fail(failure)
             }
             Err(_) => {
                 inner.store.shared.mark_unhealthy("timed out");
@@ -406,6 +414,7 @@ async fn probe(inner: Weak<Inner>) {
             inner.store.shared.recover();
             inner.recovered();
         }
+        Ok(Err(error)) if error.is_timeout() => inner.degrade(Failure::Timeout),
         Ok(Err(_)) => inner.degrade(Failure::Error),
         Err(_) => inner.degrade(Failure::Timeout),
     }
