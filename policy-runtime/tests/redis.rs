@@ -593,7 +593,8 @@ async fn a_flood_of_openings_for_unknown_breakers_stays_within_the_pending_bound
         for i in start..start + CHUNK {
             pipe.cmd("PUBLISH")
                 .arg(&events)
-                .arg(message("trip", &format!("ghost-{i}"), 60_000, "mallory"))
+                // An hour: none may end (and leave the map) however slow the machine is.
+                .arg(message("trip", &format!("ghost-{i}"), 3_600_000, "mallory"))
                 .ignore();
         }
         let () = pipe.query(&mut conn).unwrap();
@@ -616,6 +617,7 @@ async fn a_flood_of_openings_for_unknown_breakers_stays_within_the_pending_bound
     assert_eq!(status.rejected, 0, "well-formed, just too many");
     // What was kept still serves a breaker built later; what was dropped opens nothing.
     let kept = Breaker::builder("ghost-0")
+        .max_retry_after(Duration::from_secs(3600))
         .sharing(Sharing::TripsOnly)
         .store(s.clone())
         .build();
