@@ -202,6 +202,9 @@ async fn a_closed_breaker_sends_no_redis_command() {
         RedisStore::builder()
             .prefix(server.key_prefix("quiet"))
             .resync_every(Duration::from_secs(3600))
+            // Subscribed before `connect` returns even on a busy machine: a late subscription
+            // re-syncs, which would be counted below.
+            .timeout(Duration::from_secs(2))
             .connect(&server.url())
             .await
             .unwrap(),
