@@ -513,6 +513,8 @@ async fn with_a_shared_secret_only_fresh_messages_of_the_fleet_are_taken() {
                     .shared_secret(secret)
                     .clock_tolerance(Duration::from_millis(100))
                     .resync_every(Duration::from_secs(3600))
+                    // Subscribed before `connect` returns, even on a busy machine.
+                    .timeout(Duration::from_secs(2))
                     .connect(&server.url())
                     .await
                     .unwrap(),
@@ -535,7 +537,7 @@ async fn with_a_shared_secret_only_fresh_messages_of_the_fleet_are_taken() {
         breaker(&b, Sharing::TripsOnly),
         breaker(&c, Sharing::TripsOnly),
     );
-    ba.trip(Duration::from_millis(300), "429 Too Many Requests");
+    ba.trip(Duration::from_secs(1), "429 Too Many Requests");
     assert!(
         time_until_refusing(&bb, Duration::from_secs(1))
             .await
@@ -560,7 +562,7 @@ async fn with_a_shared_secret_only_fresh_messages_of_the_fleet_are_taken() {
     // A genuine message replayed once its opening and the tolerance are over opens nothing.
     let key = format!("{}:breaker:payments", server.key_prefix("signed"));
     let genuine = server.query(&["HGET", &key, "message"]).unwrap();
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(bb.check().is_ok(), "the trip is over");
     server.query(&["PUBLISH", &events, &genuine]).unwrap();
     let status = until_status(&b, Duration::from_secs(1), |st| st.rejected >= 2).await;
