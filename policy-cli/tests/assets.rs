@@ -674,3 +674,31 @@ fn the_demo_services_own_page_passes_the_audit() {
             .join("\n")
     );
 }
+
+#[test]
+fn an_image_in_a_hidden_menu_is_downloaded_and_reported_unless_lazy() {
+    let dir = temp_dir("hidden-menu");
+    copy(&site_file("img/photo-400.jpg"), &dir.join("img/a.jpg"));
+    copy(&site_file("img/photo-400.jpg"), &dir.join("img/b.jpg"));
+    std::fs::write(
+        dir.join("index.html"),
+        r#"<style>.menu { display: none }</style>
+<h1>A page with a closed menu</h1>
+<div class="menu"><img src="img/a.jpg" width="40" height="30" alt=""><img src="img/b.jpg" width="40" height="30" alt="" loading="lazy"></div>
+"#,
+    )
+    .unwrap();
+    let report = audit(&dir, &AssetsSpec::default()).unwrap();
+    assert_eq!(
+        positions(&report),
+        [(
+            "offscreen-images".to_owned(),
+            "index.html".to_owned(),
+            3,
+            19
+        )]
+    );
+    assert!(report.findings[0].message.contains("not displayed"));
+    let images: Vec<&str> = report.pages[0].images.iter().map(String::as_str).collect();
+    assert_eq!(images, ["img/a.jpg"]);
+}

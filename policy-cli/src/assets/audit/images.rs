@@ -270,9 +270,11 @@ impl Auditor<'_> {
             let element = &img.element;
             let style = &page.styles[img.node];
             // Every candidate that is a file of the folder must be there and whole.
-            self.candidates(page, img, choice.as_ref());
+            self.candidates(page, img);
             let shown = page.layout.shown(img.node);
             if style.hidden {
+                // A browser still downloads an `<img>` it does not display, unless it is lazy.
+                self.hidden_image(page, img, choice.as_ref(), assets);
                 continue;
             }
             self.intrinsic_size(page, img, choice.as_ref());
@@ -297,19 +299,19 @@ impl Auditor<'_> {
             }
             if let Some(shown) = shown {
                 self.aspect_ratio(page, img, &rel, &info, &shown);
-                self.responsive(page, img, choice, &rel, &info, &shown);
+                self.responsive(page, choice, &rel, &info, &shown);
             }
             self.offscreen(page, img, &rel, &info, shown.as_ref(), lazy);
             let at = choice.span.clone();
             self.optimized(source, &at, &rel, &info, shown.as_ref().map(|s| s.width));
-            self.modern(source, &at, &rel, &info, choice.responsive);
+            self.modern(source, &at, &rel, &info);
         }
         self.backgrounds(page, assets);
     }
 
     /// Missing, damaged and oversized files among all the candidates of an `<img>` (each is
     /// downloaded on some screen), and its `srcset` with widths but no `sizes`.
-    fn candidates(&mut self, page: &Page<'_>, img: &Img, choice: Option<&Choice>) {
+    fn candidates(&mut self, page: &Page<'_>, img: &Img) {
         let source = page.source;
         let element = &img.element;
         let sources = img
@@ -332,7 +334,6 @@ impl Auditor<'_> {
             let span = src.value_span.clone().unwrap_or_else(|| src.span.clone());
             check(self, &url, &span);
         }
-        let _ = choice;
         for candidate_element in sources.iter().chain(std::iter::once(element)) {
             let Some(srcset) = candidate_element.attr("srcset") else {
                 continue;
@@ -491,7 +492,6 @@ impl Auditor<'_> {
     fn responsive(
         &mut self,
         page: &Page<'_>,
-        img: &Img,
         choice: &Choice,
         rel: &Path,
         info: &FileInfo,
@@ -549,7 +549,6 @@ impl Auditor<'_> {
             how,
             vec![label(page.source, &choice.span, "more pixels than shown")],
         );
-        let _ = img;
     }
 
     /// Lighthouse's `offscreen-images`, estimated: an eager image so far down the page that it
@@ -586,6 +585,45 @@ impl Auditor<'_> {
             ),
             "add `loading=\"lazy\"`: the browser fetches it when the reader scrolls near it".to_owned(),
             vec![label(page.source, &img.element.span, "far below the fold")],
+        );
+    }
+
+    /// An `<img>` inside an element that is not displayed (a closed menu, a hidden tab): it is
+    /// downloaded with the page all the same, which Lighthouse's `offscreen-images` counts as
+    /// wholly offscreen.
+    fn hidden_image(
+        &mut self,
+        page: &Page<'_>,
+        img: &Img,
+        choice: Option<&Choice>,
+        assets: &mut PageAssets,
+    ) {
+        let Some((rel, info)) = choice.and_then(|c| c.file.clone()) else {
+            return;
+        };
+        if info.problem.is_some() || !info.kind.is_image() {
+            return;
+        }
+        let loading = img
+            .element
+            .value("loading")
+            .map(|v| v.trim().to_ascii_lowercase());
+        if loading.as_deref() == Some("lazy") {
+            return;
+        }
+        assets.images.insert(display(&rel));
+        if loading.is_some() || info.len < super::layout::OFFSCREEN_MIN_BYTES {
+            return;
+        }
+        self.push_about(
+            Rule::OffscreenImages,
+            Some(&rel),
+            format!(
+                "`{}` loads with the page but is inside an element that is not displayed (`display: none`)",
+                display(&rel)
+            ),
+            "add `loading=\"lazy\"`: the browser then fetches it only when it is shown".to_owned(),
+            vec![label(page.source, &img.element.span, "hidden, loaded anyway")],
         );
     }
 
@@ -648,14 +686,7 @@ impl Auditor<'_> {
     /// Lighthouse's `modern-image-formats`: a PNG or JPEG whose AVIF would be at least 8 KiB
     /// smaller, estimated as Lighthouse does from the JPEG and WebP sizes (ours from the JPEG's
     /// headers; for a PNG, from its size and pixel count).
-    fn modern(
-        &mut self,
-        source: SourceId,
-        at: &Range<usize>,
-        rel: &Path,
-        info: &FileInfo,
-        _responsive: bool,
-    ) {
+    fn modern(&mut self, source: SourceId, at: &Range<usize>, rel: &Path, info: &FileInfo) {
         if !matches!(info.kind, MediaType::Png | MediaType::Jpeg)
             || info.len < MODERN_FORMAT_MIN_BYTES
         {
@@ -716,7 +747,7 @@ impl Auditor<'_> {
     /// `<img>` (they are downloads like any other), pointing at the `url()` in the style sheet
     /// or `style` attribute.
     fn backgrounds(&mut self, page: &Page<'_>, assets: &mut PageAssets) {
-        for (index, style) in page.styles.iter().enumerate() {
+        for style in &page.styles {
             if style.hidden {
                 continue;
             }
@@ -731,9 +762,8 @@ impl Auditor<'_> {
                 };
                 assets.images.insert(display(&rel));
                 self.optimized(origin.source, &url.span, &rel, &info, None);
-                self.modern(origin.source, &url.span, &rel, &info, false);
+                self.modern(origin.source, &url.span, &rel, &info);
             }
-            let _ = index;
         }
     }
 }

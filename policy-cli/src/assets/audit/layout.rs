@@ -319,7 +319,35 @@ impl Walker<'_> {
         let children = &node.children;
         if depth < MAX_DEPTH {
             let columns = columns(style, own_width, self, index);
-            if columns > 1 {
+            let flex_row = matches!(style.display.as_str(), "flex" | "inline-flex")
+                && !style.flex_wrap
+                && !style.flex_column;
+            if flex_row && children.len() > 1 {
+                // One row: items with a width of their own keep it, the others share the rest.
+                let fixed: Vec<Option<f64>> = children
+                    .iter()
+                    .map(|&child| {
+                        let child_style = &self.styles[child];
+                        let basis = child_style
+                            .width
+                            .as_ref()
+                            .or(child_style.flex_basis.as_ref())?;
+                        match Length::parse(&basis.declaration.value) {
+                            Length::Percent(_) => None,
+                            other => other.px(child_style.font.size, own_width, self.device),
+                        }
+                    })
+                    .collect();
+                let taken: f64 = fixed.iter().flatten().sum();
+                let flexible = fixed.iter().filter(|w| w.is_none()).count().max(1);
+                let share = ((own_width - taken) / flexible as f64).max(0.0);
+                let mut bottom = cursor;
+                for (&child, width) in children.iter().zip(&fixed) {
+                    let child_width = width.unwrap_or(share).min(own_width);
+                    bottom = bottom.max(self.place(child, cursor, child_width, depth + 1));
+                }
+                cursor = bottom;
+            } else if columns > 1 {
                 // Items side by side: rows as tall as their tallest item.
                 let column_width = own_width / columns as f64;
                 for row in children.chunks(columns) {

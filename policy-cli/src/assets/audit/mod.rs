@@ -332,7 +332,7 @@ impl Auditor<'_> {
                 origin: *origin,
             })
             .collect();
-        let styles = cascade::compute(&document, &self.user_agent, &inputs, &text, &self.device);
+        let styles = cascade::compute(&document, &self.user_agent, &inputs, &text);
         let choices: Vec<Option<images::Choice>> = document
             .imgs
             .iter()

@@ -174,7 +174,6 @@ pub(crate) fn compute(
     ua: &Sheet,
     sheets: &[SheetInput<'_>],
     html: &str,
-    device: &Device,
 ) -> Vec<Computed> {
     let mut all = vec![SheetInput {
         sheet: ua,
@@ -256,7 +255,7 @@ pub(crate) fn compute(
         let mut generated_font = None;
         let mut content = String::new();
         for m in matched.iter().filter(|m| !m.pseudo) {
-            apply(&mut style, m, &parent_font, device);
+            apply(&mut style, m, &parent_font);
         }
         for m in matched.iter().filter(|m| m.pseudo) {
             let font = generated_font.get_or_insert_with(|| style.font.clone());
@@ -337,7 +336,7 @@ fn won(m: &Matched<'_>) -> Option<Won> {
     })
 }
 
-fn apply(style: &mut Computed, m: &Matched<'_>, parent: &Font, _device: &Device) {
+fn apply(style: &mut Computed, m: &Matched<'_>, parent: &Font) {
     let declaration = m.declaration;
     let keyword = || declaration.keyword();
     match declaration.name.as_str() {
@@ -627,7 +626,6 @@ mod tests {
                 origin: 0,
             }],
             page,
-            &Device::MOBILE,
         );
         (document, computed)
     }
