@@ -152,7 +152,7 @@ fn each_finding_points_at_the_offending_text() {
     );
     assert_eq!(
         messages["uses-optimized-images"],
-        "`img/detail.jpg` is a quality-97 JPEG with full-resolution colour of 24.3kb: at quality 85 it would be about 6.6kb (17.6kb less)"
+        "`img/detail.jpg` is a quality-97 JPEG with full-resolution colour of 24.3kb: at quality 85 it would be about 7.4kb (16.9kb less)"
     );
     assert_eq!(
         messages["uses-responsive-images"],
@@ -272,12 +272,12 @@ fn alternatives_are_read_from_bytes_not_names() {
             (
                 "uses-optimized-images".to_owned(),
                 2,
-                "`img/fake.webp` is a quality-97 JPEG with full-resolution colour of 24.3kb: at quality 85 it would be about 6.6kb (17.6kb less)".to_owned()
+                "`img/fake.webp` is a quality-97 JPEG with full-resolution colour of 24.3kb: at quality 85 it would be about 7.4kb (16.9kb less)".to_owned()
             ),
             (
                 "modern-image-formats".to_owned(),
                 2,
-                "`img/fake.webp` is a JPEG (by its bytes, whatever its name says) of 24.3kb with no AVIF or WebP alternative: as AVIF it would be about 4.8kb (19.5kb less)".to_owned()
+                "`img/fake.webp` is a JPEG (by its bytes, whatever its name says) of 24.3kb with no AVIF or WebP alternative: as AVIF it would be about 10.2kb (14kb less)".to_owned()
             ),
             (
                 "srcset-sizes".to_owned(),

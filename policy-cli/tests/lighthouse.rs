@@ -138,7 +138,9 @@ fn offscreen_by_geometry(result: &Value) -> Vec<String> {
             )
         })
         .collect();
-    let mut out = Vec::new();
+    // Per file, the least wasted of its elements: a file shown once in view is not wasted
+    // because it is also in a closed dialog (Lighthouse keeps the smallest waste per URL).
+    let mut least: BTreeMap<String, f64> = BTreeMap::new();
     for element in result["elements"].as_array().into_iter().flatten() {
         let url = element["url"].as_str().unwrap_or_default();
         if element["css"] == Value::Bool(true)
@@ -146,9 +148,6 @@ fn offscreen_by_geometry(result: &Value) -> Vec<String> {
         {
             continue;
         }
-        let Some(&size) = bytes.get(url) else {
-            continue;
-        };
         let side = |key: &str| element[key].as_f64().unwrap();
         let total =
             element["displayed"][0].as_f64().unwrap() * element["displayed"][1].as_f64().unwrap();
@@ -162,11 +161,18 @@ fn offscreen_by_geometry(result: &Value) -> Vec<String> {
         } else {
             1.0 - visible / total
         };
-        if wasted_ratio >= 0.75 && size * wasted_ratio >= 2048.0 {
-            out.push(url.to_owned());
-        }
+        let entry = least.entry(url.to_owned()).or_insert(wasted_ratio);
+        *entry = entry.min(wasted_ratio);
     }
-    out
+    least
+        .into_iter()
+        .filter(|(url, ratio)| {
+            bytes
+                .get(url.as_str())
+                .is_some_and(|size| *ratio >= 0.75 && size * ratio >= 2048.0)
+        })
+        .map(|(url, _)| url)
+        .collect()
 }
 
 /// Our findings of the compared rules, keyed like Lighthouse's; a finding written in a style

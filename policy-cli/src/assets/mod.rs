@@ -71,6 +71,11 @@
 //! - An AVIF or WebP file next to a PNG or JPEG, with the same stem, counts as an alternative
 //!   (a server can negotiate it); Lighthouse, loading the page from a server that does not,
 //!   still reports the PNG or JPEG.
+//! - A JPEG whose quantisation tables are not libjpeg's standard ones scaled (some encoders
+//!   tune them) gets no estimate, so neither `uses-optimized-images` nor
+//!   `modern-image-formats` reports it: its quality cannot be read from them reliably.
+//! - An image shown on the first screens by one element is not offscreen because another
+//!   element (a closed dialog, the page's end) loads the same file: it is downloaded once.
 //! - GIFs are not in `modern-image-formats` (nor in Lighthouse's: its
 //!   `efficient-animated-content` covers them).
 //! - `offscreen-images`: Lighthouse lists an offscreen image only if its request started

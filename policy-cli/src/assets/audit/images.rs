@@ -1,6 +1,7 @@
 //! The image rules: which file a browser downloads for each `<img>` (its `<picture>` sources,
 //! its `srcset` for the reference phone) and for each CSS background, and what is wrong with it.
 
+use std::collections::HashSet;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -266,6 +267,22 @@ impl Auditor<'_> {
         assets: &mut PageAssets,
     ) {
         let source = page.source;
+        // Files an `<img>` shows within the first screens: another element loading the same file
+        // far below, or hidden, wastes nothing (the file is downloaded once). As in Lighthouse,
+        // only elements without a `loading` attribute count.
+        let far = super::layout::OFFSCREEN_SCREENS * self.device.height;
+        let in_view: HashSet<PathBuf> = page
+            .document
+            .imgs
+            .iter()
+            .zip(choices)
+            .filter(|(img, _)| {
+                !page.styles[img.node].hidden
+                    && img.element.attr("loading").is_none()
+                    && page.layout.shown(img.node).is_some_and(|s| s.top < far)
+            })
+            .filter_map(|(_, choice)| choice.as_ref()?.file.as_ref().map(|(rel, _)| rel.clone()))
+            .collect();
         for (img, choice) in page.document.imgs.iter().zip(choices) {
             let element = &img.element;
             let style = &page.styles[img.node];
@@ -274,7 +291,7 @@ impl Auditor<'_> {
             let shown = page.layout.shown(img.node);
             if style.hidden {
                 // A browser still downloads an `<img>` it does not display, unless it is lazy.
-                self.hidden_image(page, img, choice.as_ref(), assets);
+                self.hidden_image(page, img, choice.as_ref(), &in_view, assets);
                 continue;
             }
             self.intrinsic_size(page, img, choice.as_ref());
@@ -301,7 +318,9 @@ impl Auditor<'_> {
                 self.aspect_ratio(page, img, &rel, &info, &shown);
                 self.responsive(page, choice, &rel, &info, &shown);
             }
-            self.offscreen(page, img, &rel, &info, shown.as_ref(), lazy);
+            if !in_view.contains(&rel) {
+                self.offscreen(page, img, &rel, &info, shown.as_ref(), lazy);
+            }
             let at = choice.span.clone();
             self.optimized(source, &at, &rel, &info, shown.as_ref().map(|s| s.width));
             self.modern(source, &at, &rel, &info);
@@ -596,6 +615,7 @@ impl Auditor<'_> {
         page: &Page<'_>,
         img: &Img,
         choice: Option<&Choice>,
+        in_view: &HashSet<PathBuf>,
         assets: &mut PageAssets,
     ) {
         let Some((rel, info)) = choice.and_then(|c| c.file.clone()) else {
@@ -612,7 +632,10 @@ impl Auditor<'_> {
             return;
         }
         assets.images.insert(display(&rel));
-        if loading.is_some() || info.len < super::layout::OFFSCREEN_MIN_BYTES {
+        if loading.is_some()
+            || info.len < super::layout::OFFSCREEN_MIN_BYTES
+            || in_view.contains(&rel)
+        {
             return;
         }
         self.push_about(
