@@ -37,7 +37,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             }
         };
         let mut sources = Sources::new();
-        let parsed = policy_lang::parse::parse(&mut sources, path.display().to_string(), &bytes);
+        let parsed = policy_lang::fmt::parse(&mut sources, path.display().to_string(), &bytes);
         if !parsed.diagnostics.is_empty() {
             for diagnostic in &parsed.diagnostics {
                 let _ = writeln!(err, "{}", render::human(diagnostic, &sources));
@@ -51,7 +51,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             continue;
         }
         let text = sources
-            .get(parsed.file.source)
+            .get(parsed.file.source())
             .map(|file| file.text())
             .unwrap_or_default();
         let formatted = policy_lang::fmt::format(&parsed.file, text);

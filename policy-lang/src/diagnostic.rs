@@ -209,12 +209,12 @@ pub enum Kind {
         keyword: String,
     },
 
-    /// A budget line naming a metric that does not exist.
-    #[error("unknown metric `{metric}` in budget `{budget}`")]
+    /// A ceiling naming a metric that does not exist.
+    #[error("unknown metric `{metric}` in ceilings `{ceilings}`")]
     #[diagnostic(code("policy::unknown-metric"), help("{help}"))]
     UnknownMetric {
-        /// The budget.
-        budget: String,
+        /// The `ceilings` stanza's name.
+        ceilings: String,
         /// The metric as written.
         metric: String,
         /// A suggestion, or the list of metrics.
@@ -727,7 +727,7 @@ impl Diagnostic {
     /// This diagnostic with the source text its labels need, ready for a miette handler.
     #[must_use]
     pub fn renderable<'a>(&'a self, sources: &'a Sources) -> Renderable<'a> {
-        Renderable::new(self, sources)
+        Renderable::new(&self.kind, &self.labels, sources)
     }
 }
 
@@ -739,41 +739,56 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
-/// A diagnostic paired with the sources it points into, so that miette can draw its snippet.
+/// A rule's report paired with the sources its labels point into, so that miette can draw its
+/// snippet: the one adapter from a policy's locations to miette, for the language's diagnostics
+/// and for the checks of the `policy` command that report on policy text (`policy::gate::...`).
 /// Labels in the primary label's file are drawn in the snippet; labels in other files become
 /// related reports with their own snippet; [`Loc::External`] labels are left to their front end.
-#[derive(Debug)]
 pub struct Renderable<'a> {
-    diagnostic: &'a Diagnostic,
+    rule: &'a dyn miette::Diagnostic,
     source: Option<NamedSource<std::sync::Arc<str>>>,
     labels: Vec<LabeledSpan>,
     related: Vec<Renderable<'a>>,
     secondary: bool,
 }
 
+impl fmt::Debug for Renderable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Renderable")
+            .field("rule", &self.rule.to_string())
+            .field("labels", &self.labels)
+            .field("related", &self.related)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> Renderable<'a> {
-    fn new(diagnostic: &'a Diagnostic, sources: &'a Sources) -> Self {
-        let primary = diagnostic
-            .labels
-            .iter()
-            .find_map(|label| label.loc.source());
-        let mut labels = Vec::new();
+    /// `rule` (its code, message, severity and help, as its `miette::Diagnostic` says) with
+    /// `labels`, the first one primary, drawn from `sources`.
+    #[must_use]
+    pub fn new(
+        rule: &'a dyn miette::Diagnostic,
+        labels: &'a [Label],
+        sources: &'a Sources,
+    ) -> Self {
+        let primary = labels.iter().find_map(|label| label.loc.source());
+        let mut spans = Vec::new();
         let mut related = Vec::new();
-        for (index, label) in diagnostic.labels.iter().enumerate() {
+        for (index, label) in labels.iter().enumerate() {
             let (Some(source), Some(range)) = (label.loc.source(), label.loc.range()) else {
                 continue;
             };
             let span = SourceSpan::new(range.start.into(), range.end - range.start);
             let text = (!label.text.is_empty()).then(|| label.text.clone());
             if Some(source) == primary {
-                labels.push(if index == 0 {
+                spans.push(if index == 0 {
                     LabeledSpan::new_primary_with_span(text, span)
                 } else {
                     LabeledSpan::new_with_span(text, span)
                 });
             } else {
                 related.push(Renderable {
-                    diagnostic,
+                    rule,
                     source: sources
                         .get(source)
                         .map(|file| NamedSource::new(file.name(), file.shared_text())),
@@ -784,11 +799,11 @@ impl<'a> Renderable<'a> {
             }
         }
         Renderable {
-            diagnostic,
+            rule,
             source: primary
                 .and_then(|id| sources.get(id))
                 .map(|file| NamedSource::new(file.name(), file.shared_text())),
-            labels,
+            labels: spans,
             related,
             secondary: false,
         }
@@ -800,7 +815,7 @@ impl fmt::Display for Renderable<'_> {
         if self.secondary {
             f.write_str("see also")
         } else {
-            fmt::Display::fmt(self.diagnostic, f)
+            fmt::Display::fmt(self.rule, f)
         }
     }
 }
@@ -812,7 +827,7 @@ impl miette::Diagnostic for Renderable<'_> {
         if self.secondary {
             None
         } else {
-            Some(Box::new(self.diagnostic.code()))
+            self.rule.code()
         }
     }
 
@@ -820,7 +835,7 @@ impl miette::Diagnostic for Renderable<'_> {
         Some(if self.secondary {
             Severity::Advice
         } else {
-            self.diagnostic.severity()
+            self.rule.severity().unwrap_or(Severity::Error)
         })
     }
 
@@ -828,9 +843,7 @@ impl miette::Diagnostic for Renderable<'_> {
         if self.secondary {
             None
         } else {
-            self.diagnostic
-                .help()
-                .map(|help| Box::new(help) as Box<dyn fmt::Display>)
+            self.rule.help()
         }
     }
 

@@ -104,7 +104,7 @@ fn refused(source: SourceId, diagnostic: Diagnostic) -> Parsed {
 
 /// Parses text that is already in the source map as `source`.
 #[must_use]
-pub fn parse_text(source: SourceId, text: &str) -> Parsed {
+pub(crate) fn parse_text(source: SourceId, text: &str) -> Parsed {
     let mut reader = Reader {
         source,
         text,
