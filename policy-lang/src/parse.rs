@@ -52,18 +52,7 @@ pub struct Parsed {
 pub fn parse(sources: &mut Sources, name: impl Into<String>, bytes: &[u8]) -> Parsed {
     let name = name.into();
     if bytes.len() > MAX_SOURCE_LEN {
-        let id = sources.add(name, "");
-        return refused(
-            id,
-            Diagnostic::new(
-                Kind::TooLarge {
-                    len: bytes.len(),
-                    max: MAX_SOURCE_LEN,
-                },
-                Loc::span(id, 0, 0),
-                "this file",
-            ),
-        );
+        return too_large(sources, name, bytes.len());
     }
     match std::str::from_utf8(bytes) {
         Ok(text) => {
@@ -89,6 +78,24 @@ pub fn parse(sources: &mut Sources, name: impl Into<String>, bytes: &[u8]) -> Pa
             )
         }
     }
+}
+
+/// Adds an empty file to `sources` under `name`, with the diagnostic that a file of `len`
+/// bytes is over [`MAX_SOURCE_LEN`] (for a reader that stopped reading at the limit).
+#[must_use]
+pub fn too_large(sources: &mut Sources, name: impl Into<String>, len: usize) -> Parsed {
+    let id = sources.add(name, "");
+    refused(
+        id,
+        Diagnostic::new(
+            Kind::TooLarge {
+                len,
+                max: MAX_SOURCE_LEN,
+            },
+            Loc::span(id, 0, 0),
+            "this file",
+        ),
+    )
 }
 
 fn refused(source: SourceId, diagnostic: Diagnostic) -> Parsed {
