@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use policy_lang::Sources;
+use policy_lang::parse::MAX_SOURCE_LEN;
 
 use crate::{Exit, files, render};
 
@@ -29,19 +30,24 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     };
     let mut exit = Exit::Clean;
     for path in &paths {
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => bytes,
+        let read = match files::read(path) {
+            Ok(read) => read,
             Err(error) => {
                 let _ = writeln!(err, "{}", files::io_error(path, &error));
                 return Exit::Usage;
             }
         };
         let mut sources = Sources::new();
-        let parsed = policy_lang::parse::parse(&mut sources, path.display().to_string(), &bytes);
+        let name = path.display().to_string();
+        let parsed = if read.exceeds(MAX_SOURCE_LEN) {
+            let len = usize::try_from(read.len).unwrap_or(usize::MAX);
+            policy_lang::parse::too_large(&mut sources, name, len)
+        } else {
+            policy_lang::parse::parse(&mut sources, name, &read.bytes)
+        };
         if !parsed.diagnostics.is_empty() {
-            for diagnostic in &parsed.diagnostics {
-                let _ = writeln!(err, "{}", render::human(diagnostic, &sources));
-            }
+            let diagnostics: Vec<_> = parsed.diagnostics.iter().collect();
+            render::human_all(&diagnostics, &sources, render::CHECK_JSON, err);
             let _ = writeln!(
                 err,
                 "policy fmt: `{}` left as it is: it does not parse",
