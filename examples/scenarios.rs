@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use policy::retry::Transient;
 use policy::{
-    Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryBudget, RetryPolicy, retry_within,
+    Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryAllowance, RetryPolicy, retry_within,
 };
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -126,7 +126,7 @@ impl Outage {
 enum Client {
     /// Three attempts, a fixed 100 ms pause between them, no deadline, no breaker.
     NaiveFixedBackoff,
-    /// `retry_within`: three attempts, full jitter, the retry budget, inside a 2 s deadline.
+    /// `retry_within`: three attempts, full jitter, the retry allowance, inside a 2 s deadline.
     BoundedRetry,
     /// The same behind a breaker (5 failures in 30 s open it for 20 s).
     BoundedRetryBehindBreaker,
@@ -161,7 +161,7 @@ impl Instance {
                 .attempts(3)
                 .backoff(Duration::from_millis(100), Duration::from_secs(1))
                 .attempt_timeout(Duration::from_millis(500))
-                .budget(Arc::new(RetryBudget::default()))
+                .allowance(Arc::new(RetryAllowance::default()))
                 .build(),
         }
     }
@@ -265,7 +265,7 @@ fn scenario_amplification() {
         ),
         (
             Client::BoundedRetry,
-            "ours: `retry_within` (3 attempts, full jitter, retry budget, 2 s deadline)",
+            "ours: `retry_within` (3 attempts, full jitter, retry allowance, 2 s deadline)",
         ),
         (
             Client::BoundedRetryBehindBreaker,

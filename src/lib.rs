@@ -14,7 +14,7 @@ pub mod __private {
 
     use std::future::Future;
 
-    use policy_runtime::{CallError, DeadlineExceeded, ResilienceError, RetryBudget, Transient};
+    use policy_runtime::{CallError, DeadlineExceeded, ResilienceError, RetryAllowance, Transient};
 
     /// Pins a future's output type, so `?` inside the user's body converts to the declared
     /// error.
@@ -233,10 +233,10 @@ pub mod __private {
         StaleCache(core::marker::PhantomData)
     }
 
-    /// A retry budget from a `.policy` file's `budget = R% + N/s` (over the default 10 s
+    /// A retry allowance from a `.policy` file's `allowance = R% + N/s` (over the default 10 s
     /// window).
-    pub fn retry_budget(ratio: f64, floor_per_second: u32) -> Arc<RetryBudget> {
-        Arc::new(RetryBudget::new(
+    pub fn retry_allowance(ratio: f64, floor_per_second: u32) -> Arc<RetryAllowance> {
+        Arc::new(RetryAllowance::new(
             std::time::Duration::from_secs(10),
             floor_per_second,
             ratio,

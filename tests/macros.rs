@@ -127,6 +127,24 @@ async fn an_inline_retry_repeats_transient_failures_with_fresh_arguments() {
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
+#[policy::resilient(retry = "scarce", deadline = "1s")]
+#[policy::idempotent]
+async fn fails_once_alone(calls: Arc<AtomicU32>) -> Result<(), AppError> {
+    calls.fetch_add(1, Ordering::SeqCst);
+    Err(AppError::Search)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_allowance_from_the_file_bounds_the_retries() {
+    let calls = Arc::new(AtomicU32::new(0));
+    assert!(matches!(
+        fails_once_alone(calls.clone()).await,
+        Err(AppError::Search)
+    ));
+    // 1% of one call allows no retry: three attempts are configured, one ran.
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
 #[policy::deferred]
 #[policy::idempotent]
 async fn index_document(ran: Arc<AtomicBool>) {

@@ -3,9 +3,6 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use policy_lang::parse::MAX_SOURCE_LEN;
-use policy_lang::source::ReadFile;
-
 /// Each path as given, except directories, which stand for their `*.policy` files (sorted;
 /// entries that are not regular files, such as a named pipe or an editor's dangling lock link,
 /// are left out without being opened).
@@ -29,12 +26,6 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, io::Er
         }
     }
     Ok(files)
-}
-
-/// Reads a policy file as [`policy_lang::PolicySet::load_file`] does: a regular file only (a
-/// named pipe would block, a device never end), and no more than the parser's limit and a byte.
-pub(crate) fn read(path: &Path) -> io::Result<ReadFile> {
-    policy_lang::source::read_file(path, MAX_SOURCE_LEN)
 }
 
 /// The message for a file that cannot be read.

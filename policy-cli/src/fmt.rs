@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use policy_lang::Sources;
-use policy_lang::parse::MAX_SOURCE_LEN;
 
 use crate::{Exit, files, render};
 
@@ -30,20 +29,13 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     };
     let mut exit = Exit::Clean;
     for path in &paths {
-        let read = match files::read(path) {
-            Ok(read) => read,
+        let mut sources = Sources::new();
+        let parsed = match policy_lang::fmt::parse_file(&mut sources, path) {
+            Ok(parsed) => parsed,
             Err(error) => {
                 let _ = writeln!(err, "{}", files::io_error(path, &error));
                 return Exit::Usage;
             }
-        };
-        let mut sources = Sources::new();
-        let name = path.display().to_string();
-        let parsed = if read.exceeds(MAX_SOURCE_LEN) {
-            let len = usize::try_from(read.len).unwrap_or(usize::MAX);
-            policy_lang::parse::too_large(&mut sources, name, len)
-        } else {
-            policy_lang::parse::parse(&mut sources, name, &read.bytes)
         };
         if !parsed.diagnostics.is_empty() {
             let diagnostics: Vec<_> = parsed.diagnostics.iter().collect();
@@ -57,7 +49,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             continue;
         }
         let text = sources
-            .get(parsed.file.source)
+            .get(parsed.file.source())
             .map(|file| file.text())
             .unwrap_or_default();
         let formatted = policy_lang::fmt::format(&parsed.file, text);

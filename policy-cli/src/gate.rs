@@ -1,15 +1,15 @@
-//! `policy gate FILE... [--ratchet]`: size budgets with a ratchet, and quarantined heavy
-//! crates.
+//! `policy gate FILE... [--ratchet]`: size and count ceilings with a ratchet, and quarantined
+//! heavy crates.
 //!
 //! The question is not "how big is this feature" but "did this capability make everything
-//! else heavier?". Each `budget` line is measured and compared with its ceiling; each
+//! else heavier?". Each line of a `ceilings` stanza is measured and compared with its ceiling; each
 //! `quarantine` resolves the named package's default build and fails when the crate is in it,
 //! printing the chain that pulls it in (as `cargo tree -i CRATE -e normal` draws it), unless
 //! a `justification` allows it. With the feature on, it reports what the capability adds.
 //!
 //! Paths in the policy (`dir`, binaries, globs) are relative to `--root` (default: the
-//! current directory), where `cargo metadata` also runs. Exit codes: 0 within budget, 1 over
-//! a budget or a quarantine broken, 2 when something could not be measured (the gate's own
+//! current directory), where `cargo metadata` also runs. Exit codes: 0 within every ceiling, 1
+//! over a ceiling or a quarantine broken, 2 when something could not be measured (the gate's own
 //! diagnostics, `policy::gate::...`, are listed in [`problem`]).
 //!
 //! One module per kind of measurement ([`web`] for a front-end build, [`graph`] for Cargo's
@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use policy_lang::{BudgetLimit, Loc, Metric, QuarantineSpec, suggest};
+use policy_lang::{Ceiling, Loc, Metric, QuarantineSpec, suggest};
 use serde_json::{Value, json};
 
 use crate::{Exit, Format, check, render};
@@ -55,10 +55,11 @@ pub struct Args {
     pub format: Format,
 }
 
-/// One measured budget line.
+/// One measured ceiling.
 #[derive(Debug)]
 struct Row {
-    budget: String,
+    /// The name of its `ceilings` stanza.
+    stanza: String,
     label: String,
     unit: Option<String>,
     ceiling: u64,
@@ -164,7 +165,7 @@ impl Gate<'_> {
         }
     }
 
-    /// Reads a budget's folder once, reporting why it cannot be read.
+    /// Reads a `ceilings` stanza's folder once, reporting why it cannot be read.
     fn open_site(&mut self, dir: &policy_lang::Located<String>) -> bool {
         if self.sites.contains_key(&dir.value) {
             return self.site(dir).is_some();
@@ -203,8 +204,8 @@ impl Gate<'_> {
         ok
     }
 
-    fn artifact_problem(&mut self, limit: &BudgetLimit, target: &str, error: ArtifactError) {
-        let loc = limit.metric.loc;
+    fn artifact_problem(&mut self, ceiling: &Ceiling, target: &str, error: ArtifactError) {
+        let loc = ceiling.metric.loc;
         let error = match error {
             ArtifactError::Missing => {
                 let name = Path::new(target)
@@ -244,20 +245,20 @@ impl Gate<'_> {
         self.problems.push(Problem::at(error, loc, "measured here"));
     }
 
-    /// The value of one budget line, or `None` (with a problem) when it cannot be measured.
+    /// The value of one ceiling's metric, or `None` (with a problem) when it cannot be measured.
     fn measure(
         &mut self,
         dir: Option<&policy_lang::Located<String>>,
-        limit: &BudgetLimit,
+        ceiling: &Ceiling,
     ) -> Option<u64> {
         let root = self.root;
-        match &limit.metric.value {
+        match &ceiling.metric.value {
             Metric::Web(metric) => {
                 let dir = dir?;
                 if !self.open_site(dir) {
                     return None;
                 }
-                let value = self.site(dir)?.measure(*metric, limit.compression);
+                let value = self.site(dir)?.measure(*metric, ceiling.compression);
                 if value.is_none() {
                     self.problems.push(Problem::at(
                         GateError::NoDocuments {
@@ -272,27 +273,28 @@ impl Gate<'_> {
             Metric::Binary(path) => match artifact::binary_size(&root.join(path)) {
                 Ok(size) => Some(size),
                 Err(error) => {
-                    self.artifact_problem(limit, path, error);
+                    self.artifact_problem(ceiling, path, error);
                     None
                 }
             },
             Metric::BinaryCode(path) => match artifact::code_size(&root.join(path)) {
                 Ok(size) => Some(size),
                 Err(error) => {
-                    self.artifact_problem(limit, path, error);
+                    self.artifact_problem(ceiling, path, error);
                     None
                 }
             },
-            Metric::Files(pattern) => match artifact::glob_size(root, pattern, limit.compression) {
+            Metric::Files(pattern) => match artifact::glob_size(root, pattern, ceiling.compression)
+            {
                 Ok((size, _)) => Some(size),
                 Err(error) => {
-                    self.artifact_problem(limit, pattern, error);
+                    self.artifact_problem(ceiling, pattern, error);
                     None
                 }
             },
             Metric::Crates(package) => {
-                let index = self.member(package, limit.metric.loc)?;
-                let workspace = self.workspace(limit.metric.loc)?;
+                let index = self.member(package, ceiling.metric.loc)?;
+                let workspace = self.workspace(ceiling.metric.loc)?;
                 Some(workspace.build(index, &[]).packages().len() as u64)
             }
             _ => None,
@@ -457,7 +459,10 @@ impl Gate<'_> {
 
 impl Problem {
     fn with_label(mut self, loc: Loc, text: &str) -> Self {
-        self.labels.push((loc, text.to_owned()));
+        self.labels.push(policy_lang::Label {
+            loc,
+            text: text.to_owned(),
+        });
         self
     }
 }
@@ -482,16 +487,16 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let spec = set.spec();
     let mut rows = Vec::new();
     let mut edits: BTreeMap<usize, Vec<(std::ops::Range<usize>, String)>> = BTreeMap::new();
-    for budget in &spec.budgets {
-        for limit in &budget.limits {
-            let measured = gate.measure(budget.dir.as_ref(), limit);
-            let lowered = measured.and_then(|m| ratchet::ratchet(limit, m));
+    for stanza in &spec.ceilings {
+        for ceiling in &stanza.lines {
+            let measured = gate.measure(stanza.dir.as_ref(), ceiling);
+            let lowered = measured.and_then(|m| ratchet::ratchet(ceiling, m));
             if args.ratchet
                 && let Some(lowered) = &lowered
             {
                 for (loc, text) in [
-                    (limit.ceiling.loc, &lowered.ceiling),
-                    (limit.measured.loc, &lowered.measured),
+                    (ceiling.at_most.loc, &lowered.ceiling),
+                    (ceiling.measured.loc, &lowered.measured),
                 ] {
                     if let (Some(source), Some(range)) = (loc.source(), loc.range()) {
                         edits
@@ -502,22 +507,22 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
                 }
             }
             let row = Row {
-                budget: budget.name.value.clone(),
-                label: limit.label(),
-                unit: limit.ceiling.value.unit.clone(),
-                ceiling: limit.ceiling.value.value,
+                stanza: stanza.name.value.clone(),
+                label: ceiling.label(),
+                unit: ceiling.at_most.value.unit.clone(),
+                ceiling: ceiling.at_most.value.value,
                 measured,
                 lowered: if args.ratchet { lowered } else { None },
             };
             if row.over() {
                 let unit = row.unit.as_deref();
                 gate.problems.push(Problem::at(
-                    GateError::OverBudget {
+                    GateError::OverCeiling {
                         metric: row.label.clone(),
                         measured: size_text(measured.unwrap_or(0), unit),
                         ceiling: size_text(row.ceiling, unit),
                     },
-                    limit.ceiling.loc,
+                    ceiling.at_most.loc,
                     "the ceiling",
                 ));
             }
@@ -596,7 +601,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let lowered = rows.iter().filter(|row| row.lowered.is_some()).count();
     match args.format {
         Format::Human => {
-            print_budgets(out, &rows);
+            print_ceilings(out, &rows);
             print_quarantines(out, &checked);
             for problem in &gate.problems {
                 let _ = writeln!(err, "{}", problem.human(set.sources()));
@@ -618,7 +623,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             let findings: usize = audits.iter().map(|(_, _, r)| r.findings.len()).sum();
             let mut summary = format!(
                 "policy gate: {}, {over} over; {}, {broken} broken; {}, {findings} asset findings",
-                plural(rows.len(), "budget line", "budget lines"),
+                plural(rows.len(), "ceiling", "ceilings"),
                 plural(checked.len(), "quarantine", "quarantines"),
                 plural(audits.len(), "asset audit", "asset audits"),
             );
@@ -638,7 +643,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             let document = json!({
                 "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
                 "pass": exit == Exit::Clean,
-                "budgets": rows.iter().map(row_json).collect::<Vec<_>>(),
+                "ceilings": rows.iter().map(row_json).collect::<Vec<_>>(),
                 "quarantines": checked.iter().map(checked_json).collect::<Vec<_>>(),
                 "assets": audits.iter().map(|(name, folder, report)| json!({
                     "name": name,
@@ -656,7 +661,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
 
 fn row_json(row: &Row) -> Value {
     json!({
-        "budget": row.budget,
+        "stanza": row.stanza,
         "metric": row.label,
         "unit": row.unit.as_deref().unwrap_or("crates"),
         "measured": row.measured,
@@ -684,11 +689,11 @@ fn checked_json(checked: &Checked) -> Value {
     })
 }
 
-fn print_budgets(out: &mut dyn Write, rows: &[Row]) {
-    let mut budgets: Vec<&str> = Vec::new();
+fn print_ceilings(out: &mut dyn Write, rows: &[Row]) {
+    let mut stanzas: Vec<&str> = Vec::new();
     for row in rows {
-        if !budgets.contains(&row.budget.as_str()) {
-            budgets.push(&row.budget);
+        if !stanzas.contains(&row.stanza.as_str()) {
+            stanzas.push(&row.stanza);
         }
     }
     let cells = |row: &Row| -> [String; 4] {
@@ -737,11 +742,11 @@ fn print_budgets(out: &mut dyn Write, rows: &[Row]) {
             w2 = widths[2],
         )
     };
-    for budget in budgets {
-        let _ = writeln!(out, "budget {budget}");
+    for stanza in stanzas {
+        let _ = writeln!(out, "ceilings {stanza}");
         let _ = writeln!(out, "{}", line(&header).trim_end());
         for (row, cells) in rows.iter().zip(&all) {
-            if row.budget == budget {
+            if row.stanza == stanza {
                 let _ = writeln!(out, "{}", line(cells).trim_end());
                 if let Some(lowered) = &row.lowered {
                     let _ = writeln!(

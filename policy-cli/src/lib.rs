@@ -47,7 +47,7 @@ pub enum Command {
     /// credential); the hops come from the policy's `locality` stanza. With `--check`, a
     /// blocking hop that crosses regions fails.
     Locality(locality::Args),
-    /// Measure size budgets (with `--ratchet`, lower their ceilings) and check that quarantined
+    /// Measure size and count ceilings (with `--ratchet`, lower them) and check that quarantined
     /// heavy crates stay out of default builds.
     Gate(gate::Args),
 }

@@ -68,7 +68,7 @@ fn json(output: &Output) -> serde_json::Value {
 }
 
 fn measured(document: &serde_json::Value, metric: &str) -> u64 {
-    document["budgets"]
+    document["ceilings"]
         .as_array()
         .unwrap()
         .iter()
@@ -93,8 +93,8 @@ fn gzip(files: &[&str]) -> u64 {
 
 // ---- the front end ----------------------------------------------------------------------------
 
-const WEB_POLICY: &str = r#"// Budgets on the fixture build; values by hand in tests/fixtures/web/README.md.
-budget web {
+const WEB_POLICY: &str = r#"// Ceilings on the fixture build; values by hand in tests/fixtures/web/README.md.
+ceilings web {
     dir = "web"
     baseline_js_kb at most 2kb measured 1.7kb headroom 10%
     baseline_js_kb gzip at most 2kb measured 1kb headroom 10%
@@ -149,30 +149,30 @@ fn front_end_metrics_match_the_hand_checked_values() {
 }
 
 #[test]
-fn the_table_shows_measured_ceiling_and_headroom_left_and_over_budget_exits_1() {
+fn the_table_shows_measured_ceiling_and_headroom_left_and_over_a_ceiling_exits_1() {
     let dir = scratch("table");
     let policy = write(
         &dir.join("web.policy"),
-        "budget web {\n    dir = \"web\"\n    baseline_js_kb at most 2kb measured 1.7kb headroom 10%\n    doc_html_kb at most 0.5kb measured 0.4kb headroom 10%\n}\n",
+        "ceilings web {\n    dir = \"web\"\n    baseline_js_kb at most 2kb measured 1.7kb headroom 10%\n    doc_html_kb at most 0.5kb measured 0.4kb headroom 10%\n}\n",
     );
     let output = gate_in(&fixtures(), &[policy.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "budget web\n\
+        "ceilings web\n\
          \x20 metric          measured  ceiling  headroom left\n\
          \x20 baseline_js_kb    1.7 kb   2.0 kb  0.3 kb (17.0%)\n\
          \x20 doc_html_kb       0.6 kb   0.5 kb  over by 0.1 kb\n\n"
     );
     let err = stderr(&output);
-    assert!(err.contains("policy::gate::over-budget"), "{err}");
+    assert!(err.contains("policy::gate::over-ceiling"), "{err}");
     assert!(
         err.contains("`doc_html_kb` is 0.6 kb, over its ceiling of 0.5 kb"),
         "{err}"
     );
     assert!(err.contains("web.policy:4:"), "{err}");
     assert!(
-        err.contains("policy gate: 2 budget lines, 1 over; 0 quarantines, 0 broken"),
+        err.contains("policy gate: 2 ceilings, 1 over; 0 quarantines, 0 broken"),
         "{err}"
     );
 }
@@ -221,7 +221,7 @@ fn the_ratchet_lowers_never_raises_keeps_the_rest_and_is_idempotent() {
         "route_js_kb at most 2kb measured 2kb headroom 10% // already tight: the ratchet leaves it\n"
     ));
     assert!(after.contains("total_client_js_kb at most 8kb measured 8kb headroom 10%\n"));
-    assert!(after.starts_with("// Budgets on the fixture build;"));
+    assert!(after.starts_with("// Ceilings on the fixture build;"));
     assert!(stdout(&output).contains("    ratcheted: at most 1.9kb, measured 1.7kb\n"));
 
     // Never raised: every ceiling is at most what it was.
@@ -399,7 +399,7 @@ fn crate_count_follows_the_default_build() {
     let root = workspace("crates", "");
     let policy = write(
         &root.join("gate.policy"),
-        "budget build { crates \"app\" at most 4 measured 3 headroom 10% }\n",
+        "ceilings build { crates \"app\" at most 4 measured 3 headroom 10% }\n",
     );
     let output = gate_in(&root, &["--format", "json", policy.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -414,7 +414,7 @@ fn crate_count_matches_cargo_tree_on_this_workspace() {
     let dir = scratch("self");
     let policy = write(
         &dir.join("gate.policy"),
-        "budget build {\n    crates \"policy\" at most 1000 measured 1 headroom 10%\n    crates \"policy-cli\" at most 1000 measured 1 headroom 10%\n}\n",
+        "ceilings build {\n    crates \"policy\" at most 1000 measured 1 headroom 10%\n    crates \"policy-cli\" at most 1000 measured 1 headroom 10%\n}\n",
     );
     let output = gate_in(repository, &["--format", "json", policy.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -443,7 +443,7 @@ fn binary_and_code_sizes_match_the_file_and_readelf() {
     let policy = write(
         &dir.join("gate.policy"),
         &format!(
-            "budget service {{\n    binary \"{binary}\" at most 1gb measured 1mb headroom 10%\n    binary_code \"{binary}\" at most 1gb measured 1mb headroom 10%\n}}\n"
+            "ceilings service {{\n    binary \"{binary}\" at most 1gb measured 1mb headroom 10%\n    binary_code \"{binary}\" at most 1gb measured 1mb headroom 10%\n}}\n"
         ),
     );
     let output = gate_in(&dir, &["--format", "json", policy.to_str().unwrap()]);
@@ -487,7 +487,7 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
     let (code, err) = bad(
         &fixtures(),
         "missing-dir",
-        "budget web { dir = \"dist\"; baseline_js_kb at most 80kb measured 70kb headroom 5% }\n",
+        "ceilings web { dir = \"dist\"; baseline_js_kb at most 80kb measured 70kb headroom 5% }\n",
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("policy::gate::missing-dir"), "{err}");
@@ -499,7 +499,7 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
     let (code, err) = bad(
         &fixtures(),
         "unknown-metric",
-        "budget web { dir = \"web\"; baseline_js at most 80kb measured 70kb headroom 5% }\n",
+        "ceilings web { dir = \"web\"; baseline_js at most 80kb measured 70kb headroom 5% }\n",
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("policy::unknown-metric"), "{err}");
@@ -544,7 +544,7 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
     let (code, err) = bad(
         &root,
         "missing-binary",
-        "budget service { binary \"target/release/app\" at most 9mb measured 8mb headroom 5% }\n",
+        "ceilings service { binary \"target/release/app\" at most 9mb measured 8mb headroom 5% }\n",
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("policy::gate::missing-artifact"), "{err}");
@@ -556,7 +556,7 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
     let (code, err) = bad(
         &root,
         "not-a-binary",
-        "budget service { binary_code \"Cargo.toml\" at most 9mb measured 8mb headroom 5% }\n",
+        "ceilings service { binary_code \"Cargo.toml\" at most 9mb measured 8mb headroom 5% }\n",
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("policy::gate::not-a-binary"), "{err}");
@@ -564,7 +564,7 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
     let (code, err) = bad(
         &root,
         "no-files",
-        "budget web { files \"dist/**/*.wasm\" at most 1mb measured 1mb headroom 5% }\n",
+        "ceilings web { files \"dist/**/*.wasm\" at most 1mb measured 1mb headroom 5% }\n",
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("policy::gate::no-files"), "{err}");
@@ -573,7 +573,7 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
     let (code, err) = bad(
         &no_cargo,
         "metadata",
-        "budget build { crates \"app\" at most 4 measured 3 headroom 10% }\n",
+        "ceilings build { crates \"app\" at most 4 measured 3 headroom 10% }\n",
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("policy::gate::cargo-metadata"), "{err}");
@@ -583,7 +583,7 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
     let (code, err) = bad(
         &empty,
         "no-documents",
-        "budget web { dir = \"dist\"; route_js_kb at most 1kb measured 1kb headroom 5% }\n",
+        "ceilings web { dir = \"dist\"; route_js_kb at most 1kb measured 1kb headroom 5% }\n",
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("policy::gate::no-documents"), "{err}");

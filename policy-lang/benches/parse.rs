@@ -52,7 +52,7 @@ fn parse_and_validate(c: &mut Criterion) {
     group.bench_function("fmt 10000 lines", |b| {
         b.iter(|| {
             let mut sources = policy_lang::Sources::new();
-            let parsed = policy_lang::parse::parse(
+            let parsed = policy_lang::fmt::parse(
                 &mut sources,
                 "generated.policy",
                 black_box(text.as_bytes()),

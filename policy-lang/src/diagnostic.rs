@@ -212,12 +212,12 @@ pub enum Kind {
         keyword: String,
     },
 
-    /// A budget line naming a metric that does not exist.
-    #[error("unknown metric `{metric}` in budget `{budget}`")]
+    /// A ceiling naming a metric that does not exist.
+    #[error("unknown metric `{metric}` in ceilings `{ceilings}`")]
     #[diagnostic(code("policy::unknown-metric"), help("{help}"))]
     UnknownMetric {
-        /// The budget.
-        budget: String,
+        /// The `ceilings` stanza's name.
+        ceilings: String,
         /// The metric as written.
         metric: String,
         /// A suggestion, or the list of metrics.
@@ -730,7 +730,7 @@ impl Diagnostic {
     /// This diagnostic with the source text its labels need, ready for a miette handler.
     #[must_use]
     pub fn renderable<'a>(&'a self, sources: &'a Sources) -> Renderable<'a> {
-        Renderable::new(self, sources)
+        Renderable::new(&self.kind, &self.labels, sources)
     }
 }
 
@@ -742,32 +742,47 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
-/// A diagnostic paired with the sources it points into, so that miette can draw its snippet.
+/// A rule's report paired with the sources its labels point into, so that miette can draw its
+/// snippet: the one adapter from a policy's locations to miette, for the language's diagnostics
+/// and for the checks of the `policy` command that report on policy text (`policy::gate::...`).
 /// Labels in the primary label's file are drawn in the snippet; labels in other files become
 /// related reports with their own snippet; [`Loc::External`] labels are left to their front end.
 ///
 /// The snippets are [`Excerpt`]s: building and drawing one costs the size of what is drawn, not
 /// of the file, and long lines are cut around the labels, so a report of any file, of any
 /// number of diagnostics, takes time linear in their number and never panics on a wide column.
-#[derive(Debug)]
 pub struct Renderable<'a> {
-    diagnostic: &'a Diagnostic,
+    rule: &'a dyn miette::Diagnostic,
     source: Option<Excerpt>,
     labels: Vec<LabeledSpan>,
     related: Vec<Renderable<'a>>,
     secondary: bool,
 }
 
+impl fmt::Debug for Renderable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Renderable")
+            .field("rule", &self.rule.to_string())
+            .field("labels", &self.labels)
+            .field("related", &self.related)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> Renderable<'a> {
-    fn new(diagnostic: &'a Diagnostic, sources: &'a Sources) -> Self {
-        let primary = diagnostic
-            .labels
-            .iter()
-            .find_map(|label| label.loc.source());
+    /// `rule` (its code, message, severity and help, as its `miette::Diagnostic` says) with
+    /// `labels`, the first one primary, drawn from `sources`.
+    #[must_use]
+    pub fn new(
+        rule: &'a dyn miette::Diagnostic,
+        labels: &'a [Label],
+        sources: &'a Sources,
+    ) -> Self {
+        let primary = labels.iter().find_map(|label| label.loc.source());
         let text = |label: &Label| (!label.text.is_empty()).then(|| label.text.clone());
         let mut in_primary: Vec<(usize, Range<usize>)> = Vec::new();
         let mut related = Vec::new();
-        for (index, label) in diagnostic.labels.iter().enumerate() {
+        for (index, label) in labels.iter().enumerate() {
             let (Some(source), Some(range)) = (label.loc.source(), label.loc.range()) else {
                 continue;
             };
@@ -780,7 +795,7 @@ impl<'a> Renderable<'a> {
             };
             let (excerpt, spans) = Excerpt::new(file, std::slice::from_ref(&range));
             related.push(Renderable {
-                diagnostic,
+                rule,
                 source: Some(excerpt),
                 labels: spans
                     .into_iter()
@@ -790,31 +805,31 @@ impl<'a> Renderable<'a> {
                 secondary: true,
             });
         }
-        let (source, labels) = match primary.and_then(|id| sources.get(id)) {
+        let (source, spans) = match primary.and_then(|id| sources.get(id)) {
             Some(file) => {
                 let ranges: Vec<Range<usize>> =
                     in_primary.iter().map(|(_, range)| range.clone()).collect();
                 let (excerpt, spans) = Excerpt::new(file, &ranges);
-                let labels = in_primary
+                let spans = in_primary
                     .iter()
                     .zip(spans)
-                    .map(|((index, _), span)| {
-                        let text = text(&diagnostic.labels[*index]);
-                        if *index == 0 {
+                    .map(|(&(index, _), span)| {
+                        let text = labels.get(index).and_then(text);
+                        if index == 0 {
                             LabeledSpan::new_primary_with_span(text, span_of(span))
                         } else {
                             LabeledSpan::new_with_span(text, span_of(span))
                         }
                     })
                     .collect();
-                (Some(excerpt), labels)
+                (Some(excerpt), spans)
             }
             None => (None, Vec::new()),
         };
         Renderable {
-            diagnostic,
+            rule,
             source,
-            labels,
+            labels: spans,
             related,
             secondary: false,
         }
@@ -830,7 +845,7 @@ impl fmt::Display for Renderable<'_> {
         if self.secondary {
             f.write_str("see also")
         } else {
-            fmt::Display::fmt(self.diagnostic, f)
+            fmt::Display::fmt(self.rule, f)
         }
     }
 }
@@ -842,7 +857,7 @@ impl miette::Diagnostic for Renderable<'_> {
         if self.secondary {
             None
         } else {
-            Some(Box::new(self.diagnostic.code()))
+            self.rule.code()
         }
     }
 
@@ -850,7 +865,7 @@ impl miette::Diagnostic for Renderable<'_> {
         Some(if self.secondary {
             Severity::Advice
         } else {
-            self.diagnostic.severity()
+            self.rule.severity().unwrap_or(Severity::Error)
         })
     }
 
@@ -858,9 +873,7 @@ impl miette::Diagnostic for Renderable<'_> {
         if self.secondary {
             None
         } else {
-            self.diagnostic
-                .help()
-                .map(|help| Box::new(help) as Box<dyn fmt::Display>)
+            self.rule.help()
         }
     }
 

@@ -20,9 +20,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::spec::{
-    Backoff, Class, FailMode, OperationSpec, Rate, Spec, format_duration, format_ratio,
-};
+use crate::spec::{Backoff, Class, FailMode, OperationSpec, Rate, Spec};
+use crate::units::{format_duration, format_ratio};
 
 /// One step of an operation's chain.
 #[derive(Debug, Clone, PartialEq)]

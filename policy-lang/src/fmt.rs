@@ -6,10 +6,29 @@
 //! `;`; one space between terms, `key = value`, `f(a = 1, b = 2)`; blank lines between items
 //! are kept, at most one in a row; comments stay where they were, on their own line or at the
 //! end of the line they ended.
+//!
+//! The formatter works on the syntax tree, not the model, so it keeps every comment and every
+//! stanza, known or not: [`parse`] a file, and [`format()`] it if it parsed without errors.
+//!
+//! ```
+//! use policy_lang::Sources;
+//! use policy_lang::fmt::{format, parse};
+//!
+//! let text = "breaker   p{open_after=5 failures within 30s;cooldown=20s}  // why\n";
+//! let mut sources = Sources::new();
+//! let parsed = parse(&mut sources, "p.policy", text.as_bytes());
+//! assert!(parsed.diagnostics.is_empty());
+//! assert_eq!(
+//!     format(&parsed.file, text),
+//!     "breaker p { open_after = 5 failures within 30s; cooldown = 20s } // why\n"
+//! );
+//! ```
 
 use std::fmt::Write as _;
 
-use crate::ast::{Comment, File, Stanza, Statement, StatementKind};
+pub use crate::ast::File;
+use crate::ast::{Comment, Stanza, Statement, StatementKind};
+pub use crate::parse::{Parsed, parse, parse_file};
 
 /// A one-line stanza longer than this is broken over several lines.
 pub const MAX_WIDTH: usize = 100;
@@ -164,7 +183,6 @@ impl Printer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::parse;
     use crate::source::Sources;
 
     fn fmt(text: &str) -> String {

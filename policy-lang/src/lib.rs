@@ -38,7 +38,7 @@
 //!     attempts = 3                                  // the first attempt included
 //!     backoff = full_jitter(base = 50ms, cap = 1s)
 //!     attempt_timeout = 2s
-//!     budget = 20% + 10/s                           // retries may add 20% of calls, 10/s at least
+//!     allowance = 20% + 10/s                        // retries may add 20% of calls, 10/s at least
 //! }
 //! shedding { deferred at load 0.5; background at load 0.25 }
 //! ratelimit signups { 100 per 1m; on_timeout = open; on_error = closed }
@@ -69,16 +69,16 @@
 //! | `request` | `deadline` |
 //! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared) |
 //! | `bulkhead NAME` | `max_concurrent` (≥ 1), `max_queued` (default 0) |
-//! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `budget = P% + N/s` |
+//! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `allowance = P% + N/s` (the share of recent calls its retries may add, across requests, and a floor per second) |
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed`, `on_error = open\|closed` |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string) |
 //! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`: needs `srcset`, and the first on a page is not lazy), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
-//! | `budget NAME` | `dir` (a front-end build folder, for the front-end metrics); lines `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
+//! | `ceilings NAME` | `dir` (a front-end build folder, for the front-end metrics); one ceiling a line, `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
 //! | `quarantine CRATE` | optional `crate` (the crate, when the stanza's name is only a label, so one crate can be quarantined for several packages), `package` (whose default build must not contain the crate), `behind` (the feature of `package` it stays behind), optional `only` (the crates allowed to depend on it directly: `only = "a" "b"`), optional `justification` (allows it in the default build, and is printed) |
 //!
-//! `budget` and `quarantine` are read by `policy gate`. A budget line's metric is a front-end
+//! `ceilings` and `quarantine` are read by `policy gate`. A ceiling's metric is a front-end
 //! metric (`baseline_js_kb`, `route_js_kb`, `median_route_js_kb`, `total_client_js_kb`,
 //! `doc_html_kb`, each stored or `gzip`), `binary "PATH"`, `binary_code "PATH"`,
 //! `crates "PACKAGE"` (a count, no unit) or `files "GLOB"` (stored or `gzip`). Sizes are powers
@@ -86,20 +86,32 @@
 //! `headroom` the growth it allows: `policy gate --ratchet` lowers the ceiling toward
 //! `measured × (1 + headroom)`, never raises it.
 //!
+//! One word, one meaning: a **budget** is time, what is left of a deadline (`min_budget`, the
+//! least worth starting with; a refusal for too little of it); an **allowance** is the share of
+//! traffic retries may add (`allowance = 20% + 10/s`); a **ceiling** is the most a build may
+//! weigh (`ceilings NAME`). Writing `budget` for either of the others is an error whose help
+//! names the word to use.
+//!
 //! # Diagnostics
 //!
 //! Every diagnostic has a stable code. Errors make a policy invalid; warnings do not.
 //!
+//! Codes follow one scheme: `policy::RULE` for what the language finds in the text alone (the
+//! table below), `policy::COMMAND::RULE` for what a command of the `policy` tool finds with
+//! more than the text (`policy::gate::over-ceiling` needs a build), the rule in kebab case. Both
+//! are drawn by one adapter, [`diagnostic::Renderable`], from any rule that is a
+//! `miette::Diagnostic` and its [`Label`]s on policy text.
+//!
 //! | code | what it means | the fix |
 //! |---|---|---|
 //! | `policy::invalid-utf8` | the file is not UTF-8 | save it as UTF-8 |
-//! | `policy::too-large` | the file is over [`parse::MAX_SOURCE_LEN`] bytes | split it across files |
+//! | `policy::too-large` | the file is over [`MAX_SOURCE_LEN`] bytes | split it across files |
 //! | `policy::syntax` | the text does not follow the grammar | as the help says; every bad statement and stanza is reported |
-//! | `policy::unknown-stanza` | a stanza keyword that does not exist | the suggested keyword |
+//! | `policy::unknown-stanza` | a stanza keyword that does not exist | the suggested keyword (for `budget`: `ceilings`) |
 //! | `policy::missing-name` | `breaker { ... }` without a name | `breaker NAME { ... }` |
 //! | `policy::unexpected-name` | `request x { ... }` | drop the name |
 //! | `policy::unexpected-tags` | `: critical` on a stanza other than `operation` | drop the tags |
-//! | `policy::unknown-setting` | a key the stanza does not have | the suggested key |
+//! | `policy::unknown-setting` | a key the stanza does not have | the suggested key (for `budget` in a `retry`: `allowance`) |
 //! | `policy::duplicate-setting` | a key set twice in one stanza | keep one |
 //! | `policy::missing-setting` | a required key is absent | add it (the help shows an example) |
 //! | `policy::invalid-value` | a value of the wrong kind (`30` for a duration, `maybe` for `open`) | write it as the help shows |
@@ -108,7 +120,7 @@
 //! | `policy::unknown-flag` | a tag that is neither a class nor a flag | the suggested flag |
 //! | `policy::duplicate-name` | two items of one kind with one name (across files too) | rename or remove one |
 //! | `policy::duplicate-stanza` | two `request` or `shedding` stanzas | merge them |
-//! | `policy::unknown-metric` | a budget line whose metric does not exist | the suggested metric |
+//! | `policy::unknown-metric` | a ceiling whose metric does not exist | the suggested metric |
 //! | `policy::unknown-name` | an operation names a breaker, bulkhead, retry or rate limit that does not exist | the suggested name, or define it |
 //! | `policy::retry-not-idempotent` | retry on an operation not marked `idempotent` | mark it, or remove the retry |
 //! | `policy::deferred-not-idempotent` | deferred or background work not marked `idempotent` (it is delivered at least once) | make it idempotent, or critical |
@@ -118,7 +130,7 @@
 //! | `policy::duration-not-positive` | a zero or negative duration | a positive duration |
 //! | `policy::zero-attempts` | `attempts = 0` | at least 1 |
 //! | `policy::zero-count` | zero slots, failures, calls, quorum or rate | at least 1 |
-//! | `policy::ratio-out-of-range` | a failure ratio, retry budget or budget headroom outside (0, 100%] | a share such as `50%` |
+//! | `policy::ratio-out-of-range` | a failure ratio, retry allowance or ceiling headroom outside (0, 100%] | a share such as `50%` |
 //! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
 //! | `policy::fallback-on-scheduled` | `fallback` or `stale_if_error` on deferred or background work, which answers nobody | remove it: the work's failures are logged |
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
@@ -158,15 +170,16 @@
 // names `crate::alloc`.
 extern crate alloc;
 
-pub mod ast;
+mod ast;
 pub mod diagnostic;
 pub mod explain;
 pub mod fmt;
-pub mod lower;
-pub mod parse;
+mod lower;
+mod parse;
 pub mod source;
 pub mod spec;
 pub mod suggest;
+pub mod units;
 pub mod validate;
 
 use std::collections::HashSet;
@@ -174,11 +187,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
+pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    Amount, AssetsSpec, Backoff, BreakerSpec, BudgetLimit, BudgetSpec, BulkheadSpec, Class,
+    Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec, Class,
     Compression, FailMode, Metric, OpenAfter, OperationSpec, QuarantineSpec, Rate, RatelimitSpec,
-    RequestSpec, RetryBudget, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
+    RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;
@@ -216,18 +230,11 @@ impl PolicySet {
 
     /// Reads and adds one file. Only a regular file is read (a named pipe or a device is an
     /// [`io::ErrorKind::InvalidInput`] error, see [`source::read_file`]), and no more of it
-    /// than [`parse::MAX_SOURCE_LEN`] and a byte: a larger file is a `policy::too-large`
-    /// diagnostic, as from [`PolicySet::add_source`].
+    /// than [`MAX_SOURCE_LEN`] and a byte: a larger file is a `policy::too-large` diagnostic,
+    /// as from [`PolicySet::add_source`].
     pub fn load_file(&mut self, path: &Path) -> io::Result<SourceId> {
-        let read = source::read_file(path, parse::MAX_SOURCE_LEN)?;
-        let name = path.display().to_string();
-        Ok(if read.exceeds(parse::MAX_SOURCE_LEN) {
-            let len = usize::try_from(read.len).unwrap_or(usize::MAX);
-            let parsed = parse::too_large(&mut self.sources, name, len);
-            self.add_parsed(parsed)
-        } else {
-            self.add_source(name, &read.bytes)
-        })
+        let parsed = parse::parse_file(&mut self.sources, path)?;
+        Ok(self.add_parsed(parsed))
     }
 
     /// Reads and adds every `*.policy` file of `dir` (not recursive), in name order, and

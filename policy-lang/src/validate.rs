@@ -9,11 +9,9 @@ use std::time::Duration;
 use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
-use crate::spec::{
-    Backoff, Class, Items, Named, OpenAfter, OperationSpec, Sharing, Spec, format_duration,
-    format_ratio, format_size,
-};
+use crate::spec::{Backoff, Class, Items, Named, OpenAfter, OperationSpec, Sharing, Spec};
 use crate::suggest;
+use crate::units::{format_duration, format_ratio, format_size};
 
 type Rule = fn(&Spec, &mut Vec<Diagnostic>);
 
@@ -399,7 +397,7 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// `policy::ratio-out-of-range`: breaker failure ratios and retry budgets are shares in (0, 1].
+/// `policy::ratio-out-of-range`: breaker failure ratios and retry allowances are shares in (0, 1].
 fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
     let mut check = |key: &str, ratio: f64, loc: Loc| {
         if !(ratio > 0.0 && ratio <= 1.0) {
@@ -419,17 +417,17 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     }
     for retry in &spec.retries {
-        if let Some(budget) = &retry.budget {
-            check("budget", budget.value.ratio, budget.loc);
+        if let Some(allowance) = &retry.allowance {
+            check("allowance", allowance.value.ratio, allowance.loc);
         }
     }
 }
 
-/// `policy::ratio-out-of-range`: a budget's headroom is a share of its measurement in (0, 100%]:
+/// `policy::ratio-out-of-range`: a ceiling's headroom is a share of its measurement in (0, 100%]:
 /// a negative one would ratchet the ceiling below the measurement.
 fn headrooms_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
-    for limit in spec.budgets.iter().flat_map(|budget| &budget.limits) {
-        let headroom = &limit.headroom;
+    for ceiling in spec.ceilings.iter().flat_map(|stanza| &stanza.lines) {
+        let headroom = &ceiling.headroom;
         if !(headroom.value > 0.0 && headroom.value <= 1.0) {
             out.push(Diagnostic::new(
                 Kind::RatioOutOfRange {

@@ -178,10 +178,7 @@ fn all_errors_of_a_file_are_reported_in_one_run() {
 #[test]
 fn too_large_input_is_refused() {
     let mut set = PolicySet::new();
-    set.add_source(
-        "huge.policy",
-        &vec![b'\n'; policy_lang::parse::MAX_SOURCE_LEN + 1],
-    );
+    set.add_source("huge.policy", &vec![b'\n'; policy_lang::MAX_SOURCE_LEN + 1]);
     let report = set.check();
     assert_eq!(report.errors.len(), 1);
     assert_eq!(report.errors[0].code(), "policy::too-large");
@@ -224,12 +221,12 @@ fn fmt_round_trips_every_good_file() {
     for path in corpus("good") {
         let text = std::fs::read_to_string(&path).unwrap();
         let mut sources = Sources::new();
-        let parsed = policy_lang::parse::parse(&mut sources, "x.policy", text.as_bytes());
+        let parsed = policy_lang::fmt::parse(&mut sources, "x.policy", text.as_bytes());
         assert!(parsed.diagnostics.is_empty());
         let formatted = policy_lang::fmt::format(&parsed.file, &text);
 
         // Idempotent.
-        let reparsed = policy_lang::parse::parse(&mut sources, "y.policy", formatted.as_bytes());
+        let reparsed = policy_lang::fmt::parse(&mut sources, "y.policy", formatted.as_bytes());
         assert!(
             reparsed.diagnostics.is_empty(),
             "{}: formatted output does not parse",
@@ -248,12 +245,8 @@ fn fmt_round_trips_every_good_file() {
             "{}: meaning changed",
             path.display()
         );
-        let comments = |file: &policy_lang::ast::File| {
-            file.comments
-                .iter()
-                .map(|c| c.text.clone())
-                .collect::<Vec<_>>()
-        };
+        let comments =
+            |file: &policy_lang::fmt::File| file.comments().map(str::to_owned).collect::<Vec<_>>();
         assert_eq!(
             comments(&parsed.file),
             comments(&reparsed.file),
@@ -268,4 +261,34 @@ fn fmt_round_trips_every_good_file() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// `budget` means time alone; written for a retry's allowance or a build's ceilings, it is an
+/// error whose help names the word to use.
+#[test]
+fn budget_for_an_allowance_or_a_ceiling_names_the_word_to_use() {
+    for (text, code, word) in [
+        (
+            "ceilings web { dir = \"dist\"; baseline_js_kb at most 82kb measured 77kb headroom 5% }\n\
+             budget web { dir = \"dist\"; baseline_js_kb at most 82kb measured 77kb headroom 5% }\n",
+            "policy::unknown-stanza",
+            "did you mean `ceilings`?",
+        ),
+        (
+            "retry r { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s); budget = 20% + 10/s }\n",
+            "policy::unknown-setting",
+            "did you mean `allowance`?",
+        ),
+    ] {
+        let mut set = PolicySet::new();
+        set.add_source("x.policy", text.as_bytes());
+        let report = set.check();
+        let all = report.all();
+        let [diagnostic] = all.as_slice() else {
+            panic!("one diagnostic expected for {text:?}: {all:?}")
+        };
+        assert_eq!(diagnostic.code(), code);
+        let rendered = set.render(diagnostic);
+        assert!(rendered.contains(word), "{rendered}");
+    }
 }

@@ -16,7 +16,7 @@ fn ms(ms: u64) -> Option<Duration> {
     Some(Duration::from_millis(ms))
 }
 
-/// The seed's ninety seconds: three attempts at a 30 s timeout. Without propagation each
+/// Ninety seconds: three attempts at a 30 s timeout. Without propagation each
 /// attempt waits its whole 30 s and the backoffs add 100 ms + 200 ms:
 /// 3 × 30 s + 0.1 s + 0.2 s = 90.3 s. With propagation the 10 s request budget bounds it all.
 #[test]
@@ -34,7 +34,7 @@ fn ninety_seconds_become_ten() {
     assert_eq!(chat.bound, ms(10_000));
 }
 
-/// The issue's `index_document`: 3 attempts of at most 2 s, backoff ceilings 50 ms then 100 ms:
+/// `index_document` (the crate's example): 3 attempts of at most 2 s, backoff ceilings 50 ms then 100 ms:
 /// 3 × 2 s + 0.05 s + 0.1 s = 6.15 s without propagation. It is deferred, so it runs after the
 /// response under its own 5 s deadline (the request's 10 s does not apply): 5 s.
 #[test]

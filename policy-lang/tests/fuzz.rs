@@ -50,6 +50,8 @@ const TOKENS: &[&str] = &[
     "ratelimit",
     "operation",
     "budget",
+    "ceilings",
+    "allowance",
     "x",
     "payments",
     "{",
@@ -232,12 +234,12 @@ fn exercise(input: &[u8]) {
         .collect::<Vec<_>>();
 
     let mut sources = Sources::new();
-    let parsed = policy_lang::parse::parse(&mut sources, "fuzz.policy", input);
+    let parsed = policy_lang::fmt::parse(&mut sources, "fuzz.policy", input);
     if parsed.diagnostics.is_empty() {
         let text = std::str::from_utf8(input).unwrap();
         let formatted = policy_lang::fmt::format(&parsed.file, text);
         let reparsed =
-            policy_lang::parse::parse(&mut sources, "formatted.policy", formatted.as_bytes());
+            policy_lang::fmt::parse(&mut sources, "formatted.policy", formatted.as_bytes());
         assert!(
             reparsed.diagnostics.is_empty(),
             "formatted output does not parse:\n{formatted}"

@@ -225,7 +225,7 @@ fn set_once<T>(
 
 fn duration(meta: &ParseNestedMeta<'_>) -> syn::Result<Spanned<Duration>> {
     let lit: LitStr = meta.value()?.parse()?;
-    let value = policy_lang::spec::parse_duration(&lit.value())
+    let value = policy_lang::units::parse_duration(&lit.value())
         .map_err(|message| syn::Error::new(lit.span(), message))?;
     Ok(Spanned {
         value,

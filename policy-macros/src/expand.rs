@@ -193,15 +193,15 @@ fn retry_static(spec: &RetrySpec, inline: bool) -> TokenStream {
         let t = nanos(t.value);
         quote!(.attempt_timeout(#t))
     });
-    let budget = spec.budget.as_ref().map(|b| {
-        let (ratio, floor) = (b.value.ratio, b.value.floor_per_second);
-        quote!(.budget(::policy::__private::retry_budget(#ratio, #floor)))
+    let allowance = spec.allowance.as_ref().map(|a| {
+        let (ratio, floor) = (a.value.ratio, a.value.floor_per_second);
+        quote!(.allowance(::policy::__private::retry_allowance(#ratio, #floor)))
     });
     quote! {{
         static RETRY: ::policy::__private::LazyLock<::policy::__private::Arc<::policy::RetryPolicy>> =
             ::policy::__private::LazyLock::new(|| {
                 ::policy::Registry::global()
-                    .retry(#name, |retry| retry.attempts(#attempts) #backoff #timeout #budget)
+                    .retry(#name, |retry| retry.attempts(#attempts) #backoff #timeout #allowance)
             });
         &**RETRY
     }}

@@ -75,7 +75,7 @@ use tokio::sync::Semaphore;
 
 use crate::bulkhead::Bulkhead;
 use crate::deadline::Deadline;
-use crate::defer::{DeferredOutcome, Platform, RequestId, Task, TaskStats};
+use crate::defer::{DeferredOutcome, Platform, RequestId, Task, TaskStats, class_totals};
 use crate::error::{RefusalReason, ResilienceError};
 use crate::observe;
 use crate::shedding::{Decision, ShedReason, Thresholds, WorkClass, decide};
@@ -239,6 +239,10 @@ impl<O: DeferredOutcome> DeferredOutcome for Ran<O> {
     fn failure(&self) -> Option<&dyn fmt::Display> {
         self.0.as_ref().and_then(DeferredOutcome::failure)
     }
+
+    fn refusal(&self) -> Option<&ResilienceError> {
+        self.0.as_ref().and_then(DeferredOutcome::refusal)
+    }
 }
 
 /// A point-in-time view of one background pool, for dashboards.
@@ -327,7 +331,7 @@ impl BackgroundPool {
             name.into(),
             WorkClass::Background,
             RequestId::current(),
-            &pool.stats,
+            Some(&pool.stats),
             work,
         );
         match &pool.platform {
@@ -397,6 +401,10 @@ impl BackgroundPool {
 
     fn shed(&self, reason: ShedReason, compartment: Option<&str>) -> ResilienceError {
         let pool = &self.inner;
+        pool.stats.shed.fetch_add(1, Ordering::Relaxed);
+        class_totals(WorkClass::Background)
+            .shed
+            .fetch_add(1, Ordering::Relaxed);
         match compartment {
             Some(compartment) => observe::shed(
                 &pool.name,

@@ -111,6 +111,11 @@ pub enum RefusalReason {
         /// The bulkhead's queue length.
         max_queued: u32,
     },
+    /// One request's after-response queue already held its most deferred tasks.
+    RequestQueueFull {
+        /// The most tasks one request may defer.
+        max_per_request: u32,
+    },
     /// The caller waited in the bulkhead's queue until its deadline, and no slot freed.
     BulkheadQueueTimeout {
         /// How long the caller waited in the queue.
@@ -139,9 +144,9 @@ impl RefusalReason {
     pub const fn kind(&self) -> RefusalKind {
         match self {
             Self::BreakerOpen { .. } => RefusalKind::BreakerOpen,
-            Self::BulkheadFull { .. } | Self::BulkheadQueueTimeout { .. } => {
-                RefusalKind::BulkheadFull
-            }
+            Self::BulkheadFull { .. }
+            | Self::RequestQueueFull { .. }
+            | Self::BulkheadQueueTimeout { .. } => RefusalKind::BulkheadFull,
             Self::Shed(_) => RefusalKind::Shed,
             Self::InsufficientBudget { .. } => RefusalKind::InsufficientBudget,
             Self::RateLimited { .. } => RefusalKind::RateLimited,
@@ -161,6 +166,10 @@ impl fmt::Display for RefusalReason {
             } => write!(
                 f,
                 "all {max_concurrent} slots busy and all {max_queued} queue places taken"
+            ),
+            Self::RequestQueueFull { max_per_request } => write!(
+                f,
+                "the request's queue already holds its {max_per_request} deferred tasks"
             ),
             Self::BulkheadQueueTimeout { waited } => write!(
                 f,

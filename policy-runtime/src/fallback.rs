@@ -20,6 +20,30 @@
 //! Every fallback use is observable: an event (`kind = "fallback"`, with the leaf's name, the
 //! reason and which fallback answered) and a counter in [`FallbackSnapshot`].
 //!
+//! # Less privileged, or not allowed?
+//!
+//! A degraded answer grants less, and that is right; but it must not be mistaken for the real
+//! answer "this caller may not". A request degraded to anonymous because the session store
+//! timed out is not an anonymous request: told "401 sign in", its client signs in again (which
+//! cannot help, and loads the identity provider when it is already struggling), where "503,
+//! retry in a second" is the truth. Under CPU overload, when every lookup misses its deadline,
+//! the difference is every save.
+//!
+//! So let the fallback's answer **say it is degraded, and why**: a variant of its own (say
+//! `Session::Degraded { because }`, with the reason taken from the [`CallError`] the fallback
+//! receives) that grants exactly what the least privilege grants, so [`degrade`] accepts it.
+//! Then, where work needs the privilege:
+//!
+//! | the caller is | the answer | the client should |
+//! |---|---|---|
+//! | allowed | the work runs | |
+//! | really less privileged: no session, or a session without the right | 401 / 403 | sign in, or give up |
+//! | degraded: the privilege could not be checked | 503 with the reason and a `Retry-After` | retry later, keep its credentials |
+//!
+//! Work that does not need the privilege (reading a public document) goes on either way: that
+//! is what degrading is for.
+//!
+//!
 //! # The session example
 //!
 //! ```
@@ -50,6 +74,67 @@
 //! // been), and the fallback answers anonymous, which is within that.
 //! let claimed = Session::User { id: 7, admin: false };
 //! assert_eq!(degrade(Session::Anonymous, &claimed), Session::Anonymous);
+//! ```
+//!
+//! Telling "degraded" from "really anonymous", so that work needing the privilege answers
+//! "retry" for the first and "sign in" for the second:
+//!
+//! ```
+//! use policy_runtime::{CallError, DeadlineExceeded};
+//! use policy_runtime::fallback::{Privileges, degrade};
+//! # use std::time::Duration;
+//!
+//! #[derive(Debug, Clone, PartialEq)]
+//! enum Session {
+//!     /// The session store says: no session.
+//!     Anonymous,
+//!     /// The session store could not say: the privileges of `Anonymous`, and why.
+//!     Degraded { because: &'static str },
+//!     User { id: u64 },
+//! }
+//!
+//! impl Privileges for Session {
+//!     fn is_within(&self, ceiling: &Self) -> bool {
+//!         match self {
+//!             Session::Anonymous | Session::Degraded { .. } => true,
+//!             Session::User { .. } => self == ceiling,
+//!         }
+//!     }
+//!     fn least() -> Self {
+//!         Session::Anonymous
+//!     }
+//! }
+//!
+//! /// The lookup's fallback: degraded, saying why.
+//! fn degraded<E>(claimed_user: u64, why: &CallError<E>) -> Session {
+//!     let because = match why {
+//!         CallError::Refused(refusal) => refusal.kind().as_str(),
+//!         CallError::DeadlineExceeded(_) => "deadline_exceeded",
+//!         CallError::Failed(_) => "failed",
+//!     };
+//!     degrade(Session::Degraded { because }, &Session::User { id: claimed_user })
+//! }
+//!
+//! #[derive(Debug, PartialEq)]
+//! enum Denied {
+//!     /// 401: sign in.
+//!     NotSignedIn,
+//!     /// 503 with the reason and a `Retry-After`: retry, keep the credentials.
+//!     CannotTellNow(&'static str),
+//! }
+//!
+//! /// Work that needs a signed-in user.
+//! fn may_save(session: &Session) -> Result<u64, Denied> {
+//!     match session {
+//!         Session::User { id } => Ok(*id),
+//!         Session::Anonymous => Err(Denied::NotSignedIn),
+//!         Session::Degraded { because } => Err(Denied::CannotTellNow(because)),
+//!     }
+//! }
+//!
+//! let expired: CallError<std::io::Error> = DeadlineExceeded::new(Duration::from_millis(150)).into();
+//! assert_eq!(may_save(&degraded(7, &expired)), Err(Denied::CannotTellNow("deadline_exceeded")));
+//! assert_eq!(may_save(&Session::Anonymous), Err(Denied::NotSignedIn));
 //! ```
 
 use std::fmt;

@@ -140,7 +140,7 @@ pub use error::{CallError, DeadlineExceeded, RefusalKind, RefusalReason, Resilie
 pub use image_dimensions::{ImageDimensionsLayer, ImageManifest};
 pub use registry::{Registry, Snapshot};
 pub use retry::{
-    Idempotent, RetryBudget, RetryPolicy, Transient, retry_within, retry_within_by,
+    Idempotent, RetryAllowance, RetryPolicy, Transient, retry_within, retry_within_by,
     retry_within_self_bounded,
 };
 pub use shedding::{Shedder, WorkClass};

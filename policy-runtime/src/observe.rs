@@ -16,6 +16,7 @@
 //! | ... panics (caught)        | ERROR | `task_panicked`            | `policy_tasks_total{class,outcome="panicked"}` |
 //! | ... is dropped before its end | WARN | `task_abandoned`        | `policy_tasks_total{class,outcome="abandoned"}` |
 //! | a platform drained         | INFO  | `drain`                    |                                              |
+//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` |                                   |
 //!
 //! Task events carry `class` (`deferred` or `background`) and are emitted inside the task's
 //! span `task{name, class, request}`, so the request a failure came from is on the same line.
@@ -220,9 +221,29 @@ pub(crate) fn drained(
         finished = report.finished,
         abandoned = report.abandoned,
         drain_deadline = ?drain_deadline,
-        "drained deferred work within {}: {} finished, {} abandoned ({reason})",
+        deferred_scheduled = report.deferred.scheduled,
+        deferred_finished = report.deferred.finished,
+        deferred_abandoned = report.deferred.abandoned,
+        deferred_in_flight = report.deferred.in_flight,
+        background_scheduled = report.background.scheduled,
+        background_finished = report.background.finished,
+        background_abandoned = report.background.abandoned,
+        background_in_flight = report.background.in_flight,
+        "drained deferred work within {}: {} finished, {} abandoned ({reason}); since start, deferred: {}; background: {}",
         Human(drain_deadline),
         report.finished,
-        report.abandoned
+        report.abandoned,
+        report.deferred,
+        report.background
+    );
+}
+
+#[cfg(feature = "signal")]
+pub(crate) fn shutdown_signal(signal: &'static str) {
+    tracing::info!(
+        target: "policy",
+        kind = "shutdown_signal",
+        signal,
+        "{signal} received: stopping"
     );
 }

@@ -18,10 +18,10 @@
 //! - **Only idempotent work.** The operation is an [`Idempotent`], which only an explicit
 //!   [`Idempotent::claim`] constructs: a network timeout is precisely when the first attempt
 //!   may have succeeded unseen.
-//! - **A budget across requests.** A per-request bound is not enough: retries also draw from a
-//!   [`RetryBudget`] shared by every request through the policy, so retries add at most a share
-//!   of the calls recently made (20% plus 10 per second by default, like Finagle's and tower's
-//!   budgets). An exhausted budget ends the retrying with the last error.
+//! - **An allowance across requests.** A per-request bound is not enough: retries also draw
+//!   from a [`RetryAllowance`] shared by every request through the policy, so retries add at
+//!   most a share of the calls recently made (20% plus 10 per second by default, like Finagle's
+//!   and tower's retry budgets). An exhausted allowance ends the retrying with the last error.
 //!
 //! ```
 //! use std::time::Duration;
@@ -194,8 +194,8 @@ pub fn full_jitter(base: Duration, cap: Duration, n: u32) -> Duration {
 /// allowed while retries in the window stay below `ratio × calls + min_per_sec × ttl`.
 ///
 /// Concurrent withdrawals that race for the last unit may overshoot by the number of racing
-/// threads; the budget still bounds retries to a share of traffic.
-pub struct RetryBudget {
+/// threads; the allowance still bounds retries to a share of traffic.
+pub struct RetryAllowance {
     ttl: Duration,
     min_per_sec: u32,
     ratio: f64,
@@ -224,9 +224,9 @@ fn stripe_index() -> usize {
     INDEX.with(|i| *i)
 }
 
-impl fmt::Debug for RetryBudget {
+impl fmt::Debug for RetryAllowance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryBudget")
+        f.debug_struct("RetryAllowance")
             .field("ttl", &self.ttl)
             .field("min_per_sec", &self.min_per_sec)
             .field("ratio", &self.ratio)
@@ -234,16 +234,16 @@ impl fmt::Debug for RetryBudget {
     }
 }
 
-impl Default for RetryBudget {
+impl Default for RetryAllowance {
     /// Retries may add 20% of the calls of the last 10 s, plus 10 per second.
     fn default() -> Self {
         Self::new(Duration::from_secs(10), 10, 0.2)
     }
 }
 
-/// A point-in-time view of a retry budget.
+/// A point-in-time view of a retry allowance.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct RetryBudgetSnapshot {
+pub struct RetryAllowanceSnapshot {
     /// Calls deposited in the window.
     pub calls: u64,
     /// Retries withdrawn in the window.
@@ -252,7 +252,7 @@ pub struct RetryBudgetSnapshot {
     pub allowed: u64,
 }
 
-impl RetryBudget {
+impl RetryAllowance {
     /// Retries may add `ratio` of the calls seen in the last `ttl`, plus `min_per_sec` per
     /// second of `ttl`. A negative or NaN ratio counts as 0.
     pub fn new(ttl: Duration, min_per_sec: u32, ratio: f64) -> Self {
@@ -298,7 +298,7 @@ impl RetryBudget {
         ((self.ratio * calls as f64) as u64).saturating_add(floor)
     }
 
-    /// Takes one retry from the budget; false when it is exhausted.
+    /// Takes one retry from the allowance; false when it is exhausted.
     pub fn try_withdraw(&self) -> bool {
         let now = self.clock.now_nanos();
         let counts = self.counts(now);
@@ -310,9 +310,9 @@ impl RetryBudget {
     }
 
     /// A point-in-time view.
-    pub fn snapshot(&self) -> RetryBudgetSnapshot {
+    pub fn snapshot(&self) -> RetryAllowanceSnapshot {
         let counts = self.counts(self.clock.now_nanos());
-        RetryBudgetSnapshot {
+        RetryAllowanceSnapshot {
             calls: counts.calls,
             retries: counts.hits,
             allowed: self.allowed(counts.calls),
@@ -323,20 +323,20 @@ impl RetryBudget {
 #[derive(Debug, Default)]
 struct Stats {
     retries: AtomicU64,
-    stopped_by_budget: AtomicU64,
+    stopped_by_allowance: AtomicU64,
     stopped_by_deadline: AtomicU64,
     exhausted: AtomicU64,
 }
 
 /// A named retry policy: attempts, full-jitter backoff, an optional per-attempt timeout, and
-/// the retry budget its requests share.
+/// the retry allowance its requests share.
 pub struct RetryPolicy {
     name: Arc<str>,
     attempts: u32,
     base: Duration,
     cap: Duration,
     attempt_timeout: Option<Duration>,
-    budget: Arc<RetryBudget>,
+    allowance: Arc<RetryAllowance>,
     stats: Stats,
 }
 
@@ -348,7 +348,7 @@ impl fmt::Debug for RetryPolicy {
             .field("base", &self.base)
             .field("cap", &self.cap)
             .field("attempt_timeout", &self.attempt_timeout)
-            .field("budget", &self.budget)
+            .field("allowance", &self.allowance)
             .finish()
     }
 }
@@ -362,7 +362,7 @@ pub struct RetryPolicyBuilder {
     base: Duration,
     cap: Duration,
     attempt_timeout: Option<Duration>,
-    budget: Option<Arc<RetryBudget>>,
+    allowance: Option<Arc<RetryAllowance>>,
 }
 
 impl RetryPolicyBuilder {
@@ -386,10 +386,10 @@ impl RetryPolicyBuilder {
         self
     }
 
-    /// The budget shared across requests; [`RetryBudget::default`] when not set. Share one
-    /// budget between policies by passing the same `Arc`.
-    pub fn budget(mut self, budget: Arc<RetryBudget>) -> Self {
-        self.budget = Some(budget);
+    /// The allowance shared across requests; [`RetryAllowance::default`] when not set. Share
+    /// one allowance between policies by passing the same `Arc`.
+    pub fn allowance(mut self, allowance: Arc<RetryAllowance>) -> Self {
+        self.allowance = Some(allowance);
         self
     }
 
@@ -401,7 +401,7 @@ impl RetryPolicyBuilder {
             base: self.base,
             cap: self.cap,
             attempt_timeout: self.attempt_timeout,
-            budget: self.budget.unwrap_or_default(),
+            allowance: self.allowance.unwrap_or_default(),
             stats: Stats::default(),
         }
     }
@@ -417,19 +417,19 @@ pub struct RetrySnapshot {
     pub attempts: u32,
     /// Retries started.
     pub retries: u64,
-    /// Retrying stopped because the budget was exhausted.
-    pub stopped_by_budget: u64,
+    /// Retrying stopped because the allowance was exhausted.
+    pub stopped_by_allowance: u64,
     /// Retrying stopped because the next pause would end past the deadline, or it passed.
     pub stopped_by_deadline: u64,
     /// Every attempt was used and the last failed.
     pub exhausted: u64,
-    /// The shared budget.
-    pub budget: RetryBudgetSnapshot,
+    /// The shared allowance.
+    pub allowance: RetryAllowanceSnapshot,
 }
 
 impl RetryPolicy {
     /// A builder: 3 attempts, full jitter from 50 ms capped at 1 s, no attempt timeout, the
-    /// default budget.
+    /// default allowance.
     pub fn builder(name: impl Into<Arc<str>>) -> RetryPolicyBuilder {
         RetryPolicyBuilder {
             name: name.into(),
@@ -437,7 +437,7 @@ impl RetryPolicy {
             base: Duration::from_millis(50),
             cap: Duration::from_secs(1),
             attempt_timeout: None,
-            budget: None,
+            allowance: None,
         }
     }
 
@@ -456,9 +456,9 @@ impl RetryPolicy {
         self.attempt_timeout
     }
 
-    /// The shared budget.
-    pub fn budget(&self) -> &Arc<RetryBudget> {
-        &self.budget
+    /// The shared allowance.
+    pub fn allowance(&self) -> &Arc<RetryAllowance> {
+        &self.allowance
     }
 
     /// The pause before retry `n` (0 for the first retry).
@@ -472,10 +472,10 @@ impl RetryPolicy {
             name: self.name.clone(),
             attempts: self.attempts,
             retries: self.stats.retries.load(Ordering::Relaxed),
-            stopped_by_budget: self.stats.stopped_by_budget.load(Ordering::Relaxed),
+            stopped_by_allowance: self.stats.stopped_by_allowance.load(Ordering::Relaxed),
             stopped_by_deadline: self.stats.stopped_by_deadline.load(Ordering::Relaxed),
             exhausted: self.stats.exhausted.load(Ordering::Relaxed),
-            budget: self.budget.snapshot(),
+            allowance: self.allowance.snapshot(),
         }
     }
 
@@ -485,7 +485,7 @@ impl RetryPolicy {
     }
 }
 
-/// Runs `op` until it succeeds, fails for good, or the policy, the budget or the deadline says
+/// Runs `op` until it succeeds, fails for good, or the policy, the allowance or the deadline says
 /// stop, classifying the function's own errors with [`Transient`].
 ///
 /// Each attempt runs under its own child deadline (the attempt timeout, clamped to what is
@@ -600,7 +600,7 @@ where
             return Err(CallError::Refused(refusal));
         }
         if number == 1 {
-            policy.budget.deposit_at_instant(deadline.created_at());
+            policy.allowance.deposit_at_instant(deadline.created_at());
         }
         let attempt = Attempt {
             number,
@@ -644,10 +644,10 @@ where
             );
             return Err(error);
         }
-        if !policy.budget.try_withdraw() {
+        if !policy.allowance.try_withdraw() {
             policy.stop(
-                &policy.stats.stopped_by_budget,
-                "the retry budget is exhausted",
+                &policy.stats.stopped_by_allowance,
+                "the retry allowance is exhausted",
                 number,
             );
             return Err(error);

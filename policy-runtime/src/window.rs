@@ -1,6 +1,6 @@
 //! A sliding window of two counters, lock-free and exact.
 //!
-//! Internal plumbing shared by the breaker (failures and calls) and the retry budget
+//! Internal plumbing shared by the breaker (failures and calls) and the retry allowance
 //! (retries and calls); it is not a mechanism of its own. The window is cut into
 //! [`BUCKETS`] buckets; each bucket packs its epoch and its count into one `AtomicU64`, so an
 //! increment is one compare-and-swap and never loses a count to a concurrent rotation.
@@ -129,7 +129,7 @@ impl Window {
         bump(&slot.calls, epoch);
     }
 
-    /// Counts one hit without counting a call (the retry budget's withdrawals).
+    /// Counts one hit without counting a call (the retry allowance's withdrawals).
     pub(crate) fn record_hit_only(&self, now_nanos: u64) {
         let epoch = self.epoch(now_nanos);
         bump(&self.slot(epoch).hits, epoch);

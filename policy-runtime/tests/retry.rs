@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use policy_runtime::retry::{Transient, full_jitter};
 use policy_runtime::{
-    Breaker, CallError, Deadline, Idempotent, RefusalKind, RetryBudget, RetryPolicy, retry_within,
-    retry_within_by,
+    Breaker, CallError, Deadline, Idempotent, RefusalKind, RetryAllowance, RetryPolicy,
+    retry_within, retry_within_by,
 };
 use proptest::prelude::*;
 use tokio::time::Instant;
@@ -191,13 +191,13 @@ async fn each_attempt_runs_under_its_own_child_deadline_in_scope() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_exhausted_retry_budget_stops_retries_across_requests() {
+async fn an_exhausted_retry_allowance_stops_retries_across_requests() {
     // Retries may add 20% of calls, with no floor: 10 requests buy 2 retries in all.
-    let budget = Arc::new(RetryBudget::new(Duration::from_secs(10), 0, 0.2));
-    let policy = RetryPolicy::builder("budgeted")
+    let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(10), 0, 0.2));
+    let policy = RetryPolicy::builder("allowed")
         .attempts(3)
         .backoff(MS, MS)
-        .budget(budget.clone())
+        .allowance(allowance.clone())
         .build();
     let calls = Arc::new(AtomicU32::new(0));
     // Ten requests in a dependency's outage.
@@ -214,35 +214,37 @@ async fn an_exhausted_retry_budget_stops_retries_across_requests() {
         .await;
         assert!(result.is_err());
     }
-    // Without a budget: 10 × 3 = 30 calls. With it: 10 first attempts + 2 retries.
+    // Without an allowance: 10 × 3 = 30 calls. With it: 10 first attempts + 2 retries.
     assert_eq!(calls.load(Ordering::SeqCst), 12);
     let snap = policy.snapshot();
     assert_eq!(snap.retries, 2);
-    assert!(snap.stopped_by_budget >= 8);
+    assert!(snap.stopped_by_allowance >= 8);
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_budget_floor_allows_a_few_retries_at_low_traffic() {
-    let budget = RetryBudget::new(Duration::from_secs(10), 1, 0.0);
+async fn the_allowance_floor_allows_a_few_retries_at_low_traffic() {
+    let allowance = RetryAllowance::new(Duration::from_secs(10), 1, 0.0);
     // 1 per second over 10 seconds: 10 retries.
-    let granted = (0..20).filter(|_| budget.try_withdraw()).count();
+    let granted = (0..20).filter(|_| allowance.try_withdraw()).count();
     assert_eq!(granted, 10);
 }
 
 #[tokio::test(start_paused = true)]
 async fn stopping_early_is_logged_with_its_reason() {
     let (logs, _guard) = common::capture();
-    let budget = Arc::new(RetryBudget::new(Duration::from_secs(10), 0, 0.0));
-    let policy = RetryPolicy::builder("no-budget").budget(budget).build();
+    let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(10), 0, 0.0));
+    let policy = RetryPolicy::builder("no-allowance")
+        .allowance(allowance)
+        .build();
     let _: Result<(), CallError<DepError>> = retry_within(
         &Deadline::after(Duration::from_secs(5)),
         &policy,
         Idempotent::claim(|_| async { Err(CallError::Failed(DepError::Unavailable)) }),
     )
     .await;
-    let lines = logs.lines_with(&["kind=\"retry_stopped\"", "name=\"no-budget\""]);
+    let lines = logs.lines_with(&["kind=\"retry_stopped\"", "name=\"no-allowance\""]);
     assert_eq!(lines.len(), 1, "{}", logs.text());
-    assert!(lines[0].contains("retry budget is exhausted"));
+    assert!(lines[0].contains("retry allowance is exhausted"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -277,13 +279,14 @@ fn deposits_from_many_threads_are_all_counted() {
         .enable_time()
         .build()
         .unwrap();
-    let budget = rt.block_on(async { Arc::new(RetryBudget::new(Duration::from_secs(60), 0, 1.0)) });
+    let allowance =
+        rt.block_on(async { Arc::new(RetryAllowance::new(Duration::from_secs(60), 0, 1.0)) });
     let threads: Vec<_> = (0..6)
         .map(|_| {
-            let budget = budget.clone();
+            let allowance = allowance.clone();
             std::thread::spawn(move || {
                 for _ in 0..1_000 {
-                    budget.deposit();
+                    allowance.deposit();
                 }
             })
         })
@@ -291,7 +294,7 @@ fn deposits_from_many_threads_are_all_counted() {
     for t in threads {
         t.join().unwrap();
     }
-    let snapshot = rt.block_on(async { budget.snapshot() });
+    let snapshot = rt.block_on(async { allowance.snapshot() });
     assert_eq!(snapshot.calls, 6_000);
     assert_eq!(
         snapshot.allowed, 6_000,

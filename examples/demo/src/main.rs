@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! policy-demo [--short] [--report PATH] [--db PATH]   the scenario (about a minute; --short: ~10 s)
-//! policy-demo serve [--port N]                        the service and its fake providers, until Ctrl-C
+//! policy-demo serve [--port N]                        the service and its fake providers, until Ctrl-C or SIGTERM
 //! ```
 //!
 //! With `REDIS_URL` set (and the `redis` feature), the scenario runs a second instance (this binary's `instance`
@@ -40,8 +40,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Commands {
-    /// Runs the service and its fake providers until Ctrl-C, to explore by hand: the
-    /// dashboard, `curl`, and switching a provider with `curl -d 'slow 800ms' URL/_mode`.
+    /// Runs the service and its fake providers until Ctrl-C or SIGTERM (then drains deferred
+    /// work and reports it), to explore by hand: the dashboard, `curl`, and switching a
+    /// provider with `curl -d 'slow 800ms' URL/_mode`.
     Serve {
         /// The service's port (default: any free one).
         #[arg(long, default_value_t = 0)]
@@ -122,7 +123,13 @@ async fn run_scenario(cli: &Cli) -> Result<(), DemoError> {
     Ok(())
 }
 
+/// How long `serve` waits for deferred work at shutdown: well inside the 30 s a container
+/// runtime or Kubernetes gives between SIGTERM and SIGKILL.
+const SERVE_DRAIN: Duration = Duration::from_secs(10);
+
 async fn serve(port: u16, db: Option<PathBuf>) -> Result<(), DemoError> {
+    // First: from here on SIGINT and SIGTERM are ours to handle, not a kill.
+    let mut signals = policy::defer::ShutdownSignals::install()?;
     EventLog::install()?;
     let db = stack::prepare_database(db.as_deref(), scenario::SEED_DOCUMENTS).await?;
     let providers = Providers::start().await?;
@@ -143,15 +150,30 @@ async fn serve(port: u16, db: Option<PathBuf>) -> Result<(), DemoError> {
         "save a document: curl -H 'authorization: Bearer {}' -d '{{\"title\":\"hello\",\"body\":\"world\"}}' {base}/documents",
         policy_demo::service::token_for(1)
     );
-    println!("Ctrl-C to stop.");
-    tokio::signal::ctrl_c().await?;
+    let limits = instance.limits();
+    println!(
+        "serving within: headers in {} s, a body in {} s, {} connections at most",
+        limits.header_read_timeout.as_secs_f64(),
+        limits.body_read_timeout.as_secs_f64(),
+        limits.max_connections
+    );
+    println!("Ctrl-C or SIGTERM to stop.");
+    let signal = signals.recv().await;
+    println!("{signal}: stopping: no new connections; the open requests finish");
     instance.stop().await;
+    // The responses are finished, so the work they deferred is in flight: it still calls the
+    // providers, so it drains before they stop.
+    let report = policy::defer::shutdown(SERVE_DRAIN).await;
     providers.stop().await;
-    let report = policy::defer::shutdown(Duration::from_secs(5)).await;
     println!(
         "stopped; deferred work still in flight at shutdown: {} finished, {} abandoned",
         report.finished, report.abandoned
     );
+    println!("since start, deferred: {}", report.deferred);
+    println!("since start, background: {}", report.background);
+    if !report.accounted_for() {
+        println!("not every task is accounted for: the counts above do not add up");
+    }
     Ok(())
 }
 

@@ -21,7 +21,7 @@ use axum::routing::post;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
-use crate::server::Server;
+use crate::server::{ServeLimits, Server};
 
 /// The shortest delay of [`Mode::Slow`].
 pub const SLOWEST_FLOOR: Duration = Duration::from_millis(50);
@@ -114,7 +114,7 @@ impl fmt::Display for Mode {
 pub struct Calls {
     /// Requests received.
     pub received: u64,
-    /// Answered 2xx.
+    /// Answered 2xx (or the session store's 404: that user has no session).
     pub ok: u64,
     /// Answered 503.
     pub failed: u64,
@@ -197,7 +197,13 @@ impl FakeProvider {
             .fallback(answer)
             .with_state(shared.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let server = Server::spawn(listener, app, format!("the fake {name} provider"))?;
+        // The service's client keeps idle connections for 30 s: a provider keeps them longer,
+        // so it never closes one the client is about to reuse.
+        let limits = ServeLimits {
+            header_read_timeout: Duration::from_secs(60),
+            ..ServeLimits::default()
+        };
+        let server = Server::spawn(listener, app, format!("the fake {name} provider"), limits)?;
         Ok(Self { shared, server })
     }
 
@@ -243,7 +249,8 @@ fn count(shared: &Shared, caller: &str, status: StatusCode) {
     let entry = calls.entry(caller.to_owned()).or_default();
     entry.received += 1;
     match status.as_u16() {
-        200..=299 => entry.ok += 1,
+        // 404 from the session store is an answer too: that user has no session.
+        200..=299 | 404 => entry.ok += 1,
         429 => entry.rate_limited += 1,
         _ => entry.failed += 1,
     }
@@ -283,12 +290,25 @@ async fn answer(
     response
 }
 
-/// A 200 with a small JSON body; `GET /sessions/{user}` answers a session for that user.
+/// The users the fake session store has a session for: 1 to 1,000. Any other user's session
+/// has ended (signed out or expired): the store answers 404.
+pub const USERS_WITH_A_SESSION: std::ops::RangeInclusive<u64> = 1..=1000;
+
+/// A 200 with a small JSON body; `GET /sessions/{user}` answers a session for that user, or a
+/// 404 when that user has none ([`USERS_WITH_A_SESSION`]).
 fn ok(method: &Method, uri: &Uri) -> Response {
     if method == Method::GET
         && let Some(user) = uri.path().strip_prefix("/sessions/")
         && let Ok(user) = user.parse::<u64>()
     {
+        if !USERS_WITH_A_SESSION.contains(&user) {
+            return (
+                StatusCode::NOT_FOUND,
+                [("content-type", "application/json")],
+                "{\"error\":\"no session\"}",
+            )
+                .into_response();
+        }
         let body = serde_json::json!({ "user": user, "can_write": true });
         return (
             StatusCode::OK,

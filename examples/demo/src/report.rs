@@ -365,7 +365,7 @@ pub fn findings(run: &RunReport) -> Vec<String> {
             .save
             .others
             .iter()
-            .filter(|(label, _)| label.starts_with("401"))
+            .filter(|(label, _)| *label == Outcome::Degraded.label())
             .map(|(_, n)| n)
             .sum();
         let answered: u64 = sessions
@@ -374,7 +374,7 @@ pub fn findings(run: &RunReport) -> Vec<String> {
             .map(|f| f.failed + f.refused + f.expired)
             .sum();
         out.push(format!(
-            "With the session store down, {answered} session lookups degraded to anonymous (never wider than the token's claim), so {degraded} saves were answered 401, and reads went on (p99 {})."
+            "With the session store down, {answered} session lookups degraded to anonymous (never wider than the token's claim), so {degraded} saves were answered 503 with the reason (retry, not sign in again), and reads went on (p99 {})."
         , ms(sessions.read.p99)));
     }
     out

@@ -187,7 +187,8 @@ impl Route {
 pub enum Outcome {
     /// 200 or 201.
     Ok,
-    /// 401 marked `x-degraded`: the session store was down, the request ran as anonymous.
+    /// 503 marked `x-degraded`: the session store could not answer, the request ran as
+    /// anonymous, and a save, which needs more, was told to retry.
     Degraded,
     /// 503 with `x-refusal`: the work never ran.
     Refused(String),
@@ -206,7 +207,7 @@ impl Outcome {
     pub fn label(&self) -> String {
         match self {
             Self::Ok => "ok".to_owned(),
-            Self::Degraded => "401 degraded to anonymous".to_owned(),
+            Self::Degraded => "503 degraded to anonymous".to_owned(),
             Self::Refused(kind) => format!("503 {kind}"),
             Self::TimedOut => "504 timed out".to_owned(),
             Self::Rejected(status) => format!("{status}"),
@@ -218,7 +219,7 @@ impl Outcome {
     fn of(reply: &Reply) -> Self {
         match reply.status.as_u16() {
             200..=299 => Self::Ok,
-            401 if reply.header("x-degraded").is_some() => Self::Degraded,
+            503 if reply.header("x-degraded").is_some() => Self::Degraded,
             503 => Self::Refused(
                 reply
                     .header("x-refusal")

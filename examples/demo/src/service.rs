@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
@@ -196,10 +197,27 @@ pub struct Saved {
 }
 
 /// Who is asking, as far as the session store knows.
+///
+/// Two sessions grant the privileges of nobody in particular, and they must not be confused:
+/// [`Anonymous`](Session::Anonymous) is the store's answer (this token has no session: signing
+/// in again is the fix), [`Degraded`](Session::Degraded) is the fallback's (the store could not
+/// answer: retrying is the fix). Work that needs a privilege answers the first 401 and the
+/// second 503 with the reason ([`authorize`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Session {
-    /// Nobody in particular: may read public documents, may not write.
+    /// Nobody in particular, as the session store says (the session ended: signed out or
+    /// expired): may read public documents, may not write.
     Anonymous,
+    /// The privileges of [`Anonymous`](Session::Anonymous) because the session store could not
+    /// answer (it failed, was too slow, or its breaker is open): the request may well be
+    /// signed in, but for now it is not known to be.
+    Degraded {
+        /// Why the lookup did not answer, as a short code: `deadline_exceeded`,
+        /// `breaker_open` (or another refusal kind), or `failed`.
+        because: &'static str,
+        /// When asking again may succeed: the breaker's remaining open time, else 1 s.
+        retry_after: Duration,
+    },
     /// A signed-in user.
     User {
         /// The user.
@@ -212,7 +230,7 @@ pub enum Session {
 impl Privileges for Session {
     fn is_within(&self, ceiling: &Self) -> bool {
         match (self, ceiling) {
-            (Session::Anonymous, _) => true,
+            (Session::Anonymous | Session::Degraded { .. }, _) => true,
             (
                 Session::User { id, can_write },
                 Session::User {
@@ -220,7 +238,7 @@ impl Privileges for Session {
                     can_write: c_write,
                 },
             ) => id == c && (!can_write || *c_write),
-            (Session::User { .. }, Session::Anonymous) => false,
+            (Session::User { .. }, Session::Anonymous | Session::Degraded { .. }) => false,
         }
     }
 
@@ -235,10 +253,19 @@ pub enum ServiceError {
     /// No valid token: 401.
     #[error("sign in first: {0}")]
     Unauthenticated(&'static str),
-    /// The token is valid but the session could only be answered as anonymous (the session
-    /// store is down): 401, marked `x-degraded`.
-    #[error("the session store is unavailable: signed-in features are off for now")]
-    Degraded,
+    /// The token is valid but its session could only be answered as anonymous because the
+    /// session store could not answer ([`Session::Degraded`]): 503, marked `x-degraded:
+    /// anonymous` with the reason in `x-degraded-reason` and a `Retry-After`. Not a 401: the
+    /// client should retry, not sign in again.
+    #[error(
+        "the session store could not confirm the session ({because}): retry in a moment; signing in again will not help"
+    )]
+    Degraded {
+        /// Why the lookup did not answer.
+        because: &'static str,
+        /// When to retry.
+        retry_after: Duration,
+    },
     /// Signed in, not allowed: 403.
     #[error("not allowed to write")]
     Forbidden,
@@ -288,7 +315,8 @@ impl From<DbError> for ServiceError {
 impl IntoResponse for ServiceError {
     fn into_response(self) -> Response {
         let status = match &self {
-            Self::Unauthenticated(_) | Self::Degraded => StatusCode::UNAUTHORIZED,
+            Self::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            Self::Degraded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Refused(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -302,8 +330,16 @@ impl IntoResponse for ServiceError {
             .into_response();
         let headers = response.headers_mut();
         match &self {
-            Self::Degraded => {
+            Self::Degraded {
+                because,
+                retry_after,
+            } => {
                 headers.insert("x-degraded", HeaderValue::from_static("anonymous"));
+                headers.insert("x-degraded-reason", HeaderValue::from_static(because));
+                headers.insert(
+                    "retry-after",
+                    HeaderValue::from(retry_after_secs(*retry_after)),
+                );
             }
             Self::Refused(refusal) => {
                 headers.insert(
@@ -311,14 +347,18 @@ impl IntoResponse for ServiceError {
                     HeaderValue::from_static(refusal.kind().as_str()),
                 );
                 if let Some(after) = refusal.retry_after() {
-                    let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
-                    headers.insert("retry-after", HeaderValue::from(secs.max(1)));
+                    headers.insert("retry-after", HeaderValue::from(retry_after_secs(after)));
                 }
             }
             _ => {}
         }
         response
     }
+}
+
+/// `Retry-After` carries whole seconds: rounded up, at least 1.
+fn retry_after_secs(after: Duration) -> u64 {
+    (after.as_secs() + u64::from(after.subsec_nanos() > 0)).max(1)
 }
 
 /// The session lookup's failure.
@@ -400,15 +440,21 @@ struct SessionRecord {
     can_write: bool,
 }
 
-/// The session of an authenticated user, from the session store (a network hop). When the
-/// store fails, is too slow, or its breaker is open, the request degrades to anonymous: never
-/// wider than what the token claims ([`anonymous`]).
+/// The session of an authenticated user, from the session store (a network hop): the user's,
+/// or [`Session::Anonymous`] when the store says the session ended (a 404). When the store
+/// fails, is too slow, or its breaker is open, the request degrades to
+/// [`Session::Degraded`]: never wider than what the token claims ([`anonymous`]).
 #[policy::critical(fallback_on_failure)]
 pub async fn lookup_session(sessions: Dependency, user: u64) -> Result<Session, SessionError> {
-    let body = sessions
+    let body = match sessions
         .call(Method::GET, &format!("/sessions/{user}"), Bytes::new())
         .await
-        .map_err(|e| SessionError::Store(e.to_string()))?;
+    {
+        Ok(body) => body,
+        // The store answered: this token has no session. An answer, not a failure.
+        Err(ProviderError::Status(404)) => return Ok(Session::Anonymous),
+        Err(e) => return Err(SessionError::Store(e.to_string())),
+    };
     let record: SessionRecord =
         serde_json::from_slice(&body).map_err(|e| SessionError::Store(e.to_string()))?;
     if record.user != user {
@@ -422,20 +468,38 @@ pub async fn lookup_session(sessions: Dependency, user: u64) -> Result<Session, 
     })
 }
 
-/// `lookup_session`'s fallback: anonymous, checked to be within what the token claims.
+/// `lookup_session`'s fallback: the privileges of anonymous, marked as degraded with why (so
+/// that a save answers "retry", not "sign in"), checked to be within what the token claims.
 pub fn anonymous(
     _sessions: &Dependency,
     user: &u64,
-    _why: CallError<SessionError>,
+    why: CallError<SessionError>,
 ) -> Result<Session, SessionError> {
+    let (because, retry_after) = match &why {
+        CallError::Refused(refusal) => (
+            refusal.kind().as_str(),
+            refusal.retry_after().unwrap_or(Duration::from_secs(1)),
+        ),
+        CallError::DeadlineExceeded(_) => ("deadline_exceeded", Duration::from_secs(1)),
+        CallError::Failed(_) => ("failed", Duration::from_secs(1)),
+    };
     let most_it_could_be = Session::User {
         id: *user,
         can_write: true,
     };
-    Ok(degrade(Session::Anonymous, &most_it_could_be))
+    Ok(degrade(
+        Session::Degraded {
+            because,
+            retry_after,
+        },
+        &most_it_could_be,
+    ))
 }
 
-/// Authorization: only a signed-in user who may write saves documents.
+/// Authorization: only a signed-in user who may write saves documents. Less privileged is not
+/// always "not allowed": a session that ended is (401, sign in again), a signed-in user
+/// without the right is (403), but a session the store could not confirm is "not now" (503,
+/// retry).
 #[policy::critical]
 pub async fn authorize(session: Session) -> Result<u64, ServiceError> {
     match session {
@@ -444,8 +508,14 @@ pub async fn authorize(session: Session) -> Result<u64, ServiceError> {
             can_write: true,
         } => Ok(id),
         Session::User { .. } => Err(ServiceError::Forbidden),
-        // The token was valid, so anonymous here means the session store could not say more.
-        Session::Anonymous => Err(ServiceError::Degraded),
+        Session::Anonymous => Err(ServiceError::Unauthenticated("the session ended")),
+        Session::Degraded {
+            because,
+            retry_after,
+        } => Err(ServiceError::Degraded {
+            because,
+            retry_after,
+        }),
     }
 }
 
@@ -700,12 +770,35 @@ fn bearer(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// A body that could not be read: 408 when it did not arrive within the server's body read
+/// deadline (and the connection is closed), else the extractor's own answer.
+fn unreadable(rejection: BytesRejection) -> Response {
+    let timed_out = std::iter::successors(
+        Some(&rejection as &(dyn std::error::Error + 'static)),
+        |e| e.source(),
+    )
+    .any(|e| e.is::<tower_http::timeout::TimeoutError>());
+    if timed_out {
+        return (
+            StatusCode::REQUEST_TIMEOUT,
+            [("connection", "close")],
+            Json(serde_json::json!({ "error": "the request body did not arrive in time" })),
+        )
+            .into_response();
+    }
+    rejection.into_response()
+}
+
 async fn save(
     State(app): State<Services>,
     Extension(RequestKey(request)): Extension<RequestKey>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return unreadable(rejection),
+    };
     let doc: NewDocument = match serde_json::from_slice(&body) {
         Ok(doc) => doc,
         Err(_) => {

@@ -11,6 +11,7 @@ use crate::DemoError;
 use crate::client::http_client;
 use crate::db::Database;
 use crate::providers::FakeProvider;
+pub use crate::server::ServeLimits;
 use crate::server::Server;
 use crate::service::{self, Dependency, Services, WorkDone};
 use crate::timeline::Timeline;
@@ -190,12 +191,23 @@ pub struct Instance {
 
 impl Instance {
     /// Starts an instance named `name` (its `x-caller` to the providers) on a free loopback
-    /// port (or `port`), calling the providers at `urls`.
+    /// port (or `port`), calling the providers at `urls`, within the default [`ServeLimits`].
     pub async fn start(
         name: &str,
         urls: &ProviderUrls,
         db: Arc<Database>,
         port: u16,
+    ) -> Result<Self, DemoError> {
+        Self::start_within(name, urls, db, port, ServeLimits::default()).await
+    }
+
+    /// [`start`](Self::start), serving within `limits`.
+    pub async fn start_within(
+        name: &str,
+        urls: &ProviderUrls,
+        db: Arc<Database>,
+        port: u16,
+        limits: ServeLimits,
     ) -> Result<Self, DemoError> {
         let client = http_client();
         let services = Services {
@@ -208,13 +220,23 @@ impl Instance {
         };
         let app = service::router(services.clone());
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-        let server = Server::spawn(listener, app, "the service".to_owned())?;
+        let server = Server::spawn(listener, app, "the service".to_owned(), limits)?;
         Ok(Self { services, server })
     }
 
     /// Its base URL.
     pub fn url(&self) -> String {
         self.server.url()
+    }
+
+    /// The limits it serves within.
+    pub fn limits(&self) -> ServeLimits {
+        self.server.limits()
+    }
+
+    /// Connections it closed at once because `max_connections` were open.
+    pub fn refused_connections(&self) -> u64 {
+        self.server.refused_connections()
     }
 
     /// Stops accepting and waits for the open connections to finish their responses.

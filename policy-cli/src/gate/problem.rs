@@ -1,15 +1,17 @@
 //! What the gate finds wrong, each with a stable code, a label on the policy line it concerns
 //! and a help that says the fix.
 //!
-//! These are the gate's own codes (`policy::gate::...`): they need the file system, a build
-//! or Cargo, so the language's validator cannot report them.
+//! These are the gate's own codes (`policy::gate::...`, in the scheme of `policy-lang`'s
+//! diagnostics): they need the file system, a build or Cargo, so the language's validator
+//! cannot report them. They are drawn on the policy text by the language's own adapter
+//! (`policy_lang::diagnostic::Renderable`).
 //!
 //! | code | what it means | exit |
 //! |---|---|---|
-//! | `policy::gate::over-budget` | a measurement above its ceiling | 1 |
+//! | `policy::gate::over-ceiling` | a measurement above its ceiling | 1 |
 //! | `policy::gate::quarantine-broken` | a quarantined crate in the package's default build, with no `justification` | 1 |
 //! | `policy::gate::not-in-only` | a crate outside `only` depends on a quarantined crate directly | 1 |
-//! | `policy::gate::missing-dir` | a budget's `dir` does not exist | 2 |
+//! | `policy::gate::missing-dir` | a `ceilings` stanza's `dir` does not exist | 2 |
 //! | `policy::gate::no-documents` | a front-end folder without HTML documents | 2 |
 //! | `policy::gate::missing-artifact` | a binary that is not built | 2 |
 //! | `policy::gate::not-a-binary` | a file the gate cannot read as an executable | 2 |
@@ -22,15 +24,12 @@
 //! | `policy::gate::not-behind-feature` (warning) | the feature does not bring the crate in either: the quarantine guards nothing | 0 |
 //! | `policy::gate::unresolved-reference` (warning) | a document or module refers to a local file that is not there | 0 |
 
-use std::fmt;
-
-use miette::{
-    LabeledSpan, MietteHandlerOpts, NamedSource, ReportHandler as _, Severity, SourceSpan,
-};
-use policy_lang::{Loc, Sources};
+use miette::Severity;
+use policy_lang::diagnostic::Renderable;
+use policy_lang::{Label, Loc, Sources};
 use serde_json::{Value, json};
 
-use crate::Exit;
+use crate::{Exit, render};
 
 /// The rule a gate problem comes from.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
@@ -39,13 +38,13 @@ pub enum GateError {
     /// A measurement above its ceiling.
     #[error("`{metric}` is {measured}, over its ceiling of {ceiling}")]
     #[diagnostic(
-        code("policy::gate::over-budget"),
+        code("policy::gate::over-ceiling"),
         help(
             "find what grew and move it out of this build (behind a feature, or a dynamic import); raise the ceiling by hand only if the growth is worth it"
         )
     )]
-    OverBudget {
-        /// The budget line's metric.
+    OverCeiling {
+        /// The ceiling's metric.
         metric: String,
         /// The measurement, formatted.
         measured: String,
@@ -250,8 +249,8 @@ pub enum GateError {
 pub struct Problem {
     /// The rule.
     pub error: GateError,
-    /// Where, and what about it.
-    pub labels: Vec<(Loc, String)>,
+    /// Where, and what about it, primary first.
+    pub labels: Vec<Label>,
 }
 
 impl Problem {
@@ -259,7 +258,10 @@ impl Problem {
     pub(crate) fn at(error: GateError, loc: Loc, text: impl Into<String>) -> Self {
         Problem {
             error,
-            labels: vec![(loc, text.into())],
+            labels: vec![Label {
+                loc,
+                text: text.into(),
+            }],
         }
     }
 
@@ -280,13 +282,13 @@ impl Problem {
         )
     }
 
-    /// How the gate ends because of it: a broken budget or quarantine is 1, a measurement
+    /// How the gate ends because of it: a ceiling passed or a quarantine broken is 1, a measurement
     /// that could not be made is 2, a warning is 0.
     #[must_use]
     pub fn exit(&self) -> Exit {
         match self.error {
             _ if self.is_warning() => Exit::Clean,
-            GateError::OverBudget { .. }
+            GateError::OverCeiling { .. }
             | GateError::QuarantineBroken { .. }
             | GateError::NotInOnly { .. } => Exit::Problems,
             _ => Exit::Usage,
@@ -295,15 +297,7 @@ impl Problem {
 
     /// miette's graphical report with the policy snippet, for a terminal.
     pub(crate) fn human(&self, sources: &Sources) -> String {
-        struct Show<'a>(&'a miette::MietteHandler, &'a dyn miette::Diagnostic);
-        impl fmt::Display for Show<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                self.0.debug(self.1, f)
-            }
-        }
-        let handler = MietteHandlerOpts::new().build();
-        let shown = Shown::new(self, sources);
-        Show(&handler, &shown).to_string()
+        render::human_of(&Renderable::new(&self.error, &self.labels, sources))
     }
 
     /// The problem as JSON, in the shape `policy check` uses.
@@ -311,7 +305,7 @@ impl Problem {
         let primary = self
             .labels
             .first()
-            .and_then(|(loc, _)| sources.position(*loc));
+            .and_then(|label| sources.position(label.loc));
         let help = miette::Diagnostic::help(&self.error).map(|help| help.to_string());
         json!({
             "severity": if self.is_warning() { "warning" } else { "error" },
@@ -322,78 +316,5 @@ impl Problem {
             "line": primary.map(|p| p.line),
             "column": primary.map(|p| p.column),
         })
-    }
-}
-
-/// A problem with the source text its labels point into, for miette.
-#[derive(Debug)]
-struct Shown<'a> {
-    problem: &'a Problem,
-    source: Option<NamedSource<std::sync::Arc<str>>>,
-    labels: Vec<LabeledSpan>,
-}
-
-impl<'a> Shown<'a> {
-    fn new(problem: &'a Problem, sources: &'a Sources) -> Self {
-        let primary = problem.labels.iter().find_map(|(loc, _)| loc.source());
-        let labels = problem
-            .labels
-            .iter()
-            .enumerate()
-            .filter(|(_, (loc, _))| loc.source() == primary)
-            .filter_map(|(i, (loc, text))| {
-                let range = loc.range()?;
-                let span = SourceSpan::new(range.start.into(), range.end - range.start);
-                let text = Some(text.clone()).filter(|text| !text.is_empty());
-                Some(if i == 0 {
-                    LabeledSpan::new_primary_with_span(text, span)
-                } else {
-                    LabeledSpan::new_with_span(text, span)
-                })
-            })
-            .collect();
-        Shown {
-            problem,
-            source: primary
-                .and_then(|id| sources.get(id))
-                .map(|file| NamedSource::new(file.name(), file.shared_text())),
-            labels,
-        }
-    }
-}
-
-impl fmt::Display for Shown<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.problem.error, f)
-    }
-}
-
-impl std::error::Error for Shown<'_> {}
-
-impl miette::Diagnostic for Shown<'_> {
-    fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        miette::Diagnostic::code(&self.problem.error)
-    }
-
-    fn severity(&self) -> Option<Severity> {
-        miette::Diagnostic::severity(&self.problem.error)
-    }
-
-    fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        miette::Diagnostic::help(&self.problem.error)
-    }
-
-    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        self.source
-            .as_ref()
-            .map(|source| source as &dyn miette::SourceCode)
-    }
-
-    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        if self.labels.is_empty() {
-            None
-        } else {
-            Some(Box::new(self.labels.iter().cloned()))
-        }
     }
 }

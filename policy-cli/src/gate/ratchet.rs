@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use policy_lang::BudgetLimit;
+use policy_lang::Ceiling;
 
 /// Bytes per unit, and the decimals a rewritten number keeps.
 fn scale(unit: Option<&str>) -> (f64, i32) {
@@ -55,7 +55,7 @@ fn written(value: f64, unit: Option<&str>, round: Round) -> (String, u64) {
     (format!("{text}{}", unit.unwrap_or("")), stands_for)
 }
 
-/// A lowered budget line: the new text of its ceiling and of its measurement.
+/// A lowered ceiling: the new text of its `at most` and of its measurement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Lowered {
     /// The new ceiling, as written.
@@ -67,15 +67,15 @@ pub(crate) struct Lowered {
 }
 
 /// The lowered line, if `measured` leaves the ceiling more room than its headroom.
-pub(crate) fn ratchet(limit: &BudgetLimit, measured: u64) -> Option<Lowered> {
+pub(crate) fn ratchet(line: &Ceiling, measured: u64) -> Option<Lowered> {
     #[expect(
         clippy::cast_precision_loss,
         reason = "sizes below 2^53 bytes are exact"
     )]
-    let target = measured as f64 * (1.0 + limit.headroom.value);
-    let unit = limit.ceiling.value.unit.as_deref();
+    let target = measured as f64 * (1.0 + line.headroom.value);
+    let unit = line.at_most.value.unit.as_deref();
     let (ceiling, ceiling_value) = written(target, unit, Round::Up);
-    if ceiling_value >= limit.ceiling.value.value {
+    if ceiling_value >= line.at_most.value.value {
         return None;
     }
     #[expect(
@@ -84,7 +84,7 @@ pub(crate) fn ratchet(limit: &BudgetLimit, measured: u64) -> Option<Lowered> {
     )]
     let (measured, _) = written(
         measured as f64,
-        limit.measured.value.unit.as_deref(),
+        line.measured.value.unit.as_deref(),
         Round::Nearest,
     );
     Some(Lowered {

@@ -18,7 +18,7 @@ pub(crate) fn valid(lines: usize) -> String {
             "\n// dependency {i}\n\
              breaker dep{i} {{ open_after = 5 failures within 30s; cooldown = 20s; shared(quorum = 2) }}\n\
              bulkhead dep{i} {{ max_concurrent = 4; max_queued = 8 }}\n\
-             retry dep{i} {{\n    attempts = 3\n    backoff = full_jitter(base = 50ms, cap = 1s)\n    attempt_timeout = 1s\n    budget = 20% + 10/s\n}}\n\
+             retry dep{i} {{\n    attempts = 3\n    backoff = full_jitter(base = 50ms, cap = 1s)\n    attempt_timeout = 1s\n    allowance = 20% + 10/s\n}}\n\
              ratelimit dep{i} {{ 100 per 1m; on_timeout = open; on_error = closed }}\n\
              operation call{i}: critical, idempotent {{\n    breaker = dep{i}\n    bulkhead = dep{i}\n    retry = dep{i}\n    ratelimit = dep{i}\n    deadline = 3s\n    min_budget = 200ms\n}}\n\
              operation later{i}: deferred, idempotent {{ retry = dep{i}; deadline = 5s }}\n"

@@ -53,6 +53,16 @@
 //! id). Deferred work is never necessary for the correctness of the response: a durable write
 //! that must be acknowledged is critical work, not deferred work.
 //!
+//! # Bounded, like the background pool
+//!
+//! Deferred work never grows without bound ([`Limits`], chosen once with [`set_limits`]): one
+//! request's queue holds at most `max_per_request` tasks (128 by default), and at most
+//! `max_concurrent` deferred tasks run at once (512) with at most `max_queued` more waiting for
+//! a slot (4,096). A task past a bound is **refused**: it never runs, it counts as refused in
+//! the [`snapshot`] and the [`totals`], and it is logged at INFO (`task_refused`, with the
+//! bulkhead `after_response` or `deferred` that refused it). Like a bulkhead's, the bounds are
+//! one process's.
+//!
 //! # The platform seam
 //!
 //! "Keep this alive after the response" depends on where the process runs, so it is one trait,
@@ -98,7 +108,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 use tokio::task::futures::TaskLocalFuture;
@@ -107,15 +117,24 @@ use crate::shedding::WorkClass;
 
 #[cfg(feature = "http")]
 pub mod http;
+mod limits;
 mod platform;
+#[cfg(feature = "signal")]
+mod signal;
 mod task;
 
-pub use platform::{
-    ContainerPlatform, DrainReport, ImmediatePlatform, Platform, PlatformAlreadySet, platform,
-    set_platform, shutdown,
+pub use limits::{
+    DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_PER_REQUEST, DEFAULT_MAX_QUEUED, Limits, LimitsAlreadySet,
+    limits, set_limits,
 };
-pub(crate) use task::TaskStats;
+pub use platform::{
+    ContainerPlatform, DrainReport, ImmediatePlatform, Platform, PlatformAlreadySet, TaskTotals,
+    platform, set_platform, shutdown, totals,
+};
+#[cfg(feature = "signal")]
+pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
 pub use task::{DeferredOutcome, Scheduled, Task};
+pub(crate) use task::{TaskStats, class_totals};
 
 tokio::task_local! {
     /// The after-response queue of the request being handled.
@@ -136,6 +155,10 @@ tokio::task_local! {
 /// Work deferred from a task spawned by the handler (`tokio::spawn`) is outside the request's
 /// scope and goes to the platform at once; move the [`AfterResponse`] handle into such a task
 /// instead.
+///
+/// Deferred work is bounded ([`Limits`]): past its request's `max_per_request`, or past the
+/// process's `max_concurrent` running plus `max_queued` waiting when it is handed over, a task
+/// is refused (it never runs), counted as refused and logged.
 ///
 /// ```
 /// use policy_runtime::defer::{self, ImmediatePlatform};
@@ -163,14 +186,23 @@ where
     match CURRENT.try_with(AfterResponse::clone) {
         Ok(after) => after.defer(name, work),
         Err(_) => {
-            let task = Task::new(
-                name.into(),
-                WorkClass::Deferred,
-                None,
-                deferred_stats(),
-                work,
-            );
-            platform().keep_alive(task);
+            let task = Task::new(name.into(), WorkClass::Deferred, None, None, work);
+            hand_over(platform(), task);
+        }
+    }
+}
+
+/// Hands a deferred task to `platform` if the process's bound admits it; refuses it (counted
+/// and logged) if not.
+fn hand_over(platform: &dyn Platform, mut task: Task) {
+    match limits::bound().admit() {
+        Ok(admission) => {
+            task.admit(admission);
+            platform.keep_alive(task);
+        }
+        Err(refusal) => {
+            crate::observe::refused(&refusal);
+            task.refuse(&refusal);
         }
     }
 }
@@ -319,12 +351,20 @@ impl AfterResponse {
             name.into(),
             WorkClass::Deferred,
             Some(self.inner.request.clone()),
-            deferred_stats(),
+            None,
             work,
         );
         let mut pending = lock(&self.inner.pending);
         match pending.as_mut() {
             Some(queue) => {
+                let most = limits::bound().limits.max_per_request;
+                if queue.len() >= most as usize {
+                    drop(pending);
+                    let refusal = limits::request_queue_full(most);
+                    crate::observe::refused(&refusal);
+                    task.refuse(&refusal);
+                    return;
+                }
                 queue.push(task);
                 deferred_stats().queued.fetch_add(1, Ordering::Relaxed);
             }
@@ -362,8 +402,8 @@ impl AfterResponse {
 impl Queue {
     fn keep_alive(&self, task: Task) {
         match &self.platform {
-            Some(platform) => platform.keep_alive(task),
-            None => platform().keep_alive(task),
+            Some(platform) => hand_over(&**platform, task),
+            None => hand_over(platform(), task),
         }
     }
 
@@ -389,9 +429,8 @@ impl Drop for Queue {
     }
 }
 
-fn deferred_stats() -> &'static Arc<TaskStats> {
-    static STATS: OnceLock<Arc<TaskStats>> = OnceLock::new();
-    STATS.get_or_init(Arc::default)
+fn deferred_stats() -> &'static TaskStats {
+    task::class_totals(WorkClass::Deferred)
 }
 
 /// Deferred work of the whole process, for dashboards.
@@ -405,6 +444,9 @@ pub struct DeferredSnapshot {
     pub queued: u64,
     /// Tasks handed to the platform that have started and not ended.
     pub running: u64,
+    /// Tasks handed to the platform and admitted that have not started: waiting for one of
+    /// the [`max_concurrent`](Limits::max_concurrent) slots, or for the platform to poll them.
+    pub waiting: u64,
     /// Tasks that ran to their end (including failed and panicked ones).
     pub finished: u64,
     /// Tasks that ended with an `Err` (logged).
@@ -421,9 +463,11 @@ pub struct DeferredSnapshot {
 /// The process's deferred work now.
 pub fn snapshot() -> DeferredSnapshot {
     let stats = deferred_stats();
+    let running = stats.running.load(Ordering::Relaxed);
     DeferredSnapshot {
         queued: stats.queued.load(Ordering::Relaxed),
-        running: stats.running.load(Ordering::Relaxed),
+        running,
+        waiting: u64::from(limits::bound().admitted()).saturating_sub(running),
         finished: stats.finished.load(Ordering::Relaxed),
         failed: stats.failed.load(Ordering::Relaxed),
         refused: stats.refused.load(Ordering::Relaxed),

@@ -13,8 +13,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Task;
+use super::{Task, class_totals};
 use crate::observe;
+use crate::shedding::WorkClass;
 
 /// Keeps deferred work alive after the response: the one seam between this crate and the host
 /// the process runs on.
@@ -115,8 +116,39 @@ impl<P: Platform + ?Sized> Platform for Arc<P> {
     }
 }
 
-/// What a drain did with the work in flight. Nothing is lost silently: every task that was in
-/// flight when the drain began, or was handed over during it, is in one of the two counts.
+/// What a drain did with the work in flight, and every task of the process since it started.
+///
+/// Nothing is lost silently: every task that was in flight when the drain began, or was handed
+/// over during it, is in one of the two drain counts (`finished`, `abandoned`); and every task
+/// scheduled since the process started is in one of the counts of [`deferred`](Self::deferred)
+/// or [`background`](Self::background) ([`TaskTotals::accounted_for`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use policy_runtime::defer::{AfterResponse, ContainerPlatform, RequestId};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let platform = ContainerPlatform::new();
+/// // Work that finished long before the shutdown...
+/// for _ in 0..3 {
+///     let after = AfterResponse::with_platform(RequestId::next(), platform.clone());
+///     after.defer("count_view", async {});
+///     after.release();
+/// }
+/// tokio::time::sleep(Duration::from_millis(1)).await;
+/// // ...and one task still running when it begins.
+/// let after = AfterResponse::with_platform(RequestId::next(), platform.clone());
+/// after.defer("index", tokio::time::sleep(Duration::from_millis(50)));
+/// after.release();
+///
+/// let report = platform.shutdown(Duration::from_secs(1)).await;
+/// assert_eq!((report.finished, report.abandoned), (1, 0), "what the drain waited for");
+/// assert_eq!(report.deferred.scheduled, 4, "since the process started");
+/// assert_eq!(report.deferred.finished, 4);
+/// assert!(report.accounted_for());
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[non_exhaustive]
 pub struct DrainReport {
@@ -125,6 +157,113 @@ pub struct DrainReport {
     /// Tasks still running at the drain deadline, or handed over after it: dropped, each
     /// logged with its name.
     pub abandoned: u64,
+    /// The process's deferred work since it started, whichever platform ran it, read when the
+    /// drain ended. Zero from a platform that keeps nothing to drain (the default
+    /// [`Platform::shutdown`]); [`totals`] reads it anywhere.
+    pub deferred: TaskTotals,
+    /// The process's background work since it started (every pool), read when the drain
+    /// ended; zero like [`deferred`](Self::deferred) from a platform with nothing to drain.
+    pub background: TaskTotals,
+}
+
+impl DrainReport {
+    /// Whether every task of both classes is in exactly one count of its totals
+    /// ([`TaskTotals::accounted_for`]).
+    pub fn accounted_for(&self) -> bool {
+        self.deferred.accounted_for() && self.background.accounted_for()
+    }
+}
+
+/// Every task of one class since the process started, by how it ended: "every task accounted
+/// for" in one struct.
+///
+/// `scheduled = finished + shed + abandoned + in_flight`. `finished` counts every task that
+/// ended, whatever its outcome, so `failed`, `panicked` and `refused` are parts of it (as in the
+/// dashboard's [`DeferredSnapshot`](super::DeferredSnapshot)), and
+/// [`succeeded`](Self::succeeded) is the rest. Read while work runs, the counters are read one
+/// after another and may be a few tasks apart; read when the process is quiet (after a drain)
+/// they are exact, and a drain that waited for everything leaves `in_flight` at 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[non_exhaustive]
+pub struct TaskTotals {
+    /// Work scheduled: every call to [`defer`](super::defer()) (or an annotated deferred
+    /// function), or every submission to a background pool, including the ones shed.
+    pub scheduled: u64,
+    /// Tasks that ended, whatever their outcome (including failed, panicked and refused).
+    pub finished: u64,
+    /// The part of `finished` that ended with an `Err` (logged).
+    pub failed: u64,
+    /// The part of `finished` that panicked (caught and logged).
+    pub panicked: u64,
+    /// The part of `finished` that a mechanism refused (the work never ran): a breaker, a
+    /// bulkhead or the budget inside the work, or a bound of deferred work.
+    pub refused: u64,
+    /// Background submissions shed at once: refused to the caller, never a task (always 0
+    /// for deferred work).
+    pub shed: u64,
+    /// Tasks dropped before they finished (each logged with its name and why).
+    pub abandoned: u64,
+    /// Tasks not yet ended: waiting for their response, waiting to start, or running.
+    pub in_flight: u64,
+}
+
+impl TaskTotals {
+    /// The tasks that finished without a failure, a panic or a refusal.
+    pub fn succeeded(&self) -> u64 {
+        self.finished
+            .saturating_sub(self.failed + self.panicked + self.refused)
+    }
+
+    /// Whether every scheduled task is in exactly one count:
+    /// `scheduled == finished + shed + abandoned + in_flight`.
+    pub fn accounted_for(&self) -> bool {
+        self.scheduled == self.finished + self.shed + self.abandoned + self.in_flight
+    }
+}
+
+impl fmt::Display for TaskTotals {
+    /// `12 scheduled: 9 finished (1 failed, 0 panicked, 2 refused), 0 shed, 1 abandoned, 2 in
+    /// flight`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} scheduled: {} finished ({} failed, {} panicked, {} refused), {} shed, {} abandoned, {} in flight",
+            self.scheduled,
+            self.finished,
+            self.failed,
+            self.panicked,
+            self.refused,
+            self.shed,
+            self.abandoned,
+            self.in_flight
+        )
+    }
+}
+
+/// The process's tasks of `class` since it started ([`TaskTotals`]): deferred work whichever
+/// platform ran it, or background work of every pool. Critical work never becomes a task: its
+/// totals are all zero.
+pub fn totals(class: WorkClass) -> TaskTotals {
+    let stats = class_totals(class);
+    // The end counts before `scheduled`, so a task made meanwhile is not missing from them.
+    let in_flight = stats.in_flight.load(Ordering::Acquire);
+    let finished = stats.finished.load(Ordering::Acquire);
+    let failed = stats.failed.load(Ordering::Acquire);
+    let panicked = stats.panicked.load(Ordering::Acquire);
+    let refused = stats.refused.load(Ordering::Acquire);
+    let shed = stats.shed.load(Ordering::Acquire);
+    let abandoned = stats.abandoned.load(Ordering::Acquire);
+    let scheduled = stats.scheduled.load(Ordering::Acquire) + shed;
+    TaskTotals {
+        scheduled,
+        finished,
+        failed,
+        panicked,
+        refused,
+        shed,
+        abandoned,
+        in_flight,
+    }
 }
 
 /// The platform for a long-lived process (a container, a VM): spawns each task on a
@@ -233,6 +372,8 @@ impl ContainerPlatform {
         let report = DrainReport {
             finished: inner.finished.load(Ordering::Acquire) - finished_before,
             abandoned: inner.abandoned.load(Ordering::Acquire) - abandoned_before,
+            deferred: totals(WorkClass::Deferred),
+            background: totals(WorkClass::Background),
         };
         observe::drained(in_flight, drained, drain_deadline, &report);
         report

@@ -13,6 +13,7 @@ use pin_project_lite::pin_project;
 use tracing::Span;
 
 use super::RequestId;
+use super::limits::Admission;
 use crate::observe;
 use crate::shedding::WorkClass;
 
@@ -66,6 +67,12 @@ impl<T, E: fmt::Display> DeferredOutcome for Result<T, E> {
 /// Counters for one kind of task (deferred work, or one background pool).
 #[derive(Debug, Default)]
 pub(crate) struct TaskStats {
+    /// Tasks made (each ends once: finished or abandoned).
+    pub(crate) scheduled: AtomicU64,
+    /// Tasks made and not yet ended: in a request's queue, waiting to start, or running.
+    pub(crate) in_flight: AtomicU64,
+    /// Submissions shed before a task was made (background pools).
+    pub(crate) shed: AtomicU64,
     /// Deferred tasks waiting for their response (unused for background pools).
     pub(crate) queued: AtomicU64,
     pub(crate) running: AtomicU64,
@@ -75,6 +82,37 @@ pub(crate) struct TaskStats {
     pub(crate) refused: AtomicU64,
     pub(crate) panicked: AtomicU64,
     pub(crate) abandoned: AtomicU64,
+}
+
+impl TaskStats {
+    const fn new() -> Self {
+        Self {
+            scheduled: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            shed: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            panicked: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The process's counters of one class since it started, whichever pool or platform ran the
+/// work (a background pool's own counters are in its `TaskStats` too).
+pub(crate) fn class_totals(class: WorkClass) -> &'static TaskStats {
+    static DEFERRED: TaskStats = TaskStats::new();
+    static BACKGROUND: TaskStats = TaskStats::new();
+    // Tasks are deferred or background; critical work never becomes one.
+    static OTHER: TaskStats = TaskStats::new();
+    match class {
+        WorkClass::Deferred => &DEFERRED,
+        WorkClass::Background => &BACKGROUND,
+        WorkClass::Critical => &OTHER,
+    }
 }
 
 enum Outcome {
@@ -139,7 +177,9 @@ pub struct Task {
     class: WorkClass,
     request: Option<RequestId>,
     span: Span,
-    stats: Arc<TaskStats>,
+    counts: Counts,
+    /// Its place in the bound of deferred work, once admitted: it starts when this holds a slot.
+    admission: Option<Admission>,
     started: bool,
     abandon_reason: &'static str,
     /// `None` once the work ended.
@@ -159,12 +199,13 @@ impl fmt::Debug for Task {
 }
 
 impl Task {
-    /// Attaches the failure handling to `work`: from here on it cannot fail.
+    /// Attaches the failure handling to `work`: from here on it cannot fail. It counts in the
+    /// totals of its class, and in `pool`'s counters when it belongs to a pool.
     pub(crate) fn new<F>(
         name: Arc<str>,
         class: WorkClass,
         request: Option<RequestId>,
-        stats: &Arc<TaskStats>,
+        pool: Option<&Arc<TaskStats>>,
         work: F,
     ) -> Self
     where
@@ -185,16 +226,23 @@ impl Task {
             span.record("request", tracing::field::display(request));
         }
         span.follows_from(Span::current());
-        Self {
+        let task = Self {
             name,
             class,
             request,
             span,
-            stats: stats.clone(),
+            counts: Counts {
+                class,
+                pool: pool.cloned(),
+            },
+            admission: None,
             started: false,
             abandon_reason: "dropped before it finished",
             work: Some(Box::pin(Attached { work })),
-        }
+        };
+        task.counts.add(|s| &s.scheduled);
+        task.counts.add(|s| &s.in_flight);
+        task
     }
 
     /// The task's name.
@@ -218,6 +266,73 @@ impl Task {
         self.abandon_reason = reason;
         drop(self);
     }
+
+    /// Admits the task to the bound of deferred work: it starts once the admission holds a
+    /// slot, and gives both back when it ends.
+    pub(crate) fn admit(&mut self, admission: Admission) {
+        self.admission = Some(admission);
+    }
+
+    /// Ends the task without running its work because a bound refused it: counted as finished
+    /// and refused, and logged at INFO (`task_refused`) with the refusal, as the refusals of
+    /// the mechanisms inside the work are.
+    pub(crate) fn refuse(mut self, refusal: &crate::ResilienceError) {
+        if self.work.is_none() {
+            return;
+        }
+        let _entered = self.span.enter();
+        if self.started {
+            self.counts.sub(|s| &s.running);
+        }
+        self.work = None;
+        self.counts
+            .end(&self.name, Outcome::Refused(refusal.clone()));
+    }
+}
+
+/// Where a task counts itself: the totals of its class, and its pool's counters if it has one.
+struct Counts {
+    class: WorkClass,
+    pool: Option<Arc<TaskStats>>,
+}
+
+impl Counts {
+    fn add(&self, counter: impl Fn(&TaskStats) -> &AtomicU64) {
+        counter(class_totals(self.class)).fetch_add(1, Ordering::Relaxed);
+        if let Some(pool) = &self.pool {
+            counter(pool).fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn sub(&self, counter: impl Fn(&TaskStats) -> &AtomicU64) {
+        counter(class_totals(self.class)).fetch_sub(1, Ordering::Relaxed);
+        if let Some(pool) = &self.pool {
+            counter(pool).fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts and logs how the task `name` ended (its work is already dropped).
+    fn end(&self, name: &str, outcome: Outcome) {
+        self.add(|s| &s.finished);
+        let class = self.class.as_str();
+        match outcome {
+            Outcome::Succeeded => observe::task_finished(name, class),
+            Outcome::Refused(refusal) => {
+                self.add(|s| &s.refused);
+                observe::task_refused(name, class, &refusal);
+            }
+            Outcome::Failed(error) => {
+                self.add(|s| &s.failed);
+                observe::task_failed(name, class, &error);
+            }
+            Outcome::Panicked(message) => {
+                self.add(|s| &s.panicked);
+                observe::task_panicked(name, class, &message);
+            }
+        }
+        // Last: a reader who sees it out of flight sees how it ended.
+        self.sub(|s| &s.in_flight);
+    }
 }
 
 impl Future for Task {
@@ -228,33 +343,22 @@ impl Future for Task {
         let Some(work) = this.work.as_mut() else {
             return Poll::Ready(());
         };
+        if let Some(admission) = &mut this.admission {
+            // Waiting for a slot is not running: nothing is counted, nothing is entered.
+            ready!(admission.poll_slot(cx));
+        }
         let _entered = this.span.enter();
         if !this.started {
             this.started = true;
-            this.stats.running.fetch_add(1, Ordering::Relaxed);
+            this.counts.add(|s| &s.running);
         }
         let outcome = ready!(work.as_mut().poll(cx));
         // Drop the work now, and whatever it holds (a pool's slot), not when the platform
         // gets round to dropping the task.
         this.work = None;
-        this.stats.running.fetch_sub(1, Ordering::Relaxed);
-        this.stats.finished.fetch_add(1, Ordering::Relaxed);
-        let class = this.class.as_str();
-        match outcome {
-            Outcome::Succeeded => observe::task_finished(&this.name, class),
-            Outcome::Refused(refusal) => {
-                this.stats.refused.fetch_add(1, Ordering::Relaxed);
-                observe::task_refused(&this.name, class, &refusal);
-            }
-            Outcome::Failed(error) => {
-                this.stats.failed.fetch_add(1, Ordering::Relaxed);
-                observe::task_failed(&this.name, class, &error);
-            }
-            Outcome::Panicked(message) => {
-                this.stats.panicked.fetch_add(1, Ordering::Relaxed);
-                observe::task_panicked(&this.name, class, &message);
-            }
-        }
+        this.admission = None;
+        this.counts.sub(|s| &s.running);
+        this.counts.end(&this.name, outcome);
         Poll::Ready(())
     }
 }
@@ -266,11 +370,12 @@ impl Drop for Task {
         }
         let _entered = self.span.enter();
         if self.started {
-            self.stats.running.fetch_sub(1, Ordering::Relaxed);
+            self.counts.sub(|s| &s.running);
         }
-        self.stats.abandoned.fetch_add(1, Ordering::Relaxed);
+        self.counts.add(|s| &s.abandoned);
         observe::task_abandoned(&self.name, self.class.as_str(), self.abandon_reason);
         // The work itself drops after this, inside the span.
         self.work = None;
+        self.counts.sub(|s| &s.in_flight);
     }
 }

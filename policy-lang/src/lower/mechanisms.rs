@@ -1,0 +1,545 @@
+//! Lowering the resilience mechanisms: `request` (the deadline), `breaker`, `bulkhead`, `retry`,
+//! `shedding` and `ratelimit`.
+
+use super::{Lowering, insert, word};
+use crate::ast::{Quantity, Stanza, Term, Value};
+use crate::diagnostic::{Diagnostic, Kind};
+use crate::source::{Loc, Located};
+use crate::spec::{
+    Backoff, BreakerSpec, BulkheadSpec, OpenAfter, Rate, RatelimitSpec, RequestSpec,
+    RetryAllowance, RetrySpec, Sharing, SheddingSpec,
+};
+use crate::suggest;
+
+pub(super) fn lower_request(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &["deadline"];
+    lowering.unnamed(stanza);
+    let body = lowering.body(stanza, KEYS);
+    for phrase in &body.phrases {
+        lowering.unknown_phrase(stanza, phrase, KEYS);
+    }
+    let mut request = RequestSpec::new(stanza.loc);
+    if let Some((key, value)) = body.get("deadline") {
+        request.deadline = lowering.duration(&key.text, value);
+    }
+    match &lowering.spec.request {
+        Some(first) => {
+            let first = first.loc;
+            lowering.push(
+                Diagnostic::new(
+                    Kind::DuplicateStanza {
+                        keyword: "request".to_owned(),
+                    },
+                    stanza.keyword.loc,
+                    "declared again here",
+                )
+                .with_label(first, "first declared here"),
+            );
+        }
+        None => lowering.spec.request = Some(request),
+    }
+}
+
+const OPEN_AFTER_FORMS: &str =
+    "`N failures within DURATION` or `P% of at least N calls within DURATION`";
+
+pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &["open_after", "cooldown"];
+    let name = lowering.named(stanza);
+    let body = lowering.body(stanza, KEYS);
+    let mut sharing = None;
+    for phrase in &body.phrases {
+        match lower_sharing(lowering, phrase) {
+            Some(Some(found)) => match &sharing {
+                Some(Located { loc, .. }) => {
+                    let first: Loc = *loc;
+                    lowering.push(
+                        Diagnostic::new(
+                            Kind::DuplicateSetting {
+                                key: "shared".to_owned(),
+                            },
+                            phrase.loc,
+                            "set again here",
+                        )
+                        .with_label(first, "first set here"),
+                    );
+                }
+                None => sharing = Some(found),
+            },
+            Some(None) => {}
+            None => lowering.unknown_phrase(stanza, phrase, &["open_after", "cooldown", "shared"]),
+        }
+    }
+    let what = name.as_ref().map_or_else(
+        || "breaker".to_owned(),
+        |name| format!("breaker `{}`", name.value),
+    );
+    let open_after = match body.get("open_after") {
+        Some((key, value)) => lower_open_after(lowering, &key.text, value),
+        None => {
+            lowering.missing(
+                &body,
+                &what,
+                "open_after",
+                "open_after = 5 failures within 30s",
+            );
+            None
+        }
+    };
+    let cooldown = match body.get("cooldown") {
+        Some((key, value)) => lowering.duration(&key.text, value),
+        None => {
+            lowering.missing(&body, &what, "cooldown", "cooldown = 20s");
+            None
+        }
+    };
+    match (name, open_after, cooldown) {
+        (Some(name), Some(open_after), Some(cooldown)) => {
+            let mut breaker = BreakerSpec::new(name, open_after, cooldown, stanza.loc);
+            if let Some(sharing) = sharing {
+                breaker.sharing = sharing;
+            }
+            insert(
+                &mut lowering.spec.breakers,
+                breaker,
+                &mut lowering.diagnostics,
+            );
+        }
+        (name, ..) => lowering.drop_item("breaker", name),
+    }
+}
+
+/// `shared`, `shared(quorum = N)` or `shared(trips_only)`. `None` if the phrase is not about
+/// sharing at all; `Some(None)` if it is but was wrong (and reported).
+fn lower_sharing(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<Option<Located<Sharing>>> {
+    const HELP: &str = "write `shared`, `shared(quorum = 2)` or `shared(trips_only)`";
+    let call = match phrase.terms.as_slice() {
+        [Term::Word(ident)] if ident.text == "shared" => {
+            return Some(Some(Located::new(Sharing::Shared { quorum: 1 }, ident.loc)));
+        }
+        [Term::Call(call)] if call.name.text == "shared" => call,
+        _ => return None,
+    };
+    let sharing = match call.args.as_slice() {
+        [arg]
+            if arg.key.is_none()
+                && matches!(arg.value.terms.as_slice(), [term] if word(term, "trips_only")) =>
+        {
+            Some(Sharing::TripsOnly)
+        }
+        [arg] if arg.key.as_ref().is_some_and(|key| key.text == "quorum") => lowering
+            .count("quorum", &arg.value)
+            .map(|quorum| Sharing::Shared {
+                quorum: quorum.value,
+            }),
+        _ => {
+            lowering.invalid(
+                "shared",
+                "`quorum = N` or `trips_only`",
+                &Term::Call(call.clone()),
+                call.loc,
+                HELP.to_owned(),
+            );
+            None
+        }
+    };
+    Some(sharing.map(|sharing| Located::new(sharing, call.loc)))
+}
+
+fn lower_open_after(
+    lowering: &mut Lowering<'_>,
+    key: &str,
+    value: &Value,
+) -> Option<Located<OpenAfter>> {
+    match value.terms.as_slice() {
+        [
+            Term::Quantity(failures),
+            failures_word,
+            within,
+            Term::Quantity(window),
+        ] if word(failures_word, "failures") && word(within, "within") => {
+            let failures = lowering.quantity_count(key, failures);
+            let window = lowering.quantity_duration(key, window);
+            Some(Located::new(
+                OpenAfter::Count {
+                    failures: failures?.value,
+                    window: window?.value,
+                },
+                value.loc,
+            ))
+        }
+        [
+            Term::Quantity(ratio),
+            of,
+            at,
+            least,
+            Term::Quantity(calls),
+            calls_word,
+            within,
+            Term::Quantity(window),
+        ] if word(of, "of")
+            && word(at, "at")
+            && word(least, "least")
+            && word(calls_word, "calls")
+            && word(within, "within") =>
+        {
+            let ratio = lowering.quantity_ratio(key, ratio);
+            let min_calls = lowering.quantity_count(key, calls);
+            let window = lowering.quantity_duration(key, window);
+            Some(Located::new(
+                OpenAfter::Ratio {
+                    ratio: ratio?.value,
+                    min_calls: min_calls?.value,
+                    window: window?.value,
+                },
+                value.loc,
+            ))
+        }
+        _ => {
+            lowering.invalid(key, OPEN_AFTER_FORMS, value, value.loc, "for example `open_after = 5 failures within 30s` or `open_after = 50% of at least 20 calls within 30s`".to_owned());
+            None
+        }
+    }
+}
+
+pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &["max_concurrent", "max_queued"];
+    let name = lowering.named(stanza);
+    let body = lowering.body(stanza, KEYS);
+    for phrase in &body.phrases {
+        lowering.unknown_phrase(stanza, phrase, KEYS);
+    }
+    let what = name.as_ref().map_or_else(
+        || "bulkhead".to_owned(),
+        |name| format!("bulkhead `{}`", name.value),
+    );
+    let max_concurrent = match body.get("max_concurrent") {
+        Some((key, value)) => lowering.count(&key.text, value),
+        None => {
+            lowering.missing(&body, &what, "max_concurrent", "max_concurrent = 4");
+            None
+        }
+    };
+    let max_queued = body
+        .get("max_queued")
+        .map(|(key, value)| lowering.count(&key.text, value));
+    match (name, max_concurrent, max_queued) {
+        (Some(name), Some(max_concurrent), max_queued @ (None | Some(Some(_)))) => {
+            let mut bulkhead = BulkheadSpec::new(name, max_concurrent, stanza.loc);
+            if let Some(Some(max_queued)) = max_queued {
+                bulkhead.max_queued = max_queued;
+            }
+            insert(
+                &mut lowering.spec.bulkheads,
+                bulkhead,
+                &mut lowering.diagnostics,
+            );
+        }
+        (name, ..) => lowering.drop_item("bulkhead", name),
+    }
+}
+
+pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &["attempts", "backoff", "attempt_timeout", "allowance"];
+    let name = lowering.named(stanza);
+    let body = lowering.body(stanza, KEYS);
+    for phrase in &body.phrases {
+        lowering.unknown_phrase(stanza, phrase, KEYS);
+    }
+    let what = name.as_ref().map_or_else(
+        || "retry".to_owned(),
+        |name| format!("retry `{}`", name.value),
+    );
+    let attempts = match body.get("attempts") {
+        Some((key, value)) => lowering.count(&key.text, value),
+        None => {
+            lowering.missing(&body, &what, "attempts", "attempts = 3");
+            None
+        }
+    };
+    let backoff = match body.get("backoff") {
+        Some((key, value)) => lower_backoff(lowering, &key.text, value),
+        None => {
+            lowering.missing(
+                &body,
+                &what,
+                "backoff",
+                "backoff = full_jitter(base = 50ms, cap = 1s)",
+            );
+            None
+        }
+    };
+    let attempt_timeout = body
+        .get("attempt_timeout")
+        .map(|(key, value)| lowering.duration(&key.text, value));
+    let allowance = body
+        .get("allowance")
+        .map(|(key, value)| lower_allowance(lowering, &key.text, value));
+    match (name, attempts, backoff, attempt_timeout, allowance) {
+        (
+            Some(name),
+            Some(attempts),
+            Some(backoff),
+            attempt_timeout @ (None | Some(Some(_))),
+            allowance @ (None | Some(Some(_))),
+        ) => {
+            let mut retry = RetrySpec::new(name, attempts, backoff, stanza.loc);
+            retry.attempt_timeout = attempt_timeout.flatten();
+            retry.allowance = allowance.flatten();
+            insert(&mut lowering.spec.retries, retry, &mut lowering.diagnostics);
+        }
+        (name, ..) => lowering.drop_item("retry", name),
+    }
+}
+
+fn lower_backoff(
+    lowering: &mut Lowering<'_>,
+    key: &str,
+    value: &Value,
+) -> Option<Located<Backoff>> {
+    const EXAMPLE: &str = "full_jitter(base = 50ms, cap = 1s)";
+    let call = match value.terms.as_slice() {
+        [Term::Call(call)] if call.name.text == "full_jitter" => call,
+        _ => {
+            let help = match value.terms.as_slice() {
+                [Term::Call(call)] => match suggest::closest(&call.name.text, ["full_jitter"]) {
+                    Some(name) => {
+                        format!("did you mean `{name}`? backoff always carries full jitter")
+                    }
+                    None => format!("backoff always carries full jitter: `{key} = {EXAMPLE}`"),
+                },
+                _ => format!("backoff always carries full jitter: `{key} = {EXAMPLE}`"),
+            };
+            lowering.invalid(key, &format!("`{EXAMPLE}`"), value, value.loc, help);
+            return None;
+        }
+    };
+    let (mut base, mut cap) = (None, None);
+    let mut complete = true;
+    for arg in &call.args {
+        match arg.key.as_ref().map(|key| key.text.as_str()) {
+            Some("base") if base.is_none() => base = lowering.duration("base", &arg.value),
+            Some("cap") if cap.is_none() => cap = lowering.duration("cap", &arg.value),
+            _ => {
+                complete = false;
+                let key_text = arg
+                    .key
+                    .as_ref()
+                    .map_or_else(|| arg.value.to_string(), |key| key.text.clone());
+                let help = suggest::did_you_mean(
+                    &key_text,
+                    ["base", "cap"],
+                    "the arguments of `full_jitter`",
+                    "",
+                );
+                lowering.push(Diagnostic::new(
+                    Kind::UnknownSetting {
+                        keyword: "full_jitter".to_owned(),
+                        key: key_text,
+                        help,
+                    },
+                    arg.loc,
+                    "unknown or repeated",
+                ));
+            }
+        }
+    }
+    let has = |name: &str| {
+        call.args
+            .iter()
+            .any(|arg| arg.key.as_ref().is_some_and(|key| key.text == name))
+    };
+    for (arg, example) in [("base", "base = 50ms"), ("cap", "cap = 1s")] {
+        if !has(arg) {
+            complete = false;
+            lowering.push(Diagnostic::new(
+                Kind::MissingSetting {
+                    what: "`full_jitter`".to_owned(),
+                    key: arg.to_owned(),
+                    example: example.to_owned(),
+                },
+                call.loc,
+                format!("no `{arg}`"),
+            ));
+        }
+    }
+    match (base, cap) {
+        (Some(base), Some(cap)) if complete => Some(Located::new(
+            Backoff::FullJitter {
+                base: base.value,
+                cap: cap.value,
+            },
+            call.loc,
+        )),
+        _ => None,
+    }
+}
+
+/// `P% + N/s` or `P%`: the share of recent calls retries may add, and a floor per second.
+fn lower_allowance(
+    lowering: &mut Lowering<'_>,
+    key: &str,
+    value: &Value,
+) -> Option<Located<RetryAllowance>> {
+    let (ratio, floor) = match value.terms.as_slice() {
+        [Term::Quantity(ratio)] => (ratio, None),
+        [Term::Quantity(ratio), Term::Plus(_), Term::Quantity(floor)]
+            if floor.unit.as_deref() == Some("/s") =>
+        {
+            (ratio, Some(floor))
+        }
+        _ => {
+            lowering.invalid(key, "`P% + N/s`", value, value.loc, "write the share of recent calls retries may add, plus a floor per second: `allowance = 20% + 10/s`".to_owned());
+            return None;
+        }
+    };
+    let ratio = lowering.quantity_ratio(key, ratio)?;
+    let floor = match floor {
+        Some(floor) => {
+            let per_second = Quantity {
+                unit: None,
+                ..floor.clone()
+            };
+            lowering.quantity_count(key, &per_second)?.value
+        }
+        None => 0,
+    };
+    Some(Located::new(
+        RetryAllowance::new(ratio.value, floor),
+        value.loc,
+    ))
+}
+
+pub(super) fn lower_shedding(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &[];
+    const HELP_FORM: &str = "write `deferred at load 0.5` or `background at load 0.25`";
+    lowering.unnamed(stanza);
+    let body = lowering.body(stanza, KEYS);
+    let mut shedding = SheddingSpec::new(stanza.loc);
+    let (mut deferred, mut background): (Option<Loc>, Option<Loc>) = (None, None);
+    for phrase in &body.phrases {
+        match phrase.terms.as_slice() {
+            [Term::Word(class), at, load, Term::Quantity(threshold)]
+                if (class.text == "deferred" || class.text == "background")
+                    && word(at, "at")
+                    && word(load, "load") =>
+            {
+                let seen = if class.text == "deferred" {
+                    &mut deferred
+                } else {
+                    &mut background
+                };
+                if let Some(first) = *seen {
+                    lowering.push(
+                        Diagnostic::new(
+                            Kind::DuplicateSetting {
+                                key: class.text.clone(),
+                            },
+                            class.loc,
+                            "set again here",
+                        )
+                        .with_label(first, "first set here"),
+                    );
+                    continue;
+                }
+                *seen = Some(class.loc);
+                if let Some(ratio) = lowering.quantity_ratio(&class.text, threshold) {
+                    if class.text == "deferred" {
+                        shedding.deferred = ratio;
+                    } else {
+                        shedding.background = ratio;
+                    }
+                }
+            }
+            _ => lowering.invalid(
+                "shedding",
+                "`CLASS at load RATIO`",
+                *phrase,
+                phrase.loc,
+                HELP_FORM.to_owned(),
+            ),
+        }
+    }
+    match &lowering.spec.shedding {
+        Some(first) => {
+            let first = first.loc;
+            lowering.push(
+                Diagnostic::new(
+                    Kind::DuplicateStanza {
+                        keyword: "shedding".to_owned(),
+                    },
+                    stanza.keyword.loc,
+                    "declared again here",
+                )
+                .with_label(first, "first declared here"),
+            );
+        }
+        None => lowering.spec.shedding = Some(shedding),
+    }
+}
+
+pub(super) fn lower_ratelimit(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &["on_timeout", "on_error"];
+    let name = lowering.named(stanza);
+    let body = lowering.body(stanza, KEYS);
+    let mut rate: Option<Located<Rate>> = None;
+    let mut rate_seen: Option<Loc> = None;
+    for phrase in &body.phrases {
+        match phrase.terms.as_slice() {
+            [Term::Quantity(count), per, Term::Quantity(period)] if word(per, "per") => {
+                if let Some(first) = rate_seen {
+                    lowering.push(
+                        Diagnostic::new(
+                            Kind::DuplicateSetting {
+                                key: "per".to_owned(),
+                            },
+                            phrase.loc,
+                            "set again here",
+                        )
+                        .with_label(first, "first set here"),
+                    );
+                    continue;
+                }
+                rate_seen = Some(phrase.loc);
+                let count = lowering.quantity_count("rate", count);
+                let period = lowering.quantity_duration("rate", period);
+                if let (Some(count), Some(period)) = (count, period) {
+                    rate = Some(Located::new(
+                        Rate::new(count.value, period.value),
+                        phrase.loc,
+                    ));
+                }
+            }
+            _ => lowering.unknown_phrase(
+                stanza,
+                phrase,
+                &["N per DURATION", "on_timeout", "on_error"],
+            ),
+        }
+    }
+    let what = name.as_ref().map_or_else(
+        || "ratelimit".to_owned(),
+        |name| format!("ratelimit `{}`", name.value),
+    );
+    if rate_seen.is_none() {
+        lowering.missing(&body, &what, "N per DURATION", "100 per 1m");
+    }
+    let mut modes = [None, None];
+    for (slot, key) in modes.iter_mut().zip(["on_timeout", "on_error"]) {
+        match body.get(key) {
+            Some((key, value)) => *slot = lowering.fail_mode(&key.text, value),
+            None => lowering.missing(&body, &what, key, &format!("{key} = open")),
+        }
+    }
+    match (name, rate, modes) {
+        (Some(name), Some(rate), [Some(on_timeout), Some(on_error)]) => {
+            let ratelimit = RatelimitSpec::new(name, rate, on_timeout, on_error, stanza.loc);
+            insert(
+                &mut lowering.spec.ratelimits,
+                ratelimit,
+                &mut lowering.diagnostics,
+            );
+        }
+        (name, ..) => lowering.drop_item("ratelimit", name),
+    }
+}

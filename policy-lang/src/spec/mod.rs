@@ -1,0 +1,704 @@
+//! The model: what a policy says, as plain data.
+//!
+//! Both front ends lower into a [`Spec`]: `.policy` files through the lowering of each stanza,
+//! attribute macros by building the items here with [`Loc::External`] locations. The one
+//! validator ([`crate::validate()`]) checks it; the macros expand from it, and `policy explain`
+//! and `policy gate` read it.
+//!
+//! This module holds the whole policy, the resilience mechanisms and the operation; the
+//! build-time stanzas (`assets`, `locality`, `ceilings`, `quarantine`) are in `delivery`, and
+//! re-exported here.
+//!
+//! Items are `#[non_exhaustive]` so that fields can be added without breaking the front ends:
+//! build them with their `new` constructor and set the optional fields afterwards.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::diagnostic::{Diagnostic, Kind};
+use crate::source::{Loc, Located};
+
+mod delivery;
+
+pub use delivery::{
+    Amount, AssetsSpec, Ceiling, CeilingsSpec, Compression, HopKind, HopSpec, LocalitySpec, Metric,
+    QuarantineSpec, WebMetric,
+};
+
+/// A whole policy: every stanza of every file, and what the macros added.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Spec {
+    /// The request-level budget, if declared.
+    pub request: Option<RequestSpec>,
+    /// Circuit breakers by name.
+    pub breakers: Items<BreakerSpec>,
+    /// Bulkheads by name.
+    pub bulkheads: Items<BulkheadSpec>,
+    /// Retry policies by name.
+    pub retries: Items<RetrySpec>,
+    /// Load-shedding thresholds, if declared (otherwise [`SheddingSpec::DEFAULT_DEFERRED`] and
+    /// [`SheddingSpec::DEFAULT_BACKGROUND`] apply).
+    pub shedding: Option<SheddingSpec>,
+    /// Rate limits by name.
+    pub ratelimits: Items<RatelimitSpec>,
+    /// Operations by name.
+    pub operations: Items<OperationSpec>,
+    /// The calls a request makes to other services, if declared.
+    pub locality: Option<LocalitySpec>,
+    /// Size and count ceilings by name, for `policy gate`.
+    pub ceilings: Items<CeilingsSpec>,
+    /// Quarantined heavy crates by crate name, for `policy gate`.
+    pub quarantines: Items<QuarantineSpec>,
+    /// Asset delivery ceilings by name, one per front end (`policy assets` audits a folder
+    /// against one of them).
+    pub assets: Items<AssetsSpec>,
+}
+
+impl Spec {
+    /// An empty policy.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The request deadline, if one is declared.
+    #[must_use]
+    pub fn request_deadline(&self) -> Option<Duration> {
+        self.request
+            .as_ref()
+            .and_then(|request| request.deadline.as_ref())
+            .map(|deadline| deadline.value)
+    }
+
+    /// The deadline an operation actually runs under, and where it was set. For critical work
+    /// it is the smaller of its own and the request's (the clamp: a child never outlives its
+    /// parent). Deferred and background work runs after the response, outside the request's
+    /// budget, so only its own deadline applies.
+    #[must_use]
+    pub fn governing_deadline<'a>(
+        &'a self,
+        operation: &'a OperationSpec,
+    ) -> Option<&'a Located<Duration>> {
+        let own = operation.deadline.as_ref();
+        let request = match operation.class.value {
+            Class::Critical => self
+                .request
+                .as_ref()
+                .and_then(|request| request.deadline.as_ref()),
+            Class::Deferred | Class::Background => None,
+        };
+        match (own, request) {
+            (Some(own), Some(request)) if request.value < own.value => Some(request),
+            (own, request) => own.or(request),
+        }
+    }
+
+    /// The value of [`Spec::governing_deadline`].
+    #[must_use]
+    pub fn effective_deadline(&self, operation: &OperationSpec) -> Option<Duration> {
+        self.governing_deadline(operation)
+            .map(|deadline| deadline.value)
+    }
+
+    /// The shedding thresholds in force (declared or default).
+    #[must_use]
+    pub fn shedding_thresholds(&self) -> (f64, f64) {
+        self.shedding.as_ref().map_or(
+            (
+                SheddingSpec::DEFAULT_DEFERRED,
+                SheddingSpec::DEFAULT_BACKGROUND,
+            ),
+            |shedding| (shedding.deferred.value, shedding.background.value),
+        )
+    }
+}
+
+/// Something with a name, kept in [`Items`].
+pub trait Named {
+    /// What kind of item this is, as the language calls it (`breaker`, `operation`).
+    const KIND: &'static str;
+    /// Its name and where the name was written.
+    fn name(&self) -> &Located<String>;
+}
+
+/// Named items in declaration order, looked up by name. Inserting a second item with a name
+/// already present is refused with a `policy::duplicate-name` diagnostic.
+#[derive(Clone)]
+pub struct Items<T> {
+    items: Vec<T>,
+    index: HashMap<String, usize>,
+}
+
+impl<T: fmt::Debug> fmt::Debug for Items<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.items).finish()
+    }
+}
+
+impl<T> Default for Items<T> {
+    fn default() -> Self {
+        Items {
+            items: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Named> Items<T> {
+    /// Adds an item, unless one with the same name exists.
+    pub fn insert(&mut self, item: T) -> Result<(), Box<Diagnostic>> {
+        if let Some(first) = self.get(&item.name().value) {
+            let name = item.name();
+            return Err(Box::new(
+                Diagnostic::new(
+                    Kind::DuplicateName {
+                        kind: T::KIND.to_owned(),
+                        name: name.value.clone(),
+                    },
+                    name.loc,
+                    "defined again here",
+                )
+                .with_label(first.name().loc, "first defined here"),
+            ));
+        }
+        self.index
+            .insert(item.name().value.clone(), self.items.len());
+        self.items.push(item);
+        Ok(())
+    }
+
+    /// The item with this name.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&T> {
+        self.index.get(name).and_then(|&i| self.items.get(i))
+    }
+
+    /// The item with this name, to change it (its name must stay the same: items are found by
+    /// the name they were inserted under).
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut T> {
+        self.index.get(name).and_then(|&i| self.items.get_mut(i))
+    }
+
+    /// Every name, in declaration order.
+    pub fn names(&self) -> impl Iterator<Item = &str> + Clone {
+        self.items.iter().map(|item| item.name().value.as_str())
+    }
+}
+
+impl<T> Items<T> {
+    /// Every item, in declaration order.
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.items.iter()
+    }
+
+    /// How many items there are.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Items<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
+
+/// `request { deadline = 10s }`: the budget every request starts with.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RequestSpec {
+    /// The request deadline.
+    pub deadline: Option<Located<Duration>>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl RequestSpec {
+    /// A request stanza with no settings yet.
+    #[must_use]
+    pub fn new(loc: Loc) -> Self {
+        RequestSpec {
+            deadline: None,
+            loc,
+        }
+    }
+}
+
+/// When a breaker opens on inferred failures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum OpenAfter {
+    /// `5 failures within 30s`.
+    Count {
+        /// Failures that open the breaker.
+        failures: u32,
+        /// The window they are counted in.
+        window: Duration,
+    },
+    /// `50% of at least 20 calls within 30s`.
+    Ratio {
+        /// Share of failed calls that opens the breaker, in (0, 1].
+        ratio: f64,
+        /// Calls needed in the window before the ratio counts.
+        min_calls: u32,
+        /// The window.
+        window: Duration,
+    },
+}
+
+impl OpenAfter {
+    /// The counting window.
+    #[must_use]
+    pub fn window(&self) -> Duration {
+        match self {
+            OpenAfter::Count { window, .. } | OpenAfter::Ratio { window, .. } => *window,
+        }
+    }
+}
+
+/// Which breaker state is shared between instances (through the store, when one is configured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Sharing {
+    /// Nothing is shared: each instance counts and opens on its own (the default).
+    #[default]
+    Local,
+    /// `shared` (quorum 1) or `shared(quorum = N)`: explicit trips are shared, and openings
+    /// from counted failures are shared once failures came from at least `quorum` distinct
+    /// instances.
+    Shared {
+        /// Distinct instances whose failures are needed before an opening is shared.
+        quorum: u32,
+    },
+    /// `shared(trips_only)`: only explicit trips (a dependency that told us to back off) are
+    /// shared; counted openings stay local.
+    TripsOnly,
+}
+
+/// `breaker NAME { open_after = ...; cooldown = ...; shared }`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BreakerSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// When it opens on counted failures.
+    pub open_after: Located<OpenAfter>,
+    /// How long it stays open.
+    pub cooldown: Located<Duration>,
+    /// What is shared between instances.
+    pub sharing: Located<Sharing>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl BreakerSpec {
+    /// A local breaker.
+    #[must_use]
+    pub fn new(
+        name: Located<String>,
+        open_after: Located<OpenAfter>,
+        cooldown: Located<Duration>,
+        loc: Loc,
+    ) -> Self {
+        BreakerSpec {
+            name,
+            open_after,
+            cooldown,
+            sharing: Located::new(Sharing::Local, loc),
+            loc,
+        }
+    }
+}
+
+impl Named for BreakerSpec {
+    const KIND: &'static str = "breaker";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+/// `bulkhead NAME { max_concurrent = 4; max_queued = 8 }`: bounds one instance.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BulkheadSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// Calls that may run at once (at least 1).
+    pub max_concurrent: Located<u32>,
+    /// Callers that may wait for a slot; past that they are refused (default 0).
+    pub max_queued: Located<u32>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl BulkheadSpec {
+    /// A bulkhead with no queue.
+    #[must_use]
+    pub fn new(name: Located<String>, max_concurrent: Located<u32>, loc: Loc) -> Self {
+        BulkheadSpec {
+            name,
+            max_concurrent,
+            max_queued: Located::new(0, loc),
+            loc,
+        }
+    }
+}
+
+impl Named for BulkheadSpec {
+    const KIND: &'static str = "bulkhead";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+/// How long to wait between attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backoff {
+    /// `full_jitter(base = 50ms, cap = 1s)`: before attempt `k + 1`, wait a random time in
+    /// `[0, min(cap, base × 2^(k-1))]`.
+    FullJitter {
+        /// The first delay's ceiling.
+        base: Duration,
+        /// The largest delay's ceiling.
+        cap: Duration,
+    },
+}
+
+impl Backoff {
+    /// The longest wait after attempt `attempt` (1-based) failed.
+    #[must_use]
+    pub fn max_delay_after(&self, attempt: u32) -> Duration {
+        match self {
+            Backoff::FullJitter { base, cap } => {
+                let doublings = attempt.saturating_sub(1).min(32);
+                base.saturating_mul(1u32 << doublings.min(31)).min(*cap)
+            }
+        }
+    }
+}
+
+/// `allowance = 20% + 10/s`: how much retry traffic may add, across requests (the request's
+/// deadline bounds each request's retries; this bounds what they add to the dependency's load).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RetryAllowance {
+    /// Share of recent calls that retries may add, in (0, 1].
+    pub ratio: f64,
+    /// Retries always allowed per second, whatever the ratio says.
+    pub floor_per_second: u32,
+}
+
+impl RetryAllowance {
+    /// An allowance.
+    #[must_use]
+    pub fn new(ratio: f64, floor_per_second: u32) -> Self {
+        RetryAllowance {
+            ratio,
+            floor_per_second,
+        }
+    }
+}
+
+/// `retry NAME { attempts = 3; backoff = full_jitter(...); attempt_timeout = 2s; allowance = ... }`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RetrySpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// Total attempts, the first included (at least 1).
+    pub attempts: Located<u32>,
+    /// The wait between attempts.
+    pub backoff: Located<Backoff>,
+    /// The most one attempt may take (clamped to what the deadline has left).
+    pub attempt_timeout: Option<Located<Duration>>,
+    /// The share of traffic its retries may add.
+    pub allowance: Option<Located<RetryAllowance>>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl RetrySpec {
+    /// A retry policy with no attempt timeout and no allowance of its own.
+    #[must_use]
+    pub fn new(
+        name: Located<String>,
+        attempts: Located<u32>,
+        backoff: Located<Backoff>,
+        loc: Loc,
+    ) -> Self {
+        RetrySpec {
+            name,
+            attempts,
+            backoff,
+            attempt_timeout: None,
+            allowance: None,
+            loc,
+        }
+    }
+}
+
+impl Named for RetrySpec {
+    const KIND: &'static str = "retry";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+/// `shedding { deferred at load 0.5; background at load 0.25 }`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SheddingSpec {
+    /// Load at or above which deferred work is shed, in (0, 1).
+    pub deferred: Located<f64>,
+    /// Load at or above which background work is shed, in (0, 1), at most `deferred`.
+    pub background: Located<f64>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl SheddingSpec {
+    /// Deferred work is shed from half load by default.
+    pub const DEFAULT_DEFERRED: f64 = 0.5;
+    /// Background work is shed from a quarter load by default.
+    pub const DEFAULT_BACKGROUND: f64 = 0.25;
+
+    /// The default thresholds, located at `loc`.
+    #[must_use]
+    pub fn new(loc: Loc) -> Self {
+        SheddingSpec {
+            deferred: Located::new(Self::DEFAULT_DEFERRED, loc),
+            background: Located::new(Self::DEFAULT_BACKGROUND, loc),
+            loc,
+        }
+    }
+}
+
+/// What a rate limiter does when its store is slow or down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailMode {
+    /// Let the call through.
+    Open,
+    /// Refuse the call.
+    Closed,
+}
+
+impl fmt::Display for FailMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailMode::Open => "open",
+            FailMode::Closed => "closed",
+        })
+    }
+}
+
+/// `100 per 1m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Rate {
+    /// Calls allowed per period.
+    pub count: u32,
+    /// The period.
+    pub per: Duration,
+}
+
+impl Rate {
+    /// A rate.
+    #[must_use]
+    pub fn new(count: u32, per: Duration) -> Self {
+        Rate { count, per }
+    }
+}
+
+/// `ratelimit NAME { 100 per 1m; on_timeout = open; on_error = closed }`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RatelimitSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// Calls allowed per period.
+    pub rate: Located<Rate>,
+    /// What to do when the limiter's store is slow.
+    pub on_timeout: Located<FailMode>,
+    /// What to do when the limiter's store is down.
+    pub on_error: Located<FailMode>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl RatelimitSpec {
+    /// A rate limit; both failure modes must be chosen, because they are separate decisions.
+    #[must_use]
+    pub fn new(
+        name: Located<String>,
+        rate: Located<Rate>,
+        on_timeout: Located<FailMode>,
+        on_error: Located<FailMode>,
+        loc: Loc,
+    ) -> Self {
+        RatelimitSpec {
+            name,
+            rate,
+            on_timeout,
+            on_error,
+            loc,
+        }
+    }
+}
+
+impl Named for RatelimitSpec {
+    const KIND: &'static str = "ratelimit";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+/// An operation's work class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Before the response; never shed for load.
+    Critical,
+    /// After the response; shed under load; at-least-once.
+    Deferred,
+    /// On a bounded background pool; shed first.
+    Background,
+}
+
+impl Class {
+    /// The class from its name in the language.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Class> {
+        match name {
+            "critical" => Some(Class::Critical),
+            "deferred" => Some(Class::Deferred),
+            "background" => Some(Class::Background),
+            _ => None,
+        }
+    }
+
+    /// Its name in the language.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Critical => "critical",
+            Class::Deferred => "deferred",
+            Class::Background => "background",
+        }
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `operation NAME: class, flags { breaker = ...; deadline = ...; ... }`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct OperationSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// Its work class.
+    pub class: Located<Class>,
+    /// Where `idempotent` was declared, if it was.
+    pub idempotent: Option<Loc>,
+    /// Where `durable` (a write that must be acknowledged) was declared, if it was.
+    pub durable: Option<Loc>,
+    /// The breaker it checks, by name.
+    pub breaker: Option<Located<String>>,
+    /// The bulkhead it takes a permit from, by name.
+    pub bulkhead: Option<Located<String>>,
+    /// The retry policy it runs under, by name.
+    pub retry: Option<Located<String>>,
+    /// The rate limit it is admitted by, by name.
+    pub ratelimit: Option<Located<String>>,
+    /// Its deadline (clamped to the request's).
+    pub deadline: Option<Located<Duration>>,
+    /// The least remaining budget worth starting with.
+    pub min_budget: Option<Located<Duration>>,
+    /// What it usually costs, for the budget side of shedding.
+    pub expected_cost: Option<Located<Duration>>,
+    /// Its own load threshold for shedding, instead of its class's (deferred and background
+    /// work only: critical work is never shed for load).
+    pub shed_at: Option<Located<f64>>,
+    /// The function that answers instead when the work is refused or its deadline passes (the
+    /// attribute's `fallback_on_failure` extends it to the work's own failures).
+    pub fallback: Option<Located<String>>,
+    /// How long the last good result may be served when the work is refused, expires or fails
+    /// (the facade's `stale` feature).
+    pub stale_if_error: Option<Located<Duration>>,
+    /// The stanza or attribute.
+    pub loc: Loc,
+}
+
+impl OperationSpec {
+    /// An operation with no flags, mechanisms or deadline.
+    #[must_use]
+    pub fn new(name: Located<String>, class: Located<Class>, loc: Loc) -> Self {
+        OperationSpec {
+            name,
+            class,
+            idempotent: None,
+            durable: None,
+            breaker: None,
+            bulkhead: None,
+            retry: None,
+            ratelimit: None,
+            deadline: None,
+            min_budget: None,
+            expected_cost: None,
+            shed_at: None,
+            fallback: None,
+            stale_if_error: None,
+            loc,
+        }
+    }
+
+    /// Whether it is declared idempotent.
+    #[must_use]
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent.is_some()
+    }
+
+    /// Whether it is declared durable.
+    #[must_use]
+    pub fn is_durable(&self) -> bool {
+        self.durable.is_some()
+    }
+}
+
+impl Named for OperationSpec {
+    const KIND: &'static str = "operation";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_jitter_ceiling_doubles_up_to_the_cap() {
+        let backoff = Backoff::FullJitter {
+            base: Duration::from_millis(50),
+            cap: Duration::from_millis(300),
+        };
+        let delays: Vec<_> = (1..=5)
+            .map(|k| backoff.max_delay_after(k).as_millis())
+            .collect();
+        assert_eq!(delays, [50, 100, 200, 300, 300]);
+    }
+}
