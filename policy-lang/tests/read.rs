@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use policy_lang::PolicySet;
 use policy_lang::MAX_SOURCE_LEN;
+use policy_lang::PolicySet;
 use policy_lang::source::read_file;
 
 fn temp_dir(name: &str) -> PathBuf {
