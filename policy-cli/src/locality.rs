@@ -338,9 +338,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     // other stanzas, and `policy check`'s to report.
     let report = set.check();
     if report.has_errors() {
-        for diagnostic in report.all() {
-            let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-        }
+        render::human_all(&report.all(), set.sources(), render::CHECK_JSON, err);
         let _ = writeln!(
             err,
             "policy locality: {}; fix the errors first",
@@ -384,9 +382,12 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
                 let _ = write!(out, "{}", hops_table(&assessed));
             }
             if args.check {
-                for diagnostic in findings.all() {
-                    let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-                }
+                render::human_all(
+                    &findings.all(),
+                    set.sources(),
+                    "policy locality --check --format json",
+                    err,
+                );
                 let _ = writeln!(
                     err,
                     "policy locality: {} in {}",

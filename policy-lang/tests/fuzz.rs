@@ -156,7 +156,7 @@ fn mutate(rng: &mut Rng, corpus: &[Vec<u8>]) -> Vec<u8> {
     for _ in 0..=rng.below(8) {
         let len = input.len();
         let at = rng.below(len + 1);
-        match rng.below(7) {
+        match rng.below(9) {
             0 if len > 0 => input[at.min(len - 1)] ^= 1 << rng.below(8),
             1 => {
                 let end = (at + rng.below(20)).min(len);
@@ -189,13 +189,26 @@ fn mutate(rng: &mut Rng, corpus: &[Vec<u8>]) -> Vec<u8> {
 
 fn pathological(rng: &mut Rng) -> Vec<u8> {
     let n = 1 + rng.below(100_000);
-    match rng.below(7) {
+    match rng.below(9) {
         0 => "(".repeat(n).into_bytes(),
         1 => "{".repeat(n).into_bytes(),
         2 => format!("operation x: critical {{ a = f({}", "(".repeat(n)).into_bytes(),
         3 => format!("breaker {} {{", "a".repeat(n)).into_bytes(),
         4 => "\"".repeat(n).into_bytes(),
         5 => "x\n".repeat(n).into_bytes(),
+        // An error up to 100,000 columns right, past what miette's padding could draw.
+        6 => format!(
+            "operation x: critical {{ fallback = \"{}\"; @ }}",
+            "a".repeat(n)
+        )
+        .into_bytes(),
+        // Errors far right on one line, each with a label far back on it.
+        7 => format!(
+            "operation x: critical {{ deadline = 1s; fallback = \"{}\"; {}}}",
+            "a".repeat(n),
+            "deadline = 1s; ".repeat(1 + n % 200)
+        )
+        .into_bytes(),
         _ => format!("retry r {{ attempts = {} }}", "9".repeat(n)).into_bytes(),
     }
 }
