@@ -12,9 +12,12 @@
 //!
 //! Work the user does not wait for has two more: [`defer`](mod@defer) runs work after the response is
 //! finished (its failures attached before the hand-over, logged, never rethrown), and
-//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure. [`limiter`]
-//! (with `redis_store`, feature `redis`) bounds a rate across the fleet, and with feature
-//! `locality`, `locality` derives where each service runs from the environment.
+//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure, and
+//! [`limiter`] (with `redis_store`, feature `redis`) bounds a rate across the fleet.
+//!
+//! This crate is the mechanisms alone. What the build and the edge deliver (the locality probe,
+//! the layer that fills in missing image dimensions, the URL helpers the asset audit shares)
+//! is `policy-delivery`'s, which the facade's features `locality` and `html-dimensions` bring in.
 //!
 //! None substitutes for another. A breaker without a bulkhead still lets a merely *slow*
 //! dependency exhaust the instance (it never fails, so the breaker never opens); a bulkhead
@@ -113,13 +116,8 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
-#[cfg(feature = "html-dimensions")]
-pub mod image_dimensions;
 pub mod isolate;
 pub mod limiter;
-/// Where compute and services run, derived from the environment; regions only, never hosts.
-#[cfg(feature = "locality")]
-pub mod locality;
 pub mod observe;
 #[cfg(feature = "redis")]
 pub mod redis_store;
@@ -136,8 +134,6 @@ pub use deadline::Deadline;
 pub use defer::http::AfterResponseLayer;
 pub use defer::{AfterResponse, DeferredOutcome, defer};
 pub use error::{CallError, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError};
-#[cfg(feature = "html-dimensions")]
-pub use image_dimensions::{ImageDimensionsLayer, ImageManifest};
 pub use registry::{Registry, Snapshot};
 pub use retry::{
     Idempotent, RetryAllowance, RetryPolicy, Transient, retry_within, retry_within_by,
