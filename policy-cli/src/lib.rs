@@ -18,7 +18,8 @@ pub mod gate;
 pub mod locality;
 mod render;
 
-/// Latency and resilience policy: check, explain and format `.policy` files.
+/// Latency and resilience policy: check, explain and format `.policy` files; audit a built
+/// front end's assets; print the locality map; gate a build's ceilings and quarantines.
 #[derive(Debug, Parser)]
 #[command(name = "policy", version)]
 pub struct Cli {

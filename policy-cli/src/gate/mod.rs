@@ -1,5 +1,5 @@
-//! `policy gate FILE... [--ratchet]`: size and count ceilings with a ratchet, and quarantined
-//! heavy crates.
+//! `policy gate FILE... [--ratchet]`: size and count ceilings with a ratchet, quarantined
+//! heavy crates, and the asset audit of every `assets` stanza.
 //!
 //! The question is not "how big is this feature" but "did this capability make everything
 //! else heavier?". Each line of a `ceilings` stanza is measured and compared with its ceiling; each
@@ -9,8 +9,8 @@
 //!
 //! Paths in the policy (`dir`, binaries, globs) are relative to `--root` (default: the
 //! current directory), where `cargo metadata` also runs. Exit codes: 0 within every ceiling, 1
-//! over a ceiling or a quarantine broken, 2 when something could not be measured (the gate's own
-//! diagnostics, `policy::gate::...`, are listed in [`problem`]).
+//! over a ceiling, a quarantine broken or an asset finding, 2 when something could not be
+//! measured (the gate's own diagnostics, `policy::gate::...`, are listed in [`problem`]).
 //!
 //! One module per step: [`ceilings`] measures each line (one module per kind of measurement:
 //! [`web`] for a front-end build, [`graph`] for Cargo's dependency graph, [`artifact`] for
