@@ -27,6 +27,11 @@
 //!
 //! A pool bounds **one instance**, like a bulkhead.
 //!
+//! What it holds is bounded by its configuration: at most `max_concurrent + max_queued`
+//! admitted tasks (running or waiting for a slot); a submission past that is shed at once and
+//! only counted. The process's list of pools, for [`snapshots`], holds a weak reference per live
+//! pool, and drops those of dropped pools each time a pool is built.
+//!
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::{BackgroundPool, Bulkhead, RefusalKind};

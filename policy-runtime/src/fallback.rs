@@ -326,6 +326,13 @@ mod stale {
     /// The last good result per set of arguments, served for at most `max_age` after it was
     /// stored (on tokio's clock), in a bounded cache (`moka`; least recently used entries go
     /// first past `capacity`).
+    ///
+    /// Bounded twice: at most `capacity` entries (an annotated function's cache, built by
+    /// `stale_if_error`, holds 10,000 argument sets), and no entry outlives `max_age` plus a
+    /// minute (a time-to-live on the wall clock, a safety net for entries nobody asks for
+    /// again). Its memory is `capacity` times the size of a key and a value, plus `moka`'s
+    /// bookkeeping per entry; the library soak stores a million argument sets through one
+    /// function and stays flat once the first 10,000 are in.
     pub struct StaleCache<K, V> {
         max_age: Duration,
         entries: moka::sync::Cache<K, (Instant, V)>,

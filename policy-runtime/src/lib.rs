@@ -106,6 +106,31 @@
 //!
 //! All mechanisms read tokio's clock, so tests drive them with `tokio::time::pause` and
 //! `advance` instead of sleeping.
+//!
+//! # Memory: every map and cache, and its bound
+//!
+//! Nothing the runtime keeps grows with the number of calls or requests; what it holds is
+//! bounded by the program (the names it uses), by configuration, or by the work in flight. The
+//! library soak (`cargo run --release --example soak --features stale`, see BENCHMARKS.md) pushes
+//! two million calls through each mechanism and shows the process's memory flat.
+//!
+//! | what | where | bound |
+//! |---|---|---|
+//! | named breakers, bulkheads, retry policies, shedders, rate limiters, fallback records, isolated pools, poll monitors | [`Registry`] (one map each) | one entry per distinct name, never removed: the names the program's attributes and `.policy` files use. Building a mechanism from a name made of request data would grow it; don't |
+//! | background pools, for the snapshot | [`background`](mod@background) | one weak reference per live pool; dropped pools are pruned whenever a pool is built |
+//! | a breaker's failure window | [`breaker`] | fixed: 11 buckets of two counters, whatever the traffic; plus the cause of its last opening |
+//! | a retry allowance's windows | [`RetryAllowance`] | fixed: one window of retries and 8 striped windows of calls |
+//! | a bulkhead's queue | [`bulkhead`] | `max_queued` waiters; past it a call is refused at once |
+//! | a background pool | [`BackgroundPool`] | `max_concurrent + max_queued` tasks admitted; the rest are shed at submission |
+//! | an isolated pool | [`isolate::IsolatedPool`] | its `max_concurrent` slots and `max_queued` places (a bulkhead) |
+//! | stale-if-error | [`fallback::StaleCache`] (feature `stale`) | `capacity` argument sets per leaf, least recently used evicted first, each kept at most its window plus a minute; the attribute's `stale_if_error` builds one cache per function with a capacity of 10,000 |
+//! | a request's after-response queue | [`AfterResponse`] | the tasks that one request deferred, at most [`Limits::max_per_request`](defer::Limits::max_per_request) (128 by default; past it a task is refused), released when its response is finished (or dropped) |
+//! | deferred tasks in flight | [`defer::ContainerPlatform`]'s task tracker | one entry per task handed over and not ended: at most [`max_concurrent`](defer::Limits::max_concurrent) running and [`max_queued`](defer::Limits::max_queued) waiting (512 and 4,096 by default); past them a task is refused, counted and logged |
+//! | task spans | [`defer`](mod@defer), [`background`](mod@background) | one tracing span per task in flight, closed when it ends |
+//! | the Redis store's breakers and openings | `redis_store` (feature `redis`) | one entry per attached breaker name; the openings it has heard of are bounded there (see its docs) |
+//! | the image manifest | `image_dimensions` (feature `html-dimensions`) | built once at startup from the files given; fixed after |
+//! | the locality map | `locality` (feature `locality`) | built from the environment, one row per service named there |
+//! | metrics (feature `metrics`) | the recorder you install | label values are mechanism names, kinds and reason codes, never arguments |
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 

@@ -8,6 +8,16 @@
 //! The [snapshot](Registry::snapshot) is what a dashboard serves: every named mechanism's
 //! state, serializable with serde.
 //!
+//! # Bounded by the program's names
+//!
+//! Each map holds one entry per distinct name and never removes one: its size is the number of
+//! breakers, bulkheads, retry policies, shedders, rate limiters, fallback leaves, isolated pools
+//! and poll monitors the program names (in its attributes, its `.policy` files, or by hand), not
+//! the number of calls. Lookups ([`find_breaker`](Registry::find_breaker),
+//! [`find_bulkhead`](Registry::find_bulkhead)) never insert. Do not build a mechanism from a
+//! name made of request data (a user id, a URL): that is the one way to grow a registry without
+//! bound.
+//!
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::Registry;

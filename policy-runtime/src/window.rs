@@ -7,6 +7,9 @@
 //!
 //! Precision: an event younger than the window is always counted; an event older than
 //! `window + window / BUCKETS` is never counted.
+//!
+//! Size: fixed. [`BUCKETS`] + 1 slots of two `AtomicU64`s, whatever the traffic and however long
+//! the window: counting a call never allocates, and a window never grows.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -5,8 +5,14 @@
 //! `name`, `reason`, and for an opening `count` and `window`); this layer is all the demo
 //! needs to report refusals by kind, shed decisions by reason, retries spent and breaker
 //! openings with the count and window that opened them.
+//!
+//! Bounded, so a service can record them for a month: the counts are keyed by phase, `kind`,
+//! `name` and detail, all of which come from the program (phases the scenario declares, the
+//! runtime's event kinds, mechanism and task names, reason codes), never from a request; the
+//! openings kept are the latest [`MAX_OPENINGS`], and older ones are only counted
+//! ([`EventLog::openings_forgotten`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -49,10 +55,14 @@ pub struct Counted {
     pub count: u64,
 }
 
+/// How many breaker openings the log keeps (the latest ones); a scenario has a few dozen.
+pub const MAX_OPENINGS: usize = 1024;
+
 #[derive(Debug, Default)]
 struct Records {
     counts: BTreeMap<(usize, String, String, String), u64>,
-    openings: Vec<Opening>,
+    openings: VecDeque<Opening>,
+    forgotten: u64,
 }
 
 /// The process's record of policy events.
@@ -111,7 +121,12 @@ impl EventLog {
             .collect()
     }
 
-    /// Every breaker opening of `phase`, in order.
+    /// How many openings were dropped from the log to keep it at [`MAX_OPENINGS`].
+    pub fn openings_forgotten(&self) -> u64 {
+        lock(&self.records).forgotten
+    }
+
+    /// Every breaker opening of `phase` still kept (the latest [`MAX_OPENINGS`]), in order.
     pub fn openings(&self, phase: usize) -> Vec<Opening> {
         lock(&self.records)
             .openings
@@ -127,7 +142,11 @@ impl EventLog {
         let name = fields.name.unwrap_or_default();
         let mut records = lock(&self.records);
         if kind == "breaker_opened" {
-            records.openings.push(Opening {
+            if records.openings.len() >= MAX_OPENINGS {
+                records.openings.pop_front();
+                records.forgotten += 1;
+            }
+            records.openings.push_back(Opening {
                 phase,
                 at: self.started.elapsed(),
                 breaker: name.clone(),

@@ -10,6 +10,11 @@
 //! The service serves its live state too ([`dashboard`]): `GET /policy` (JSON),
 //! `GET /dashboard` (a page that refreshes itself) and `GET /locality`.
 //!
+//! `cargo run --release -p policy-demo -- soak --minutes N` runs the service in a process of its
+//! own for N minutes of load on every route while the providers' faults cycle, measures its
+//! memory, descriptors, tasks and deferred accounting every few seconds, and judges the run
+//! ([`soak`]).
+//!
 //! Everything runs in-process on embedded defaults; with `REDIS_URL` set (and the `redis` feature), a second instance
 //! runs in its own process and the two share their breakers through Redis.
 
@@ -22,6 +27,7 @@ pub mod report;
 pub mod scenario;
 mod server;
 pub mod service;
+pub mod soak;
 pub mod stack;
 pub mod timeline;
 

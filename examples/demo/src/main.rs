@@ -3,6 +3,7 @@
 //! ```text
 //! policy-demo [--short] [--report PATH] [--db PATH]   the scenario (about a minute; --short: ~10 s)
 //! policy-demo serve [--port N]                        the service and its fake providers, until Ctrl-C or SIGTERM
+//! policy-demo soak --minutes N [--report PATH]        N minutes of load while faults cycle, judged
 //! ```
 //!
 //! With `REDIS_URL` set (and the `redis` feature), the scenario runs a second instance (this binary's `instance`
@@ -48,6 +49,24 @@ enum Commands {
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
+    /// Drives load on every route of the service (in a process of its own) while the
+    /// providers' faults cycle, measures its memory, descriptors, tasks and deferred work every
+    /// few seconds, and judges the run; exits non-zero when a check fails. Build it with
+    /// `--release` for figures worth quoting.
+    Soak {
+        /// How long the load runs, in minutes (0.1 to 10080).
+        #[arg(long, default_value_t = 1.0)]
+        minutes: f64,
+        /// Seconds each fault lasts before the next.
+        #[arg(long, default_value_t = 12, value_name = "SECS")]
+        fault_every: u64,
+        /// Where to write the HTML report (default: a new file in the temporary directory).
+        #[arg(long, value_name = "PATH")]
+        report: Option<PathBuf>,
+    },
+    /// The service side of `soak`: the service, its providers and a probe, until stdin closes.
+    #[command(hide = true)]
+    SoakService,
     /// Runs one service instance against given providers until its stdin closes (the
     /// scenario starts the second instance this way when REDIS_URL is set).
     #[command(hide = true)]
@@ -177,6 +196,48 @@ async fn serve(port: u16, db: Option<PathBuf>) -> Result<(), DemoError> {
     Ok(())
 }
 
+async fn soak(
+    minutes: f64,
+    fault_every: u64,
+    report: Option<PathBuf>,
+    quiet: bool,
+) -> Result<ExitCode, DemoError> {
+    let mut options = policy_demo::soak::SoakOptions::new(minutes, std::env::current_exe()?)?;
+    options.fault_every = Duration::from_secs(fault_every.max(1));
+    options.progress = !quiet;
+    println!(
+        "policy demo soak: {:.1} minutes of load on every route ({} saving, {} reading, {} browsing), the providers' faults changing every {} s{}",
+        minutes,
+        options.savers,
+        options.readers,
+        options.browsers,
+        options.fault_every.as_secs(),
+        if cfg!(debug_assertions) {
+            " (a debug build: use --release for figures worth quoting)"
+        } else {
+            ""
+        }
+    );
+    let run = policy_demo::soak::run(&options).await?;
+    print!("{}", report::soak_tables(&run));
+    let path = report.unwrap_or_else(policy_demo::soak::default_report_path);
+    std::fs::write(&path, report::soak_html(&run)).map_err(|e| {
+        DemoError::Setup(format!(
+            "cannot write the report to {}: {e}",
+            path.display()
+        ))
+    })?;
+    println!(
+        "\nThe HTML report (memory over time, per fault): {}",
+        path.display()
+    );
+    Ok(if run.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 async fn instance(
     name: &str,
     urls: ProviderUrls,
@@ -212,6 +273,18 @@ async fn main() -> ExitCode {
             }
         }
         Some(Commands::Serve { port }) => serve(*port, cli.db.clone()).await,
+        Some(Commands::Soak {
+            minutes,
+            fault_every,
+            report,
+        }) => {
+            let report = report.clone().or_else(|| cli.report.clone());
+            match soak(*minutes, *fault_every, report, cli.quiet).await {
+                Ok(code) => return code,
+                Err(error) => Err(error),
+            }
+        }
+        Some(Commands::SoakService) => policy_demo::soak::serve_child().await,
         Some(Commands::Instance {
             name,
             search,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::events::{Counted, Opening};
 use crate::scenario::{Outcome, PhaseReport, Route, RouteStats, RunReport, Sample};
+use crate::soak::{Machine, RouteRow, SoakReport, SoakSample};
 
 fn ms(d: Duration) -> String {
     let m = d.as_secs_f64() * 1000.0;
@@ -406,6 +407,19 @@ fn colour(outcome: &Outcome) -> &'static str {
     }
 }
 
+/// A chart's time axis: a label every `step` seconds from 0 to `total`, at height `y`.
+fn time_labels(svg: &mut String, total: f64, step: f64, x: impl Fn(f64) -> f64, y: f64) {
+    let mut t = 0.0;
+    while t <= total {
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{y:.1}" font-size="10" text-anchor="middle" fill="#5b6475">{t:.0} s</text>"##,
+            x(t)
+        );
+        t += step;
+    }
+}
+
 /// One chart: latency (log scale) over time, phases shaded, every response a dot, each
 /// phase's p99 a dashed line.
 fn chart(run: &RunReport, route: Route, title: &str) -> String {
@@ -487,17 +501,13 @@ fn chart(run: &RunReport, route: Route, title: &str) -> String {
         );
         decade += 1.0;
     }
-    let mut t = 0.0;
-    let step = if total > 30.0 { 10.0 } else { 2.0 };
-    while t <= total {
-        let _ = write!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#5b6475">{t:.0} s</text>"##,
-            x(t),
-            H - 10.0
-        );
-        t += step;
-    }
+    time_labels(
+        &mut svg,
+        total,
+        if total > 30.0 { 10.0 } else { 2.0 },
+        x,
+        H - 10.0,
+    );
     for s in &samples {
         let _ = write!(
             svg,
@@ -567,6 +577,38 @@ fn html_phase(index: usize, count: usize, phase: &PhaseReport) -> String {
     out
 }
 
+/// A self-contained page around `body`, in the reports' style.
+fn page(title: &str, body: &str) -> String {
+    let title = esc(title);
+    format!(
+        r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>
+body {{ margin: 0 auto; max-width: 1000px; padding: 24px; font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #1d2433; }}
+h1 {{ font-size: 22px; }} h2 {{ font-size: 18px; margin-top: 32px; }} h3 {{ font-size: 15px; margin: 24px 0 4px; }}
+.muted {{ color: #5b6475; }}
+figure {{ margin: 16px 0; }} figcaption {{ font-weight: 600; margin-bottom: 4px; }}
+svg {{ max-width: 100%; height: auto; background: #fff; border: 1px solid #d9dee8; }}
+table {{ border-collapse: collapse; width: 100%; margin: 6px 0; }}
+th, td {{ text-align: left; padding: 4px 8px; border-bottom: 1px solid #e3e7ef; vertical-align: top; }}
+td.num, th.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+table.facts th {{ width: 200px; color: #5b6475; font-weight: 600; }}
+.findings li {{ margin: 4px 0; }}
+.legend .swatch {{ display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 10px; border: 1px solid #c9cfdb; vertical-align: -2px; }}
+</style>
+</head>
+<body>
+{body}
+</body>
+</html>
+"#
+    )
+}
+
 /// The HTML report: one self-contained file.
 pub fn html(run: &RunReport) -> String {
     let mut body = String::new();
@@ -617,30 +659,313 @@ pub fn html(run: &RunReport) -> String {
     for (index, phase) in run.phases.iter().enumerate() {
         body.push_str(&html_phase(index, count, phase));
     }
+    page("policy demo report", &body)
+}
+
+// ---- the soak ----------------------------------------------------------------------------------
+
+fn soak_route_row(row: &RouteRow) -> String {
+    let mut outcomes = vec![format!("{} ok", row.ok)];
+    outcomes.extend(row.others.iter().map(|(label, n)| format!("{n} {label}")));
     format!(
-        r#"<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>policy demo report</title>
-<style>
-body {{ margin: 0 auto; max-width: 1000px; padding: 24px; font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #1d2433; }}
-h1 {{ font-size: 22px; }} h2 {{ font-size: 18px; margin-top: 32px; }} h3 {{ font-size: 15px; margin: 24px 0 4px; }}
-.muted {{ color: #5b6475; }}
-figure {{ margin: 16px 0; }} figcaption {{ font-weight: 600; margin-bottom: 4px; }}
-svg {{ max-width: 100%; height: auto; background: #fff; border: 1px solid #d9dee8; }}
-table {{ border-collapse: collapse; width: 100%; margin: 6px 0; }}
-th, td {{ text-align: left; padding: 4px 8px; border-bottom: 1px solid #e3e7ef; vertical-align: top; }}
-td.num, th.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-table.facts th {{ width: 200px; color: #5b6475; font-weight: 600; }}
-.findings li {{ margin: 4px 0; }}
-</style>
-</head>
-<body>
-{body}
-</body>
-</html>
-"#
+        "  {:<9}{:>9}  {:>8.0}  {:>9}  {:>9}  {:>9}   {}\n",
+        row.route.label(),
+        row.count,
+        row.per_second,
+        ms(row.p50),
+        ms(row.p99),
+        ms(row.max),
+        outcomes.join(", ")
     )
+}
+
+fn machine(m: &Machine) -> String {
+    let load = |l: Option<f64>| l.map_or_else(|| "unknown".to_owned(), |l| format!("{l:.1}"));
+    format!(
+        "{} cores, one-minute load average {} at the start and {} at the end",
+        m.cores,
+        load(m.load_at_start),
+        load(m.load_at_end)
+    )
+}
+
+/// The soak on the terminal: one table per fault, then the verdict.
+pub fn soak_tables(run: &SoakReport) -> String {
+    let mut out = String::new();
+    // A fault the run was too short to reach has nothing to show.
+    for row in run.faults.iter().filter(|f| !f.time.is_zero()) {
+        let _ = writeln!(
+            out,
+            "\n── {} (search {}, notifier {}, sessions {}): {} in all ──",
+            row.fault.name,
+            row.fault.search,
+            row.fault.notifier,
+            row.fault.sessions,
+            secs(row.time)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<9}{:>9}  {:>8}  {:>9}  {:>9}  {:>9}   outcomes",
+            "route", "requests", "per s", "p50", "p99", "max"
+        );
+        for route in &row.routes {
+            out.push_str(&soak_route_row(route));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n── verdict: {} ({} requests over {}; the machine: {}) ──",
+        if run.passed() { "PASS" } else { "FAIL" },
+        run.requests(),
+        secs(run.duration),
+        machine(&run.machine)
+    );
+    for check in &run.verdict {
+        let _ = writeln!(
+            out,
+            "  [{}] {}: {}",
+            if check.passed { "pass" } else { "FAIL" },
+            check.name,
+            check.detail
+        );
+    }
+    out
+}
+
+/// The shade of a fault's stretches in the soak's charts (one per fault of the cycle).
+fn fault_fill(fault: usize) -> &'static str {
+    const FILLS: [&str; 5] = ["#f4f6fa", "#fdf0dc", "#fbe4e2", "#efe6fa", "#e3f1ec"];
+    FILLS[fault % FILLS.len()]
+}
+
+/// Which shade is which fault, above the soak's charts.
+fn fault_legend(run: &SoakReport) -> String {
+    let mut out = String::from("<p class=\"legend\">Shaded by fault: ");
+    for (index, row) in run.faults.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<span class=\"swatch\" style=\"background:{}\"></span>{} ",
+            fault_fill(index),
+            esc(row.fault.name)
+        );
+    }
+    out.push_str("(dotted: the end of the warm-up).</p>");
+    out
+}
+
+/// A line chart of one quantity of the soak's samples over time, faults shaded, the warm-up
+/// marked, and optionally a limit drawn (the memory check's).
+fn soak_chart(
+    run: &SoakReport,
+    title: &str,
+    unit: &str,
+    value: impl Fn(&SoakSample) -> f64,
+    limit: Option<(f64, &str)>,
+) -> String {
+    const W: f64 = 960.0;
+    const H: f64 = 240.0;
+    const LEFT: f64 = 64.0;
+    const RIGHT: f64 = 12.0;
+    const TOP: f64 = 28.0;
+    const BOTTOM: f64 = 28.0;
+    let names: Vec<&str> = run.faults.iter().map(|f| f.fault.name).collect();
+    let total = run.duration.as_secs_f64().max(1.0);
+    let points: Vec<(f64, f64)> = run
+        .samples
+        .iter()
+        .map(|s| (s.at.as_secs_f64().min(total), value(s)))
+        .collect();
+    let highest = points
+        .iter()
+        .map(|p| p.1)
+        .chain(limit.map(|l| l.0))
+        .fold(0.0f64, f64::max);
+    // A round top: 1, 2 or 5 times a power of ten, with some room above the highest value.
+    let top = {
+        let want = (highest * 1.15).max(1.0);
+        let power = 10f64.powf(want.log10().floor());
+        [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .map(|m| m * power)
+            .find(|v| *v >= want)
+            .unwrap_or(10.0 * power)
+    };
+    let x = |t: f64| LEFT + (t / total) * (W - LEFT - RIGHT);
+    let y = |v: f64| TOP + (1.0 - v / top) * (H - TOP - BOTTOM);
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}">"#,
+        esc(title)
+    );
+    for band in &run.bands {
+        let (x0, x1) = (x(band.from.as_secs_f64()), x(band.until.as_secs_f64()));
+        let fill = fault_fill(band.fault);
+        let name = names.get(band.fault).copied().unwrap_or("?");
+        let _ = write!(
+            svg,
+            r#"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="{fill}"><title>{}</title></rect>"#,
+            (x1 - x0).max(0.0),
+            H - TOP - BOTTOM,
+            esc(name)
+        );
+        // Fault names where there is room for them.
+        if x1 - x0 > 44.0 {
+            let _ = write!(
+                svg,
+                r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#5b6475">{}</text>"##,
+                (x0 + x1) / 2.0,
+                TOP - 8.0,
+                esc(name)
+            );
+        }
+    }
+    // Round steps: a top of 1, 2 or 5 times a power of ten, in fifths, quarters or fifths.
+    let divisions = if (top / 10f64.powf(top.log10().floor()) - 2.0).abs() < 1e-9 {
+        4
+    } else {
+        5
+    };
+    for i in 0..=divisions {
+        let v = top * f64::from(i) / f64::from(divisions);
+        let py = y(v);
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{py:.1}" y2="{py:.1}" stroke="#c9cfdb" stroke-width="0.5"/><text x="{:.1}" y="{:.1}" font-size="10" text-anchor="end" fill="#5b6475">{} {}</text>"##,
+            W - RIGHT,
+            LEFT - 4.0,
+            py + 3.0,
+            if top >= 5.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            },
+            esc(unit)
+        );
+    }
+    let warm = x(run.warm_up.as_secs_f64());
+    let _ = write!(
+        svg,
+        r##"<line x1="{warm:.1}" x2="{warm:.1}" y1="{TOP}" y2="{:.1}" stroke="#8a93a6" stroke-dasharray="2 3"><title>end of warm-up</title></line>"##,
+        H - BOTTOM
+    );
+    if let Some((level, label)) = limit {
+        let py = y(level);
+        let _ = write!(
+            svg,
+            r##"<line x1="{warm:.1}" x2="{:.1}" y1="{py:.1}" y2="{py:.1}" stroke="#b42318" stroke-dasharray="6 3" stroke-width="1"><title>{}</title></line>"##,
+            W - RIGHT,
+            esc(label)
+        );
+    }
+    let step = match total {
+        t if t > 1200.0 => 300.0,
+        t if t > 300.0 => 60.0,
+        t if t > 60.0 => 30.0,
+        _ => 10.0,
+    };
+    time_labels(&mut svg, total, step, x, H - 10.0);
+    let path: Vec<String> = points
+        .iter()
+        .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
+        .collect();
+    let _ = write!(
+        svg,
+        r##"<polyline points="{}" fill="none" stroke="#2e6bd8" stroke-width="1.5"/>"##,
+        path.join(" ")
+    );
+    svg.push_str("</svg>");
+    format!(
+        "<figure><figcaption>{}</figcaption>{svg}</figure>",
+        esc(title)
+    )
+}
+
+/// The soak's HTML report: the verdict, memory, descriptors and tasks over time, and a table
+/// per fault. One self-contained file.
+pub fn soak_html(run: &SoakReport) -> String {
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1>policy demo soak: {}</h1><p class=\"muted\">{} requests over {} on every route while the providers' faults cycled; the service ran in a process of its own, measured every few seconds (the machine: {}). Every figure below was measured in this run.</p>",
+        if run.passed() { "PASS" } else { "FAIL" },
+        run.requests(),
+        secs(run.duration),
+        esc(&machine(&run.machine))
+    );
+    body.push_str("<table class=\"facts\"><tbody>");
+    for check in &run.verdict {
+        let _ = write!(
+            body,
+            "<tr><th>{}</th><td><strong>{}</strong> {}</td></tr>",
+            esc(check.name),
+            if check.passed { "pass" } else { "FAIL" },
+            esc(&check.detail)
+        );
+    }
+    body.push_str("</tbody></table>");
+    body.push_str(&fault_legend(run));
+    let reference = run
+        .samples
+        .iter()
+        .rfind(|s| s.at <= run.warm_up)
+        .map(|s| s.process.rss_bytes as f64 / (1024.0 * 1024.0));
+    body.push_str(&soak_chart(
+        run,
+        "The service's resident memory (MB) over time; red: the limit, 10% above its level at the end of the warm-up (dotted)",
+        "MB",
+        |s| s.process.rss_bytes as f64 / (1024.0 * 1024.0),
+        reference.map(|r| (r * 1.10, "the limit: +10%")),
+    ));
+    body.push_str(&soak_chart(
+        run,
+        "Open file descriptors",
+        "",
+        |s| s.process.fds as f64,
+        None,
+    ));
+    body.push_str(&soak_chart(
+        run,
+        "Tasks alive on the service's tokio runtime",
+        "",
+        |s| s.stats.alive_tasks as f64,
+        None,
+    ));
+    body.push_str(&soak_chart(
+        run,
+        "Deferred and background tasks in flight (scheduled, not yet ended)",
+        "",
+        |s| (s.stats.deferred.in_flight() + s.stats.background.in_flight()) as f64,
+        None,
+    ));
+    body.push_str("<h2>Throughput and latency per fault</h2>");
+    for row in run.faults.iter().filter(|f| !f.time.is_zero()) {
+        let _ = write!(
+            body,
+            "<h3>{}</h3><p class=\"muted\">search {}, notifier {}, sessions {}; {} in all</p>",
+            esc(row.fault.name),
+            esc(&row.fault.search.to_string()),
+            esc(&row.fault.notifier.to_string()),
+            esc(&row.fault.sessions.to_string()),
+            secs(row.time)
+        );
+        body.push_str("<table><thead><tr><th>route</th><th class=\"num\">requests</th><th class=\"num\">per second</th><th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">max</th><th>outcomes</th></tr></thead><tbody>");
+        for route in &row.routes {
+            let mut outcomes = vec![format!("{} ok", route.ok)];
+            outcomes.extend(route.others.iter().map(|(label, n)| format!("{n} {label}")));
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{:.0}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                route.route.label(),
+                route.count,
+                route.per_second,
+                ms(route.p50),
+                ms(route.p99),
+                ms(route.max),
+                esc(&outcomes.join(", "))
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    page("policy demo soak report", &body)
 }

@@ -216,7 +216,8 @@ impl Outcome {
         }
     }
 
-    fn of(reply: &Reply) -> Self {
+    /// How the client saw `reply`.
+    pub fn of(reply: &Reply) -> Self {
         match reply.status.as_u16() {
             200..=299 => Self::Ok,
             503 if reply.header("x-degraded").is_some() => Self::Degraded,
@@ -769,6 +770,14 @@ pub async fn run(options: &Options) -> Result<RunReport, DemoError> {
 
     let plan = phases(options.short, second.is_some());
     let count = plan.len();
+    // Each phase's requests are counted apart (their ids start `a{phase}-`).
+    for index in 0..count {
+        instance
+            .services
+            .timeline
+            .count_group(&format!("a{index}-"))
+            .map_err(|e| DemoError::Setup(e.to_string()))?;
+    }
     let load = Load::new(http);
     let t0 = load.t0;
     let mut reports = Vec::with_capacity(count);
@@ -870,8 +879,7 @@ pub async fn run(options: &Options) -> Result<RunReport, DemoError> {
         report.read = of(Route::Read);
         let on_b = of(Route::SaveOnB);
         report.save_on_b = (on_b.count > 0).then_some(on_b);
-        let prefix = format!("a{index}-");
-        report.deferred = timeline.tally(|request| request.starts_with(&prefix));
+        report.deferred = timeline.tally(&format!("a{index}-"));
     }
     if let Some(shared) = &mut shared {
         shared.saves = samples.iter().filter(|s| s.route == Route::SaveOnB).count() as u64;
