@@ -28,6 +28,12 @@
 //! assert_eq!(src.in_url_dir("/blog/"), "/img/hero.png");
 //! assert_eq!(html::dimension("640px"), Some(640.0));
 //! ```
+//!
+//! # Memory
+//!
+//! Nothing here grows with traffic: the image manifest is built once at startup from the files
+//! given and fixed after, a response's rewriting holds at most one unfinished tag
+//! (`ImageDimensionsLayer::max_buffered`, 1 MiB by default), and the locality map has one row per service named in the environment.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 

@@ -128,8 +128,6 @@
 //! | deferred tasks in flight | [`defer::ContainerPlatform`]'s task tracker | one entry per task handed over and not ended: at most [`max_concurrent`](defer::Limits::max_concurrent) running and [`max_queued`](defer::Limits::max_queued) waiting (512 and 4,096 by default); past them a task is refused, counted and logged |
 //! | task spans | [`defer`](mod@defer), [`background`](mod@background) | one tracing span per task in flight, closed when it ends |
 //! | the Redis store's breakers and openings | `redis_store` (feature `redis`) | one entry per attached breaker name; the openings it has heard of are bounded there (see its docs) |
-//! | the image manifest | `image_dimensions` (feature `html-dimensions`) | built once at startup from the files given; fixed after |
-//! | the locality map | `locality` (feature `locality`) | built from the environment, one row per service named there |
 //! | metrics (feature `metrics`) | the recorder you install | label values are mechanism names, kinds and reason codes, never arguments |
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
