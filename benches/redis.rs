@@ -1,10 +1,12 @@
 //! The Redis breaker store (feature `redis`), against a private `redis-server` started on a
-//! free loopback port and stopped at the end:
+//! unix socket in a temporary folder and stopped at the end:
 //!
 //! - the hot path with the store enabled: time per call next to the same breaker in process,
 //!   and the Redis commands it sends (from `INFO commandstats`: expected zero);
 //! - how long an opening on one instance takes to reach a second instance (pub/sub), and a
-//!   trip likewise.
+//!   trip likewise;
+//! - the fleet rate limiter's time per decision with Redis up, killed and frozen: during an
+//!   outage the calls after the first are decided by the local rate with no round trip.
 //!
 //! When `redis-server` is not installed, the bench prints that it was skipped (under `CI=true`
 //! it fails instead, like the tests).
@@ -144,7 +146,7 @@ fn propagation(server: &RedisServer) {
     let connect = |instance: &str| {
         rt.block_on(
             RedisStore::builder()
-                .prefix("bench-propagation")
+                .prefix(server.key_prefix("bench-propagation"))
                 .instance(instance)
                 .connect(&server.url()),
         )
@@ -210,6 +212,78 @@ fn propagation(server: &RedisServer) {
     }
 }
 
+/// Calls timed per phase of the limiter's outage.
+const LIMITER_CALLS: usize = 2_000;
+
+/// The fleet limiter through an outage, on a server of its own: time per `acquire` while
+/// Redis answers, once it is killed (connections refused), and once it is frozen (SIGSTOP:
+/// every round trip would wait for the timeout).
+fn limiter_outage() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime for the limiter");
+    let store = rt
+        .block_on(
+            RedisStore::builder()
+                .prefix(server.key_prefix("bench-limiter"))
+                .resync_every(Duration::from_secs(3600))
+                .connect(&server.url()),
+        )
+        .expect("connect the store");
+    let limiter = store
+        .rate_limiter("bench", 1_000_000, Duration::from_secs(1))
+        .probe_every(Duration::from_millis(50))
+        .build();
+    let timed = |phase: &str| {
+        let before = limiter.snapshot();
+        let mut took: Vec<Duration> = Vec::with_capacity(LIMITER_CALLS);
+        let mut refused = 0;
+        rt.block_on(async {
+            for _ in 0..LIMITER_CALLS {
+                let start = Instant::now();
+                if limiter.acquire().await.is_err() {
+                    refused += 1;
+                }
+                took.push(start.elapsed());
+            }
+        });
+        took.sort();
+        let after = limiter.snapshot();
+        println!(
+            "| {phase} | {LIMITER_CALLS} | {refused} | {} | {} | {:.1} µs | {:.1} µs | {:.2} ms |",
+            after.local_admitted - before.local_admitted,
+            after.store_calls - before.store_calls,
+            percentile(&took, 0.5).as_secs_f64() * 1e6,
+            percentile(&took, 0.99).as_secs_f64() * 1e6,
+            took[took.len() - 1].as_secs_f64() * 1e3,
+        );
+    };
+    println!();
+    println!(
+        "| fleet limiter, Redis ... | calls | refused | decided locally | round trips | p50 | p99 | max |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    timed("up");
+    server.kill();
+    timed("killed (connections refused)");
+    server.restart();
+    // Back on Redis once a probe finds it.
+    rt.block_on(async {
+        while limiter.snapshot().degraded {
+            let _ = limiter.acquire().await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    server.pause();
+    timed("frozen (SIGSTOP, 50 ms timeout)");
+    server.resume();
+}
+
 fn sharing_name(sharing: Sharing) -> &'static str {
     match sharing {
         Sharing::TripsOnly => "trips",
@@ -231,7 +305,7 @@ fn main() {
     let store = store_rt
         .block_on(
             RedisStore::builder()
-                .prefix("bench-hot")
+                .prefix(server.key_prefix("bench-hot"))
                 .resync_every(Duration::from_secs(3600))
                 .connect(&server.url()),
         )
@@ -248,5 +322,6 @@ fn main() {
         hot_path(&mut c, &server, &store);
     }
     propagation(&server);
+    limiter_outage();
     c.final_summary();
 }

@@ -6,7 +6,9 @@
 //! Two ways to open, and the difference matters:
 //! - [`Breaker::trip`] is for a dependency that **told** us to back off (a 429 with
 //!   `Retry-After` is an instruction, not a signal to infer by counting to five first): the
-//!   breaker opens at once for exactly that long.
+//!   breaker opens at once for exactly that long, up to the breaker's
+//!   [`max_retry_after`](BreakerBuilder::max_retry_after) (5 minutes by default), so a
+//!   dependency that answers `Retry-After: 86400` is probed again after the cap, not tomorrow.
 //! - [`Breaker::record_failure`] is the inferred case: failures counted inside a sliding
 //!   window, opening at a threshold ([`OpenAfter::Failures`]) or, because a fixed count means
 //!   something different at 10 and at 10,000 requests a second, at a failure ratio once a
@@ -192,10 +194,17 @@ pub struct BreakerConfig {
     pub cooldown: Duration,
     /// What a shared store shares.
     pub sharing: Sharing,
+    /// The longest opening a `Retry-After` may ask for: a [`Breaker::trip`] asking for more
+    /// opens for this long, and a trip shared by another instance may not last longer.
+    pub max_retry_after: Duration,
 }
 
+/// The longest `Retry-After` a breaker accepts unless told otherwise: 5 minutes.
+pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(5 * 60);
+
 impl Default for BreakerConfig {
-    /// 5 failures within 30 s open the breaker for 20 s; nothing shared.
+    /// 5 failures within 30 s open the breaker for 20 s; nothing shared; a `Retry-After` is
+    /// honoured up to 5 minutes.
     fn default() -> Self {
         Self {
             open_after: OpenAfter::Failures {
@@ -204,6 +213,20 @@ impl Default for BreakerConfig {
             },
             cooldown: Duration::from_secs(20),
             sharing: Sharing::Local,
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+        }
+    }
+}
+
+impl BreakerConfig {
+    /// The longest an opening may last here: the cooldown for an opening from counted
+    /// failures (`trip == false`), [`max_retry_after`](Self::max_retry_after) for a trip. A
+    /// shared store drops an opening from another instance that asks for longer.
+    pub fn longest_opening(&self, trip: bool) -> Duration {
+        if trip {
+            self.max_retry_after
+        } else {
+            self.cooldown
         }
     }
 }
@@ -256,12 +279,22 @@ pub struct StoreStatus {
     pub instance: Option<Arc<str>>,
     /// Calls made to the shared store.
     pub sent: u64,
-    /// Calls that failed or timed out.
+    /// Of those, calls that failed or timed out.
     pub failed: u64,
     /// Reports dropped because the store's queue was full.
     pub dropped: u64,
     /// Openings learned from other instances.
     pub received: u64,
+    /// Messages from the store dropped as malformed, out of the local bounds, unsigned,
+    /// wrongly signed or stale.
+    pub rejected: u64,
+    /// Openings kept for breakers not built here yet.
+    pub pending: u64,
+    /// Openings for breakers not built here yet, dropped because that map was full.
+    pub pending_dropped: u64,
+    /// Attempts to (re)subscribe to the store's events that failed (not calls: these are
+    /// not in `sent` or `failed`).
+    pub subscribe_failed: u64,
 }
 
 impl StoreStatus {
@@ -275,6 +308,10 @@ impl StoreStatus {
             failed: 0,
             dropped: 0,
             received: 0,
+            rejected: 0,
+            pending: 0,
+            pending_dropped: 0,
+            subscribe_failed: 0,
         }
     }
 }
@@ -425,6 +462,14 @@ impl BreakerBuilder {
     /// How long an opening from counted failures lasts.
     pub fn cooldown(mut self, cooldown: Duration) -> Self {
         self.config.cooldown = cooldown;
+        self
+    }
+
+    /// The longest opening a `Retry-After` may ask for (default 5 minutes): a
+    /// [`Breaker::trip`] asking for more opens for this long, and a trip another instance
+    /// shares may last no longer here.
+    pub fn max_retry_after(mut self, max: Duration) -> Self {
+        self.config.max_retry_after = max;
         self
     }
 
@@ -637,31 +682,49 @@ impl Breaker {
     }
 
     /// Opens the breaker at once for exactly `retry_after`: the dependency told us to back off
-    /// (a 429 or 503 with `Retry-After`). Replaces any current opening.
+    /// (a 429 or 503 with `Retry-After`). Replaces any current opening. A `retry_after` past
+    /// the breaker's [`max_retry_after`](BreakerBuilder::max_retry_after) opens it for the cap
+    /// instead (logged as `retry_after_capped`); the cause still says what was asked.
     pub fn trip(&self, retry_after: Duration, reason: impl Into<Arc<str>>) {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
+        let cap = inner.config.max_retry_after;
+        let open_for = retry_after.min(cap);
+        if open_for < retry_after {
+            observe::retry_after_capped(&inner.name, retry_after, cap);
+        }
         let cause = OpenCause::Tripped {
             retry_after,
             reason: reason.into(),
         };
-        let until = now.saturating_add(saturating_nanos(retry_after)).max(1);
+        let until = now.saturating_add(saturating_nanos(open_for)).max(1);
         {
             let mut slot = self.lock_cause();
             inner.open_until.store(until, Ordering::Release);
             self.begin_opening(&mut slot, now, until, cause.clone());
         }
-        self.after_opening(until, retry_after, &cause);
+        self.after_opening(until, open_for, &cause);
     }
 
     /// Opens the mirror with an opening another instance shared, until `until`. Does nothing
     /// when the breaker is already open at least that long (give or take 250 ms: the same
     /// opening, echoed back by the store, is not a second one). Returns whether it opened. Stores
     /// call this; it is not echoed back to the store.
+    ///
+    /// What a store passes on is input, not truth: an opening never lasts longer here than the
+    /// longest this breaker's own configuration allows (the larger of its cooldown and its
+    /// [`max_retry_after`](BreakerBuilder::max_retry_after)); a later `until` is cut to that.
+    /// Stores check the finer bound per kind first ([`BreakerConfig::longest_opening`]).
     pub fn apply_shared_opening(&self, until: Instant, cause: OpenCause) -> bool {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
-        let until_nanos = inner.clock.nanos_at(until).max(1);
+        let config = &inner.config;
+        let longest = saturating_nanos(config.cooldown.max(config.max_retry_after));
+        let until_nanos = inner
+            .clock
+            .nanos_at(until)
+            .min(now.saturating_add(longest))
+            .max(1);
         if until_nanos <= now {
             return false;
         }

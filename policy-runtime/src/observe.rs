@@ -8,6 +8,7 @@
 //! | a shed decision            | DEBUG | `shed`                     | `policy_shed_total{name,class,reason}`       |
 //! | a breaker opens            | WARN  | `breaker_opened`           | `policy_breaker_openings_total{name}`        |
 //! | a breaker closes           | INFO  | `breaker_closed`           |                                              |
+//! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` (`asked_ms`, `cap_ms`) |                   |
 //! | a retry is started         | DEBUG | `retry`                    | `policy_retries_total{name}`                 |
 //! | retrying stops early       | INFO  | `retry_stopped`            | `policy_retry_stopped_total{name,reason}`    |
 //! | a deferred or background task ends well | TRACE | `task_finished` | `policy_tasks_total{class,outcome="finished"}` |
@@ -99,6 +100,20 @@ pub(crate) fn breaker_closed(name: &str, reason: &'static str) {
         name,
         reason,
         "breaker `{name}` closed: {reason}"
+    );
+}
+
+pub(crate) fn retry_after_capped(name: &str, asked: Duration, cap: Duration) {
+    tracing::info!(
+        target: "policy",
+        kind = "retry_after_capped",
+        name,
+        reason = "longer than max_retry_after",
+        asked_ms = u64::try_from(asked.as_millis()).unwrap_or(u64::MAX),
+        cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX),
+        "breaker `{name}` was asked to back off for {} and opens for its cap of {}",
+        Human(asked),
+        Human(cap)
     );
 }
 

@@ -298,3 +298,70 @@ async fn a_shared_opening_echoing_the_local_one_is_not_a_second_opening() {
     assert!(b.apply_shared_opening(now + 60 * S, echo));
     assert_eq!(b.snapshot().openings, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_past_the_cap_opens_for_the_cap_and_the_cause_says_what_was_asked() {
+    let (logs, _guard) = common::capture();
+    let default = Breaker::builder("search").build();
+    default.trip(24 * 3600 * S, "429 with Retry-After: 86400");
+    let cap = policy_runtime::breaker::DEFAULT_MAX_RETRY_AFTER;
+    assert_eq!(cap, 300 * S);
+    let now = tokio::time::Instant::now();
+    assert_eq!(default.open_until(), Some(now + cap));
+    match default.check().unwrap_err().reason() {
+        RefusalReason::BreakerOpen {
+            cause: OpenCause::Tripped { retry_after, .. },
+            remaining,
+        } => {
+            assert_eq!(
+                *retry_after,
+                24 * 3600 * S,
+                "the cause keeps what was asked"
+            );
+            assert_eq!(*remaining, cap);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        logs.lines_with(&[
+            "kind=\"retry_after_capped\"",
+            "asked_ms=86400000",
+            "cap_ms=300000"
+        ])
+        .len(),
+        1
+    );
+    advance(cap).await;
+    assert!(default.check().is_ok(), "probed again after the cap");
+
+    let short = Breaker::builder("short").max_retry_after(10 * S).build();
+    short.trip(60 * S, "503");
+    assert_eq!(
+        short.open_until(),
+        Some(tokio::time::Instant::now() + 10 * S)
+    );
+    short.trip(3 * S, "429");
+    assert_eq!(
+        short.open_until(),
+        Some(tokio::time::Instant::now() + 3 * S),
+        "under the cap: exactly as asked"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_opening_never_outlasts_what_the_local_configuration_allows() {
+    let b = Breaker::builder("search")
+        .cooldown(3 * S)
+        .max_retry_after(60 * S)
+        .build();
+    let now = tokio::time::Instant::now();
+    let hostile = OpenCause::Shared {
+        detail: Arc::from("instance x: forever"),
+    };
+    // A century from a store (a forged message, a clock gone wrong): cut to the longest this
+    // breaker allows, the larger of its cooldown and its Retry-After cap.
+    assert!(b.apply_shared_opening(now + 100 * 365 * 24 * 3600 * S, hostile));
+    assert_eq!(b.open_until(), Some(now + 60 * S));
+    advance(60 * S).await;
+    assert!(b.check().is_ok(), "closes when the local bound ends");
+}

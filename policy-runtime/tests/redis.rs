@@ -1,6 +1,7 @@
 //! Fleet-wide breakers and the fleet rate limiter, against a real `redis-server`.
 //!
-//! Each test starts its own server on a free loopback port (`policy_testkit::RedisServer`).
+//! Each test starts its own server on a unix socket in a temporary folder of its own
+//! (`policy_testkit::RedisServer`), and its stores use a key prefix no other test uses.
 //! Real time is used here: the point is what crosses the network.
 #![cfg(feature = "redis")]
 #![allow(
@@ -20,10 +21,15 @@ use policy_testkit::RedisServer;
 
 const MS: Duration = Duration::from_millis(1);
 
-async fn store(server: &RedisServer, prefix: &str) -> Arc<RedisStore> {
+/// A store on `server`; stores of one test given the same `label` share state. Its calls
+/// may take 2 s (the default is 200 ms) before they count as timed out: on a busy machine
+/// running four copies of these tests, a round trip can take longer than 200 ms, and only the
+/// tests that freeze the server are about timeouts (their limiters set shorter ones).
+async fn store(server: &RedisServer, label: &str) -> Arc<RedisStore> {
     Arc::new(
         RedisStore::builder()
-            .prefix(prefix)
+            .prefix(server.key_prefix(label))
+            .timeout(Duration::from_secs(2))
             .resync_every(Duration::from_millis(200))
             .connect(&server.url())
             .await
@@ -194,8 +200,11 @@ async fn a_closed_breaker_sends_no_redis_command() {
     };
     let s = Arc::new(
         RedisStore::builder()
-            .prefix("quiet")
+            .prefix(server.key_prefix("quiet"))
             .resync_every(Duration::from_secs(3600))
+            // Subscribed before `connect` returns even on a busy machine: a late subscription
+            // re-syncs, which would be counted below.
+            .timeout(Duration::from_secs(2))
             .connect(&server.url())
             .await
             .unwrap(),
@@ -277,8 +286,10 @@ async fn the_limiter_admits_its_rate_and_refuses_beyond_it() {
         return;
     };
     let s = store(&server, "rate").await;
+    // Generous timeouts: this test is about the rate, not about a slow machine.
     let limiter = s
         .rate_limiter("signups", 5, Duration::from_secs(60))
+        .timeout(Duration::from_secs(2))
         .build();
     for i in 0..5 {
         assert!(limiter.acquire().await.is_ok(), "call {i}");
@@ -294,6 +305,7 @@ async fn the_limiter_admits_its_rate_and_refuses_beyond_it() {
     let other = store(&server, "rate").await;
     let limiter2 = other
         .rate_limiter("signups", 5, Duration::from_secs(60))
+        .timeout(Duration::from_secs(2))
         .build();
     assert!(limiter2.acquire().await.is_err());
     assert_eq!(limiter.snapshot().refused, 1);
@@ -305,13 +317,24 @@ async fn the_limiter_fails_open_or_closed_on_timeout_as_told() {
         return;
     };
     let s = store(&server, "paused").await;
+    // The connection and the script are set up once, before the short timeouts are tried;
+    // 150 ms rather than the default 50 ms, so a busy machine does not time out the calls made
+    // before the pause (two timeouts still fit well inside the 500 ms bound below).
+    const TIMEOUT: Duration = Duration::from_millis(150);
+    let warm_up = s
+        .rate_limiter("warm_up", 100, Duration::from_secs(1))
+        .timeout(Duration::from_secs(2))
+        .build();
+    assert!(warm_up.acquire().await.is_ok());
     let open = s
         .rate_limiter("best_effort", 100, Duration::from_secs(1))
         .on_timeout(FailMode::Open)
+        .timeout(TIMEOUT)
         .build();
     let closed = s
         .rate_limiter("unbounded", 100, Duration::from_secs(1))
         .on_timeout(FailMode::Closed)
+        .timeout(TIMEOUT)
         .build();
     assert!(open.acquire().await.is_ok());
     server.pause();
@@ -339,11 +362,13 @@ async fn the_limiter_fails_open_or_closed_on_error_as_told() {
         .rate_limiter("best_effort", 100, Duration::from_secs(1))
         .on_error(FailMode::Open)
         .on_timeout(FailMode::Closed)
+        .timeout(Duration::from_secs(2))
         .build();
     let closed = s
         .rate_limiter("unbounded", 100, Duration::from_secs(1))
         .on_error(FailMode::Closed)
         .on_timeout(FailMode::Open)
+        .timeout(Duration::from_secs(2))
         .build();
     assert!(open.acquire().await.is_ok());
     server.kill();
@@ -352,4 +377,480 @@ async fn the_limiter_fails_open_or_closed_on_error_as_told() {
     assert!(refusal.to_string().contains("failed"), "{refusal}");
     assert_eq!(open.snapshot().failed_open, 1);
     assert_eq!(closed.snapshot().failed_closed, 1);
+}
+
+// ---- What comes from Redis is input, not truth (issue 16) ----
+
+/// The events channel of stores built with `label` on `server`.
+fn channel(server: &RedisServer, label: &str) -> String {
+    format!("{}:breaker:events", server.key_prefix(label))
+}
+
+/// A well-formed, unsigned opening message.
+fn message(kind: &str, name: &str, remaining_ms: u64, instance: &str) -> String {
+    serde_json::json!({
+        "v": 1,
+        "kind": kind,
+        "name": name,
+        "remaining_ms": remaining_ms,
+        "instance": instance,
+        "issued_ms": 0,
+        "cause": "published by hand",
+    })
+    .to_string()
+}
+
+/// Waits until `done(store status)` holds, for at most `limit`.
+async fn until_status(
+    store: &RedisStore,
+    limit: Duration,
+    done: impl Fn(&policy_runtime::breaker::StoreStatus) -> bool,
+) -> policy_runtime::breaker::StoreStatus {
+    let start = Instant::now();
+    loop {
+        let status = store.snapshot();
+        if done(&status) || start.elapsed() > limit {
+            return status;
+        }
+        tokio::time::sleep(MS).await;
+    }
+}
+
+#[tokio::test]
+async fn a_hostile_publish_opens_a_breaker_for_no_longer_than_its_own_configuration_allows() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let (logs, _guard) = common::capture();
+    let s = store(&server, "hostile").await;
+    let search = Breaker::builder("search")
+        .cooldown(Duration::from_secs(3))
+        .sharing(SHARED)
+        .store(s.clone())
+        .build();
+    let events = channel(&server, "hostile");
+    let publish = |payload: &str| server.query(&["PUBLISH", &events, payload]).unwrap();
+
+    // The message of the report: 18446744073709551615 ms (584 million years) on a 3 s cooldown.
+    publish("failures\nsearch\n18446744073709551615\nmallory\nforever");
+    publish(&message("failures", "search", u64::MAX, "mallory"));
+    publish(&message("trip", "search", 24 * 3600 * 1000, "mallory"));
+    publish(&message("failures", "search", 3_001, "mallory"));
+    publish(&message("failures", "search", 0, "mallory"));
+    let status = until_status(&s, Duration::from_secs(2), |st| st.rejected >= 5).await;
+    assert_eq!(status.rejected, 5, "{status:?}");
+    assert_eq!(status.received, 0);
+    assert!(search.check().is_ok(), "none of them opened it");
+    assert_eq!(
+        logs.lines_with(&["kind=\"store_message_rejected\"", "reason=\"malformed\""])
+            .len(),
+        1
+    );
+    let out_of_range = logs.lines_with(&[
+        "kind=\"store_message_rejected\"",
+        "reason=\"out_of_range\"",
+        "breaker=\"search\"",
+        "source=\"pubsub\"",
+    ]);
+    assert_eq!(out_of_range.len(), 3, "{out_of_range:?}");
+    assert_eq!(
+        logs.lines_with(&["kind=\"store_message_rejected\"", "reason=\"out_of_range\""])
+            .len(),
+        4,
+        "and the zero opening"
+    );
+    assert!(
+        out_of_range
+            .iter()
+            .any(|l| l.contains("remaining_ms=3001") && l.contains("bound_ms=3000")),
+        "{out_of_range:?}"
+    );
+
+    // Within the local bound a shared opening is taken, and lasts at most the cooldown.
+    publish(&message("failures", "search", 3_000, "mallory"));
+    let status = until_status(&s, Duration::from_secs(2), |st| st.received >= 1).await;
+    assert_eq!(status.received, 1);
+    let until = search.open_until().expect("open");
+    assert!(until <= tokio::time::Instant::now() + Duration::from_secs(3));
+
+    // The same through the state hash a re-sync loads: a forged `until` a century away.
+    let prefix = server.key_prefix("hostile");
+    let forged = format!("{prefix}:breaker:payments");
+    server
+        .query(&["SADD", &format!("{prefix}:breakers"), "payments"])
+        .unwrap();
+    server
+        .query(&[
+            "HSET",
+            &forged,
+            "until",
+            "99999999999999",
+            "message",
+            &message("trip", "payments", 99_999_999_999, "mallory"),
+        ])
+        .unwrap();
+    let late = store(&server, "hostile").await;
+    let payments = Breaker::builder("payments")
+        .sharing(SHARED)
+        .store(late.clone())
+        .build();
+    assert!(payments.check().is_ok(), "a forged state opens nothing");
+    let status = late.snapshot();
+    assert_eq!(status.rejected, 1, "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_shared_secret_only_fresh_messages_of_the_fleet_are_taken() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let signed = |secret: &'static str| {
+        let server = &server;
+        async move {
+            Arc::new(
+                RedisStore::builder()
+                    .prefix(server.key_prefix("signed"))
+                    .shared_secret(secret)
+                    .clock_tolerance(Duration::from_millis(100))
+                    .resync_every(Duration::from_secs(3600))
+                    // Subscribed before `connect` returns, even on a busy machine.
+                    .timeout(Duration::from_secs(2))
+                    .connect(&server.url())
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    let (a, b, c) = (
+        signed("fleet-s3cret").await,
+        signed("fleet-s3cret").await,
+        signed("another-secret").await,
+    );
+    for printed in [
+        format!("{a:?}"),
+        format!("{:?}", RedisStore::builder().shared_secret("fleet-s3cret")),
+    ] {
+        assert!(!printed.contains("s3cret"), "{printed}");
+    }
+    let (ba, bb, bc) = (
+        breaker(&a, Sharing::TripsOnly),
+        breaker(&b, Sharing::TripsOnly),
+        breaker(&c, Sharing::TripsOnly),
+    );
+    ba.trip(Duration::from_secs(1), "429 Too Many Requests");
+    assert!(
+        time_until_refusing(&bb, Duration::from_secs(1))
+            .await
+            .is_some()
+    );
+    let status = until_status(&c, Duration::from_secs(1), |st| st.rejected >= 1).await;
+    assert_eq!(status.rejected, 1, "another secret: {status:?}");
+    assert!(bc.check().is_ok());
+
+    // An unsigned message, well-formed and in range, is not the fleet's.
+    let events = channel(&server, "signed");
+    server
+        .query(&[
+            "PUBLISH",
+            &events,
+            &message("trip", "payments", 5_000, "mallory"),
+        ])
+        .unwrap();
+    let status = until_status(&b, Duration::from_secs(1), |st| st.rejected >= 1).await;
+    assert_eq!(status.rejected, 1, "unsigned: {status:?}");
+
+    // A genuine message replayed once its opening and the tolerance are over opens nothing.
+    let key = format!("{}:breaker:payments", server.key_prefix("signed"));
+    let genuine = server.query(&["HGET", &key, "message"]).unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(bb.check().is_ok(), "the trip is over");
+    server.query(&["PUBLISH", &events, &genuine]).unwrap();
+    let status = until_status(&b, Duration::from_secs(1), |st| st.rejected >= 2).await;
+    assert_eq!(status.rejected, 2, "replayed: {status:?}");
+    assert!(bb.check().is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_openings_for_unknown_breakers_stays_within_the_pending_bound() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    const FLOOD: usize = 200_000;
+    // Small chunks, each waited for: Redis disconnects a subscriber whose backlog grows past
+    // 8 MB for a minute, and on a busy machine this one may be slow to read.
+    const CHUNK: usize = 2_000;
+    let s = Arc::new(
+        RedisStore::builder()
+            .prefix(server.key_prefix("flood"))
+            .resync_every(Duration::from_secs(3600))
+            // No call may time out on a busy machine: a recovery re-syncs, and a re-sync
+            // replaces the pending openings, which would make the counts below inexact.
+            .timeout(Duration::from_secs(10))
+            .connect(&server.url())
+            .await
+            .unwrap(),
+    );
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let events = channel(&server, "flood");
+    for start in (0..FLOOD).step_by(CHUNK) {
+        let mut pipe = redis::pipe();
+        for i in start..start + CHUNK {
+            pipe.cmd("PUBLISH")
+                .arg(&events)
+                // An hour: none may end (and leave the map) however slow the machine is.
+                .arg(message("trip", &format!("ghost-{i}"), 3_600_000, "mallory"))
+                .ignore();
+        }
+        let () = pipe.query(&mut conn).unwrap();
+        // Let the subscriber keep up, as Redis disconnects a subscriber that falls far behind.
+        let seen = start + CHUNK;
+        let status = until_status(&s, Duration::from_secs(120), |st| {
+            (st.pending + st.pending_dropped) as usize >= seen
+        })
+        .await;
+        assert!(status.pending <= 1024, "{status:?}");
+    }
+    let status = s.snapshot();
+    assert_eq!(
+        (status.failed, status.subscribe_failed),
+        (0, 0),
+        "no re-sync replaced the pending openings: {status:?}"
+    );
+    assert_eq!(status.pending, 1024, "the default bound: {status:?}");
+    assert_eq!(status.pending_dropped, (FLOOD - 1024) as u64, "{status:?}");
+    assert_eq!(status.rejected, 0, "well-formed, just too many");
+    // What was kept still serves a breaker built later; what was dropped opens nothing.
+    let kept = Breaker::builder("ghost-0")
+        .max_retry_after(Duration::from_secs(3600))
+        .sharing(Sharing::TripsOnly)
+        .store(s.clone())
+        .build();
+    assert!(kept.check().is_err());
+    let dropped = Breaker::builder(format!("ghost-{}", FLOOD - 1))
+        .sharing(Sharing::TripsOnly)
+        .store(s.clone())
+        .build();
+    assert!(dropped.check().is_ok());
+    assert_eq!(
+        s.snapshot().pending,
+        1023,
+        "the built breaker took its opening"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_replaces_the_pending_openings_with_what_redis_holds() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    // No periodic re-sync during the count (it would replace the map halfway); the re-sync
+    // comes from the reconnection after a restart below.
+    let s = Arc::new(
+        RedisStore::builder()
+            .prefix(server.key_prefix("replaced"))
+            .pending_capacity(4)
+            .resync_every(Duration::from_secs(3600))
+            .timeout(Duration::from_secs(10))
+            .connect(&server.url())
+            .await
+            .unwrap(),
+    );
+    let events = channel(&server, "replaced");
+    for i in 0..10 {
+        let payload = message("trip", &format!("ghost-{i}"), 60_000, "mallory");
+        server.query(&["PUBLISH", &events, &payload]).unwrap();
+    }
+    let status = until_status(&s, Duration::from_secs(10), |st| st.pending_dropped >= 6).await;
+    assert_eq!((status.pending, status.pending_dropped), (4, 6));
+    // None of them is in Redis (they were only published): the re-sync after the store
+    // reconnects forgets them.
+    server.restart();
+    let status = until_status(&s, Duration::from_secs(10), |st| st.pending == 0).await;
+    assert_eq!(status.pending, 0, "{status:?}");
+}
+
+#[tokio::test]
+async fn failed_counts_failed_sends_only_and_a_full_queue_warns_once_per_outage() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let (logs, _guard) = common::capture();
+    let s = Arc::new(
+        RedisStore::builder()
+            .prefix(server.key_prefix("counted"))
+            .queue_capacity(2)
+            .timeout(Duration::from_secs(2))
+            .resync_every(Duration::from_secs(3600))
+            .connect(&server.url())
+            .await
+            .unwrap(),
+    );
+    let b = breaker(&s, Sharing::TripsOnly);
+    let before = s.snapshot();
+
+    server.kill();
+    // The subscriber fails to reconnect, again and again: none of that is a failed send.
+    let status = until_status(&s, Duration::from_secs(2), |st| st.subscribe_failed >= 3).await;
+    assert!(status.subscribe_failed >= 3, "{status:?}");
+    assert_eq!((status.sent, status.failed), (before.sent, before.failed));
+
+    // Two trips, each sent and each failed.
+    for _ in 0..2 {
+        b.trip(Duration::from_secs(1), "429");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = until_status(&s, Duration::from_secs(1), |st| {
+        st.failed >= before.failed + 2
+    })
+    .await;
+    assert_eq!(status.sent - before.sent, 2, "{status:?}");
+    assert_eq!(status.failed - before.failed, 2, "{status:?}");
+
+    // A burst past the queue: dropped, counted, warned once; another burst in the same outage
+    // is counted and not warned again.
+    let backlog = || logs.lines_with(&["kind=\"store_backlog\""]).len();
+    for burst in 0..2 {
+        for _ in 0..10 {
+            b.trip(Duration::from_secs(1), "429");
+        }
+        let dropped = s.snapshot().dropped;
+        assert_eq!(dropped, 8 * (burst + 1), "two fit the queue");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(backlog(), 1, "once in this outage");
+
+    // Redis returns, then fails again: the next backlog is a new outage's, and warned.
+    server.restart();
+    let status = until_status(&s, Duration::from_secs(5), |st| st.healthy).await;
+    assert!(status.healthy);
+    server.kill();
+    b.trip(Duration::from_secs(1), "429");
+    let status = until_status(&s, Duration::from_secs(2), |st| !st.healthy).await;
+    assert!(!status.healthy);
+    for _ in 0..10 {
+        b.trip(Duration::from_secs(1), "429");
+    }
+    assert_eq!(backlog(), 2, "once more, for the second outage");
+}
+
+// ---- The fleet limiter through an outage (issue 16) ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_under_load_refuses_no_call_the_local_rate_admits() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    const TASKS: u64 = 4;
+    const CALLS: u64 = 500;
+    let s = store(&server, "outage-load").await;
+    let limiter = Arc::new(
+        s.rate_limiter("pageviews", 100_000, Duration::from_secs(1))
+            .probe_every(Duration::from_millis(100))
+            // Only the outage fails a call (a killed server refuses at once), not a slow
+            // machine.
+            .timeout(Duration::from_secs(2))
+            .build(),
+    );
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let mut refused = 0u64;
+                let mut slowest = Duration::ZERO;
+                for _ in 0..CALLS {
+                    let started = Instant::now();
+                    if limiter.acquire().await.is_err() {
+                        refused += 1;
+                    }
+                    slowest = slowest.max(started.elapsed());
+                    tokio::time::sleep(MS).await;
+                }
+                (refused, slowest)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let before_outage = limiter.snapshot();
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let in_outage = limiter.snapshot();
+    server.restart();
+    let mut refused = 0;
+    let mut slowest = Duration::ZERO;
+    for task in tasks {
+        let (r, s) = task.await.unwrap();
+        refused += r;
+        slowest = slowest.max(s);
+    }
+    // Calls after the run, until a probe has found redis again (the probe runs only while
+    // calls come in).
+    let mut after = 0;
+    let back = Instant::now();
+    while limiter.snapshot().degraded && back.elapsed() < Duration::from_secs(10) {
+        assert!(limiter.acquire().await.is_ok());
+        after += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let end = limiter.snapshot();
+    eprintln!(
+        "outage under load: {} calls, {refused} refused; before the outage {} admitted by redis, during it {} by the local rate, at the end {end:?}; slowest call {slowest:?}",
+        TASKS * CALLS,
+        before_outage.admitted,
+        in_outage.local_admitted,
+    );
+    assert_eq!(refused, 0, "no call refused: {end:?}");
+    assert_eq!(end.refused + end.local_refused + end.failed_closed, 0);
+    assert_eq!(
+        end.admitted + end.local_admitted,
+        TASKS * CALLS + after,
+        "{end:?}"
+    );
+    assert!(
+        in_outage.degraded && in_outage.local_admitted > 0,
+        "{in_outage:?}"
+    );
+    assert!(!end.degraded, "back on redis after it returned: {end:?}");
+    // Round trips that failed: at most one per task in flight when the outage began, since
+    // after the first failure no call waits on redis (probes run off the callers' path).
+    let failed_round_trips = end.store_calls - end.admitted - end.refused;
+    assert!(failed_round_trips <= TASKS, "{end:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_an_outage_the_local_rate_bounds_the_instance_without_asking_redis() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let s = store(&server, "local-rate").await;
+    let limiter = s
+        .rate_limiter("signups", 100, Duration::from_secs(60))
+        .local_rate(3, Duration::from_secs(60))
+        .timeout(Duration::from_secs(2))
+        .build();
+    assert!(limiter.acquire().await.is_ok());
+    assert_eq!(limiter.snapshot().admitted, 1);
+    server.kill();
+    for i in 0..3 {
+        assert!(limiter.acquire().await.is_ok(), "local call {i}");
+    }
+    let refusal = limiter.acquire().await.unwrap_err();
+    assert_eq!(refusal.kind(), RefusalKind::RateLimited);
+    assert!(
+        refusal
+            .to_string()
+            .contains("this instance's own 3 per 60s"),
+        "{refusal}"
+    );
+    let wait = refusal.retry_after().unwrap();
+    assert!(
+        wait > Duration::from_secs(19) && wait <= Duration::from_secs(20),
+        "{wait:?}"
+    );
+    let snap = limiter.snapshot();
+    assert_eq!((snap.local_admitted, snap.local_refused), (3, 1));
+    assert_eq!(
+        snap.store_calls, 2,
+        "one before the outage, one that found it"
+    );
 }

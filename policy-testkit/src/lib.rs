@@ -1,9 +1,15 @@
 //! Test support shared by the workspace's tests and benches.
 //!
-//! [`RedisServer`] starts a private `redis-server` on a free loopback port and stops it when
-//! dropped. It speaks just enough of the Redis protocol (RESP) to check that the server is up
-//! and to read `INFO commandstats`, so it depends on nothing, and a test that uses it does not
-//! pull the `redis` crate into a build that would not otherwise have it.
+//! [`RedisServer`] starts a private `redis-server` listening only on a unix socket in a
+//! temporary folder of its own (no TCP port at all), checks that the server answering there is
+//! the process it started (`INFO server`'s `process_id`), and stops it and removes the folder
+//! when dropped. Tests running in parallel, several copies of one test binary included, can
+//! never reach each other's server, and [`RedisServer::key_prefix`] gives each test a key
+//! prefix no other test uses.
+//!
+//! It speaks just enough of the Redis protocol (RESP) to check that the server is up and to
+//! read `INFO`, so a test that uses it does not pull the `redis` crate into a build that would
+//! not otherwise have it.
 //!
 //! Under `CI=true` a missing `redis-server` fails the test (`.ci/run` installs it); elsewhere
 //! [`RedisServer::start`] returns `None` after saying on stderr that the test is skipped.
@@ -14,9 +20,10 @@
 //! let Some(server) = RedisServer::start() else {
 //!     return; // skipped: redis-server is not installed (and this is not CI)
 //! };
-//! let url = server.url(); // redis://127.0.0.1:<port>/
+//! let url = server.url(); // unix:///tmp/.tmpXXXXXX/redis.sock
+//! let prefix = server.key_prefix("payments"); // payments-<unique>
 //! assert_eq!(server.query(&["PING"]).unwrap(), "PONG");
-//! # let _ = url;
+//! # let _ = (url, prefix);
 //! ```
 //!
 //! With feature `http`, `http` serves an axum router on loopback for tests of tower layers that
@@ -32,15 +39,26 @@ pub mod http;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// A private `redis-server` on a free loopback port, without persistence; killed on drop.
+/// Servers started by this process, so that each has an id no other server shares.
+static STARTED: AtomicU64 = AtomicU64::new(0);
+
+/// A private `redis-server` on a unix socket in its own temporary folder, without persistence;
+/// killed on drop, and its folder removed.
 #[derive(Debug)]
 pub struct RedisServer {
     child: Option<Child>,
-    port: u16,
+    /// Holds the socket; removed on drop (after the server is killed).
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    /// Unique among every server started on this machine while this one runs: this process's
+    /// id and a counter.
+    id: String,
 }
 
 impl RedisServer {
@@ -49,7 +67,8 @@ impl RedisServer {
     ///
     /// # Panics
     ///
-    /// When `redis-server` is missing and `CI=true`, or when it does not answer within 10 s.
+    /// When `redis-server` is missing and `CI=true`, when it exits or does not answer within
+    /// 10 s, or when whatever answers on its socket is not the process started here.
     #[must_use]
     pub fn start() -> Option<Self> {
         let found = Command::new("redis-server")
@@ -65,48 +84,98 @@ impl RedisServer {
             eprintln!("SKIPPED: redis-server is not installed (install it to run the Redis tests)");
             return None;
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let mut server = Self { child: None, port };
+        let dir = tempfile::Builder::new()
+            .prefix("policy-redis-")
+            .tempdir()
+            .expect("a temporary folder for the redis socket");
+        let socket = dir.path().join("redis.sock");
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut server = Self {
+            child: None,
+            dir,
+            socket,
+            id,
+        };
         server.spawn();
         Some(server)
     }
 
     fn spawn(&mut self) {
+        let socket = self.socket.to_str().expect("a UTF-8 temporary path");
+        let dir = self.dir.path().to_str().expect("a UTF-8 temporary path");
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            // No TCP listener at all: the socket in our own folder is the only way in.
+            .args([
+                "--port",
+                "0",
+                "--unixsocket",
+                socket,
+                "--unixsocketperm",
+                "700",
+            ])
+            .args(["--dir", dir, "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-server");
+        let pid = child.id();
+        // Held before waiting, so a failed start still kills it on drop.
         self.child = Some(child);
         let started = Instant::now();
-        while self.query(&["PING"]).is_err() {
+        loop {
+            if let Ok(info) = self.query(&["INFO", "server"]) {
+                let answering = info_field(&info, "process_id");
+                assert_eq!(
+                    answering.as_deref(),
+                    Some(pid.to_string().as_str()),
+                    "the redis-server answering on {} is not the one started here (pid {pid})",
+                    self.socket.display()
+                );
+                break;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("redis-server exited at start ({status})");
+            }
             assert!(
                 started.elapsed() < Duration::from_secs(10),
                 "redis-server did not start within 10 s"
             );
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
-    /// The server's URL, `redis://127.0.0.1:<port>/`.
+    /// The server's URL, `unix://<socket>`.
     #[must_use]
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!("unix://{}", self.socket.display())
     }
 
-    /// One command over a fresh connection (1 s read timeout); the reply as text, for a status
-    /// or bulk-string reply. An error reply, or any other kind, is an `Err` holding its line.
+    /// The path of the server's unix socket.
+    #[must_use]
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// A key prefix no other test uses: `label`, then this server's unique id. Instances of
+    /// one test that must share state ask with the same label.
+    #[must_use]
+    pub fn key_prefix(&self, label: &str) -> String {
+        format!("{label}-{}", self.id)
+    }
+
+    /// One command over a fresh connection (1 s read timeout); the reply as text, for a status,
+    /// integer or bulk-string reply. An error reply, or any other kind, is an `Err` holding its
+    /// line.
     ///
     /// # Errors
     ///
     /// When the server cannot be reached, does not answer in time, or answers with an error.
     pub fn query(&self, args: &[&str]) -> std::io::Result<String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        let mut stream = UnixStream::connect(&self.socket)?;
         stream.set_read_timeout(Some(Duration::from_secs(1)))?;
         let mut request = format!("*{}\r\n", args.len());
         for arg in args {
@@ -124,7 +193,7 @@ impl RedisServer {
                 body.truncate(len);
                 String::from_utf8(body).map_err(std::io::Error::other)
             }
-            Some(b'+') => Ok(header[1..].trim().to_owned()),
+            Some(b'+' | b':') => Ok(header[1..].trim().to_owned()),
             _ => Err(std::io::Error::other(header)),
         }
     }
@@ -174,13 +243,24 @@ impl RedisServer {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // Nothing listens on a socket file left behind; remove it so a connection fails at
+        // once, as to a closed port.
+        let _ = std::fs::remove_file(&self.socket);
     }
 
-    /// Starts a fresh, empty server on the same port.
+    /// Starts a fresh, empty server on the same socket.
     pub fn restart(&mut self) {
         self.kill();
         self.spawn();
     }
+}
+
+/// The value of `field` in an `INFO` reply (`field:value` lines).
+fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        (name == field).then(|| value.trim().to_owned())
+    })
 }
 
 impl Drop for RedisServer {

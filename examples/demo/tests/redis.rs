@@ -2,7 +2,7 @@
 //! process; the two share their breakers through Redis, and the second one, sent saves while the
 //! first one's opening holds, refuses them without ever calling the sick provider.
 //!
-//! The test starts its own `redis-server` on a free loopback port. Under `CI=true` a missing
+//! The test starts its own `redis-server` on a unix socket in a temporary folder. Under `CI=true` a missing
 //! `redis-server` fails the test (`.ci/run` installs it); elsewhere the test is skipped with a
 //! message on stderr.
 #![cfg(feature = "redis")]

@@ -1,0 +1,763 @@
+//! The breaker store: reports failures and openings to Redis from a background worker, learns
+//! the fleet's openings from the events channel and from re-syncs, and checks each one before
+//! a breaker hears of it.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::ConnectionManager;
+use redis::{RedisError, Script};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::message::{self, Codec, Kind, Opening, Rejection};
+use super::{RedisStore, Shared, describe, lock, millis};
+use crate::breaker::{
+    Breaker, BreakerStore, OpenAfter, OpenCause, Sharing, StoreStatus, WeakBreaker,
+};
+use crate::error::Human;
+
+/// Work for the background worker, off every caller's path.
+pub(super) enum Command {
+    Failure {
+        breaker: WeakBreaker,
+        name: Arc<str>,
+        window: Duration,
+        threshold: u32,
+        quorum: u32,
+        cooldown: Duration,
+        /// A ratio breaker's report is one local opening, not one failure.
+        ratio: bool,
+    },
+    Push {
+        name: Arc<str>,
+        remaining: Duration,
+        window: Duration,
+        kind: Kind,
+        force: bool,
+        cause: String,
+    },
+    Resync,
+}
+
+/// Where a message came from, for the rejection event's `source` field.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    PubSub,
+    Load,
+    Pending,
+}
+
+impl Source {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::PubSub => "pubsub",
+            Self::Load => "load",
+            Self::Pending => "pending",
+        }
+    }
+}
+
+/// An opening learned for a breaker not built here yet.
+#[derive(Debug)]
+struct Pending {
+    received: Instant,
+    /// How long it lasts from `received`.
+    remaining: Duration,
+    /// How long its message said it lasts, checked against the breaker once it is built.
+    claimed_ms: u64,
+    trip: bool,
+    detail: Arc<str>,
+}
+
+impl Pending {
+    fn ends(&self) -> Option<Instant> {
+        self.received.checked_add(self.remaining)
+    }
+
+    fn is_over(&self, now: Instant) -> bool {
+        self.ends().is_some_and(|end| end <= now)
+    }
+}
+
+/// Openings for breakers not built yet, at most `capacity` names.
+#[derive(Debug, Default)]
+struct PendingMap {
+    map: HashMap<String, Pending>,
+    /// When the first entry ends, so a full map is purged only when purging can free room.
+    soonest_end: Option<Instant>,
+}
+
+impl PendingMap {
+    fn purge(&mut self, now: Instant) {
+        if self.soonest_end.is_some_and(|end| end <= now) {
+            self.map.retain(|_, p| !p.is_over(now));
+            self.soonest_end = self.map.values().filter_map(Pending::ends).min();
+        }
+    }
+
+    fn insert(&mut self, name: &str, pending: Pending, capacity: usize) -> bool {
+        let now = Instant::now();
+        if self.map.len() >= capacity && !self.map.contains_key(name) {
+            self.purge(now);
+            if self.map.len() >= capacity {
+                return false;
+            }
+        }
+        if let Some(end) = pending.ends() {
+            self.soonest_end = Some(self.soonest_end.map_or(end, |s| s.min(end)));
+        }
+        self.map.insert(name.to_owned(), pending);
+        true
+    }
+}
+
+struct Scripts {
+    report_failure: Script,
+    push_opening: Script,
+    load: Script,
+}
+
+/// The breaker side of a store: its scripts, its breakers, and what it learned for breakers
+/// not built yet.
+pub(super) struct Fleet {
+    codec: Codec,
+    scripts: Scripts,
+    attached: Mutex<HashMap<Arc<str>, WeakBreaker>>,
+    pending: Mutex<PendingMap>,
+    pending_capacity: usize,
+    /// When a rejection was last logged at WARN.
+    last_loud_rejection: Mutex<Option<std::time::Instant>>,
+}
+
+impl Fleet {
+    pub(super) fn new(codec: Codec, pending_capacity: usize) -> Self {
+        Self {
+            codec,
+            scripts: Scripts {
+                report_failure: Script::new(include_str!("lua/report_failure.lua")),
+                push_opening: Script::new(include_str!("lua/push_opening.lua")),
+                load: Script::new(include_str!("lua/load.lua")),
+            },
+            attached: Mutex::default(),
+            pending: Mutex::default(),
+            pending_capacity,
+            last_loud_rejection: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn signed(&self) -> bool {
+        self.codec.signer.is_some()
+    }
+
+    pub(super) fn pending_len(&self) -> u64 {
+        lock(&self.pending).map.len() as u64
+    }
+}
+
+fn accepts(sharing: Sharing, trip: bool) -> bool {
+    match sharing {
+        Sharing::Local => false,
+        Sharing::TripsOnly => trip,
+        Sharing::Openings { .. } => true,
+    }
+}
+
+/// What a rejection event says besides its reason.
+#[derive(Debug, Default, Clone, Copy)]
+struct Context<'a> {
+    breaker: Option<&'a str>,
+    remaining_ms: Option<u64>,
+    bound_ms: Option<u64>,
+}
+
+impl Shared {
+    fn state_key(&self, name: &str) -> String {
+        format!("{}:breaker:{name}", self.prefix)
+    }
+
+    fn index_key(&self) -> String {
+        format!("{}:breakers", self.prefix)
+    }
+
+    fn channel(&self) -> String {
+        format!("{}:breaker:events", self.prefix)
+    }
+
+    /// Counts and logs a dropped message: WARN for the first and then at most once a second,
+    /// DEBUG otherwise, with the same fields.
+    fn reject(&self, rejection: Rejection, source: Source, context: Context<'_>) {
+        let counter = match rejection {
+            Rejection::PendingFull => &self.stats.pending_dropped,
+            _ => &self.stats.rejected,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let loud = {
+            let mut last = lock(&self.breakers.last_loud_rejection);
+            let loud = last.is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
+            if loud {
+                *last = Some(std::time::Instant::now());
+            }
+            loud
+        };
+        macro_rules! event {
+            ($level:ident) => {
+                tracing::$level!(
+                    target: "policy",
+                    kind = "store_message_rejected",
+                    name = "redis",
+                    reason = rejection.as_str(),
+                    source = source.as_str(),
+                    breaker = context.breaker,
+                    remaining_ms = context.remaining_ms,
+                    bound_ms = context.bound_ms,
+                    instance = &*self.instance,
+                    "dropped a {} opening message from redis ({}): it changes no breaker",
+                    source.as_str(),
+                    rejection.as_str()
+                )
+            };
+        }
+        if loud {
+            event!(warn);
+        } else {
+            event!(debug);
+        }
+    }
+
+    /// Checks one message from the events channel and passes its opening on.
+    fn receive(&self, payload: &[u8]) {
+        match self
+            .breakers
+            .codec
+            .decode(payload, message::wall_clock_ms())
+        {
+            Ok(opening) => {
+                let remaining = opening.remaining();
+                self.learn(&opening, remaining, Source::PubSub);
+            }
+            Err(rejection) => self.reject(rejection, Source::PubSub, Context::default()),
+        }
+    }
+
+    /// Applies an opening another instance shared to the attached breaker, within that
+    /// breaker's bounds, or keeps it for a breaker not built yet. `remaining` is how long it
+    /// lasts from now (at most what the message claims).
+    fn learn(&self, opening: &Opening, remaining: Duration, source: Source) {
+        if opening.instance == *self.instance {
+            return;
+        }
+        let trip = opening.kind.is_trip();
+        let detail: Arc<str> =
+            Arc::from(format!("instance {}: {}", opening.instance, opening.cause));
+        let attached = lock(&self.breakers.attached)
+            .get(opening.name.as_str())
+            .and_then(WeakBreaker::upgrade);
+        match attached {
+            Some(breaker) => {
+                self.apply(
+                    &breaker,
+                    opening.remaining_ms,
+                    remaining,
+                    trip,
+                    detail,
+                    source,
+                );
+            }
+            None => {
+                let pending = Pending {
+                    received: Instant::now(),
+                    remaining,
+                    claimed_ms: opening.remaining_ms,
+                    trip,
+                    detail,
+                };
+                let kept = lock(&self.breakers.pending).insert(
+                    &opening.name,
+                    pending,
+                    self.breakers.pending_capacity,
+                );
+                if !kept {
+                    self.reject(
+                        Rejection::PendingFull,
+                        source,
+                        Context {
+                            breaker: Some(&opening.name),
+                            remaining_ms: Some(opening.remaining_ms),
+                            bound_ms: None,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Opens `breaker` for `remaining` if its sharing takes this kind of opening and the
+    /// message's `claimed_ms` is within the breaker's own bound for it.
+    fn apply(
+        &self,
+        breaker: &Breaker,
+        claimed_ms: u64,
+        remaining: Duration,
+        trip: bool,
+        detail: Arc<str>,
+        source: Source,
+    ) {
+        let config = breaker.config();
+        if !accepts(config.sharing, trip) {
+            return;
+        }
+        let bound_ms = millis(config.longest_opening(trip));
+        if claimed_ms > bound_ms {
+            self.reject(
+                Rejection::OutOfRange,
+                source,
+                Context {
+                    breaker: Some(breaker.name()),
+                    remaining_ms: Some(claimed_ms),
+                    bound_ms: Some(bound_ms),
+                },
+            );
+            return;
+        }
+        let Some(until) = Instant::now().checked_add(remaining) else {
+            return;
+        };
+        self.stats.received.fetch_add(1, Ordering::Relaxed);
+        breaker.apply_shared_opening(until, OpenCause::Shared { detail });
+    }
+
+    async fn run(&self, conn: &mut ConnectionManager, command: Command) {
+        match command {
+            Command::Failure {
+                breaker,
+                name,
+                window,
+                threshold,
+                quorum,
+                cooldown,
+                ratio,
+            } => {
+                let window_text = Human(window).to_string();
+                let counted = if ratio {
+                    format!(
+                        "{threshold} or more instances opened on their failure ratio within {window_text}"
+                    )
+                } else if quorum <= 1 {
+                    format!("{threshold} or more failures within {window_text} across the fleet")
+                } else {
+                    format!(
+                        "{threshold} or more failures within {window_text} from {quorum} or more instances"
+                    )
+                };
+                let announce = |cause: &str| {
+                    self.breakers.codec.encode(Opening::new(
+                        Kind::Failures,
+                        &name,
+                        millis(cooldown),
+                        &self.instance,
+                        cause,
+                    ))
+                };
+                let mut call = self.breakers.scripts.report_failure.prepare_invoke();
+                call.key(self.state_key(&name))
+                    .key(format!("{}:failures", self.state_key(&name)))
+                    .key(format!("{}:seq", self.state_key(&name)))
+                    .key(self.index_key())
+                    .arg(&*name)
+                    .arg(&*self.instance)
+                    .arg(millis(window))
+                    .arg(threshold)
+                    .arg(quorum)
+                    .arg(millis(cooldown))
+                    .arg(self.channel())
+                    .arg(window_text.as_str())
+                    .arg(announce(&counted))
+                    .arg(announce("a probe failed right after the cooldown"));
+                let reply: Option<(i64, i64)> = self.invoke(call.invoke_async(conn)).await;
+                if let (Some((2, open_ms)), Some(breaker)) = (reply, breaker.upgrade()) {
+                    // The fleet opened on this report: the mirror follows at once, without
+                    // waiting for its own message on the channel, and for no longer than its
+                    // own cooldown.
+                    let open_for = Duration::from_millis(open_ms.unsigned_abs()).min(cooldown);
+                    if let Some(until) = Instant::now().checked_add(open_for) {
+                        breaker.apply_shared_opening(
+                            until,
+                            OpenCause::Shared {
+                                detail: Arc::from("the fleet's failures reached the threshold"),
+                            },
+                        );
+                    }
+                }
+            }
+            Command::Push {
+                name,
+                remaining,
+                window,
+                kind,
+                force,
+                cause,
+            } => {
+                let message = self.breakers.codec.encode(Opening::new(
+                    kind,
+                    &name,
+                    millis(remaining),
+                    &self.instance,
+                    &cause,
+                ));
+                let mut call = self.breakers.scripts.push_opening.prepare_invoke();
+                call.key(self.state_key(&name))
+                    .key(self.index_key())
+                    .arg(&*name)
+                    .arg(&*self.instance)
+                    .arg(millis(remaining))
+                    .arg(kind.as_str())
+                    .arg(cause)
+                    .arg(millis(window))
+                    .arg(self.channel())
+                    .arg(if force { "1" } else { "0" })
+                    .arg(message);
+                let _: Option<i64> = self.invoke(call.invoke_async(conn)).await;
+            }
+            Command::Resync => self.resync(conn).await,
+        }
+    }
+
+    /// One call to Redis, bounded by the timeout; counted in `sent`, and in `failed` when it
+    /// fails.
+    async fn invoke<T>(&self, fut: impl Future<Output = Result<T, RedisError>>) -> Option<T> {
+        self.stats.sent.fetch_add(1, Ordering::Relaxed);
+        let failure = match tokio::time::timeout(self.timeout, fut).await {
+            Ok(Ok(value)) => {
+                self.recover();
+                return Some(value);
+            }
+            Ok(Err(error)) => describe(&error),
+            Err(_) => "timed out".to_owned(),
+        };
+        self.stats.failed.fetch_add(1, Ordering::Relaxed);
+        self.mark_unhealthy(&failure);
+        None
+    }
+
+    /// Pushes this instance's shareable local openings, then loads the fleet's.
+    async fn resync(&self, conn: &mut ConnectionManager) {
+        let breakers: Vec<Breaker> = lock(&self.breakers.attached)
+            .values()
+            .filter_map(WeakBreaker::upgrade)
+            .collect();
+        for breaker in breakers {
+            let Some(until) = breaker.open_until() else {
+                continue;
+            };
+            let snapshot = breaker.snapshot();
+            let Some(cause) = snapshot.last_cause else {
+                continue;
+            };
+            let trip = matches!(cause, OpenCause::Tripped { .. });
+            let shareable = match (breaker.config().sharing, &cause) {
+                (_, OpenCause::Shared { .. }) => false,
+                (Sharing::Local, _) => false,
+                (Sharing::TripsOnly, _) => trip,
+                (Sharing::Openings { quorum }, _) => trip || quorum <= 1,
+            };
+            if !shareable {
+                continue;
+            }
+            let remaining = until.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                continue;
+            }
+            let name = breaker.name_arc().clone();
+            Box::pin(self.run(
+                conn,
+                Command::Push {
+                    name,
+                    remaining,
+                    window: breaker.config().open_after.window(),
+                    kind: if trip { Kind::Trip } else { Kind::Failures },
+                    force: false,
+                    cause: cause.to_string(),
+                },
+            ))
+            .await;
+        }
+        self.load(conn).await;
+    }
+
+    /// Loads every open breaker of the fleet. The openings kept for breakers not built yet
+    /// are replaced by what Redis holds now.
+    async fn load(&self, conn: &mut ConnectionManager) {
+        let mut call = self.breakers.scripts.load.prepare_invoke();
+        call.key(self.index_key()).arg(&*self.prefix);
+        let Some(rows): Option<Vec<Vec<u8>>> = self.invoke(call.invoke_async(conn)).await else {
+            return;
+        };
+        *lock(&self.breakers.pending) = PendingMap::default();
+        let now_ms = message::wall_clock_ms();
+        for row in rows.chunks_exact(3) {
+            let [name, remaining, payload] = row else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(name);
+            let context = Context {
+                breaker: Some(&name),
+                ..Context::default()
+            };
+            let Some(server_ms) = std::str::from_utf8(remaining)
+                .ok()
+                .and_then(|r| r.parse::<u64>().ok())
+            else {
+                self.reject(Rejection::Malformed, Source::Load, context);
+                continue;
+            };
+            let opening = match self.breakers.codec.decode(payload, now_ms) {
+                // A message moved into another breaker's state is not that breaker's.
+                Ok(opening) if opening.name != name => Err(Rejection::Malformed),
+                decoded => decoded,
+            };
+            match opening {
+                Ok(opening) => {
+                    // The server's clock says how much is left; never more than the message
+                    // claimed.
+                    let remaining = Duration::from_millis(server_ms.min(opening.remaining_ms));
+                    self.learn(&opening, remaining, Source::Load);
+                }
+                Err(rejection) => self.reject(rejection, Source::Load, context),
+            }
+        }
+    }
+}
+
+impl BreakerStore for RedisStore {
+    fn status(&self) -> StoreStatus {
+        self.snapshot()
+    }
+
+    fn attach(&self, breaker: &Breaker) {
+        let sharing = breaker.config().sharing;
+        if sharing == Sharing::Local {
+            return;
+        }
+        let shared = &*self.shared;
+        lock(&shared.breakers.attached).insert(breaker.name_arc().clone(), breaker.downgrade());
+        let pending = lock(&shared.breakers.pending).map.remove(breaker.name());
+        if let Some(pending) = pending {
+            // An opening too long to end on this clock is still checked, and dropped, by the
+            // breaker's bound.
+            let remaining = pending.ends().map_or(pending.remaining, |end| {
+                end.saturating_duration_since(Instant::now())
+            });
+            if remaining.is_zero() {
+                return;
+            }
+            shared.apply(
+                breaker,
+                pending.claimed_ms,
+                remaining,
+                pending.trip,
+                pending.detail,
+                Source::Pending,
+            );
+        }
+    }
+
+    fn failure_recorded(&self, breaker: &Breaker) {
+        let config = breaker.config();
+        if let (Sharing::Openings { quorum }, OpenAfter::Failures { count, window }) =
+            (config.sharing, config.open_after)
+        {
+            self.shared.send(Command::Failure {
+                breaker: breaker.downgrade(),
+                name: breaker.name_arc().clone(),
+                window,
+                threshold: count,
+                quorum,
+                cooldown: config.cooldown,
+                ratio: false,
+            });
+        }
+    }
+
+    fn opened(&self, breaker: &Breaker, until: Instant, cause: &OpenCause) {
+        let config = breaker.config();
+        let remaining = until.saturating_duration_since(Instant::now());
+        match (config.sharing, cause, config.open_after) {
+            (Sharing::Local, _, _) | (_, OpenCause::Shared { .. }, _) => {}
+            (_, OpenCause::Tripped { .. }, _) => self.shared.send(Command::Push {
+                name: breaker.name_arc().clone(),
+                remaining,
+                window: config.open_after.window(),
+                kind: Kind::Trip,
+                force: true,
+                cause: cause.to_string(),
+            }),
+            (Sharing::TripsOnly, _, _) => {}
+            (Sharing::Openings { quorum }, _, OpenAfter::Failures { count, window }) => {
+                // The failure that opened the mirror counts in the fleet's window too.
+                self.shared.send(Command::Failure {
+                    breaker: breaker.downgrade(),
+                    name: breaker.name_arc().clone(),
+                    window,
+                    threshold: count,
+                    quorum,
+                    cooldown: config.cooldown,
+                    ratio: false,
+                });
+            }
+            (Sharing::Openings { quorum }, _, OpenAfter::FailureRatio { window, .. }) => {
+                // A ratio opening is one report; `quorum` reports from distinct instances open
+                // the fleet.
+                self.shared.send(Command::Failure {
+                    breaker: breaker.downgrade(),
+                    name: breaker.name_arc().clone(),
+                    window,
+                    threshold: quorum.max(1),
+                    quorum,
+                    cooldown: config.cooldown,
+                    ratio: true,
+                });
+            }
+        }
+    }
+}
+
+/// Loads the fleet's state, then starts the worker, the subscriber (waiting, boundedly, for
+/// its subscription) and the periodic re-sync.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    client: redis::Client,
+    conn: ConnectionManager,
+    commands: mpsc::Receiver<Command>,
+    shutdown: watch::Receiver<()>,
+    resync_every: Duration,
+) {
+    let mut first = conn.clone();
+    shared.load(&mut first).await;
+    tokio::spawn(worker(
+        Arc::downgrade(shared),
+        conn,
+        commands,
+        shutdown.clone(),
+    ));
+    let (subscribed, subscribed_rx) = oneshot::channel();
+    tokio::spawn(subscriber(
+        Arc::downgrade(shared),
+        client,
+        shared.channel(),
+        shutdown.clone(),
+        subscribed,
+    ));
+    // Openings published from now on reach this instance: wait (boundedly) for the
+    // subscription before the first admission decision.
+    let _ = tokio::time::timeout(shared.timeout, subscribed_rx).await;
+    tokio::spawn(resyncer(Arc::downgrade(shared), resync_every, shutdown));
+}
+
+async fn worker(
+    shared: Weak<Shared>,
+    mut conn: ConnectionManager,
+    mut commands: mpsc::Receiver<Command>,
+    mut shutdown: watch::Receiver<()>,
+) {
+    loop {
+        let command = tokio::select! {
+            command = commands.recv() => command,
+            _ = shutdown.changed() => None,
+        };
+        let (Some(command), Some(shared)) = (command, shared.upgrade()) else {
+            return;
+        };
+        shared.run(&mut conn, command).await;
+        // The backlog is gone while Redis answers: a later one is worth a warning again.
+        // During an outage only the recovery re-arms it, so an outage warns once.
+        if commands.is_empty() && shared.healthy.load(Ordering::Acquire) {
+            shared.backlog_warned.store(false, Ordering::Release);
+        }
+    }
+}
+
+async fn subscriber(
+    shared: Weak<Shared>,
+    client: redis::Client,
+    channel: String,
+    mut shutdown: watch::Receiver<()>,
+    subscribed: oneshot::Sender<()>,
+) {
+    let mut subscribed = Some(subscribed);
+    let mut backoff = Duration::from_millis(100);
+    let mut first = true;
+    loop {
+        let Some(timeout) = shared.upgrade().map(|s| s.timeout) else {
+            return;
+        };
+        let connected = tokio::time::timeout(timeout, async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            Ok::<_, RedisError>(pubsub)
+        })
+        .await;
+        let failure = match connected {
+            Ok(Ok(mut pubsub)) => {
+                backoff = Duration::from_millis(100);
+                if let Some(subscribed) = subscribed.take() {
+                    let _ = subscribed.send(());
+                }
+                if let Some(shared) = shared.upgrade() {
+                    shared.recover();
+                    if !first {
+                        // Anything published while we were away is repaired by a re-sync.
+                        let _ = shared.commands.try_send(Command::Resync);
+                    }
+                }
+                first = false;
+                let mut messages = pubsub.on_message();
+                loop {
+                    let message = tokio::select! {
+                        message = messages.next() => message,
+                        _ = shutdown.changed() => return,
+                    };
+                    let Some(message) = message else { break };
+                    let Some(shared) = shared.upgrade() else {
+                        return;
+                    };
+                    shared.receive(message.get_payload_bytes());
+                }
+                "the pub/sub connection was lost".to_owned()
+            }
+            Ok(Err(error)) => describe(&error),
+            Err(_) => "timed out".to_owned(),
+        };
+        if let Some(shared) = shared.upgrade() {
+            shared
+                .stats
+                .subscribe_failed
+                .fetch_add(1, Ordering::Relaxed);
+            shared.mark_unhealthy(&failure);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = shutdown.changed() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+async fn resyncer(shared: Weak<Shared>, every: Duration, mut shutdown: watch::Receiver<()>) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let _ = shared.commands.try_send(Command::Resync);
+    }
+}

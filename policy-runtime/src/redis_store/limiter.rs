@@ -1,0 +1,428 @@
+//! The fleet rate limiter: GCRA in one Lua round trip on the Redis server's clock while Redis
+//! answers, and the limiter's own [`FailMode`]s, a per-instance [`LocalRate`] by default, when
+//! it does not.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use redis::Script;
+
+use super::{RedisStore, describe};
+use crate::error::{Human, RefusalReason, ResilienceError};
+use crate::limiter::{FailMode, LimiterSnapshot, LocalRate};
+use crate::observe;
+use crate::window::{Clock, saturating_nanos};
+
+impl RedisStore {
+    /// A fleet-wide rate limiter named `name`: `limit` calls per `per`, sharing this store's
+    /// connection. When Redis times out or fails it decides from a per-instance rate (the
+    /// same `limit` per `per` unless told otherwise), never waiting on Redis again until Redis
+    /// is back; see [`RedisRateLimiterBuilder`].
+    pub fn rate_limiter(
+        &self,
+        name: impl Into<Arc<str>>,
+        limit: u32,
+        per: Duration,
+    ) -> RedisRateLimiterBuilder {
+        let limit = limit.max(1);
+        RedisRateLimiterBuilder {
+            store: self.clone(),
+            name: name.into(),
+            limit,
+            per,
+            on_timeout: FailMode::Local,
+            on_error: FailMode::Local,
+            timeout: Duration::from_millis(50),
+            local: (limit, per),
+            probe_every: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Builds a [`RedisRateLimiter`]; see [`RedisStore::rate_limiter`].
+///
+/// During an outage the limiter does not ask Redis on every call: the first call that fails
+/// (at most the [`timeout`](Self::timeout)) switches it to deciding locally, every call after
+/// it is decided at once with no round trip, and a background probe (a `PING`, every
+/// [`probe_every`](Self::probe_every) while calls come in) switches it back when Redis
+/// answers again.
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RedisRateLimiterBuilder {
+    store: RedisStore,
+    name: Arc<str>,
+    limit: u32,
+    per: Duration,
+    on_timeout: FailMode,
+    on_error: FailMode,
+    timeout: Duration,
+    local: (u32, Duration),
+    probe_every: Duration,
+}
+
+impl RedisRateLimiterBuilder {
+    /// What to decide when Redis answers too slowly (default [`FailMode::Local`]).
+    pub fn on_timeout(mut self, mode: FailMode) -> Self {
+        self.on_timeout = mode;
+        self
+    }
+
+    /// What to decide when Redis cannot be reached (default [`FailMode::Local`]).
+    pub fn on_error(mut self, mode: FailMode) -> Self {
+        self.on_error = mode;
+        self
+    }
+
+    /// How long a decision may wait for Redis (default 50 ms). The store's own
+    /// [`timeout`](super::RedisStoreBuilder::timeout) bounds its connection too, so a decision
+    /// waits at most the shorter of the two; either is an `on_timeout` decision.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The rate this instance enforces alone while Redis fails, for [`FailMode::Local`]
+    /// (default: the fleet's rate, so `n` instances admit up to `n` times it in an outage).
+    pub fn local_rate(mut self, limit: u32, per: Duration) -> Self {
+        self.local = (limit.max(1), per);
+        self
+    }
+
+    /// How often, while Redis fails and calls come in, a background probe checks whether it
+    /// is back (default 1 s).
+    pub fn probe_every(mut self, every: Duration) -> Self {
+        self.probe_every = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Builds the limiter.
+    pub fn build(self) -> RedisRateLimiter {
+        let period = saturating_nanos(self.per) / 1_000;
+        let interval = (period / u64::from(self.limit)).max(1);
+        let (local_limit, local_per) = self.local;
+        RedisRateLimiter {
+            inner: Arc::new(Inner {
+                key: format!("{}:ratelimit:{}", self.store.shared.prefix, self.name),
+                detail: Arc::from(format!("over {} per {}", self.limit, Human(self.per))),
+                local_detail: Arc::from(format!(
+                    "over this instance's own {local_limit} per {} while the fleet's store is unavailable",
+                    Human(local_per)
+                )),
+                interval_us: interval,
+                tolerance_us: period.saturating_sub(interval),
+                store: self.store,
+                name: self.name,
+                on_timeout: self.on_timeout,
+                on_error: self.on_error,
+                timeout: self.timeout,
+                local: LocalRate::new(local_limit, local_per),
+                probe_every: self.probe_every,
+                gcra: Script::new(include_str!("lua/gcra.lua")),
+                clock: Clock::new(),
+                retry_at: AtomicU64::new(0),
+                degraded_by: AtomicU8::new(Failure::Error as u8),
+                probing: AtomicBool::new(false),
+                stats: LimiterStats::default(),
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct LimiterStats {
+    admitted: AtomicU64,
+    refused: AtomicU64,
+    failed_open: AtomicU64,
+    failed_closed: AtomicU64,
+    local_admitted: AtomicU64,
+    local_refused: AtomicU64,
+    store_calls: AtomicU64,
+    probes: AtomicU64,
+}
+
+/// How the store failed: the two separate decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Failure {
+    Timeout = 1,
+    Error = 2,
+}
+
+impl Failure {
+    fn from_u8(n: u8) -> Self {
+        if n == Self::Timeout as u8 {
+            Self::Timeout
+        } else {
+            Self::Error
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Self::Timeout => "the limiter's store timed out",
+            Self::Error => "the limiter's store failed",
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Error => "error",
+        }
+    }
+}
+
+struct Inner {
+    store: RedisStore,
+    name: Arc<str>,
+    key: String,
+    detail: Arc<str>,
+    local_detail: Arc<str>,
+    interval_us: u64,
+    tolerance_us: u64,
+    on_timeout: FailMode,
+    on_error: FailMode,
+    timeout: Duration,
+    local: LocalRate,
+    probe_every: Duration,
+    gcra: Script,
+    clock: Clock,
+    /// 0 while Redis decides; otherwise when (on `clock`) the next probe may start.
+    retry_at: AtomicU64,
+    /// The [`Failure`] that made the limiter decide locally.
+    degraded_by: AtomicU8,
+    probing: AtomicBool,
+    stats: LimiterStats,
+}
+
+/// A fleet-wide rate limiter: GCRA in one Lua round trip on the Redis server's clock.
+///
+/// Its store's timeouts and errors are two separate decisions, each a [`FailMode`]
+/// (a per-instance [`LocalRate`] by default); see the [`limiter`](crate::limiter) module.
+/// Cloning is cheap and clones share state.
+#[derive(Clone)]
+pub struct RedisRateLimiter {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for RedisRateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &*self.inner;
+        f.debug_struct("RedisRateLimiter")
+            .field("name", &inner.name)
+            .field("rate", &inner.detail)
+            .field("on_timeout", &inner.on_timeout)
+            .field("on_error", &inner.on_error)
+            .field("local", &inner.local)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisRateLimiter {
+    /// The limiter's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Admits one call, or refuses with a [`ResilienceError`] of kind
+    /// [`RateLimited`](crate::RefusalKind::RateLimited). When Redis times out or fails, the
+    /// configured [`FailMode`] decides, and keeps deciding without a round trip until a
+    /// background probe finds Redis again.
+    pub async fn acquire(&self) -> Result<(), ResilienceError> {
+        let inner = &*self.inner;
+        let retry_at = inner.retry_at.load(Ordering::Acquire);
+        if retry_at != 0 {
+            if inner.clock.now_nanos() >= retry_at && !inner.probing.swap(true, Ordering::AcqRel) {
+                inner.stats.probes.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(probe(Arc::downgrade(&self.inner)));
+            }
+            return inner.fail(Failure::from_u8(inner.degraded_by.load(Ordering::Acquire)));
+        }
+        inner.stats.store_calls.fetch_add(1, Ordering::Relaxed);
+        let mut conn = inner.store.conn.clone();
+        let mut call = inner.gcra.prepare_invoke();
+        call.key(&inner.key)
+            .arg(inner.interval_us)
+            .arg(inner.tolerance_us);
+        let reply =
+            tokio::time::timeout(inner.timeout, call.invoke_async::<(i64, i64)>(&mut conn)).await;
+        match reply {
+            Ok(Ok((1, _))) => {
+                inner.store.shared.recover();
+                inner.stats.admitted.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(Ok((_, wait_us))) => {
+                inner.store.shared.recover();
+                inner.stats.refused.fetch_add(1, Ordering::Relaxed);
+                let refusal = ResilienceError::new(
+                    inner.name.clone(),
+                    RefusalReason::RateLimited {
+                        retry_after: Some(Duration::from_micros(wait_us.unsigned_abs())),
+                        detail: inner.detail.clone(),
+                    },
+                );
+                observe::refused(&refusal);
+                Err(refusal)
+            }
+            Ok(Err(error)) => {
+                inner.store.shared.mark_unhealthy(&describe(&error));
+                // The connection's own response timeout (the store's) is a timeout too.
+                let failure = if error.is_timeout() {
+                    Failure::Timeout
+                } else {
+                    Failure::Error
+                };
+                inner.degrade(failure);
+                inner.fail(failure)
+            }
+            Err(_) => {
+                inner.store.shared.mark_unhealthy("timed out");
+                inner.degrade(Failure::Timeout);
+                inner.fail(Failure::Timeout)
+            }
+        }
+    }
+
+    /// A point-in-time view, for dashboards.
+    pub fn snapshot(&self) -> LimiterSnapshot {
+        let s = &self.inner.stats;
+        LimiterSnapshot {
+            name: self.inner.name.clone(),
+            admitted: s.admitted.load(Ordering::Relaxed),
+            refused: s.refused.load(Ordering::Relaxed),
+            failed_open: s.failed_open.load(Ordering::Relaxed),
+            failed_closed: s.failed_closed.load(Ordering::Relaxed),
+            local_admitted: s.local_admitted.load(Ordering::Relaxed),
+            local_refused: s.local_refused.load(Ordering::Relaxed),
+            store_calls: s.store_calls.load(Ordering::Relaxed),
+            probes: s.probes.load(Ordering::Relaxed),
+            degraded: self.inner.retry_at.load(Ordering::Relaxed) != 0,
+        }
+    }
+}
+
+impl Inner {
+    /// Stops asking Redis until a probe after `probe_every` finds it again; logs the switch
+    /// once.
+    fn degrade(&self, failure: Failure) {
+        self.degraded_by.store(failure as u8, Ordering::Release);
+        let retry_at = self
+            .clock
+            .now_nanos()
+            .saturating_add(saturating_nanos(self.probe_every))
+            .max(1);
+        if self.retry_at.swap(retry_at, Ordering::AcqRel) == 0 {
+            let mode = match failure {
+                Failure::Timeout => self.on_timeout,
+                Failure::Error => self.on_error,
+            };
+            tracing::warn!(
+                target: "policy",
+                kind = "limiter_degraded",
+                name = &*self.name,
+                reason = failure.reason(),
+                mode = %mode,
+                "rate limiter `{}` decides without redis ({}): {}",
+                self.name,
+                failure.what(),
+                match mode {
+                    FailMode::Open => "admitting every call",
+                    FailMode::Closed => "refusing every call",
+                    _ => "this instance enforces its own rate",
+                }
+            );
+        }
+    }
+
+    fn recovered(&self) {
+        if self.retry_at.swap(0, Ordering::AcqRel) != 0 {
+            tracing::info!(
+                target: "policy",
+                kind = "limiter_recovered",
+                name = &*self.name,
+                reason = "reachable again",
+                "rate limiter `{}` decides with redis again",
+                self.name
+            );
+        }
+    }
+
+    fn fail(&self, failure: Failure) -> Result<(), ResilienceError> {
+        let mode = match failure {
+            Failure::Timeout => self.on_timeout,
+            Failure::Error => self.on_error,
+        };
+        let what = failure.what();
+        let refusal = |retry_after, detail| {
+            let refusal = ResilienceError::new(
+                self.name.clone(),
+                RefusalReason::RateLimited {
+                    retry_after,
+                    detail,
+                },
+            );
+            observe::refused(&refusal);
+            Err(refusal)
+        };
+        match mode {
+            FailMode::Open => {
+                self.stats.failed_open.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    target: "policy",
+                    kind = "limiter_failed_open",
+                    name = &*self.name,
+                    reason = what,
+                    "rate limiter `{}` admits the call: {what} and it fails open",
+                    self.name
+                );
+                Ok(())
+            }
+            FailMode::Closed => {
+                self.stats.failed_closed.fetch_add(1, Ordering::Relaxed);
+                refusal(None, Arc::from(format!("{what} and it fails closed")))
+            }
+            _ => match self.local.check() {
+                Ok(()) => {
+                    self.stats.local_admitted.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }
+                Err(wait) => {
+                    self.stats.local_refused.fetch_add(1, Ordering::Relaxed);
+                    refusal(Some(wait), self.local_detail.clone())
+                }
+            },
+        }
+    }
+}
+
+/// Checks, off every caller's path, whether Redis answers again.
+async fn probe(inner: Weak<Inner>) {
+    let Some(inner) = inner.upgrade() else {
+        return;
+    };
+    let mut conn = inner.store.conn.clone();
+    let reply = tokio::time::timeout(
+        inner.timeout,
+        redis::cmd("PING").query_async::<String>(&mut conn),
+    )
+    .await;
+    match reply {
+        Ok(Ok(_)) => {
+            inner.store.shared.recover();
+            inner.recovered();
+        }
+        Ok(Err(error)) if error.is_timeout() => inner.degrade(Failure::Timeout),
+        Ok(Err(_)) => inner.degrade(Failure::Error),
+        Err(_) => inner.degrade(Failure::Timeout),
+    }
+    inner.probing.store(false, Ordering::Release);
+}
+
+impl crate::registry::LimiterSource for RedisRateLimiter {
+    fn limiter_snapshot(&self) -> LimiterSnapshot {
+        self.snapshot()
+    }
+}

@@ -1,0 +1,479 @@
+//! Fleet-wide breaker state and a fleet rate limiter on Redis (feature `redis`).
+//!
+//! When a service runs as many instances, each cold instance must not rediscover on its own
+//! that a provider is down: that is exactly the hammering a breaker exists to prevent. The
+//! [`RedisStore`] shares breaker openings through Redis, while every breaker keeps its
+//! in-process mirror:
+//!
+//! - **The mirror is written first, then Redis.** A Redis write that fails after the
+//!   dependency refused us leaves the local breaker open and logs the failure; it never closes
+//!   the breaker and never reaches the caller.
+//! - **The hot path reads only the mirror.** A call through a closed breaker sends no Redis
+//!   command. Failures and openings go to Redis from a background task, off the caller's path,
+//!   one round trip each: a Lua script keeps the windowed count and the opening atomic, and
+//!   takes its times from the Redis server's clock (`TIME`), so instances with skewed clocks
+//!   agree. Instances exchange *remaining* durations, never absolute times.
+//! - **Others learn quickly.** An opening is published on a pub/sub channel; a newly started
+//!   instance loads the current state in [`RedisStore::connect`], before its first admission
+//!   decision; a periodic re-sync (every 5 s by default) repairs anything missed while
+//!   disconnected, in both directions: openings made locally during an outage are pushed when
+//!   Redis returns.
+//! - **An outage degrades sharing, never callers.** Admission keeps working from the mirror,
+//!   Redis calls have short bounded timeouts (200 ms by default), the outage is logged once
+//!   (`kind = "store_unavailable"`) and its end once (`kind = "store_recovered"`). Reports that
+//!   do not fit the store's queue during an outage are dropped, counted, and logged once per
+//!   outage (`kind = "store_backlog"`); the next re-sync repairs Redis.
+//!
+//! # What is shared: the per-breaker [`Sharing`] policy
+//!
+//! One instance's own fault (its network, its DNS, its noisy neighbour) must not open the
+//! breaker for the whole fleet. Each breaker chooses:
+//!
+//! - [`Sharing::Local`]: nothing is shared.
+//! - [`Sharing::TripsOnly`]: only explicit trips are shared. A dependency's 429 or
+//!   `Retry-After` is true for every instance; failures stay local. The safest choice when
+//!   instances reach the dependency over different paths.
+//! - [`Sharing::Openings { quorum }`](crate::Sharing::Openings): trips, and openings from failures
+//!   once the failures inside the window (counted in Redis across the fleet) reach the
+//!   breaker's threshold **and** came from at least `quorum` distinct instances. A quorum of 1
+//!   shares every opening (fastest, but one sick instance can open the fleet); 2 or more asks
+//!   for corroboration. With a quorum of 1 a probe that fails right after a fleet-wide cooldown
+//!   reopens the fleet at once, as locally. Breakers that open on a failure *ratio* count
+//!   calls only locally (counting every call in Redis would put a command on the hot path), so
+//!   they share their openings: each local opening is one report, and `quorum` reports from
+//!   distinct instances open the fleet.
+//!
+//! A bulkhead still bounds **one instance**: ten instances with four slots each put forty
+//! calls at the dependency. That bound belongs to the platform's concurrency setting and the
+//! dependency's connection limit; nothing here shares bulkheads.
+//!
+//! # What comes from Redis is input, not truth
+//!
+//! **The threat model.** Whoever can write to this Redis (a compromised neighbour service, a
+//! leaked password, an operator's typo) can already do much: delete the shared state, fill the
+//! server's memory, answer slowly. What they must not be able to do through this store is
+//! disable a dependency for longer than this instance's own configuration allows, crash or
+//! grow an instance, or make an instance say something it did not. So every opening that
+//! arrives, on the channel or from a breaker's state hash, is checked before a breaker hears
+//! of it:
+//!
+//! - **Bounded by the local configuration.** An opening from counted failures may last at
+//!   most the receiving breaker's cooldown, a trip at most its `max_retry_after` (5 minutes by
+//!   default: [`BreakerBuilder::max_retry_after`](crate::breaker::BreakerBuilder::max_retry_after));
+//!   a message asking for longer, or for nothing, is dropped as `out_of_range`, never cut to
+//!   fit, since it is either a different configuration or a forgery. The breaker itself never
+//!   lets any shared opening outlast the larger of the two
+//!   ([`Breaker::apply_shared_opening`]).
+//! - **Well-formed or dropped.** A message is one JSON object of one shape, at most 4 KiB,
+//!   with short names and no control characters:
+//!   `{"v":1,"kind":"trip","name":"search","remaining_ms":3000,"instance":"…","issued_ms":…,"cause":"…","sig":"…"}`
+//!   (`kind` is `failures` or `trip`; `issued_ms` is the sender's wall clock, used only
+//!   against replays of signed messages; `sig` only with a shared secret). Anything else is
+//!   dropped as `malformed` or `too_large`.
+//! - **Bounded memory.** Openings for breakers this instance has not built yet are kept for a
+//!   breaker built later, up to [`RedisStoreBuilder::pending_capacity`] names (1,024 by
+//!   default), each until its opening ends or the next re-sync replaces the set from Redis;
+//!   past the bound, messages are dropped as `pending_full`. A flood of names costs a counter,
+//!   not memory.
+//! - **Optionally signed.** With [`RedisStoreBuilder::shared_secret`], every message this
+//!   instance writes carries an HMAC-SHA256 over its fields and the key prefix, and only
+//!   messages signed with the same secret are accepted (`unsigned` and `bad_signature`
+//!   otherwise); a signed message is refused as `stale` once its own opening and the clock
+//!   tolerance ([`RedisStoreBuilder::clock_tolerance`], 30 s) are over, so a replayed message
+//!   can extend an opening by at most its own length. Without a secret, someone who can
+//!   publish can open a breaker for one local bound per message, for as long as they keep
+//!   publishing, and every such opening is counted (`received`) and names the instance it
+//!   claims to come from; with one, a writer who does not hold the secret cannot open a
+//!   breaker at all. The secret never reaches Redis (messages are signed by the instance before
+//!   the script publishes them) and is never printed, `Debug` included.
+//!
+//! Every dropped message is counted in [`StoreStatus::rejected`] (or
+//! [`StoreStatus::pending_dropped`]) and logged as `kind = "store_message_rejected"` with the
+//! fields `reason` (the codes above), `source` (`pubsub`, `load` or `pending`), `breaker`
+//! (the name it gave, when it gave one), `remaining_ms` and `bound_ms` (when known) and
+//! `instance` (this instance). The first rejection is a WARN, and one a second after the last
+//! WARN; the rest are DEBUG, so a flood cannot flood the logs.
+//!
+//! # Keys
+//!
+//! With the default prefix `policy` (set another with [`RedisStoreBuilder::prefix`] so several
+//! services can share one Redis):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `policy:breakers` | set | names of every shared breaker |
+//! | `policy:breaker:{name}` | hash | `until` and `probation` (server ms), `kind`, `cause`, `by` (instance), `message` (the opening's message) |
+//! | `policy:breaker:{name}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` |
+//! | `policy:breaker:{name}:seq` | string | sequence for failure members |
+//! | `policy:breaker:events` | pub/sub channel | one opening's message each |
+//! | `policy:ratelimit:{name}` | string | the limiter's theoretical arrival time (µs, server clock) |
+//!
+//! Every key expires on its own once its window or opening is over. Scripts compute breaker
+//! keys from the prefix, so this targets a standalone Redis (or a primary), not Redis Cluster.
+//! The scripts are in `policy-runtime/src/redis_store/lua/`.
+//!
+//! # The fleet rate limiter
+//!
+//! [`RedisStore::rate_limiter`] builds a [`RedisRateLimiter`]: one round trip per decision
+//! while Redis answers, and, when it does not, the limiter's own [`FailMode`]s for a timeout
+//! and for an error, by default a per-instance rate ([`FailMode::Local`]) rather than all
+//! admitted or all refused. After one failed call the limiter stops asking Redis and decides
+//! locally at once, with no round trip on the caller's path, until a background probe finds
+//! Redis again (see [`RedisRateLimiterBuilder`]).
+//!
+//! # Credentials
+//!
+//! The connection string is parsed by the `redis` crate and dropped; nothing here prints it,
+//! its host or its password, in logs, errors or `Debug`.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use policy_runtime::{Registry, redis_store::RedisStore};
+//!
+//! # async fn setup() -> Result<(), Box<dyn std::error::Error>> {
+//! // At startup, before the first call builds a breaker:
+//! let store = RedisStore::builder()
+//!     .shared_secret(std::env::var("POLICY_REDIS_SECRET")?)
+//!     .connect(&std::env::var("REDIS_URL")?)
+//!     .await?;
+//! Registry::global().set_breaker_store(Arc::new(store));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`Sharing`]: crate::Sharing
+//! [`Sharing::Local`]: crate::Sharing::Local
+//! [`Sharing::TripsOnly`]: crate::Sharing::TripsOnly
+//! [`Breaker::apply_shared_opening`]: crate::Breaker::apply_shared_opening
+//! [`StoreStatus::rejected`]: crate::breaker::StoreStatus::rejected
+//! [`StoreStatus::pending_dropped`]: crate::breaker::StoreStatus::pending_dropped
+//! [`FailMode`]: crate::limiter::FailMode
+//! [`FailMode::Local`]: crate::limiter::FailMode::Local
+
+mod breaker;
+mod limiter;
+mod message;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use redis::RedisError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{mpsc, watch};
+
+use crate::breaker::StoreStatus;
+
+pub use limiter::{RedisRateLimiter, RedisRateLimiterBuilder};
+
+/// Counters of the breaker store's traffic; see [`StoreStatus`].
+#[derive(Debug, Default)]
+struct Stats {
+    sent: AtomicU64,
+    failed: AtomicU64,
+    dropped: AtomicU64,
+    received: AtomicU64,
+    rejected: AtomicU64,
+    pending_dropped: AtomicU64,
+    subscribe_failed: AtomicU64,
+}
+
+/// What the store's background tasks, its breakers and its limiters share.
+struct Shared {
+    prefix: Arc<str>,
+    instance: Arc<str>,
+    timeout: Duration,
+    healthy: AtomicBool,
+    /// Whether this outage's "queue full" warning was given; re-armed when Redis is reachable
+    /// again and when the queue drains.
+    backlog_warned: AtomicBool,
+    commands: mpsc::Sender<breaker::Command>,
+    stats: Stats,
+    breakers: breaker::Fleet,
+    _shutdown: watch::Sender<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// How a store failure is described: its kind only, never a message that could carry the
+/// server's address.
+fn describe(error: &RedisError) -> String {
+    if error.is_timeout() {
+        "timed out".to_owned()
+    } else if error.is_connection_refusal() {
+        "connection refused".to_owned()
+    } else if error.is_connection_dropped() {
+        "connection dropped".to_owned()
+    } else if error.is_io_error() {
+        "i/o error".to_owned()
+    } else {
+        format!("{:?}", error.kind())
+    }
+}
+
+impl Shared {
+    /// Logs the start of an outage once. Counts nothing: callers count what failed.
+    fn mark_unhealthy(&self, what: &str) {
+        if self.healthy.swap(false, Ordering::AcqRel) {
+            tracing::warn!(
+                target: "policy",
+                kind = "store_unavailable",
+                name = "redis",
+                instance = &*self.instance,
+                reason = what,
+                "redis is unreachable ({what}): breakers keep working from their in-process mirrors; sharing is paused until it returns"
+            );
+        }
+    }
+
+    /// Logs the end of an outage once, re-arms the backlog warning, and asks for a re-sync.
+    fn recover(&self) {
+        if !self.healthy.swap(true, Ordering::AcqRel) {
+            self.backlog_warned.store(false, Ordering::Release);
+            tracing::info!(
+                target: "policy",
+                kind = "store_recovered",
+                name = "redis",
+                instance = &*self.instance,
+                reason = "reachable again",
+                "redis is reachable again: re-syncing breaker state"
+            );
+            let _ = self.commands.try_send(breaker::Command::Resync);
+        }
+    }
+
+    /// Queues a command for the worker; a full queue drops it (counted, warned once per
+    /// outage): the mirror already holds the state, and the next re-sync repairs Redis.
+    fn send(&self, command: breaker::Command) {
+        if self.commands.try_send(command).is_err() {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            if !self.backlog_warned.swap(true, Ordering::AcqRel) {
+                tracing::warn!(
+                    target: "policy",
+                    kind = "store_backlog",
+                    name = "redis",
+                    instance = &*self.instance,
+                    reason = "queue full",
+                    "redis store queue is full: dropping reports; the mirror keeps its state and the next re-sync repairs Redis"
+                );
+            }
+        }
+    }
+}
+
+/// Builds a [`RedisStore`]; see [`RedisStore::builder`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `connect` is called"]
+pub struct RedisStoreBuilder {
+    prefix: String,
+    instance: Option<String>,
+    timeout: Duration,
+    resync_every: Duration,
+    queue: usize,
+    pending_capacity: usize,
+    signer: Option<message::Signer>,
+    clock_tolerance: Duration,
+}
+
+impl RedisStoreBuilder {
+    /// The key prefix (default `policy`), so several services can share one Redis.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// This instance's identity in Redis (default: a random id per process). Quorums count
+    /// distinct instance ids.
+    pub fn instance(mut self, id: impl Into<String>) -> Self {
+        self.instance = Some(id.into());
+        self
+    }
+
+    /// The bound on every Redis call (default 200 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How often state is re-synced in both directions (default 5 s).
+    pub fn resync_every(mut self, every: Duration) -> Self {
+        self.resync_every = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How many reports may wait for Redis (default 4,096); past it, reports are dropped and
+    /// counted ([`StoreStatus::dropped`]) until the queue drains.
+    pub fn queue_capacity(mut self, capacity: usize) -> Self {
+        self.queue = capacity.max(1);
+        self
+    }
+
+    /// How many breakers not built here yet may have an opening kept for them (default
+    /// 1,024). Past it, openings for further unknown names are dropped and counted
+    /// ([`StoreStatus::pending_dropped`]); a breaker built later still learns its opening at
+    /// the next re-sync.
+    pub fn pending_capacity(mut self, capacity: usize) -> Self {
+        self.pending_capacity = capacity;
+        self
+    }
+
+    /// Signs every message this instance writes with HMAC-SHA256 over `secret`, and accepts
+    /// only messages signed with the same secret: give every instance of the fleet the same
+    /// one. The secret is kept only as keyed HMAC state, never sent to Redis, and never
+    /// printed (`Debug` included). See the [module docs](self) for what it protects against.
+    pub fn shared_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.signer = Some(message::Signer::new(secret.as_ref()));
+        self
+    }
+
+    /// How far apart the instances' wall clocks may be (default 30 s). With a shared secret,
+    /// a signed message is refused as a replay once its opening plus this is over.
+    pub fn clock_tolerance(mut self, tolerance: Duration) -> Self {
+        self.clock_tolerance = tolerance;
+        self
+    }
+
+    /// Connects (lazily: an unreachable Redis is logged once and degrades sharing, it is not
+    /// an error) and loads the current fleet state before returning, so breakers built
+    /// afterwards refuse on their very first call when the fleet has them open. Must run
+    /// inside a tokio runtime: it starts the store's background tasks there.
+    ///
+    /// Fails only when the connection string itself cannot be parsed; the error never
+    /// repeats it.
+    pub async fn connect(self, url: &str) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(url).map_err(|_| StoreError::InvalidUrl)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            // Reconnect once per request, at once: a dead server is an immediate error (the
+            // `on_error` decision), not a wait that turns into a timeout.
+            .set_number_of_retries(0)
+            .set_min_delay(Duration::from_millis(1));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|_| StoreError::Runtime)?;
+        let (commands, receiver) = mpsc::channel(self.queue);
+        let (shutdown, shutdown_rx) = watch::channel(());
+        let instance = self
+            .instance
+            .unwrap_or_else(|| format!("{:016x}", rand::random::<u64>()));
+        let codec = message::Codec {
+            prefix: self.prefix.clone(),
+            signer: self.signer,
+            clock_tolerance: self.clock_tolerance,
+        };
+        let shared = Arc::new(Shared {
+            prefix: Arc::from(self.prefix),
+            instance: Arc::from(instance),
+            timeout: self.timeout,
+            healthy: AtomicBool::new(true),
+            backlog_warned: AtomicBool::new(false),
+            commands,
+            stats: Stats::default(),
+            breakers: breaker::Fleet::new(codec, self.pending_capacity),
+            _shutdown: shutdown,
+        });
+        breaker::start(
+            &shared,
+            client,
+            conn.clone(),
+            receiver,
+            shutdown_rx,
+            self.resync_every,
+        )
+        .await;
+        Ok(RedisStore { shared, conn })
+    }
+}
+
+/// Why a store could not be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The connection string could not be parsed (it is not repeated here, since it may hold
+    /// a password).
+    #[error(
+        "the redis connection string could not be parsed; expected `redis://[user:password@]host[:port][/db]`, `rediss://...` or `unix:///path/to/redis.sock`"
+    )]
+    InvalidUrl,
+    /// No tokio runtime was running.
+    #[error("the redis store must be connected from inside a tokio runtime")]
+    Runtime,
+}
+
+/// Breaker state shared through Redis, with an in-process mirror per breaker.
+///
+/// See the [module docs](self) for what is shared, when, at what cost, and what is checked.
+#[derive(Clone)]
+pub struct RedisStore {
+    shared: Arc<Shared>,
+    conn: ConnectionManager,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.shared.prefix)
+            .field("instance", &self.shared.instance)
+            .field("healthy", &self.shared.healthy.load(Ordering::Relaxed))
+            .field("signed", &self.shared.breakers.signed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A builder with the defaults: prefix `policy`, a random instance id, 200 ms timeouts,
+    /// re-sync every 5 s, room for 4,096 queued reports and 1,024 pending openings, no shared
+    /// secret.
+    pub fn builder() -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            prefix: "policy".to_owned(),
+            instance: None,
+            timeout: Duration::from_millis(200),
+            resync_every: Duration::from_secs(5),
+            queue: 4096,
+            pending_capacity: 1024,
+            signer: None,
+            clock_tolerance: Duration::from_secs(30),
+        }
+    }
+
+    /// Connects with the defaults; see [`RedisStoreBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::builder().connect(url).await
+    }
+
+    /// This instance's id.
+    pub fn instance(&self) -> &str {
+        &self.shared.instance
+    }
+
+    /// Whether the last Redis call succeeded.
+    pub fn is_healthy(&self) -> bool {
+        self.shared.healthy.load(Ordering::Relaxed)
+    }
+
+    /// A point-in-time view, for dashboards.
+    pub fn snapshot(&self) -> StoreStatus {
+        let s = &self.shared.stats;
+        let mut status = StoreStatus::in_process();
+        status.kind = "redis";
+        status.healthy = self.is_healthy();
+        status.instance = Some(self.shared.instance.clone());
+        status.sent = s.sent.load(Ordering::Relaxed);
+        status.failed = s.failed.load(Ordering::Relaxed);
+        status.dropped = s.dropped.load(Ordering::Relaxed);
+        status.received = s.received.load(Ordering::Relaxed);
+        status.rejected = s.rejected.load(Ordering::Relaxed);
+        status.pending = self.shared.breakers.pending_len();
+        status.pending_dropped = s.pending_dropped.load(Ordering::Relaxed);
+        status.subscribe_failed = s.subscribe_failed.load(Ordering::Relaxed);
+        status
+    }
+}
