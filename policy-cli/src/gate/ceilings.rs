@@ -1,5 +1,5 @@
-//! The `ceilings` stanzas: each line measured ([`web`](super::web), [`graph`](super::graph) or
-//! [`artifact`](super::artifact)), compared with its ceiling, and with `--ratchet` lowered
+//! The `ceilings` stanzas: each line measured ([`web`], [`graph`](super::graph) or
+//! [`artifact`]), compared with its ceiling, and with `--ratchet` lowered
 //! toward what it measures.
 
 use std::collections::BTreeMap;
