@@ -1,6 +1,8 @@
 //! What a file is, from its bytes: the format (never the extension), whether it is whole, and an
 //! image's dimensions.
 
+pub mod jpeg;
+
 use std::fmt;
 
 /// A file format, recognised by its first bytes.
