@@ -1,7 +1,7 @@
 //! `policy locality [FILE...] [--check] [--format json] [--env-file PATH]`: where the compute
 //! and each service run, derived from the environment, and the hops the policy declares.
 //!
-//! The map is the locality probe's (`policy_runtime::locality`): regions only, never a host, a
+//! The map is the locality probe's (`policy_delivery::locality`): regions only, never a host, a
 //! user, a password or any other part of a variable's value. The hops come from the policy's
 //! `locality` stanza. With `--check`, a blocking hop to another region is an error
 //! (`policy::cross-region-hop`), a hop whose variable locates nothing is an error
@@ -11,8 +11,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use policy_delivery::locality::{ComputeSite, LocalityMap, Region, RegionMatch, ServiceSite};
 use policy_lang::{Diagnostic, HopSpec, Kind, PolicySet, Report};
-use policy_runtime::locality::{ComputeSite, LocalityMap, Region, RegionMatch, ServiceSite};
 use serde_json::{Value, json};
 
 use crate::env_file::EnvFile;

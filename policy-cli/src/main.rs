@@ -1,5 +1,5 @@
-//! The `policy` command: `check`, `explain`, `fmt` and `locality`; the logic lives in
-//! the library so that it can be tested, and each subcommand is a module there.
+//! The `policy` command: `check`, `explain`, `fmt`, `assets`, `locality` and `gate`; the logic
+//! lives in the library so that it can be tested, and each subcommand is a module there.
 
 use std::process::ExitCode;
 
