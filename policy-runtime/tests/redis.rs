@@ -487,9 +487,14 @@ async fn a_hostile_publish_opens_a_breaker_for_no_longer_than_its_own_configurat
 
     // The same through the state hash a re-sync loads: a forged `until` a century away.
     let prefix = server.key_prefix("hostile");
-    let forged = format!("{prefix}:breaker:payments");
+    let forged = format!("{prefix}:breaker:{{payments}}");
     server
-        .query(&["SADD", &format!("{prefix}:breakers"), "payments"])
+        .query(&[
+            "ZADD",
+            &format!("{prefix}:breakers:open"),
+            "99999999999999",
+            "payments",
+        ])
         .unwrap();
     server
         .query(&[
@@ -572,7 +577,7 @@ async fn with_a_shared_secret_only_fresh_messages_of_the_fleet_are_taken() {
     assert_eq!(status.rejected, 1, "unsigned: {status:?}");
 
     // A genuine message replayed once its opening and the tolerance are over opens nothing.
-    let key = format!("{}:breaker:payments", server.key_prefix("signed"));
+    let key = format!("{}:breaker:{{payments}}", server.key_prefix("signed"));
     let genuine = server.query(&["HGET", &key, "message"]).unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(bb.check().is_ok(), "the trip is over");

@@ -151,20 +151,23 @@
 //! [`FailMode::Local`]: crate::limiter::FailMode::Local
 
 mod breaker;
+mod connection;
 mod limiter;
 mod message;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{
+    Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
+};
 use std::time::Duration;
 
 use redis::RedisError;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, watch};
 
 use crate::breaker::StoreStatus;
 
+use connection::{Conn, Target, Topology};
 pub use limiter::{RedisRateLimiter, RedisRateLimiterBuilder};
 
 /// Counters of the breaker store's traffic; see [`StoreStatus`].
@@ -183,11 +186,15 @@ struct Stats {
 struct Shared {
     prefix: Arc<str>,
     instance: Arc<str>,
+    topology: Topology,
     timeout: Duration,
     healthy: AtomicBool,
     /// Whether this outage's "queue full" warning was given; re-armed when Redis is reachable
     /// again and when the queue drains.
     backlog_warned: AtomicBool,
+    /// Confirmations of the cluster's sharded subscription: every one after the first is a
+    /// re-subscription after a reconnection or a failover, and asks for a re-sync.
+    shard_subscriptions: AtomicU64,
     commands: mpsc::Sender<breaker::Command>,
     stats: Stats,
     breakers: breaker::Fleet,
@@ -198,8 +205,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The hash tag that keeps every key of one breaker (or limiter) in one cluster slot:
+/// `{name}`, or `{#<hex>}` for a name that is empty, starts with `#` or holds a brace (which
+/// would end or empty the tag).
+fn hash_tag(name: &str) -> String {
+    if name.is_empty() || name.starts_with('#') || name.contains(['{', '}']) {
+        format!("{{#{}}}", hex::encode(name))
+    } else {
+        format!("{{{name}}}")
+    }
 }
 
 /// How a store failure is described: its kind only, never a message that could carry the
@@ -269,7 +295,7 @@ impl Shared {
 }
 
 /// Builds a [`RedisStore`]; see [`RedisStore::builder`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until `connect` is called"]
 pub struct RedisStoreBuilder {
     prefix: String,
@@ -280,10 +306,32 @@ pub struct RedisStoreBuilder {
     pending_capacity: usize,
     signer: Option<message::Signer>,
     clock_tolerance: Duration,
+    /// The primary's credentials behind Sentinel: never printed.
+    primary_credentials: Option<(Option<String>, String)>,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("prefix", &self.prefix)
+            .field("instance", &self.instance)
+            .field("timeout", &self.timeout)
+            .field("resync_every", &self.resync_every)
+            .field("queue", &self.queue)
+            .field("pending_capacity", &self.pending_capacity)
+            .field("signer", &self.signer)
+            .field("clock_tolerance", &self.clock_tolerance)
+            .field(
+                "primary_credentials",
+                &self.primary_credentials.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 impl RedisStoreBuilder {
-    /// The key prefix (default `policy`), so several services can share one Redis.
+    /// The key prefix (default `policy`), so several services can share one Redis. It may not
+    /// hold `{` or `}`: the store puts each breaker's name in a hash tag of its own.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -340,24 +388,90 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Connects (lazily: an unreachable Redis is logged once and degrades sharing, it is not
-    /// an error) and loads the current fleet state before returning, so breakers built
-    /// afterwards refuse on their very first call when the fleet has them open. Must run
-    /// inside a tokio runtime: it starts the store's background tasks there.
+    /// The credentials of the primary behind Sentinel, for
+    /// [`connect_sentinel`](Self::connect_sentinel), when they differ from none (the
+    /// sentinels' own come from their URLs). Kept inside the `redis` crate's connection
+    /// settings and never printed.
+    pub fn primary_credentials(
+        mut self,
+        username: Option<&str>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.primary_credentials = Some((username.map(str::to_owned), password.into()));
+        self
+    }
+
+    /// Connects to one Redis server (or a primary behind a stable address): `redis://`,
+    /// `rediss://` (TLS, with the `redis-tls` feature) or `unix://`. Connects lazily: an
+    /// unreachable Redis is logged once and degrades sharing, it is not an error. Loads the
+    /// current fleet state before returning, so breakers built afterwards refuse on their very
+    /// first call when the fleet has them open. Must run inside a tokio runtime: it starts the
+    /// store's background tasks there.
     ///
-    /// Fails only when the connection string itself cannot be parsed; the error never
-    /// repeats it.
+    /// Fails only when the connection string or the prefix cannot be used; the error never
+    /// repeats the connection string.
     pub async fn connect(self, url: &str) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(url).map_err(|_| StoreError::InvalidUrl)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            // Reconnect once per request, at once: a dead server is an immediate error (the
-            // `on_error` decision), not a wait that turns into a timeout.
-            .set_number_of_retries(0)
-            .set_min_delay(Duration::from_millis(1));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|_| StoreError::Runtime)?;
+        let target = Target::standalone(url).map_err(|_| StoreError::InvalidUrl)?;
+        self.connect_to(target).await
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes (`redis://host:port` or
+    /// `rediss://...` each; the `redis` crate discovers the rest and follows slots as they
+    /// move). Every key of one breaker shares a hash slot, and openings travel on sharded
+    /// pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis 7), so callers see no difference from a
+    /// standalone Redis; see the [module docs](self). Otherwise as [`connect`](Self::connect).
+    pub async fn connect_cluster<I, S>(self, nodes: I) -> Result<RedisStore, StoreError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
+        let target = Target::cluster(&nodes).map_err(|_| StoreError::InvalidUrl)?;
+        self.connect_to(target).await
+    }
+
+    /// Connects to the primary that Redis Sentinel names for `service` (the sentinels'
+    /// `redis://host:26379` URLs, `rediss://` for TLS to the sentinels and the primary). After
+    /// a failover the store asks the sentinels again and follows the new primary; until it
+    /// does, sharing is paused as in any outage and callers see nothing. The primary's
+    /// credentials, when it has any: [`primary_credentials`](Self::primary_credentials).
+    /// Otherwise as [`connect`](Self::connect).
+    pub async fn connect_sentinel<I, S>(
+        self,
+        sentinels: I,
+        service: &str,
+    ) -> Result<RedisStore, StoreError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let sentinels: Vec<String> = sentinels
+            .into_iter()
+            .map(|n| n.as_ref().to_owned())
+            .collect();
+        let target = Target::sentinel(&sentinels, service, self.primary_credentials.clone())
+            .map_err(|_| StoreError::InvalidUrl)?;
+        self.connect_to(target).await
+    }
+
+    async fn connect_to(self, target: Target) -> Result<RedisStore, StoreError> {
+        if self.prefix.contains(['{', '}']) {
+            return Err(StoreError::InvalidPrefix);
+        }
+        let topology = target.topology();
+        // A cluster's pushed messages (sharded pub/sub) reach the store through this, once it
+        // exists.
+        let cell: Arc<OnceLock<Weak<Shared>>> = Arc::default();
+        let on_push = {
+            let cell = cell.clone();
+            Arc::new(move |info: redis::PushInfo| {
+                if let Some(shared) = cell.get().and_then(Weak::upgrade) {
+                    shared.pushed(info);
+                }
+            })
+        };
+        let (conn, subscriber) =
+            connection::open(target, self.timeout, on_push).map_err(|_| StoreError::InvalidUrl)?;
         let (commands, receiver) = mpsc::channel(self.queue);
         let (shutdown, shutdown_rx) = watch::channel(());
         let instance = self
@@ -371,17 +485,20 @@ impl RedisStoreBuilder {
         let shared = Arc::new(Shared {
             prefix: Arc::from(self.prefix),
             instance: Arc::from(instance),
+            topology,
             timeout: self.timeout,
             healthy: AtomicBool::new(true),
             backlog_warned: AtomicBool::new(false),
+            shard_subscriptions: AtomicU64::new(0),
             commands,
             stats: Stats::default(),
             breakers: breaker::Fleet::new(codec, self.pending_capacity),
             _shutdown: shutdown,
         });
+        let _ = cell.set(Arc::downgrade(&shared));
         breaker::start(
             &shared,
-            client,
+            subscriber,
             conn.clone(),
             receiver,
             shutdown_rx,
@@ -402,6 +519,11 @@ pub enum StoreError {
         "the redis connection string could not be parsed; expected `redis://[user:password@]host[:port][/db]`, `rediss://...` or `unix:///path/to/redis.sock`"
     )]
     InvalidUrl,
+    /// The key prefix holds `{` or `}`.
+    #[error(
+        "the redis key prefix may not hold `{{` or `}}`: each breaker's keys get a hash tag of their own; choose a prefix without braces"
+    )]
+    InvalidPrefix,
     /// No tokio runtime was running.
     #[error("the redis store must be connected from inside a tokio runtime")]
     Runtime,
@@ -413,7 +535,7 @@ pub enum StoreError {
 #[derive(Clone)]
 pub struct RedisStore {
     shared: Arc<Shared>,
-    conn: ConnectionManager,
+    conn: Conn,
 }
 
 impl fmt::Debug for RedisStore {
@@ -421,6 +543,7 @@ impl fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("prefix", &self.shared.prefix)
             .field("instance", &self.shared.instance)
+            .field("topology", &self.shared.topology.as_str())
             .field("healthy", &self.shared.healthy.load(Ordering::Relaxed))
             .field("signed", &self.shared.breakers.signed())
             .finish_non_exhaustive()
@@ -441,6 +564,7 @@ impl RedisStore {
             pending_capacity: 1024,
             signer: None,
             clock_tolerance: Duration::from_secs(30),
+            primary_credentials: None,
         }
     }
 
