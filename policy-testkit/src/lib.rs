@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 mod tcp;
 
-pub use tcp::{RedisCluster, RedisSentinel};
+pub use tcp::{RedisCluster, RedisSentinel, RedisTcpServer};
 
 /// Servers started by this process, so that each has an id no other server shares.
 static STARTED: AtomicU64 = AtomicU64::new(0);
@@ -230,7 +230,9 @@ fn command_calls(info: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Sends one command in RESP and reads a status, integer or bulk-string reply as text.
+/// Sends one command in RESP and reads the reply as text: a status, integer or bulk string as
+/// it is, an array as its elements on lines of their own (nested arrays flattened, a nil
+/// element as an empty line). An error reply is an `Err` holding its line.
 fn resp_query<S: Read + Write>(mut stream: S, args: &[&str]) -> std::io::Result<String> {
     let mut request = format!("*{}\r\n", args.len());
     for arg in args {
@@ -238,15 +240,30 @@ fn resp_query<S: Read + Write>(mut stream: S, args: &[&str]) -> std::io::Result<
     }
     stream.write_all(request.as_bytes())?;
     let mut reader = BufReader::new(stream);
+    read_reply(&mut reader)
+}
+
+fn read_reply<R: BufRead>(reader: &mut R) -> std::io::Result<String> {
     let mut header = String::new();
     reader.read_line(&mut header)?;
+    let number =
+        |h: &str| -> std::io::Result<i64> { h[1..].trim().parse().map_err(std::io::Error::other) };
     match header.as_bytes().first() {
         Some(b'$') => {
-            let len: usize = header[1..].trim().parse().map_err(std::io::Error::other)?;
+            let Ok(len) = usize::try_from(number(&header)?) else {
+                return Ok(String::new()); // nil
+            };
             let mut body = vec![0; len + 2];
             reader.read_exact(&mut body)?;
             body.truncate(len);
             String::from_utf8(body).map_err(std::io::Error::other)
+        }
+        Some(b'*') => {
+            let count = usize::try_from(number(&header)?).unwrap_or(0);
+            let items = (0..count)
+                .map(|_| read_reply(reader))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            Ok(items.join("\n"))
         }
         Some(b'+' | b':') => Ok(header[1..].trim().to_owned()),
         _ => Err(std::io::Error::other(header)),

@@ -48,6 +48,27 @@ fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
+/// Whether `openssl` can be run (for [`RedisTcpServer::start_tls`]); under `CI=true` a missing
+/// one fails the test.
+fn openssl_found() -> bool {
+    let found = Command::new("openssl")
+        .arg("version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "openssl is not installed, and CI=true: install it (apt-get install -y openssl); .ci/run does"
+        );
+        eprintln!(
+            "SKIPPED: openssl is not installed (the TLS test makes its certificates with it)"
+        );
+    }
+    found
+}
+
 /// One `redis-server` on a loopback port, in a folder of its own.
 #[derive(Debug)]
 struct TcpNode {
@@ -509,6 +530,251 @@ impl RedisSentinel {
             &self.replica
         };
         node.query(&["INFO", "commandstats"])
+            .map(|info| command_calls(&info))
+            .unwrap_or_default()
+    }
+}
+
+/// One standalone `redis-server` on a free loopback TCP port, for what a unix socket would
+/// flatter (a fleet's connections as they would cross a network stack). No persistence; killed
+/// on drop.
+#[derive(Debug)]
+pub struct RedisTcpServer {
+    node: TcpNode,
+    /// With [`start_tls`](Self::start_tls): the TLS port and the CA's certificate (PEM).
+    tls: Option<(u16, Vec<u8>)>,
+    _dir: tempfile::TempDir,
+    id: String,
+}
+
+impl RedisTcpServer {
+    /// A running server, or `None` (the caller skips) when `redis-server` is missing outside
+    /// CI. `extra` are further `redis-server` arguments (`["--maxclients", "20000"]`).
+    ///
+    /// # Panics
+    ///
+    /// When `redis-server` is missing and `CI=true`, or it does not start.
+    #[must_use]
+    pub fn start(extra: &[&str]) -> Option<Self> {
+        if !tools_found(&[]) {
+            return None;
+        }
+        let dir = folder("policy-redis-tcp-");
+        let path = dir
+            .path()
+            .to_str()
+            .expect("a UTF-8 temporary path")
+            .to_owned();
+        let node = TcpNode::start(dir.path(), &|port| {
+            let mut args: Vec<String> = [
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                &path,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            args.extend(extra.iter().map(|a| (*a).to_owned()));
+            args
+        });
+        Some(Self {
+            node,
+            tls: None,
+            _dir: dir,
+            id: unique_id(),
+        })
+    }
+
+    /// A running server that also listens with TLS, on a port of its own, with a certificate
+    /// for `127.0.0.1` and `localhost` signed by a CA made for it (`openssl`, in its folder);
+    /// clients need no certificate. `None` (the caller skips) when `redis-server` or `openssl`
+    /// is missing outside CI.
+    ///
+    /// # Panics
+    ///
+    /// When a tool is missing and `CI=true`, a certificate cannot be made, or the server does
+    /// not start.
+    #[must_use]
+    pub fn start_tls() -> Option<Self> {
+        if !tools_found(&[]) || !openssl_found() {
+            return None;
+        }
+        let dir = folder("policy-redis-tls-");
+        let path = dir
+            .path()
+            .to_str()
+            .expect("a UTF-8 temporary path")
+            .to_owned();
+        let openssl = |args: &[&str]| {
+            let status = Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("run openssl");
+            assert!(status.success(), "openssl {args:?} failed");
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2"],
+                &[
+                    "-subj",
+                    "/CN=policy-testkit CA",
+                    "-addext",
+                    "basicConstraints=critical,CA:TRUE",
+                    "-addext",
+                    "keyUsage=critical,keyCertSign,cRLSign",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "server.key",
+                    "-out",
+                    "server.csr",
+                    "-subj",
+                    "/CN=localhost",
+                ],
+            ]
+            .concat(),
+        );
+        std::fs::write(
+            dir.path().join("server.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )
+        .expect("write server.ext");
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ]);
+        let ca = std::fs::read(dir.path().join("ca.crt")).expect("the CA's certificate");
+        let tls_port = std::cell::Cell::new(0);
+        let node = TcpNode::start(dir.path(), &|port| {
+            let tls = free_port();
+            tls_port.set(tls);
+            [
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                &path,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--tls-port",
+                &tls.to_string(),
+                "--tls-cert-file",
+                &format!("{path}/server.crt"),
+                "--tls-key-file",
+                &format!("{path}/server.key"),
+                "--tls-ca-cert-file",
+                &format!("{path}/ca.crt"),
+                "--tls-auth-clients",
+                "no",
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        });
+        Some(Self {
+            node,
+            tls: Some((tls_port.get(), ca)),
+            _dir: dir,
+            id: unique_id(),
+        })
+    }
+
+    /// The TLS URL, `rediss://127.0.0.1:<tls port>`, for a server from
+    /// [`start_tls`](Self::start_tls).
+    #[must_use]
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls
+            .as_ref()
+            .map(|(port, _)| format!("rediss://127.0.0.1:{port}"))
+    }
+
+    /// The certificate (PEM) of the CA that signed the server's, for
+    /// [`start_tls`](Self::start_tls).
+    #[must_use]
+    pub fn tls_ca(&self) -> Option<&[u8]> {
+        self.tls.as_ref().map(|(_, ca)| ca.as_slice())
+    }
+
+    /// The server's URL, `redis://127.0.0.1:<port>`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.node.port)
+    }
+
+    /// The server's process id.
+    #[must_use]
+    pub fn pid(&self) -> Option<u32> {
+        self.node.child.as_ref().map(Child::id)
+    }
+
+    /// A key prefix no other test uses; see [`RedisServer::key_prefix`](crate::RedisServer::key_prefix).
+    #[must_use]
+    pub fn key_prefix(&self, label: &str) -> String {
+        format!("{label}-{}", self.id)
+    }
+
+    /// One command; see [`RedisServer::query`](crate::RedisServer::query).
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached, does not answer in time, or answers with an error.
+    pub fn query(&self, args: &[&str]) -> std::io::Result<String> {
+        self.node.query(args)
+    }
+
+    /// One numeric field of `INFO <section>` (`used_cpu_user`, `used_memory`, ...).
+    #[must_use]
+    pub fn info_number(&self, section: &str, field: &str) -> Option<f64> {
+        let info = self.node.query(&["INFO", section]).ok()?;
+        info_field(&info, field)?.parse().ok()
+    }
+
+    /// Calls per command name, from `INFO commandstats`.
+    #[must_use]
+    pub fn command_calls(&self) -> BTreeMap<String, u64> {
+        self.node
+            .query(&["INFO", "commandstats"])
             .map(|info| command_calls(&info))
             .unwrap_or_default()
     }

@@ -45,17 +45,33 @@ impl Topology {
 
 /// What the builder was given: parsed, credentials inside the `redis` crate's own types only.
 pub(super) enum Target {
-    Standalone(redis::Client),
+    Standalone(Box<redis::Client>),
     Cluster(Box<ClusterClientBuilder>),
     Sentinel(Box<SentinelClientBuilder>),
 }
 
+/// A private CA's certificates for rustls.
+#[cfg(feature = "redis-tls")]
+fn certificates(root: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(root.to_vec()),
+    }
+}
+
 impl Target {
-    pub(super) fn standalone(url: &str) -> Result<Self, RedisError> {
-        redis::Client::open(url).map(Self::Standalone)
+    /// `tls_root`: a private CA for `rediss://` (only with the `redis-tls` feature, else none).
+    pub(super) fn standalone(url: &str, tls_root: Option<&[u8]>) -> Result<Self, RedisError> {
+        #[cfg(feature = "redis-tls")]
+        if let Some(root) = tls_root {
+            return redis::Client::build_with_tls(url, certificates(root))
+                .map(|c| Self::Standalone(Box::new(c)));
+        }
+        let _ = tls_root;
+        redis::Client::open(url).map(|c| Self::Standalone(Box::new(c)))
     }
 
-    pub(super) fn cluster(nodes: &[String]) -> Result<Self, RedisError> {
+    pub(super) fn cluster(nodes: &[String], tls_root: Option<&[u8]>) -> Result<Self, RedisError> {
         let infos = nodes
             .iter()
             .map(|n| n.as_str().into_connection_info())
@@ -66,13 +82,21 @@ impl Target {
                 "no cluster node",
             )));
         }
-        Ok(Self::Cluster(Box::new(ClusterClientBuilder::new(infos))))
+        let builder = ClusterClientBuilder::new(infos);
+        #[cfg(feature = "redis-tls")]
+        let builder = match tls_root {
+            Some(root) => builder.certs(certificates(root)),
+            None => builder,
+        };
+        let _ = tls_root;
+        Ok(Self::Cluster(Box::new(builder)))
     }
 
     pub(super) fn sentinel(
         sentinels: &[String],
         service: &str,
         primary: Option<(Option<String>, String)>,
+        tls_root: Option<&[u8]>,
     ) -> Result<Self, RedisError> {
         let infos = sentinels
             .iter()
@@ -106,6 +130,13 @@ impl Target {
                 .set_client_to_sentinel_tls_mode(mode)
                 .set_client_to_redis_tls_mode(mode);
         }
+        #[cfg(feature = "redis-tls")]
+        if let Some(root) = tls_root {
+            builder = builder
+                .set_client_to_sentinel_certificates(certificates(root))
+                .set_client_to_redis_certificates(certificates(root));
+        }
+        let _ = tls_root;
         if let Some((user, password)) = primary {
             if let Some(user) = user {
                 builder = builder.set_client_to_redis_username(user);
@@ -149,7 +180,7 @@ impl fmt::Debug for Conn {
 /// How the subscriber task (re)connects for classic pub/sub.
 #[derive(Clone)]
 pub(super) enum Subscriber {
-    Standalone(redis::Client),
+    Standalone(Box<redis::Client>),
     Sentinel(SentinelConn),
     /// Sharded pub/sub rides on the cluster connection itself: `SSUBSCRIBE` once, and the
     /// `redis` crate re-subscribes on whichever node owns the channel's slot after a
@@ -182,7 +213,7 @@ pub(super) fn open(
     let config = manager_config(timeout);
     match target {
         Target::Standalone(client) => {
-            let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+            let conn = ConnectionManager::new_lazy_with_config((*client).clone(), config)?;
             Ok((Conn::Standalone(conn), Subscriber::Standalone(client)))
         }
         Target::Cluster(builder) => {

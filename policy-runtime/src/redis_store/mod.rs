@@ -14,8 +14,8 @@
 //!   takes its times from the Redis server's clock (`TIME`), so instances with skewed clocks
 //!   agree. Instances exchange *remaining* durations, never absolute times.
 //! - **Others learn quickly.** An opening is published on a pub/sub channel; a newly started
-//!   instance loads the current state in [`RedisStore::connect`], before its first admission
-//!   decision; a periodic re-sync (every 5 s by default) repairs anything missed while
+//!   instance loads the current state in [`RedisStoreBuilder::connect`] (or `connect_cluster`,
+//!   `connect_sentinel`), before its first admission decision; a periodic re-sync (every 5 s by default) repairs anything missed while
 //!   disconnected, in both directions: openings made locally during an outage are pushed when
 //!   Redis returns.
 //! - **An outage degrades sharing, never callers.** Admission keeps working from the mirror,
@@ -97,20 +97,55 @@
 //! # Keys
 //!
 //! With the default prefix `policy` (set another with [`RedisStoreBuilder::prefix`] so several
-//! services can share one Redis):
+//! services can share one Redis), for a breaker or limiter named `search`:
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `policy:breakers` | set | names of every shared breaker |
-//! | `policy:breaker:{name}` | hash | `until` and `probation` (server ms), `kind`, `cause`, `by` (instance), `message` (the opening's message) |
-//! | `policy:breaker:{name}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` |
-//! | `policy:breaker:{name}:seq` | string | sequence for failure members |
-//! | `policy:breaker:events` | pub/sub channel | one opening's message each |
-//! | `policy:ratelimit:{name}` | string | the limiter's theoretical arrival time (µs, server clock) |
+//! | `policy:breaker:{search}` | hash | `until` and `probation` (server ms), `kind`, `cause`, `by` (instance), `message` (the opening's message) |
+//! | `policy:breaker:{search}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` |
+//! | `policy:breaker:{search}:seq` | string | sequence for failure members |
+//! | `policy:breakers:open` | sorted set | names of the breakers open now, scored by when each opening ends (server ms) |
+//! | `policy:breaker:events` | pub/sub channel (sharded on a cluster) | one opening's message each |
+//! | `policy:ratelimit:{search}` | string | the limiter's theoretical arrival time (µs, server clock) |
 //!
-//! Every key expires on its own once its window or opening is over. Scripts compute breaker
-//! keys from the prefix, so this targets a standalone Redis (or a primary), not Redis Cluster.
-//! The scripts are in `policy-runtime/src/redis_store/lua/`.
+//! The braces are literal: `{search}` is a hash tag, so every key of one breaker is in one
+//! cluster slot (a name that is empty, starts with `#` or holds a brace is tagged by its hex
+//! form, `{#…}`, and a prefix may not hold braces at all). Every key expires on its own once
+//! its window or opening is over, and ended openings leave the index at the next load. The
+//! scripts (in `policy-runtime/src/redis_store/lua/`) are given every key they touch in
+//! `KEYS`, and each touches one breaker's keys only; the worker announces an opening a script
+//! stored with two commands of its own, `ZADD` on the index, then `PUBLISH` (`SPUBLISH` on a
+//! cluster) on the channel, in that order, so an instance loading at any moment either finds
+//! the opening in the index or hears it on the channel it subscribed to before loading. A
+//! load reads the index, then each open breaker's state on its own slot (32 at a time). Redis
+//! 6.2 or later (for `ZADD GT`); Redis 7 on a cluster (sharded pub/sub).
+//!
+//! # Standalone, Cluster, Sentinel, TLS
+//!
+//! The store and its breakers behave the same on each, and a caller cannot tell them apart;
+//! only the connecting line differs:
+//!
+//! - [`RedisStoreBuilder::connect`]: one server, or a primary behind a stable address
+//!   (`redis://`, `unix://`; `rediss://` with the `redis-tls` feature).
+//! - [`RedisStoreBuilder::connect_cluster`]: a Redis Cluster (ElastiCache or Memorystore in
+//!   cluster mode), through any of its nodes. The `redis` crate's cluster client routes every
+//!   command by its key's slot, follows `MOVED` and failovers, and re-subscribes the sharded
+//!   channel (`SSUBSCRIBE`) on whichever node owns it; the store does no routing of its own.
+//!   A primary that dies costs sharing on its slots until its replica takes over (or the whole
+//!   cluster, without a replica, under the default `cluster-require-full-coverage yes`);
+//!   callers see nothing, as in any outage.
+//! - [`RedisStoreBuilder::connect_sentinel`]: the primary Redis Sentinel names for a service.
+//!   When the primary stops answering (refused, dropped, timed out, `READONLY`), the next
+//!   command asks the sentinels again; the subscriber does the same on each reconnection and
+//!   re-syncs. A failover therefore costs what an outage costs: sharing pauses from the
+//!   primary's death until the sentinels promote a replica (their `down-after-milliseconds`
+//!   and an election), callers see nothing, and sharing resumes on the new primary.
+//!
+//! With the `redis-tls` feature, `rediss://` connects over TLS (rustls, the platform's root
+//! certificates, or [`RedisStoreBuilder::tls_root_certificate`] for a private CA) on all three.
+//!
+//! What a fleet costs the server, and where this design stops scaling, is measured by the
+//! fleet simulation (`examples/fleet.rs`); see BENCHMARKS.md.
 //!
 //! # The fleet rate limiter
 //!
@@ -308,6 +343,8 @@ pub struct RedisStoreBuilder {
     clock_tolerance: Duration,
     /// The primary's credentials behind Sentinel: never printed.
     primary_credentials: Option<(Option<String>, String)>,
+    /// A private CA's certificate (PEM) for `rediss://`.
+    tls_root: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -325,6 +362,7 @@ impl fmt::Debug for RedisStoreBuilder {
                 "primary_credentials",
                 &self.primary_credentials.as_ref().map(|_| "<redacted>"),
             )
+            .field("tls_root", &self.tls_root.as_ref().map(|_| "set"))
             .finish()
     }
 }
@@ -401,6 +439,14 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Trusts `pem` (one or more PEM certificates of a private CA) for `rediss://`, instead of
+    /// the platform's root certificates. With the `redis-tls` feature.
+    #[cfg(feature = "redis-tls")]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root = Some(pem.into());
+        self
+    }
+
     /// Connects to one Redis server (or a primary behind a stable address): `redis://`,
     /// `rediss://` (TLS, with the `redis-tls` feature) or `unix://`. Connects lazily: an
     /// unreachable Redis is logged once and degrades sharing, it is not an error. Loads the
@@ -411,7 +457,8 @@ impl RedisStoreBuilder {
     /// Fails only when the connection string or the prefix cannot be used; the error never
     /// repeats the connection string.
     pub async fn connect(self, url: &str) -> Result<RedisStore, StoreError> {
-        let target = Target::standalone(url).map_err(|_| StoreError::InvalidUrl)?;
+        let target = Target::standalone(url, self.tls_root.as_deref())
+            .map_err(|_| StoreError::InvalidUrl)?;
         self.connect_to(target).await
     }
 
@@ -426,7 +473,8 @@ impl RedisStoreBuilder {
         S: AsRef<str>,
     {
         let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
-        let target = Target::cluster(&nodes).map_err(|_| StoreError::InvalidUrl)?;
+        let target = Target::cluster(&nodes, self.tls_root.as_deref())
+            .map_err(|_| StoreError::InvalidUrl)?;
         self.connect_to(target).await
     }
 
@@ -449,8 +497,13 @@ impl RedisStoreBuilder {
             .into_iter()
             .map(|n| n.as_ref().to_owned())
             .collect();
-        let target = Target::sentinel(&sentinels, service, self.primary_credentials.clone())
-            .map_err(|_| StoreError::InvalidUrl)?;
+        let target = Target::sentinel(
+            &sentinels,
+            service,
+            self.primary_credentials.clone(),
+            self.tls_root.as_deref(),
+        )
+        .map_err(|_| StoreError::InvalidUrl)?;
         self.connect_to(target).await
     }
 
@@ -459,6 +512,12 @@ impl RedisStoreBuilder {
             return Err(StoreError::InvalidPrefix);
         }
         let topology = target.topology();
+        #[cfg(feature = "redis-tls")]
+        {
+            // rustls needs a process-wide crypto provider; one installed by the application
+            // first is kept.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         // A cluster's pushed messages (sharded pub/sub) reach the store through this, once it
         // exists.
         let cell: Arc<OnceLock<Weak<Shared>>> = Arc::default();
@@ -565,6 +624,7 @@ impl RedisStore {
             signer: None,
             clock_tolerance: Duration::from_secs(30),
             primary_credentials: None,
+            tls_root: None,
         }
     }
 
