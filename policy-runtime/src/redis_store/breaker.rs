@@ -887,9 +887,12 @@ async fn shard_subscriber(
 }
 
 async fn resyncer(shared: Weak<Shared>, every: Duration, mut shutdown: watch::Receiver<()>) {
-    let mut tick = tokio::time::interval(every);
+    // A fleet that starts together (a deploy, a restart) would re-sync together, every
+    // instance in the same few milliseconds, for as long as it runs: the first re-sync comes
+    // after a random half to whole period instead, which spreads the fleet's over half of it.
+    let first = every.mul_f64(0.5 + rand::random::<f64>() / 2.0);
+    let mut tick = tokio::time::interval_at(Instant::now() + first, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
     loop {
         tokio::select! {
             _ = tick.tick() => {}

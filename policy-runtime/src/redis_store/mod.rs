@@ -388,7 +388,9 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// How often state is re-synced in both directions (default 5 s).
+    /// How often state is re-synced in both directions (default 5 s). The first re-sync comes
+    /// after a random half to whole period, so that a fleet started together does not re-sync
+    /// all at once.
     pub fn resync_every(mut self, every: Duration) -> Self {
         self.resync_every = every.max(Duration::from_millis(10));
         self
