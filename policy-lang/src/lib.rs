@@ -166,6 +166,10 @@
 //! a file location ([`PolicySet::render`] gives `file:line:col` and the snippet) or the external
 //! token to map back to a span.
 
+// pest is built without `std` (see the workspace's Cargo.toml), so the parser it generates
+// names `crate::alloc`.
+extern crate alloc;
+
 mod ast;
 pub mod diagnostic;
 pub mod explain;
@@ -178,6 +182,7 @@ pub mod suggest;
 pub mod units;
 pub mod validate;
 
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -212,6 +217,10 @@ impl PolicySet {
     /// kept for [`PolicySet::check`]; nothing here fails or panics.
     pub fn add_source(&mut self, name: impl Into<String>, bytes: &[u8]) -> SourceId {
         let parsed = parse::parse(&mut self.sources, name, bytes);
+        self.add_parsed(parsed)
+    }
+
+    fn add_parsed(&mut self, parsed: parse::Parsed) -> SourceId {
         let lowered = lower::lower(&parsed.file, &mut self.spec);
         self.diagnostics.extend(parsed.diagnostics);
         self.diagnostics.extend(lowered.diagnostics);
@@ -219,15 +228,19 @@ impl PolicySet {
         parsed.file.source
     }
 
-    /// Reads and adds one file.
+    /// Reads and adds one file. Only a regular file is read (a named pipe or a device is an
+    /// [`io::ErrorKind::InvalidInput`] error, see [`source::read_file`]), and no more of it
+    /// than [`MAX_SOURCE_LEN`] and a byte: a larger file is a `policy::too-large` diagnostic,
+    /// as from [`PolicySet::add_source`].
     pub fn load_file(&mut self, path: &Path) -> io::Result<SourceId> {
-        let bytes = std::fs::read(path)?;
-        Ok(self.add_source(path.display().to_string(), &bytes))
+        let parsed = parse::parse_file(&mut self.sources, path)?;
+        Ok(self.add_parsed(parsed))
     }
 
     /// Reads and adds every `*.policy` file of `dir` (not recursive), in name order, and
     /// returns their paths (the macros emit an `include_bytes!` for each so Cargo rebuilds when
-    /// one changes).
+    /// one changes). Entries that are not regular files (a named pipe, a device, a dangling
+    /// link such as an editor's lock file) are left out without being opened.
     pub fn load_dir(&mut self, dir: &Path) -> io::Result<Vec<PathBuf>> {
         let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -301,11 +314,15 @@ impl PolicySet {
     #[must_use]
     pub fn check(&self) -> Report {
         let validated = validate(&self.spec);
+        let dropped: HashSet<(&str, &str)> = self
+            .dropped
+            .iter()
+            .map(|(kind, name)| (*kind, name.as_str()))
+            .collect();
         let consequence_of_earlier_error = |diagnostic: &Diagnostic| match &diagnostic.kind {
-            Kind::UnknownName { kind, name, .. } => self
-                .dropped
-                .iter()
-                .any(|(dropped_kind, dropped)| dropped_kind == kind && dropped == name),
+            Kind::UnknownName { kind, name, .. } => {
+                dropped.contains(&(kind.as_str(), name.as_str()))
+            }
             _ => false,
         };
         Report::from_diagnostics(

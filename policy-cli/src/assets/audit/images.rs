@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use policy_delivery::html::dimension;
 use policy_lang::SourceId;
 
 use super::layout::Shown;
@@ -828,20 +829,6 @@ fn explicit_attribute(value: Option<&str>) -> bool {
     })
 }
 
-/// Parses an HTML dimension attribute the way browsers do for `width`/`height`: leading
-/// digits, an optional fraction; `None` for a percentage or no number at all.
-pub(crate) fn dimension(value: &str) -> Option<f64> {
-    let value = value.trim_start();
-    let end = value
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(value.len());
-    let (number, rest) = value.split_at(end);
-    if rest.starts_with('%') {
-        return None;
-    }
-    number.parse::<f64>().ok().filter(|n| n.is_finite())
-}
-
 /// The element's attribute as a length in CSS pixels.
 pub(crate) fn attribute_px(element: &Element, name: &str) -> Option<f64> {
     element.value(name).and_then(dimension)
@@ -850,15 +837,6 @@ pub(crate) fn attribute_px(element: &Element, name: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dimensions_parse_like_attributes() {
-        assert_eq!(dimension("640"), Some(640.0));
-        assert_eq!(dimension(" 640px"), Some(640.0));
-        assert_eq!(dimension("50%"), None);
-        assert_eq!(dimension("auto"), None);
-        assert_eq!(dimension(""), None);
-    }
 
     #[test]
     fn explicit_attributes_as_lighthouse_reads_them() {

@@ -1,11 +1,11 @@
-//! Finding the documents of a folder, resolving the references they make as a browser would,
-//! and reading what a referenced file is.
-//!
-//! [`has_scheme`] and [`resolve`] are the URL helpers the image-dimensions layer of the runtime
-//! also needs: small and free of the audit's types, so that they can move to a crate both share.
+//! Finding the documents of a folder, resolving the references they make as a browser would
+//! (with `policy_delivery::site`, as the image-dimensions layer does), and reading what a
+//! referenced file is.
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use policy_delivery::site::Reference;
 
 use crate::assets::media::{self, MediaType, jpeg};
 
@@ -61,53 +61,15 @@ pub(crate) enum Target {
 /// Resolves `url`, written in a file in folder-relative directory `dir`, as a browser would for
 /// a site served from the folder: `/x` from the folder, `x` from `dir`; query strings and
 /// fragments dropped; `%20` decoded. `None` for what is not a file of the folder: empty,
-/// `data:`, other schemes, `//host`.
+/// `data:`, other schemes, `//host`. The reading is `policy_delivery::site`'s, which the
+/// image-dimensions layer shares.
 pub(crate) fn resolve(dir: &Path, url: &str) -> Option<Target> {
-    let url = url.trim();
-    let url = url.split(['#', '?']).next().unwrap_or_default();
-    if url.is_empty() || url.starts_with("//") || has_scheme(url) {
-        return None;
-    }
-    let decoded = percent_decode(url);
-    let (base, path) = match decoded.strip_prefix('/') {
-        Some(rooted) => (PathBuf::new(), rooted.to_owned()),
-        None => (dir.to_path_buf(), decoded),
-    };
-    let mut resolved = base;
-    for component in Path::new(&path).components() {
-        match component {
-            Component::Normal(part) => resolved.push(part),
-            Component::ParentDir => {
-                if !resolved.pop() {
-                    return Some(Target::Outside);
-                }
-            }
-            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
-        }
-    }
-    Some(Target::Local(resolved))
-}
-
-/// Whether `url` starts with a scheme (`https:`, `data:`, `mailto:`), as RFC 3986 spells one.
-pub(crate) fn has_scheme(url: &str) -> bool {
-    let Some(colon) = url.find(':') else {
-        return false;
-    };
-    let scheme = &url[..colon];
-    scheme
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-}
-
-/// `%20` and friends decoded; invalid escapes stay as written, invalid UTF-8 becomes U+FFFD.
-fn percent_decode(text: &str) -> String {
-    percent_encoding::percent_decode_str(text)
-        .decode_utf8_lossy()
-        .into_owned()
+    let reference = Reference::parse(url)?;
+    Some(
+        reference
+            .in_folder(dir)
+            .map_or(Target::Outside, Target::Local),
+    )
 }
 
 /// What the audit knows about one file.

@@ -90,7 +90,7 @@ impl ServiceSite {
     /// provider `unknown` with the reason, so that a mistyped URL shows up.
     ///
     /// ```
-    /// use policy_runtime::locality::{Provider, ServiceKind, ServiceSite};
+    /// use policy_delivery::locality::{Provider, ServiceKind, ServiceSite};
     ///
     /// let site = ServiceSite::from_var(
     ///     "DATABASE_URL",

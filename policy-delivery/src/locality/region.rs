@@ -53,13 +53,13 @@ impl Serialize for Cloud {
 /// locality map be printed safely.
 ///
 /// ```
-/// use policy_runtime::locality::{Cloud, Region, RegionMatch};
+/// use policy_delivery::locality::{Cloud, Region, RegionMatch};
 ///
 /// let frankfurt: Region = "eu-central-1".parse()?;
 /// assert_eq!(frankfurt.cloud(), Cloud::Aws);
 /// assert_eq!(frankfurt.compare(&Region::parse("us-east-1")?), RegionMatch::Different);
 /// assert!(Region::parse("db.example.com").is_err());
-/// # Ok::<(), policy_runtime::locality::RegionError>(())
+/// # Ok::<(), policy_delivery::locality::RegionError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Region {
@@ -196,7 +196,7 @@ impl RegionMatch {
     /// Compares two possibly unknown regions.
     ///
     /// ```
-    /// use policy_runtime::locality::{Region, RegionMatch};
+    /// use policy_delivery::locality::{Region, RegionMatch};
     ///
     /// let fra = Region::parse("eu-central-1").ok();
     /// assert_eq!(RegionMatch::between(fra.as_ref(), fra.as_ref()), RegionMatch::Same);

@@ -2,7 +2,7 @@
 //! synthetic host names, including the ones that give `region: null`.
 #![cfg(feature = "locality")]
 
-use policy_runtime::locality::{
+use policy_delivery::locality::{
     Cloud, ComputeSite, LocalityMap, Platform, Provider, Region, RegionMatch, ServiceKind,
     ServiceSite,
 };

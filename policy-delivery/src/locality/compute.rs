@@ -108,7 +108,7 @@ impl ComputeSite {
     /// [`LocalityMap::from_vars`]: super::LocalityMap::from_vars
     ///
     /// ```
-    /// use policy_runtime::locality::{ComputeSite, Platform};
+    /// use policy_delivery::locality::{ComputeSite, Platform};
     ///
     /// let site = ComputeSite::from_vars([("VERCEL", "1"), ("VERCEL_REGION", "fra1")]).unwrap();
     /// assert_eq!(site.platform(), Platform::Vercel);

@@ -3,7 +3,7 @@
 //! with the layer and without it, in process (`tower::ServiceExt::oneshot`, body collected),
 //! so the difference is the layer's streaming rewrite and nothing of the network.
 //!
-//! `cargo bench --features html-dimensions --bench image_dimensions`
+//! `cargo bench -p policy-delivery --features html-dimensions --bench image_dimensions`
 #![allow(
     clippy::expect_used,
     reason = "a benchmark that cannot build its page or runtime cannot measure"
@@ -19,7 +19,7 @@ use axum::response::Html;
 use axum::routing::get;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http_body_util::BodyExt;
-use policy::image_dimensions::{ImageDimensionsLayer, ImageManifest};
+use policy_delivery::image_dimensions::{ImageDimensionsLayer, ImageManifest};
 use tower::ServiceExt;
 
 /// About 1 KiB of text per image; every second image has no `width`/`height`.
@@ -44,7 +44,7 @@ fn page() -> &'static str {
 /// Real images: the asset audit's fixtures.
 fn manifest() -> ImageManifest {
     let images =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("policy-cli/tests/fixtures/assets/site/img");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy-cli/tests/fixtures/assets/site/img");
     ImageManifest::scan(&images, "/static/img").expect("the fixture images")
 }
 

@@ -7,7 +7,7 @@
 //! message.
 #![cfg(feature = "locality")]
 
-use policy_runtime::locality::{ComputeSite, LocalityMap, Region, ServiceSite};
+use policy_delivery::locality::{ComputeSite, LocalityMap, Region, ServiceSite};
 use proptest::prelude::*;
 
 /// A secret: starts upper-case and holds a digit, so that, at 10 characters or

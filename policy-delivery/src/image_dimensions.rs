@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use axum::{Router, routing::get, response::Html};
-//! use policy_runtime::image_dimensions::{ImageDimensionsLayer, ImageManifest};
+//! use policy_delivery::image_dimensions::{ImageDimensionsLayer, ImageManifest};
 //!
 //! # fn main() -> std::io::Result<()> {
 //! # let dir = std::env::temp_dir().join(format!("image-dimensions-doc-{}", std::process::id()));
@@ -67,6 +67,9 @@ use lol_html::{HandlerResult, MemorySettings, OutputSink, Selector};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
+
+use crate::html::dimension;
+use crate::site::{Reference, percent_decode};
 
 /// The default for [`ImageDimensionsLayer::max_buffered`]: 1 MiB.
 pub const DEFAULT_MAX_BUFFERED: usize = 1024 * 1024;
@@ -387,6 +390,7 @@ fn weaken_etag(headers: &mut HeaderMap) {
 }
 
 /// The directory of a request path, decoded, ending in `/`: `/blog/post.html` → `/blog/`.
+/// Sources are resolved in it; `http:`, `//host` and `data:` ones are left alone.
 fn base_dir(path: &str) -> String {
     let decoded = percent_decode(path);
     match decoded.rfind('/') {
@@ -395,66 +399,9 @@ fn base_dir(path: &str) -> String {
     }
 }
 
-/// The manifest key of `src` on a page in directory `base`; `None` for other hosts and
-/// `data:`.
-fn resolve(base: &str, src: &str) -> Option<String> {
-    let src = src.trim();
-    let src = src.split(['#', '?']).next().unwrap_or_default();
-    if src.is_empty() || src.starts_with("//") || has_scheme(src) {
-        return None;
-    }
-    let decoded = percent_decode(src);
-    let joined = if decoded.starts_with('/') {
-        decoded
-    } else {
-        format!("{base}{decoded}")
-    };
-    let mut parts: Vec<&str> = Vec::new();
-    for part in joined.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            part => parts.push(part),
-        }
-    }
-    Some(format!("/{}", parts.join("/")))
-}
-
-fn has_scheme(url: &str) -> bool {
-    url.split_once(':').is_some_and(|(scheme, _)| {
-        scheme
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic())
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    })
-}
-
-/// `%20` and friends decoded; invalid escapes stay as written, invalid UTF-8 becomes U+FFFD.
-fn percent_decode(text: &str) -> String {
-    percent_encoding::percent_decode_str(text)
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
-/// A `width` or `height` attribute as browsers read it: leading digits.
+/// A `width` or `height` attribute as a size: a positive number of pixels.
 fn pixels(value: &str) -> Option<f64> {
-    let value = value.trim_start();
-    let end = value
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(value.len());
-    let (number, rest) = value.split_at(end);
-    if rest.starts_with('%') {
-        return None;
-    }
-    number
-        .parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite() && *n > 0.0)
+    dimension(value).filter(|n| *n > 0.0)
 }
 
 /// Gives one `<img>` what it lacks.
@@ -466,8 +413,8 @@ fn fill(element: &mut Element<'_, '_>, manifest: &ImageManifest, base: &str) -> 
     }
     let Some((natural_width, natural_height)) = element
         .get_attribute("src")
-        .and_then(|src| resolve(base, &src))
-        .and_then(|key| manifest.get(&key))
+        .and_then(|src| Reference::parse(&src))
+        .and_then(|src| manifest.get(&src.in_url_dir(base)))
     else {
         return Ok(());
     };
@@ -669,26 +616,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sources_resolve_against_the_page() {
+    fn pages_resolve_in_their_directory() {
         assert_eq!(base_dir("/blog/post.html"), "/blog/");
         assert_eq!(base_dir("/blog/"), "/blog/");
         assert_eq!(base_dir("/a%20b/c"), "/a b/");
-        assert_eq!(
-            resolve("/blog/", "img/a.png").as_deref(),
-            Some("/blog/img/a.png")
-        );
-        assert_eq!(
-            resolve("/blog/", "../img/a.png?v=2").as_deref(),
-            Some("/img/a.png")
-        );
-        assert_eq!(
-            resolve("/blog/", "/img/a%20b.png").as_deref(),
-            Some("/img/a b.png")
-        );
-        assert_eq!(resolve("/", "../../a.png").as_deref(), Some("/a.png"));
-        assert_eq!(resolve("/", "https://cdn.example/a.png"), None);
-        assert_eq!(resolve("/", "//cdn.example/a.png"), None);
-        assert_eq!(resolve("/", "data:image/png;base64,xyz"), None);
     }
 
     #[test]

@@ -7,8 +7,6 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod defer_support;
-
 use std::path::{Path, PathBuf};
 
 use axum::Router;
@@ -16,9 +14,9 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use defer_support::{ChannelBody, Server, client, get as fetch};
 use http_body_util::{BodyExt, Empty};
-use policy_runtime::image_dimensions::{ImageDimensionsLayer, ImageManifest};
+use policy_delivery::image_dimensions::{ImageDimensionsLayer, ImageManifest};
+use policy_testkit::http::{ChannelBody, Server, client, get as fetch};
 
 /// Real PNG, JPEG, WebP and AVIF files: the asset audit's fixtures.
 fn images() -> PathBuf {

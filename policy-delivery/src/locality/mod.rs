@@ -19,7 +19,7 @@
 //!   `None` and [`ServiceSite::reason`](crate::locality::ServiceSite::reason) says why, in a fixed sentence.
 //!
 //! ```
-//! use policy_runtime::locality::{LocalityMap, Provider, RegionMatch};
+//! use policy_delivery::locality::{LocalityMap, Provider, RegionMatch};
 //!
 //! let map = LocalityMap::from_vars([
 //!     ("VERCEL", "1"),
@@ -129,7 +129,7 @@ impl LocalityMap {
     /// region is known.
     ///
     /// ```
-    /// use policy_runtime::locality::LocalityMap;
+    /// use policy_delivery::locality::LocalityMap;
     ///
     /// let laptop = LocalityMap::from_vars([("DATABASE_URL", "postgres://localhost/app")]);
     /// assert!(laptop.compute_reason().is_some_and(|why| why.starts_with("no platform variable")));
