@@ -364,6 +364,7 @@ fn simulate(rt: &tokio::runtime::Runtime, n: usize, options: &Options) -> Option
     let mut deliveries = Vec::with_capacity(options.trials * n);
     let mut all_reached = Vec::with_capacity(options.trials);
     let mut missed = 0;
+    let before_trials = read(&server, &instances);
     for trial in 0..options.trials {
         let breakers = dependency(&format!("trial-{trial}"), 3);
         std::thread::sleep(Duration::from_millis(20));
@@ -405,6 +406,10 @@ fn simulate(rt: &tokio::runtime::Runtime, n: usize, options: &Options) -> Option
         }
         deliveries.extend(seen);
     }
+    phases.push((
+        "the delivery trials: an opening every ~25 ms, each to every instance",
+        between(&before_trials, &read(&server, &instances)),
+    ));
     deliveries.sort();
     all_reached.sort();
     let failed: u64 = instances.iter().map(|i| i.store.snapshot().failed).sum();
