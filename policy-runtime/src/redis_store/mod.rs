@@ -145,7 +145,33 @@
 //! certificates, or [`RedisStoreBuilder::tls_root_certificate`] for a private CA) on all three.
 //!
 //! What a fleet costs the server, and where this design stops scaling, is measured by the
-//! fleet simulation (`examples/fleet.rs`); see BENCHMARKS.md.
+//! fleet simulation (`examples/fleet.rs`); see [Capacity](#capacity).
+//!
+//! # Capacity
+//!
+//! Measured by the fleet simulation with 10, 50 and 200 instances on one `redis-server`
+//! (BENCHMARKS.md has the tables; a 2-core machine under load, so read these as orders of
+//! magnitude). Per instance: **0 commands per call** on the success path, one command per
+//! re-sync (every 5 s, plus one per open breaker), one script per failure reported while a
+//! breaker is closed (about 40 µs of Redis CPU each), about 1 command a second per open
+//! breaker while it stays open (a probe after each cooldown), two connections and about 78 KB
+//! of Redis memory. An opening costs the server about 4.5 µs per subscriber to fan out.
+//!
+//! - **1,000 instances:** about 170 commands a second when healthy, 2,000 connections, 80 MB;
+//!   an opening is 4.5 ms of the server's time; 10,000 failure reports a second (10 per
+//!   instance) are 40% of a core. One small Redis (or a three-node cluster, for failover).
+//! - **10,000 instances:** about 1,700 commands a second when healthy, 20,000 connections
+//!   (raise `maxclients`, 10,000 by default), 800 MB; an opening is 45 ms of the server's one
+//!   thread, so about 20 openings a second would saturate it.
+//!
+//! Where it stops scaling: every report for one breaker runs on the primary that holds its
+//! hash tag (about 25,000 a second per breaker, however large the cluster), and every opening
+//! is written by one server to every subscriber of the one events channel. Past that: report
+//! failures in batches or share openings only ([`Sharing::TripsOnly`], or a quorum of
+//! instances that opened on their own counts), re-sync less often
+//! ([`RedisStoreBuilder::resync_every`]: pub/sub carries the news, the re-sync only repairs
+//! what was missed), and for tens of thousands of subscribers a channel per breaker spread
+//! over the shards, or one relay per host fanning out to its instances.
 //!
 //! # The fleet rate limiter
 //!
