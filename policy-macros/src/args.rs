@@ -88,11 +88,11 @@ impl AttrKind {
     }
 
     /// The work class it declares, if it declares one.
-    pub(crate) fn class(self) -> Option<policy_lang::Class> {
+    pub(crate) fn class(self) -> Option<policy_lang::WorkClass> {
         match self {
-            Self::Critical => Some(policy_lang::Class::Critical),
-            Self::Deferred => Some(policy_lang::Class::Deferred),
-            Self::Background => Some(policy_lang::Class::Background),
+            Self::Critical => Some(policy_lang::WorkClass::Critical),
+            Self::Deferred => Some(policy_lang::WorkClass::Deferred),
+            Self::Background => Some(policy_lang::WorkClass::Background),
             Self::Resilient | Self::Idempotent | Self::Operation | Self::Isolate => None,
         }
     }
@@ -145,7 +145,7 @@ pub(crate) struct InlineRetry {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Args {
     /// The class, the attribute that declared it and its span.
-    pub(crate) class: Option<(policy_lang::Class, AttrKind, Span)>,
+    pub(crate) class: Option<(policy_lang::WorkClass, AttrKind, Span)>,
     pub(crate) resilient: Option<Span>,
     pub(crate) idempotent: Option<Span>,
     pub(crate) durable: Option<Span>,
@@ -419,7 +419,7 @@ impl Args {
     ) {
         match kind {
             AttrKind::Critical | AttrKind::Deferred | AttrKind::Background => {
-                let class = kind.class().unwrap_or(policy_lang::Class::Critical);
+                let class = kind.class().unwrap_or(policy_lang::WorkClass::Critical);
                 match &self.class {
                     Some((_, first, _)) => errors.at(
                         attr_span,

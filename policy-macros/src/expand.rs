@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use policy_lang::{Backoff, BreakerSpec, BulkheadSpec, Class, OpenAfter, RetrySpec, Sharing};
+use policy_lang::{Backoff, BreakerSpec, BulkheadSpec, OpenAfter, RetrySpec, Sharing, WorkClass};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
@@ -212,8 +212,8 @@ fn shedder_static(plan: &Plan) -> TokenStream {
     let (mut deferred, mut background) = plan.thresholds;
     if let Some(shed_at) = plan.shed_at {
         match plan.class {
-            Class::Deferred => deferred = shed_at,
-            Class::Background => background = shed_at,
+            WorkClass::Deferred => deferred = shed_at,
+            WorkClass::Background => background = shed_at,
             _ => {}
         }
     }
@@ -229,10 +229,10 @@ fn shedder_static(plan: &Plan) -> TokenStream {
     }}
 }
 
-fn work_class(class: Class) -> TokenStream {
+fn work_class(class: WorkClass) -> TokenStream {
     match class {
-        Class::Deferred => quote!(::policy::WorkClass::Deferred),
-        Class::Background => quote!(::policy::WorkClass::Background),
+        WorkClass::Deferred => quote!(::policy::WorkClass::Deferred),
+        WorkClass::Background => quote!(::policy::WorkClass::Background),
         _ => quote!(::policy::WorkClass::Critical),
     }
 }
@@ -387,7 +387,7 @@ fn expand_isolate(func: &Func, args: &Args) -> Result<TokenStream, syn::Error> {
 /// The expansion.
 fn expand(func: &Func, plan: &Plan) -> TokenStream {
     let result = match plan.class {
-        Class::Deferred | Class::Background => expand_scheduled(func, plan),
+        WorkClass::Deferred | WorkClass::Background => expand_scheduled(func, plan),
         _ => expand_awaited(func, plan),
     };
     match result {
@@ -427,7 +427,7 @@ fn handles(plan: &Plan) -> Handles {
     });
     // A decision to make: optional work against its compartment's load, or any work with a
     // known cost against the budget left.
-    let shedder = ((plan.class != Class::Critical && plan.bulkhead.is_some())
+    let shedder = ((plan.class != WorkClass::Critical && plan.bulkhead.is_some())
         || plan.expected_cost.is_some())
     .then(|| {
         let ident = local("shedder");
@@ -914,7 +914,7 @@ fn expand_scheduled(func: &Func, plan: &Plan) -> Result<TokenStream, syn::Error>
     )?;
     let op = &plan.op;
     let schedule = match plan.class {
-        Class::Background => quote! {
+        WorkClass::Background => quote! {
             // Handed to the bounded background pool; a shed is logged there with its reason.
             let _ = ::policy::background(::core::concat!(::core::module_path!(), "::", #op), #work);
         },

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy_lang::{
-    Backoff, BreakerSpec, BulkheadSpec, Class, Loc, Located, OpenAfter, OperationSpec, PolicySet,
-    RetrySpec, Sharing,
+    Backoff, BreakerSpec, BulkheadSpec, Loc, Located, OpenAfter, OperationSpec, PolicySet,
+    RetrySpec, Sharing, WorkClass,
 };
 use proc_macro2::Span;
 
@@ -262,7 +262,9 @@ pub(crate) fn lower(
         Some((class, _, span)) => Located::new(class, locs.at(span)),
         None => base
             .as_ref()
-            .map_or(Located::new(Class::Critical, fn_loc), |b| b.class.clone()),
+            .map_or(Located::new(WorkClass::Critical, fn_loc), |b| {
+                b.class.clone()
+            }),
     };
     let mut operation = match &base {
         Some(base) => {

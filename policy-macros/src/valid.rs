@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use policy_lang::{BreakerSpec, BulkheadSpec, Class, Diagnostic, Loc, RetrySpec};
+use policy_lang::{BreakerSpec, BulkheadSpec, Diagnostic, Loc, RetrySpec, WorkClass};
 use proc_macro2::Span;
 
 use crate::args::{Args, Errors};
@@ -19,7 +19,7 @@ use crate::lower::{InlineFlags, Lowered};
 pub(crate) struct Plan {
     /// The operation's name.
     pub(crate) op: String,
-    pub(crate) class: Class,
+    pub(crate) class: WorkClass,
     pub(crate) deadline: Option<Duration>,
     pub(crate) min_budget: Option<Duration>,
     pub(crate) expected_cost: Option<Duration>,
@@ -61,7 +61,7 @@ pub(crate) fn check_function(args: &Args, func: &Func, errors: &mut Errors) {
         .receiver()
         .is_some_and(|r| r.mutability.is_some() && r.reference.is_some());
     match class {
-        Some(Class::Deferred | Class::Background) => {
+        Some(WorkClass::Deferred | WorkClass::Background) => {
             let what = attr_name;
             if let Some(ty) = func.output()
                 && !is_unit_result(ty)
