@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::shedding::WorkClass;
+use policy::WorkClass;
 use policy::{Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder};
 use tokio::sync::Semaphore;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};

@@ -32,10 +32,10 @@
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::{
-//!     Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder, retry_within,
+//!     Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder, WorkClass,
+//!     retry_within,
 //! };
 //! use policy_runtime::retry::Transient;
-//! use policy_runtime::shedding::WorkClass;
 //!
 //! #[derive(Debug)]
 //! struct SearchError;
@@ -154,18 +154,21 @@ pub mod shedding;
 mod window;
 
 pub use background::{BackgroundPool, background};
-pub use breaker::{Breaker, BreakerConfig, BreakerStore, OpenAfter, OpenCause, Sharing};
+pub use breaker::{Breaker, BreakerConfig, BreakerStore, OpenAfter, Sharing};
 pub use bulkhead::{Acquire, Bulkhead, BulkheadPermit, OwnedBulkheadPermit};
 pub use deadline::Deadline;
 #[cfg(feature = "http")]
 pub use defer::http::AfterResponseLayer;
 pub use defer::{AfterResponse, DeferredOutcome, defer};
-pub use error::{CallError, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError};
+pub use error::{
+    CallError, DeadlineExceeded, OpenCause, RefusalKind, RefusalReason, ResilienceError, ShedReason,
+};
 #[cfg(feature = "html-dimensions")]
 pub use image_dimensions::{ImageDimensionsLayer, ImageManifest};
+pub use policy_model::WorkClass;
 pub use registry::{Registry, Snapshot};
 pub use retry::{
     Idempotent, RetryAllowance, RetryPolicy, Transient, retry_within, retry_within_by,
     retry_within_self_bounded,
 };
-pub use shedding::{Shedder, WorkClass};
+pub use shedding::Shedder;

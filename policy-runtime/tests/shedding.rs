@@ -4,7 +4,8 @@ mod common;
 
 use std::time::Duration;
 
-use policy_runtime::shedding::{AdmitReason, Decision, ShedReason, Thresholds, WorkClass, decide};
+use policy_runtime::WorkClass;
+use policy_runtime::shedding::{AdmitReason, Decision, ShedReason, Thresholds, decide};
 use policy_runtime::{Deadline, RefusalKind, RefusalReason, Shedder};
 use proptest::prelude::*;
 
