@@ -78,8 +78,8 @@ def mechanisms():
 
 
 STACK = [
-    ("resilient_expansion", "`#[resilient]` function (the macro's expansion): leaf deadline, retry, breaker, bulkhead, run"),
-    ("critical_expansion", "`#[critical]` function (the macro's expansion): leaf deadline, `run(scope(..))`"),
+    ("resilient_expansion", "`#[resilient]` function (the macro's expansion): the operation's deadline, retry, breaker, bulkhead, run"),
+    ("critical_expansion", "`#[critical]` function (the macro's expansion): the operation's deadline, `run(scope(..))`"),
     ("resilient_by_hand", "the same sequence by hand, as DESIGN.md writes it (with `require` and shedding)"),
     ("critical_by_hand", "`#[critical]` by hand: child of current deadline, `require`, `run(scope(..))`"),
     ("ours_breaker_bulkhead_deadline", "ours: breaker + bulkhead + deadline (no retry, no shedding)"),

@@ -28,7 +28,7 @@ pub(crate) const REQUEST_BUDGET: Duration = Duration::from_secs(3600);
 pub(crate) const CALL_MAX: Duration = Duration::from_secs(2);
 /// Each attempt's own timeout, and the timeout the alternatives use.
 pub(crate) const ATTEMPT_MAX: Duration = Duration::from_secs(1);
-/// The minimum useful budget a leaf requires.
+/// The minimum useful budget an operation requires.
 pub(crate) const MIN_BUDGET: Duration = Duration::from_millis(10);
 /// Slots of every bulkhead, semaphore and concurrency limit: never the limiting factor here.
 pub(crate) const SLOTS: u32 = 64;
@@ -273,7 +273,7 @@ pub(crate) mod expansion {
         op.run(x).await.map_err(BenchError::Op)
     }
 
-    /// `#[resilient(breaker, bulkhead, retry)]`: the leaf's deadline and minimum budget, the
+    /// `#[resilient(breaker, bulkhead, retry)]`: the operation's deadline and minimum budget, the
     /// shedding decision, then for each attempt inside `retry_within(deadline, ..)`: breaker
     /// check, bulkhead permit, the attempt's deadline `run`, and the outcome recorded in the
     /// breaker. Must run inside a request's [`Deadline::scope`].

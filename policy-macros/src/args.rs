@@ -1,4 +1,4 @@
-//! Phase 1: the attributes' arguments, each kept with its span.
+//! Step 1: the attributes' arguments, each kept with its span.
 //!
 //! Every policy attribute on a function is read by whichever of them expands first: the others
 //! are taken off the function and their arguments merged, so `#[resilient(..)]` and
@@ -181,6 +181,11 @@ impl Errors {
 
     pub(crate) fn at(&mut self, span: Span, message: impl std::fmt::Display) {
         self.push(syn::Error::new(span, message));
+    }
+
+    /// Whether nothing went wrong so far.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.errors.is_empty()
     }
 
     /// One error carrying all of them, or `None`.
@@ -582,9 +587,39 @@ impl Args {
     }
 }
 
+/// The arguments of the attribute that expands (`kind`, `tokens`) and of every sibling policy
+/// attribute, taken off the function: they are expanded here, once.
+pub(crate) fn parse(
+    kind: AttrKind,
+    tokens: TokenStream,
+    func: &mut crate::func::Func,
+    errors: &mut Errors,
+) -> Args {
+    let mut args = Args::default();
+    args.add(kind, Span::call_site(), tokens, errors);
+    for (sibling, attr) in take_policy_attrs(&mut func.item.attrs) {
+        match attr_tokens(&attr) {
+            Ok(tokens) => args.add(sibling, attr.path().span(), tokens, errors),
+            Err(error) => errors.push(error),
+        }
+    }
+    args
+}
+
+impl Args {
+    /// Whether the attributes declare work to expand: a class, resilience, an operation or
+    /// isolation (`#[idempotent]` alone only declares).
+    pub(crate) fn declares_work(&self) -> bool {
+        self.class.is_some()
+            || self.resilient.is_some()
+            || self.operation.is_some()
+            || self.isolate.is_some()
+    }
+}
+
 /// Takes every policy attribute off `attrs` (they are expanded here, once) and returns them
 /// with their kinds, in the order written.
-pub(crate) fn take_policy_attrs(attrs: &mut Vec<Attribute>) -> Vec<(AttrKind, Attribute)> {
+fn take_policy_attrs(attrs: &mut Vec<Attribute>) -> Vec<(AttrKind, Attribute)> {
     let mut taken = Vec::new();
     attrs.retain(|attr| match AttrKind::from_path(attr.path()) {
         Some(kind) => {
@@ -597,7 +632,7 @@ pub(crate) fn take_policy_attrs(attrs: &mut Vec<Attribute>) -> Vec<(AttrKind, At
 }
 
 /// The arguments of a sibling attribute, as tokens.
-pub(crate) fn attr_tokens(attr: &Attribute) -> Result<TokenStream, syn::Error> {
+fn attr_tokens(attr: &Attribute) -> Result<TokenStream, syn::Error> {
     match &attr.meta {
         syn::Meta::Path(_) => Ok(TokenStream::new()),
         syn::Meta::List(list) => Ok(list.tokens.clone()),

@@ -60,7 +60,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 pub use crate::error::OpenCause;
-use crate::error::{RefusalReason, ResilienceError};
+use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::observe;
 use crate::window::{Clock, Window, saturating_nanos};
 
@@ -600,6 +600,45 @@ impl Breaker {
                 self.open(now, inner.config.cooldown, cause);
             }
             None => inner.store.failure_recorded(self),
+        }
+    }
+
+    /// Records how a call it admitted ended, and hands the outcome on as a [`CallError`]: a
+    /// success closes the count ([`record_success`](Self::record_success)), the call's own
+    /// error and an expiry are failures ([`record_failure`](Self::record_failure)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::{Breaker, CallError, Deadline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let breaker = Breaker::builder("search").open_after_failures(1, Duration::from_secs(30)).build();
+    /// let deadline = Deadline::after(Duration::from_millis(100));
+    /// breaker.check().unwrap();
+    /// let ran = deadline.run(async { Err::<(), _>("index unavailable") }).await;
+    /// assert!(matches!(breaker.observe(ran), Err(CallError::Failed("index unavailable"))));
+    /// assert!(breaker.check().is_err());
+    /// # }
+    /// ```
+    #[inline]
+    pub fn observe<T, E>(
+        &self,
+        ran: Result<Result<T, E>, DeadlineExceeded>,
+    ) -> Result<T, CallError<E>> {
+        match ran {
+            Ok(Ok(value)) => {
+                self.record_success();
+                Ok(value)
+            }
+            Ok(Err(error)) => {
+                self.record_failure();
+                Err(CallError::Failed(error))
+            }
+            Err(expired) => {
+                self.record_failure();
+                Err(CallError::DeadlineExceeded(expired))
+            }
         }
     }
 

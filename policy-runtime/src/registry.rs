@@ -11,7 +11,7 @@
 //! # Bounded by the program's names
 //!
 //! Each map holds one entry per distinct name and never removes one: its size is the number of
-//! breakers, bulkheads, retry policies, shedders, rate limiters, fallback leaves, isolated pools
+//! breakers, bulkheads, retry policies, shedders, rate limiters, fallback records, isolated pools
 //! and poll monitors the program names (in its attributes, its `.policy` files, or by hand), not
 //! the number of calls. Lookups ([`find_breaker`](Registry::find_breaker),
 //! [`find_bulkhead`](Registry::find_bulkhead)) never insert. Do not build a mechanism from a
@@ -131,7 +131,7 @@ pub struct Snapshot {
     pub limiters: Vec<LimiterSnapshot>,
     /// The breaker store's health.
     pub store: StoreStatus,
-    /// Fallbacks and stale answers, per leaf.
+    /// Fallbacks and stale answers, per operation.
     pub fallbacks: Vec<FallbackSnapshot>,
     /// Pools for CPU work, by name.
     pub isolated: Vec<IsolatedPoolSnapshot>,
@@ -217,11 +217,11 @@ impl Registry {
         })
     }
 
-    /// The fallback record of the leaf `leaf`, answered by `answered_by`, built the first
-    /// time.
-    pub fn fallback(&self, leaf: &str, answered_by: &str) -> Arc<Fallback> {
-        get_or_insert(&self.fallbacks, leaf, |leaf| {
-            Arc::new(Fallback::new(leaf, answered_by))
+    /// The fallback record of the operation `operation`, answered by `answered_by`, built
+    /// the first time.
+    pub fn fallback(&self, operation: &str, answered_by: &str) -> Arc<Fallback> {
+        get_or_insert(&self.fallbacks, operation, |operation| {
+            Arc::new(Fallback::new(operation, answered_by))
         })
     }
 

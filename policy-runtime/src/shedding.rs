@@ -60,14 +60,17 @@ pub struct Thresholds {
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Self {
-            deferred: 0.5,
-            background: 0.25,
-        }
+        Self::DEFAULT
     }
 }
 
 impl Thresholds {
+    /// Deferred work shed from half load, background work from a quarter.
+    pub const DEFAULT: Thresholds = Thresholds {
+        deferred: 0.5,
+        background: 0.25,
+    };
+
     /// The threshold for `class`; `None` for critical work, which is never shed for load.
     pub fn for_class(&self, class: WorkClass) -> Option<f64> {
         match class {

@@ -1,7 +1,7 @@
 //! The three ways a protected call can end badly, told apart by type.
 //!
 //! - [`ResilienceError`]: the work **never ran**. A breaker was open, a bulkhead was full, the
-//!   work was shed, or the budget left was below the leaf's minimum. Retrying it inside the
+//!   work was shed, or the budget left was below the operation's minimum. Retrying it inside the
 //!   same request is pointless; a fallback is the only useful response.
 //! - [`DeadlineExceeded`]: we **stopped waiting**. The work may have run, may have succeeded
 //!   unseen, or may still be running.
@@ -68,7 +68,7 @@ pub enum RefusalKind {
     BulkheadFull,
     /// The shedding decision dropped the work (load or budget); the reason says which.
     Shed,
-    /// Less than the leaf's minimum useful budget was left, so the work was not started.
+    /// Less than the operation's minimum useful budget was left, so the work was not started.
     InsufficientBudget,
     /// A rate limiter refused the call.
     RateLimited,
@@ -95,7 +95,7 @@ impl fmt::Display for RefusalKind {
 
 /// The work never ran: a mechanism refused it before it started.
 ///
-/// It names the mechanism's kind, its name (the breaker's, the bulkhead's, the leaf's) and the
+/// It names the mechanism's kind, its name (the breaker's, the bulkhead's, the operation's) and the
 /// reason. Retrying it inside the same request spends budget to receive the same answer, so
 /// [`retry_within`](crate::retry::retry_within) never does; a fallback is the only useful
 /// response.
@@ -134,7 +134,7 @@ impl ResilienceError {
         self.reason.kind()
     }
 
-    /// The name of the breaker, bulkhead, shedder, limiter or leaf that refused.
+    /// The name of the breaker, bulkhead, shedder, limiter or operation that refused.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -159,7 +159,7 @@ impl ResilienceError {
             RefusalKind::BreakerOpen => "breaker",
             RefusalKind::BulkheadFull => "bulkhead",
             RefusalKind::Shed => "shedding for",
-            RefusalKind::InsufficientBudget => "leaf",
+            RefusalKind::InsufficientBudget => "operation",
             RefusalKind::RateLimited => "rate limiter",
         }
     }
@@ -267,6 +267,25 @@ impl<E> CallError<E> {
             Self::Refused(r) => E::from(r),
             Self::DeadlineExceeded(d) => E::from(d),
             Self::Failed(e) => e,
+        }
+    }
+
+    /// A run under a deadline ([`Deadline::run`](crate::Deadline::run)) as a success or a
+    /// `CallError`: the work's own error, or the expiry.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::{CallError, DeadlineExceeded};
+    ///
+    /// let expired: Result<Result<u8, &str>, _> = Err(DeadlineExceeded::new(Duration::from_secs(1)));
+    /// assert!(CallError::from_run(expired).unwrap_err().is_deadline_exceeded());
+    /// assert_eq!(CallError::from_run(Ok(Ok::<u8, &str>(7))), Ok(7));
+    /// ```
+    #[inline]
+    pub fn from_run<T>(ran: Result<Result<T, E>, DeadlineExceeded>) -> Result<T, Self> {
+        match ran {
+            Ok(result) => result.map_err(Self::Failed),
+            Err(expired) => Err(Self::DeadlineExceeded(expired)),
         }
     }
 

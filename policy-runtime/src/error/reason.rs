@@ -46,7 +46,7 @@ pub enum RefusalReason {
     InsufficientBudget {
         /// What was left of the deadline.
         remaining: Duration,
-        /// The leaf's stated minimum useful budget.
+        /// The operation's stated minimum useful budget.
         min_budget: Duration,
     },
     /// A rate limiter refused; `retry_after` says when a slot frees, when known.
