@@ -6,6 +6,11 @@ pub use policy_macros::{
 };
 pub use policy_runtime::*;
 
+#[cfg(feature = "html-dimensions")]
+pub use policy_delivery::image_dimensions::{self, ImageDimensionsLayer, ImageManifest};
+#[cfg(feature = "locality")]
+pub use policy_delivery::locality;
+
 /// What the attribute macros' expansions call (the runtime's `__macro_support`). Not a
 /// public API: its items may change in any release.
 #[doc(hidden)]

@@ -50,9 +50,7 @@ pub(crate) fn load_valid(
 ) -> Result<(PolicySet, Vec<PathBuf>), Exit> {
     let (set, files) = load(paths, err)?;
     let report = set.check();
-    for diagnostic in report.all() {
-        let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-    }
+    render::human_all(&report.all(), set.sources(), render::CHECK_JSON, err);
     if report.has_errors() {
         let _ = writeln!(
             err,
@@ -73,9 +71,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let report = set.check();
     match args.format {
         Format::Human => {
-            for diagnostic in report.all() {
-                let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-            }
+            render::human_all(&report.all(), set.sources(), render::CHECK_JSON, err);
             let operations = set.spec().operations.len();
             let _ = writeln!(
                 err,

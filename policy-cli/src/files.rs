@@ -3,7 +3,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Each path as given, except directories, which stand for their `*.policy` files (sorted).
+/// Each path as given, except directories, which stand for their `*.policy` files (sorted;
+/// entries that are not regular files, such as a named pipe or an editor's dangling lock link,
+/// are left out without being opened).
 pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, io::Error)> {
     let mut files = Vec::new();
     for path in paths {
@@ -28,5 +30,9 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, io::Er
 
 /// The message for a file that cannot be read.
 pub(crate) fn io_error(path: &Path, error: &io::Error) -> String {
-    format!("error: cannot read `{}`: {error}", path.display())
+    let help = match error.kind() {
+        io::ErrorKind::InvalidInput => "\n  help: name a `.policy` file, or a directory of them",
+        _ => "",
+    };
+    format!("error: cannot read `{}`: {error}{help}", path.display())
 }

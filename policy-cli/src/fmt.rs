@@ -29,19 +29,17 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     };
     let mut exit = Exit::Clean;
     for path in &paths {
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => bytes,
+        let mut sources = Sources::new();
+        let parsed = match policy_lang::fmt::parse_file(&mut sources, path) {
+            Ok(parsed) => parsed,
             Err(error) => {
                 let _ = writeln!(err, "{}", files::io_error(path, &error));
                 return Exit::Usage;
             }
         };
-        let mut sources = Sources::new();
-        let parsed = policy_lang::fmt::parse(&mut sources, path.display().to_string(), &bytes);
         if !parsed.diagnostics.is_empty() {
-            for diagnostic in &parsed.diagnostics {
-                let _ = writeln!(err, "{}", render::human(diagnostic, &sources));
-            }
+            let diagnostics: Vec<_> = parsed.diagnostics.iter().collect();
+            render::human_all(&diagnostics, &sources, render::CHECK_JSON, err);
             let _ = writeln!(
                 err,
                 "policy fmt: `{}` left as it is: it does not parse",

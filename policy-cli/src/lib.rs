@@ -1,6 +1,5 @@
-//! The logic of the `policy` command, one module per subcommand, so that it can be tested and
-//! so that later subcommands (`gate`, `assets`, `locality`) are each a module and a variant of
-//! [`Command`].
+//! The logic of the `policy` command, so that it can be tested: each subcommand (`check`,
+//! `explain`, `fmt`, `assets`, `locality`, `gate`) is a module and a variant of [`Command`].
 //!
 //! Exit codes: 0 clean (warnings allowed), 1 problems found, 2 usage or I/O error.
 
@@ -19,7 +18,8 @@ pub mod gate;
 pub mod locality;
 mod render;
 
-/// Latency and resilience policy: check, explain and format `.policy` files.
+/// Latency and resilience policy: check, explain and format `.policy` files; audit a built
+/// front end's assets; print the locality map; gate a build's ceilings and quarantines.
 #[derive(Debug, Parser)]
 #[command(name = "policy", version)]
 pub struct Cli {
@@ -62,8 +62,8 @@ pub enum Format {
     Json,
 }
 
-/// How a command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a command ended, ordered from best to worst (`max` of two is the worse).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Exit {
     /// Nothing wrong (warnings allowed).
     Clean,

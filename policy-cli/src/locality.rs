@@ -1,7 +1,7 @@
 //! `policy locality [FILE...] [--check] [--format json] [--env-file PATH]`: where the compute
 //! and each service run, derived from the environment, and the hops the policy declares.
 //!
-//! The map is the locality probe's (`policy_runtime::locality`): regions only, never a host, a
+//! The map is the locality probe's (`policy_delivery::locality`): regions only, never a host, a
 //! user, a password or any other part of a variable's value. The hops come from the policy's
 //! `locality` stanza. With `--check`, a blocking hop to another region is an error
 //! (`policy::cross-region-hop`), a hop whose variable locates nothing is an error
@@ -11,8 +11,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use policy_delivery::locality::{ComputeSite, LocalityMap, Region, RegionMatch, ServiceSite};
 use policy_lang::{Diagnostic, HopSpec, Kind, PolicySet, Report};
-use policy_runtime::locality::{ComputeSite, LocalityMap, Region, RegionMatch, ServiceSite};
 use serde_json::{Value, json};
 
 use crate::env_file::EnvFile;
@@ -338,9 +338,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     // other stanzas, and `policy check`'s to report.
     let report = set.check();
     if report.has_errors() {
-        for diagnostic in report.all() {
-            let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-        }
+        render::human_all(&report.all(), set.sources(), render::CHECK_JSON, err);
         let _ = writeln!(
             err,
             "policy locality: {}; fix the errors first",
@@ -384,9 +382,12 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
                 let _ = write!(out, "{}", hops_table(&assessed));
             }
             if args.check {
-                for diagnostic in findings.all() {
-                    let _ = writeln!(err, "{}", render::human(diagnostic, set.sources()));
-                }
+                render::human_all(
+                    &findings.all(),
+                    set.sources(),
+                    "policy locality --check --format json",
+                    err,
+                );
                 let _ = writeln!(
                     err,
                     "policy locality: {} in {}",

@@ -1,15 +1,48 @@
 //! Rendering diagnostics for a terminal or for tools.
 
 use std::fmt;
+use std::io::Write;
 
 use miette::{MietteHandler, MietteHandlerOpts, ReportHandler as _};
 use policy_lang::{Diagnostic, Report, Sources};
 use serde_json::{Value, json};
 
+/// Reports drawn in full by [`human_all`]; the rest are counted in one line. A file with
+/// thousands of errors is fixed from the top, and `--format json` lists every one.
+pub(crate) const MAX_RENDERED: usize = 50;
+
+/// The command that lists every diagnostic of a policy.
+pub(crate) const CHECK_JSON: &str = "policy check --format json";
+
 /// miette's graphical report, with colours, unicode and width chosen for the terminal (plain
 /// when standard error is not one).
 pub(crate) fn human(diagnostic: &Diagnostic, sources: &Sources) -> String {
     human_of(&diagnostic.renderable(sources))
+}
+
+/// Writes the reports of `diagnostics` to `out`, in order: the first [`MAX_RENDERED`] drawn
+/// with [`human`], then one line counting the errors and warnings left out and naming the
+/// command that lists them all (`every`).
+pub(crate) fn human_all(
+    diagnostics: &[&Diagnostic],
+    sources: &Sources,
+    every: &str,
+    out: &mut dyn Write,
+) {
+    for diagnostic in diagnostics.iter().take(MAX_RENDERED) {
+        let _ = writeln!(out, "{}", human(diagnostic, sources));
+    }
+    let rest = diagnostics.get(MAX_RENDERED..).unwrap_or_default();
+    if !rest.is_empty() {
+        let errors = rest.iter().filter(|d| d.is_error()).count();
+        let _ = writeln!(
+            out,
+            "... and {} more not shown ({}, {}): `{every}` lists every one\n",
+            rest.len(),
+            plural(errors, "error"),
+            plural(rest.len() - errors, "warning"),
+        );
+    }
 }
 
 /// [`human`] for any miette diagnostic (the asset audit's findings).

@@ -6,12 +6,15 @@
 //! [`Renderable`]) and the attribute macros (which map [`Loc::External`] back to their spans).
 
 use std::fmt;
+use std::ops::Range;
 
-use miette::{
-    GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, Severity, SourceSpan,
-};
+use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, Severity, SourceSpan};
 
 use crate::source::{Loc, Sources};
+
+mod excerpt;
+
+pub use excerpt::{Excerpt, LONG_LINE};
 
 /// The rule a diagnostic comes from. Each variant has a stable code (`policy::...`), a one-line
 /// message and a help text that says the fix; see the table in the crate docs.
@@ -759,9 +762,13 @@ impl std::error::Error for Diagnostic {}
 /// and for the checks of the `policy` command that report on policy text (`policy::gate::...`).
 /// Labels in the primary label's file are drawn in the snippet; labels in other files become
 /// related reports with their own snippet; [`Loc::External`] labels are left to their front end.
+///
+/// The snippets are [`Excerpt`]s: building and drawing one costs the size of what is drawn, not
+/// of the file, and long lines are cut around the labels, so a report of any file, of any
+/// number of diagnostics, takes time linear in their number and never panics on a wide column.
 pub struct Renderable<'a> {
     rule: &'a dyn miette::Diagnostic,
-    source: Option<NamedSource<std::sync::Arc<str>>>,
+    source: Option<Excerpt>,
     labels: Vec<LabeledSpan>,
     related: Vec<Renderable<'a>>,
     secondary: bool,
@@ -787,42 +794,65 @@ impl<'a> Renderable<'a> {
         sources: &'a Sources,
     ) -> Self {
         let primary = labels.iter().find_map(|label| label.loc.source());
-        let mut spans = Vec::new();
+        let text = |label: &Label| (!label.text.is_empty()).then(|| label.text.clone());
+        let mut in_primary: Vec<(usize, Range<usize>)> = Vec::new();
         let mut related = Vec::new();
         for (index, label) in labels.iter().enumerate() {
             let (Some(source), Some(range)) = (label.loc.source(), label.loc.range()) else {
                 continue;
             };
-            let span = SourceSpan::new(range.start.into(), range.end - range.start);
-            let text = (!label.text.is_empty()).then(|| label.text.clone());
             if Some(source) == primary {
-                spans.push(if index == 0 {
-                    LabeledSpan::new_primary_with_span(text, span)
-                } else {
-                    LabeledSpan::new_with_span(text, span)
-                });
-            } else {
-                related.push(Renderable {
-                    rule,
-                    source: sources
-                        .get(source)
-                        .map(|file| NamedSource::new(file.name(), file.shared_text())),
-                    labels: vec![LabeledSpan::new_with_span(text, span)],
-                    related: Vec::new(),
-                    secondary: true,
-                });
+                in_primary.push((index, range));
+                continue;
             }
+            let Some(file) = sources.get(source) else {
+                continue;
+            };
+            let (excerpt, spans) = Excerpt::new(file, std::slice::from_ref(&range));
+            related.push(Renderable {
+                rule,
+                source: Some(excerpt),
+                labels: spans
+                    .into_iter()
+                    .map(|span| LabeledSpan::new_with_span(text(label), span_of(span)))
+                    .collect(),
+                related: Vec::new(),
+                secondary: true,
+            });
         }
+        let (source, spans) = match primary.and_then(|id| sources.get(id)) {
+            Some(file) => {
+                let ranges: Vec<Range<usize>> =
+                    in_primary.iter().map(|(_, range)| range.clone()).collect();
+                let (excerpt, spans) = Excerpt::new(file, &ranges);
+                let spans = in_primary
+                    .iter()
+                    .zip(spans)
+                    .map(|(&(index, _), span)| {
+                        let text = labels.get(index).and_then(text);
+                        if index == 0 {
+                            LabeledSpan::new_primary_with_span(text, span_of(span))
+                        } else {
+                            LabeledSpan::new_with_span(text, span_of(span))
+                        }
+                    })
+                    .collect();
+                (Some(excerpt), spans)
+            }
+            None => (None, Vec::new()),
+        };
         Renderable {
             rule,
-            source: primary
-                .and_then(|id| sources.get(id))
-                .map(|file| NamedSource::new(file.name(), file.shared_text())),
+            source,
             labels: spans,
             related,
             secondary: false,
         }
     }
+}
+
+fn span_of(range: Range<usize>) -> SourceSpan {
+    SourceSpan::new(range.start.into(), range.end - range.start)
 }
 
 impl fmt::Display for Renderable<'_> {

@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 
 pub use crate::ast::File;
 use crate::ast::{Comment, Stanza, Statement, StatementKind};
-pub use crate::parse::{Parsed, parse};
+pub use crate::parse::{Parsed, parse, parse_file};
 
 /// A one-line stanza longer than this is broken over several lines.
 pub const MAX_WIDTH: usize = 100;

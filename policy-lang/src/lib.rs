@@ -77,7 +77,7 @@
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed\|local`, `on_error = open\|closed\|local` (`local`: this instance enforces a rate of its own while the store fails), optional `local_rate = N per D` (default: the fleet's rate) |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error`, `poll_budget` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string), `fallback_on_failure` (the fallback also answers the work's own failures), `isolate = blocking\|rayon[(max_concurrent = N, max_queued = N)]` (CPU work on a pool of its own; nothing else may be set) |
-//! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`: needs `srcset`, and the first on a page is not lazy), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
+//! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`; no longer used by `policy assets`, kept so policies still parse), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
 //! | `ceilings NAME` | `dir` (a front-end build folder, for the front-end metrics); one ceiling a line, `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
 //! | `quarantine CRATE` | optional `crate` (the crate, when the stanza's name is only a label, so one crate can be quarantined for several packages), `package` (whose default build must not contain the crate), `behind` (the feature of `package` it stays behind), optional `only` (the crates allowed to depend on it directly: `only = "a" "b"`), optional `justification` (allows it in the default build, and is printed) |
@@ -171,6 +171,10 @@
 //! a file location ([`PolicySet::render`] gives `file:line:col` and the snippet) or the external
 //! token to map back to a span.
 
+// pest is built without `std` (see the workspace's Cargo.toml), so the parser it generates
+// names `crate::alloc`.
+extern crate alloc;
+
 mod ast;
 pub mod diagnostic;
 pub mod explain;
@@ -183,6 +187,7 @@ pub mod suggest;
 pub mod units;
 pub mod validate;
 
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -218,6 +223,10 @@ impl PolicySet {
     /// kept for [`PolicySet::check`]; nothing here fails or panics.
     pub fn add_source(&mut self, name: impl Into<String>, bytes: &[u8]) -> SourceId {
         let parsed = parse::parse(&mut self.sources, name, bytes);
+        self.add_parsed(parsed)
+    }
+
+    fn add_parsed(&mut self, parsed: parse::Parsed) -> SourceId {
         let lowered = lower::lower(&parsed.file, &mut self.spec);
         self.diagnostics.extend(parsed.diagnostics);
         self.diagnostics.extend(lowered.diagnostics);
@@ -225,15 +234,19 @@ impl PolicySet {
         parsed.file.source
     }
 
-    /// Reads and adds one file.
+    /// Reads and adds one file. Only a regular file is read (a named pipe or a device is an
+    /// [`io::ErrorKind::InvalidInput`] error, see [`source::read_file`]), and no more of it
+    /// than [`MAX_SOURCE_LEN`] and a byte: a larger file is a `policy::too-large` diagnostic,
+    /// as from [`PolicySet::add_source`].
     pub fn load_file(&mut self, path: &Path) -> io::Result<SourceId> {
-        let bytes = std::fs::read(path)?;
-        Ok(self.add_source(path.display().to_string(), &bytes))
+        let parsed = parse::parse_file(&mut self.sources, path)?;
+        Ok(self.add_parsed(parsed))
     }
 
     /// Reads and adds every `*.policy` file of `dir` (not recursive), in name order, and
     /// returns their paths (the macros emit an `include_bytes!` for each so Cargo rebuilds when
-    /// one changes).
+    /// one changes). Entries that are not regular files (a named pipe, a device, a dangling
+    /// link such as an editor's lock file) are left out without being opened.
     pub fn load_dir(&mut self, dir: &Path) -> io::Result<Vec<PathBuf>> {
         let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir)? {
@@ -307,11 +320,15 @@ impl PolicySet {
     #[must_use]
     pub fn check(&self) -> Report {
         let validated = validate(&self.spec);
+        let dropped: HashSet<(&str, &str)> = self
+            .dropped
+            .iter()
+            .map(|(kind, name)| (*kind, name.as_str()))
+            .collect();
         let consequence_of_earlier_error = |diagnostic: &Diagnostic| match &diagnostic.kind {
-            Kind::UnknownName { kind, name, .. } => self
-                .dropped
-                .iter()
-                .any(|(dropped_kind, dropped)| dropped_kind == kind && dropped == name),
+            Kind::UnknownName { kind, name, .. } => {
+                dropped.contains(&(kind.as_str(), name.as_str()))
+            }
             _ => false,
         };
         Report::from_diagnostics(

@@ -52,18 +52,7 @@ pub struct Parsed {
 pub fn parse(sources: &mut Sources, name: impl Into<String>, bytes: &[u8]) -> Parsed {
     let name = name.into();
     if bytes.len() > MAX_SOURCE_LEN {
-        let id = sources.add(name, "");
-        return refused(
-            id,
-            Diagnostic::new(
-                Kind::TooLarge {
-                    len: bytes.len(),
-                    max: MAX_SOURCE_LEN,
-                },
-                Loc::span(id, 0, 0),
-                "this file",
-            ),
-        );
+        return too_large(sources, name, bytes.len());
     }
     match std::str::from_utf8(bytes) {
         Ok(text) => {
@@ -89,6 +78,41 @@ pub fn parse(sources: &mut Sources, name: impl Into<String>, bytes: &[u8]) -> Pa
             )
         }
     }
+}
+
+/// Reads the file at `path` and parses it, as [`parse`] does, named by its path. Only a regular
+/// file is read (a named pipe or a device is an [`std::io::ErrorKind::InvalidInput`] error, see
+/// [`crate::source::read_file`]), and no more of it than [`MAX_SOURCE_LEN`] and a byte: a
+/// larger one is a `policy::too-large` diagnostic with its size on disk.
+pub fn parse_file(sources: &mut Sources, path: &std::path::Path) -> std::io::Result<Parsed> {
+    let read = crate::source::read_file(path, MAX_SOURCE_LEN)?;
+    let name = path.display().to_string();
+    Ok(if read.exceeds(MAX_SOURCE_LEN) {
+        too_large(
+            sources,
+            name,
+            usize::try_from(read.len).unwrap_or(usize::MAX),
+        )
+    } else {
+        parse(sources, name, &read.bytes)
+    })
+}
+
+/// Adds an empty file to `sources` under `name`, with the diagnostic that a file of `len`
+/// bytes is over [`MAX_SOURCE_LEN`].
+fn too_large(sources: &mut Sources, name: impl Into<String>, len: usize) -> Parsed {
+    let id = sources.add(name, "");
+    refused(
+        id,
+        Diagnostic::new(
+            Kind::TooLarge {
+                len,
+                max: MAX_SOURCE_LEN,
+            },
+            Loc::span(id, 0, 0),
+            "this file",
+        ),
+    )
 }
 
 fn refused(source: SourceId, diagnostic: Diagnostic) -> Parsed {

@@ -12,9 +12,12 @@
 //!
 //! Work the user does not wait for has two more: [`defer`](mod@defer) runs work after the response is
 //! finished (its failures attached before the hand-over, logged, never rethrown), and
-//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure. [`limiter`]
-//! (with `redis_store`, feature `redis`) bounds a rate across the fleet, and with feature
-//! `locality`, `locality` derives where each service runs from the environment.
+//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure, and
+//! [`limiter`] (with `redis_store`, feature `redis`) bounds a rate across the fleet.
+//!
+//! This crate is the mechanisms alone. What the build and the edge deliver (the locality probe,
+//! the layer that fills in missing image dimensions, the URL helpers the asset audit shares)
+//! is `policy-delivery`'s, which the facade's features `locality` and `html-dimensions` bring in.
 //!
 //! None substitutes for another. A breaker without a bulkhead still lets a merely *slow*
 //! dependency exhaust the instance (it never fails, so the breaker never opens); a bulkhead
@@ -125,8 +128,6 @@
 //! | deferred tasks in flight | [`defer::ContainerPlatform`]'s task tracker | one entry per task handed over and not ended: at most [`max_concurrent`](defer::Limits::max_concurrent) running and [`max_queued`](defer::Limits::max_queued) waiting (512 and 4,096 by default); past them a task is refused, counted and logged |
 //! | task spans | [`defer`](mod@defer), [`background`](mod@background) | one tracing span per task in flight, closed when it ends |
 //! | the Redis store's breakers and openings | `redis_store` (feature `redis`) | one entry per attached breaker name; the openings it has heard of are bounded there (see its docs) |
-//! | the image manifest | `image_dimensions` (feature `html-dimensions`) | built once at startup from the files given; fixed after |
-//! | the locality map | `locality` (feature `locality`) | built from the environment, one row per service named there |
 //! | metrics (feature `metrics`) | the recorder you install | label values are mechanism names, kinds and reason codes, never arguments |
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
@@ -141,13 +142,8 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
-#[cfg(feature = "html-dimensions")]
-pub mod image_dimensions;
 pub mod isolate;
 pub mod limiter;
-/// Where compute and services run, derived from the environment; regions only, never hosts.
-#[cfg(feature = "locality")]
-pub mod locality;
 pub mod observe;
 #[cfg(feature = "redis")]
 pub mod redis_store;
@@ -166,8 +162,6 @@ pub use defer::{AfterResponse, DeferredOutcome, defer};
 pub use error::{
     CallError, DeadlineExceeded, OpenCause, RefusalKind, RefusalReason, ResilienceError, ShedReason,
 };
-#[cfg(feature = "html-dimensions")]
-pub use image_dimensions::{ImageDimensionsLayer, ImageManifest};
 pub use policy_model::WorkClass;
 pub use registry::{Registry, Snapshot};
 pub use retry::{

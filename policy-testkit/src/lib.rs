@@ -25,11 +25,17 @@
 //! assert_eq!(server.query(&["PING"]).unwrap(), "PONG");
 //! # let _ = (url, prefix);
 //! ```
+//!
+//! With feature `http`, `http` serves an axum router on loopback for tests of tower layers that
+//! must see a response as a connection does, with a real client and a streaming body.
 #![allow(
     clippy::expect_used,
     clippy::panic,
     reason = "test support: failing to set up is a failed test"
 )]
+
+#[cfg(feature = "http")]
+pub mod http;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

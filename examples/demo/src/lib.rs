@@ -3,9 +3,10 @@
 //!
 //! `cargo run -p policy-demo` starts the service ([`service`]) and its fake providers
 //! ([`providers`]: a search provider, a notifier and a session store, real HTTP servers on
-//! loopback), drives load through phases ([`scenario`]: healthy, provider slow, provider down,
-//! 429 with `Retry-After`, session store down, a burst above capacity, recovery), prints one
-//! table per phase and writes an HTML report ([`report`]). Every figure comes from the run.
+//! loopback), drives load through phases ([`scenario`]: healthy, the search provider slow, then
+//! down, then answering 429 with `Retry-After`, a burst above capacity, the session store down,
+//! recovery), prints one table per phase and writes an HTML report ([`report`]). Every figure
+//! comes from the run.
 //!
 //! The service serves its live state too ([`dashboard`]): `GET /policy` (JSON),
 //! `GET /dashboard` (a page that refreshes itself) and `GET /locality`.

@@ -10,7 +10,10 @@ use std::ops::Range;
 use std::rc::Rc;
 
 use lol_html::html_content::{Element as HtmlElement, EndTag};
-use lol_html::{ElementContentHandlers, HandlerResult, HtmlRewriter, Selector, Settings};
+use lol_html::{
+    DocumentContentHandlers, ElementContentHandlers, HandlerResult, HtmlRewriter, Selector,
+    Settings,
+};
 
 /// An attribute of a start tag, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,13 +76,52 @@ impl Element {
 #[derive(Debug, Clone)]
 pub(crate) struct Img {
     pub(crate) element: Element,
+    /// Its node in [`Document::nodes`].
+    pub(crate) node: usize,
     /// Index into [`Document::pictures`].
     pub(crate) picture: Option<usize>,
+}
+
+/// A style sheet of the document, in the order the cascade reads them.
+#[derive(Debug, Clone)]
+pub(crate) enum SheetRef {
+    /// `<link rel="stylesheet">`: its element.
+    Link(Element),
+    /// The text of a `<style>` element, as a byte range of the document.
+    Inline(Range<usize>),
+}
+
+/// An element of the document tree: its start tag, its place in the tree and its own text.
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    /// The element's local name, lowercased.
+    pub(crate) name: String,
+    /// The start tag.
+    pub(crate) element: Element,
+    /// The parent element, `None` at the top.
+    pub(crate) parent: Option<usize>,
+    /// Child elements, in order.
+    pub(crate) children: Vec<usize>,
+    /// Its place among its parent's children.
+    pub(crate) position: usize,
+    /// The text directly inside it (not in child elements), character references decoded.
+    pub(crate) text: String,
+    /// Its `class` list.
+    pub(crate) classes: Vec<String>,
+}
+
+impl Node {
+    /// Whether its own text has anything but white space.
+    pub(crate) fn has_text(&self) -> bool {
+        self.text.chars().any(|c| !c.is_whitespace())
+    }
 }
 
 /// What the audit reads from one document, in document order.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Document {
+    /// Every element, in document order (an element's index is smaller than its children's).
+    pub(crate) nodes: Vec<Node>,
     pub(crate) imgs: Vec<Img>,
     /// The `<source>` elements of each `<picture>`.
     pub(crate) pictures: Vec<Vec<Element>>,
@@ -87,115 +129,239 @@ pub(crate) struct Document {
     pub(crate) high_priority: Vec<Element>,
     /// `<link rel="preload">` elements.
     pub(crate) preloads: Vec<Element>,
-    /// `<link rel="stylesheet">` elements.
-    pub(crate) stylesheets: Vec<Element>,
-    /// The text of each `<style>` element, as a byte range of the document.
-    pub(crate) styles: Vec<Range<usize>>,
+    /// Style sheets, linked and inline, in document order.
+    pub(crate) sheets: Vec<SheetRef>,
+    /// `<script>` elements that run (not data blocks such as JSON or templates).
+    pub(crate) scripts: usize,
 }
+
+/// Elements that never have content (the HTML standard's void elements).
+const VOID: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+    "wbr",
+];
+
+/// Start tags that close an open `<p>` (the HTML standard's "close a p element").
+const CLOSES_P: &[&str] = &[
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "details",
+    "dialog",
+    "div",
+    "dl",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hgroup",
+    "hr",
+    "main",
+    "menu",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "table",
+    "ul",
+];
+
+/// Elements whose text is not text a reader sees.
+const NOT_TEXT: &[&str] = &[
+    "script", "style", "template", "noscript", "title", "textarea", "iframe", "noembed",
+    "noframes", "xmp",
+];
+
+/// Elements that belong in the `<head>`: they do not open an implied `<body>`.
+const HEAD_CONTENT: &[&str] = &[
+    "head", "title", "meta", "link", "style", "script", "base", "noscript", "template",
+];
 
 #[derive(Default)]
 struct State {
     document: Document,
     open_picture: Option<usize>,
+    /// The open elements, innermost last.
+    stack: Vec<usize>,
+    /// The `<body>`, written or implied.
+    body: Option<usize>,
+}
+
+impl State {
+    /// Closes the innermost open element named one of `names`, and everything inside it, if it
+    /// is open below the first of `boundary`.
+    fn close(&mut self, names: &[&str], boundary: &[&str]) {
+        for depth in (0..self.stack.len()).rev() {
+            let name = self.document.nodes[self.stack[depth]].name.as_str();
+            if names.contains(&name) {
+                self.stack.truncate(depth);
+                return;
+            }
+            if boundary.contains(&name) {
+                return;
+            }
+        }
+    }
+
+    /// The implied end tags of the HTML standard's tree construction that matter for selectors.
+    fn imply_end_tags(&mut self, name: &str) {
+        if CLOSES_P.contains(&name) {
+            self.close(
+                &["p"],
+                &[
+                    "button", "table", "td", "th", "caption", "object", "template",
+                ],
+            );
+        }
+        match name {
+            "li" => self.close(&["li"], &["ul", "ol", "menu"]),
+            "dt" | "dd" => self.close(&["dt", "dd"], &["dl"]),
+            "tr" => self.close(&["tr"], &["table", "thead", "tbody", "tfoot"]),
+            "td" | "th" => self.close(&["td", "th"], &["tr", "table"]),
+            "thead" | "tbody" | "tfoot" => self.close(&["thead", "tbody", "tfoot"], &["table"]),
+            "option" => self.close(&["option"], &["select", "datalist"]),
+            _ => {}
+        }
+    }
+
+    /// Adds an element the markup leaves out (`<html>`, `<body>`), as a browser does.
+    fn implied(&mut self, name: &str) -> usize {
+        let element = Element {
+            span: 0..0,
+            attrs: Vec::new(),
+        };
+        self.push(name.to_owned(), element, false)
+    }
+
+    fn open(&mut self, name: String, element: Element, void: bool) -> usize {
+        if name != "html" && self.document.nodes.is_empty() {
+            self.implied("html");
+        }
+        if name == "body" {
+            let index = self.push(name, element, void);
+            self.body = Some(index);
+            return index;
+        }
+        if self.body.is_none() && name != "html" && !HEAD_CONTENT.contains(&name.as_str()) {
+            // Body content closes an open `<head>` and opens the `<body>` it implies.
+            self.close(&["head"], &[]);
+            let body = self.implied("body");
+            self.body = Some(body);
+        }
+        self.imply_end_tags(&name);
+        self.push(name, element, void)
+    }
+
+    fn push(&mut self, name: String, element: Element, void: bool) -> usize {
+        let parent = self.stack.last().copied();
+        let index = self.document.nodes.len();
+        let position = parent.map_or(0, |p| self.document.nodes[p].children.len());
+        let classes = element
+            .value("class")
+            .map(|c| c.split_ascii_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default();
+        self.document.nodes.push(Node {
+            name,
+            element,
+            parent,
+            children: Vec::new(),
+            position,
+            text: String::new(),
+            classes,
+        });
+        if let Some(parent) = parent {
+            self.document.nodes[parent].children.push(index);
+        }
+        if !void {
+            self.stack.push(index);
+        }
+        index
+    }
+
+    /// The end tag of `node`: it and everything still open inside it close.
+    fn end(&mut self, node: usize) {
+        if let Some(depth) = self.stack.iter().rposition(|&open| open == node) {
+            self.stack.truncate(depth);
+        }
+    }
+
+    fn text(&mut self, text: &str) {
+        let Some(&top) = self.stack.last() else {
+            return;
+        };
+        let node = &mut self.document.nodes[top];
+        if !NOT_TEXT.contains(&node.name.as_str()) {
+            node.text.push_str(&decode_references(text));
+        }
+    }
 }
 
 type Shared = Rc<RefCell<State>>;
 
-fn handler(
-    selector: &str,
-    state: &Shared,
-    text: &Rc<str>,
-    on: fn(&mut State, Element, &mut HtmlElement<'_, '_>, &Shared),
-) -> Result<
-    (
-        std::borrow::Cow<'static, Selector>,
-        ElementContentHandlers<'static>,
-    ),
-    String,
-> {
-    let selector: Selector = selector
-        .parse()
-        .map_err(|error| format!("selector `{selector}`: {error}"))?;
-    let (state, text) = (Rc::clone(state), Rc::clone(text));
-    let handlers = ElementContentHandlers::default().element(
-        move |el: &mut HtmlElement<'_, '_>| -> HandlerResult {
-            let element = Element::read(&text, el.source_location().bytes());
-            let shared = Rc::clone(&state);
-            on(&mut state.borrow_mut(), element, el, &shared);
-            Ok(())
-        },
-    );
-    Ok((std::borrow::Cow::Owned(selector), handlers))
-}
-
-/// Reads the elements the audit needs from `text`. The error is `lol_html`'s, which the
-/// settings used here leave no cause for; it is still reported rather than unwrapped.
+/// Reads the document tree and the elements the audit needs from `text`. The error is
+/// `lol_html`'s, which the settings used here leave no cause for; it is still reported rather
+/// than unwrapped.
 pub(crate) fn scan(text: &str) -> Result<Document, String> {
     let state: Shared = Rc::default();
     let shared_text: Rc<str> = Rc::from(text);
-    let handlers = [
-        handler("picture", &state, &shared_text, |state, _, el, shared| {
-            state.document.pictures.push(Vec::new());
-            state.open_picture = Some(state.document.pictures.len() - 1);
-            let shared = Rc::clone(shared);
-            let _ = el.on_end_tag(Box::new(move |_: &mut EndTag<'_>| {
-                shared.borrow_mut().open_picture = None;
-                Ok(())
-            }));
-        })?,
-        handler("source", &state, &shared_text, |state, element, _, _| {
-            if let Some(sources) = state
-                .open_picture
-                .and_then(|i| state.document.pictures.get_mut(i))
-            {
-                sources.push(element);
+    let on_element = {
+        let (state, text) = (Rc::clone(&state), Rc::clone(&shared_text));
+        move |el: &mut HtmlElement<'_, '_>| -> HandlerResult {
+            let element = Element::read(&text, el.source_location().bytes());
+            let name = el.tag_name().to_ascii_lowercase();
+            let void = VOID.contains(&name.as_str()) || !el.can_have_content();
+            let node = state.borrow_mut().open(name.clone(), element.clone(), void);
+            if !void {
+                let (state, start) = (Rc::clone(&state), element.span.end);
+                let _ = el.on_end_tag(Box::new(move |end: &mut EndTag<'_>| {
+                    let mut state = state.borrow_mut();
+                    if name == "style" {
+                        let end = end.source_location().bytes().start;
+                        if end >= start {
+                            state.document.sheets.push(SheetRef::Inline(start..end));
+                        }
+                    }
+                    if name == "picture" {
+                        state.open_picture = None;
+                    }
+                    state.end(node);
+                    Ok(())
+                }));
             }
-        })?,
-        handler("img", &state, &shared_text, |state, element, _, _| {
-            // The `<img>` is a picture's last child: sources after it do not belong to it.
-            let picture = state.open_picture.take();
-            state.document.imgs.push(Img { element, picture });
-        })?,
-        handler("link", &state, &shared_text, |state, element, _, _| {
-            if element.has_token("rel", "preload") {
-                state.document.preloads.push(element.clone());
-            }
-            if element.has_token("rel", "stylesheet") {
-                state.document.stylesheets.push(element);
-            }
-        })?,
-        handler(
-            "[fetchpriority]",
-            &state,
-            &shared_text,
-            |state, element, _, _| {
-                if element
-                    .value("fetchpriority")
-                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("high"))
-                {
-                    state.document.high_priority.push(element);
-                }
-            },
-        )?,
-        handler("style", &state, &shared_text, |_, element, el, shared| {
-            let start = element.span.end;
-            let shared = Rc::clone(shared);
-            let _ = el.on_end_tag(Box::new(move |end: &mut EndTag<'_>| {
-                let end = end.source_location().bytes().start;
-                if end >= start {
-                    shared.borrow_mut().document.styles.push(start..end);
-                }
-                Ok(())
-            }));
-        })?,
-    ];
+            let mut state = state.borrow_mut();
+            state.record(&el.tag_name().to_ascii_lowercase(), node, element);
+            Ok(())
+        }
+    };
+    let on_text = {
+        let state = Rc::clone(&state);
+        move |chunk: &mut lol_html::html_content::TextChunk<'_>| -> HandlerResult {
+            state.borrow_mut().text(chunk.as_str());
+            Ok(())
+        }
+    };
+    let selector: Selector = "*"
+        .parse()
+        .map_err(|error| format!("selector `*`: {error}"))?;
     // Never give up on markup a tree builder would need to disambiguate: the audit reads start
-    // tags, which do not depend on it.
-    let settings = handlers
-        .into_iter()
-        .fold(Settings::new().with_strict(false), |settings, handler| {
-            settings.append_element_content_handler(handler)
-        });
+    // tags, and builds the little of the tree it needs itself.
+    let settings = Settings::new()
+        .with_strict(false)
+        .append_element_content_handler((
+            std::borrow::Cow::Owned(selector),
+            ElementContentHandlers::default().element(on_element),
+        ))
+        .append_document_content_handler(DocumentContentHandlers::default().text(on_text));
     let mut rewriter = HtmlRewriter::new(settings, |_: &[u8]| {});
     rewriter
         .write(text.as_bytes())
@@ -203,6 +369,63 @@ pub(crate) fn scan(text: &str) -> Result<Document, String> {
         .map_err(|error| error.to_string())?;
     let document = std::mem::take(&mut state.borrow_mut().document);
     Ok(document)
+}
+
+impl State {
+    /// Files the element under the lists the rules read.
+    fn record(&mut self, name: &str, node: usize, element: Element) {
+        if element
+            .value("fetchpriority")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("high"))
+        {
+            self.document.high_priority.push(element.clone());
+        }
+        match name {
+            "picture" => {
+                self.document.pictures.push(Vec::new());
+                self.open_picture = Some(self.document.pictures.len() - 1);
+            }
+            "source" => {
+                if let Some(sources) = self
+                    .open_picture
+                    .and_then(|i| self.document.pictures.get_mut(i))
+                {
+                    sources.push(element);
+                }
+            }
+            "img" => {
+                // The `<img>` is a picture's last child: sources after it do not belong to it.
+                let picture = self.open_picture.take();
+                self.document.imgs.push(Img {
+                    element,
+                    node,
+                    picture,
+                });
+            }
+            "link" => {
+                if element.has_token("rel", "preload") {
+                    self.document.preloads.push(element.clone());
+                }
+                if element.has_token("rel", "stylesheet") && !element.has_token("rel", "alternate")
+                {
+                    self.document.sheets.push(SheetRef::Link(element));
+                }
+            }
+            "script" => {
+                let kind = element
+                    .value("type")
+                    .map(|t| t.trim().to_ascii_lowercase())
+                    .unwrap_or_default();
+                if matches!(
+                    kind.as_str(),
+                    "" | "module" | "text/javascript" | "application/javascript"
+                ) {
+                    self.document.scripts += 1;
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The attributes of one start tag (`tag` starts at `<`), with spans offset by `base`.
@@ -441,6 +664,32 @@ mod tests {
     }
 
     #[test]
+    fn the_tree_closes_what_html_closes_implicitly() {
+        let html = "<ul><li>one<li>two <b>bold</b></ul><p>para<div>block</div><table><tr><td>a<td>b</table>";
+        let document = scan(html).unwrap();
+        let name = |i: usize| document.nodes[i].name.as_str();
+        let parent = |i: usize| document.nodes[i].parent.map(name);
+        let find = |n: &str, k: usize| {
+            document
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, node)| node.name == n)
+                .nth(k)
+                .map(|(i, _)| i)
+                .unwrap()
+        };
+        assert_eq!(parent(find("li", 1)), Some("ul"));
+        assert_eq!(parent(find("b", 0)), Some("li"));
+        assert_eq!(document.nodes[find("li", 1)].text, "two ");
+        // `<div>` closes the open `<p>`.
+        assert_eq!(parent(find("div", 0)), Some("body"));
+        assert_eq!(parent(find("ul", 0)), Some("body"));
+        assert_eq!(parent(find("td", 1)), Some("tr"));
+        assert!(document.nodes[find("p", 0)].has_text());
+    }
+
+    #[test]
     fn scan_finds_elements_not_text_that_looks_like_them() {
         let html = r#"<!doctype html>
 <!-- <img src="commented.png"> -->
@@ -462,11 +711,13 @@ mod tests {
         assert_eq!(document.pictures[0].len(), 1);
         assert_eq!(document.high_priority.len(), 1);
         assert_eq!(document.preloads.len(), 1);
-        assert_eq!(document.stylesheets.len(), 1);
-        assert_eq!(
-            &html[document.styles[0].clone()],
-            "@font-face { font-family: X }"
-        );
+        assert_eq!(document.sheets.len(), 2);
+        assert!(matches!(document.sheets[0], SheetRef::Inline(_)));
+        let SheetRef::Inline(style) = &document.sheets[0] else {
+            unreachable!()
+        };
+        assert_eq!(&html[style.clone()], "@font-face { font-family: X }");
+        assert!(matches!(document.sheets[1], SheetRef::Link(_)));
         assert_eq!(&html[document.imgs[1].element.span.clone()], {
             r#"<img src="b.png" fetchpriority=HIGH>"#
         });

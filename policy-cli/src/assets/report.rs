@@ -1,5 +1,6 @@
 //! The audit's findings: which rule, where, and the fix; rendered by miette or as JSON.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,23 +18,31 @@ use serde_json::{Value, json};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Rule {
-    /// An image file over `max_image`.
+    /// A JPEG encoded at a higher quality than it needs.
     OptimizedImages,
-    /// A PNG, JPEG or GIF with no AVIF or WebP alternative.
+    /// An image file over `max_image`.
+    ImageSize,
+    /// A PNG or JPEG whose AVIF or WebP would be much smaller, with no such alternative.
     ModernImageFormats,
     /// An `<img>` without `width` and `height`.
     UnsizedImages,
-    /// Declared `width`/`height` whose ratio is not the file's.
+    /// An image shown in a box of another shape than its file.
     ImageAspectRatio,
-    /// A large image with no `srcset`, or a `w` `srcset` with no `sizes`.
+    /// An image with many more pixels than it is shown at.
     ResponsiveImages,
-    /// The first large image is lazy-loaded.
+    /// A `srcset` with width descriptors and no `sizes`.
+    SrcsetSizes,
+    /// The likely LCP image is lazy-loaded.
     LcpLazyLoaded,
+    /// The likely LCP image is fetched at the default priority.
+    LcpFetchPriority,
+    /// An eager image far below the fold (an estimate).
+    OffscreenImages,
     /// More `fetchpriority="high"` elements than `max_high_priority`.
     TooManyHighPriority,
     /// More `<link rel="preload">` than `max_preloads`.
     TooManyPreloads,
-    /// `@font-face` without `font-display: swap`, `optional` or `fallback`.
+    /// A used `@font-face` whose `font-display` hides text.
     FontDisplay,
     /// A font that is not WOFF2.
     FontFormat,
@@ -53,11 +62,15 @@ impl Rule {
     /// Every rule, in the order of the docs' table.
     pub const ALL: &'static [Rule] = &[
         Rule::OptimizedImages,
+        Rule::ImageSize,
         Rule::ModernImageFormats,
         Rule::UnsizedImages,
         Rule::ImageAspectRatio,
         Rule::ResponsiveImages,
+        Rule::SrcsetSizes,
         Rule::LcpLazyLoaded,
+        Rule::LcpFetchPriority,
+        Rule::OffscreenImages,
         Rule::TooManyHighPriority,
         Rule::TooManyPreloads,
         Rule::FontDisplay,
@@ -69,16 +82,20 @@ impl Rule {
         Rule::UnreadableAsset,
     ];
 
-    /// The rule's id: the Lighthouse audit id where there is one.
+    /// The rule's id: the Lighthouse audit's id where the rule is that audit.
     #[must_use]
     pub fn id(self) -> &'static str {
         match self {
             Rule::OptimizedImages => "uses-optimized-images",
+            Rule::ImageSize => "image-size",
             Rule::ModernImageFormats => "modern-image-formats",
             Rule::UnsizedImages => "unsized-images",
             Rule::ImageAspectRatio => "image-aspect-ratio",
             Rule::ResponsiveImages => "uses-responsive-images",
+            Rule::SrcsetSizes => "srcset-sizes",
             Rule::LcpLazyLoaded => "lcp-lazy-loaded",
+            Rule::LcpFetchPriority => "lcp-fetchpriority",
+            Rule::OffscreenImages => "offscreen-images",
             Rule::TooManyHighPriority => "too-many-high-priority",
             Rule::TooManyPreloads => "too-many-preloads",
             Rule::FontDisplay => "font-display",
@@ -97,7 +114,10 @@ impl Rule {
         format!("assets::{}", self.id())
     }
 
-    /// The Lighthouse audit this rule corresponds to, or `None` where Lighthouse has none.
+    /// The Lighthouse 12 audit this rule corresponds to, or `None` where Lighthouse has none.
+    /// `font-display` follows the newer `font-display-insight` (which reports `block` and
+    /// `fallback` too), and `lcp-fetchpriority` is the priority check of
+    /// `lcp-discovery-insight`.
     #[must_use]
     pub fn lighthouse(self) -> Option<&'static str> {
         match self {
@@ -107,9 +127,18 @@ impl Rule {
             | Rule::ImageAspectRatio
             | Rule::ResponsiveImages
             | Rule::LcpLazyLoaded
-            | Rule::FontDisplay => Some(self.id()),
+            | Rule::OffscreenImages => Some(self.id()),
+            Rule::LcpFetchPriority => Some("lcp-discovery-insight"),
+            Rule::FontDisplay => Some("font-display-insight"),
             _ => None,
         }
+    }
+
+    /// Whether its findings rest on an estimate of the layout (where an element lands on the
+    /// page), which the message says.
+    #[must_use]
+    pub fn is_estimate(self) -> bool {
+        matches!(self, Rule::OffscreenImages)
     }
 }
 
@@ -125,12 +154,27 @@ impl fmt::Display for Rule {
 pub struct Finding {
     /// The rule that fired.
     pub rule: Rule,
+    /// The file it is about (folder-relative, `/`-separated), where it is about one.
+    pub asset: Option<String>,
     /// What is wrong, on one line.
     pub message: String,
     /// How to fix it.
     pub help: String,
     /// Where, primary first.
     pub labels: Vec<Label>,
+}
+
+/// The images and fonts a browser downloads for one document on the reference phone, by the
+/// audit's reading (folder-relative paths).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageAssets {
+    /// The document.
+    pub path: String,
+    /// Image files: each `<img>`'s chosen candidate (lazy ones near the first screen only) and
+    /// the backgrounds of rendered elements.
+    pub images: BTreeSet<String>,
+    /// Font files: the faces its text needs, and preloaded fonts.
+    pub fonts: BTreeSet<String>,
 }
 
 /// What [`audit`](super::audit) found in a folder.
@@ -146,6 +190,8 @@ pub struct Report {
     pub fonts: usize,
     /// Every finding, sorted by file and position.
     pub findings: Vec<Finding>,
+    /// What each document downloads, in the order the documents were read.
+    pub pages: Vec<PageAssets>,
     pub(crate) sources: Sources,
 }
 
@@ -239,6 +285,8 @@ impl Report {
             "code": finding.rule.code(),
             "rule": finding.rule.id(),
             "lighthouse": finding.rule.lighthouse(),
+            "estimate": finding.rule.is_estimate(),
+            "asset": finding.asset,
             "message": finding.message,
             "help": finding.help,
             "file": primary.map(|p| p.file),
@@ -257,6 +305,11 @@ impl Report {
             "images": self.images,
             "fonts": self.fonts,
             "findings": self.findings.len(),
+            "pages": self
+                .pages
+                .iter()
+                .map(|page| json!({ "path": page.path, "images": page.images, "fonts": page.fonts }))
+                .collect::<Vec<_>>(),
             "diagnostics": self
                 .findings
                 .iter()

@@ -428,14 +428,15 @@ pub struct AssetsSpec {
     pub dir: Option<Located<String>>,
     /// The largest image file, in bytes.
     pub max_image: Located<u64>,
-    /// From this size (bytes) an image is large: it needs `srcset`, and the first one on a page
-    /// must not be lazy-loaded.
+    /// Read and checked, but no longer used by `policy assets`: the image rules now judge what
+    /// an image's box needs (its pixels against its displayed size, the likely LCP by area, as
+    /// Lighthouse does) rather than a byte size. Kept so that existing policies still parse.
     pub large_image: Located<u64>,
     /// The largest font file, in bytes.
     pub max_font: Located<u64>,
-    /// Font files one document may load (`@font-face` rules).
+    /// Font files one document may use (the `@font-face` faces its text needs).
     pub max_font_files: Located<u32>,
-    /// Weights of one font family one document may load.
+    /// Weights of one font family one document may use.
     pub max_font_weights: Located<u32>,
     /// Elements with `fetchpriority="high"` in one document.
     pub max_high_priority: Located<u32>,

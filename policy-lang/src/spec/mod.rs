@@ -189,10 +189,6 @@ impl<T: Named> Items<T> {
     pub fn names(&self) -> impl Iterator<Item = &str> + Clone {
         self.items.iter().map(|item| item.name().value.as_str())
     }
-
-    pub(crate) fn get_names(&self) -> Vec<&str> {
-        self.names().collect()
-    }
 }
 
 impl<T> Items<T> {
