@@ -32,9 +32,11 @@ pub fn typed<T, F: Future<Output = T>>(future: F) -> F {
 /// expansion declares.
 pub trait Register: 'static {
     /// What the expansion declares: plain data, built in a `static`'s initializer.
-    type Settings: Copy + Send + Sync + 'static;
+    type Settings: Copy + Send + Sync + std::fmt::Debug + 'static;
     /// The settings before any is declared.
     const NONE: Self::Settings;
+    /// What the registry calls this kind in a [`Conflict`](crate::registry::Conflict).
+    const KIND: &'static str;
     /// What the registry hands back.
     type Handle: Send + Sync + 'static;
     /// Registers (or finds) the mechanism `name` in the global registry, its builder given
@@ -42,21 +44,37 @@ pub trait Register: 'static {
     fn register(name: &'static str, settings: Self::Settings) -> Self::Handle;
 }
 
-/// One named mechanism of one annotated function, kept in a `static`: its name and declared
-/// settings, registered in the global [`Registry`] (through the mechanism's own builder) the
-/// first time it is used, then one atomic load per call.
+/// Declares `settings` for `name` on behalf of `origin` (a refused second configuration is
+/// logged and listed by the registry), then registers or finds the mechanism.
+fn declare_and_register<T: Register>(
+    name: &'static str,
+    origin: &'static str,
+    settings: T::Settings,
+) -> T::Handle {
+    // A conflict is logged and kept by `declare`; the mechanism in use stays the first one.
+    let _ = Registry::global().declare(T::KIND, name, origin, format_args!("{settings:?}"));
+    T::register(name, settings)
+}
+
+/// One named mechanism of one annotated function, kept in a `static`: its name, the function
+/// that declares it and its settings, [declared](Registry::declare) and registered in the
+/// global [`Registry`] (through the mechanism's own builder) the first time it is used, then
+/// one atomic load per call. A second function that declares other settings for the same name
+/// is refused loudly (see [`Conflict`](crate::registry::Conflict)).
 ///
 /// ```
 /// use std::time::Duration;
 /// use policy_runtime::Bulkhead;
 /// use policy_runtime::__macro_support::Handle;
 ///
-/// static SEARCH: Handle<Bulkhead> = Handle::bulkhead("docs-search").max_concurrent(4).max_queued(2);
+/// static SEARCH: Handle<Bulkhead> =
+///     Handle::bulkhead("docs-search", "docs::search").max_concurrent(4).max_queued(2);
 /// let search: &Bulkhead = &SEARCH;
 /// assert_eq!(search.max_concurrent(), 4);
 /// ```
 pub struct Handle<T: Register> {
     name: &'static str,
+    origin: &'static str,
     settings: T::Settings,
     handle: OnceLock<T::Handle>,
 }
@@ -65,17 +83,20 @@ impl<T: Register> std::fmt::Debug for Handle<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handle")
             .field("name", &self.name)
+            .field("origin", &self.origin)
             .field("registered", &self.handle.get().is_some())
             .finish()
     }
 }
 
 impl<T: Register> Handle<T> {
-    /// The mechanism `name`, registered on first use. The expansion names the kind instead
+    /// The mechanism `name`, declared by `origin` (the annotated function's path), registered on
+    /// first use. The expansion names the kind instead
     /// (`Handle::breaker("search")`), so the type is known before the first setting.
-    pub const fn new(name: &'static str) -> Self {
+    pub const fn new(name: &'static str, origin: &'static str) -> Self {
         Self {
             name,
+            origin,
             settings: T::NONE,
             handle: OnceLock::new(),
         }
@@ -88,7 +109,7 @@ impl<T: Register> Deref for Handle<T> {
     #[inline]
     fn deref(&self) -> &T::Handle {
         self.handle
-            .get_or_init(|| T::register(self.name, self.settings))
+            .get_or_init(|| declare_and_register::<T>(self.name, self.origin, self.settings))
     }
 }
 
@@ -102,6 +123,7 @@ pub struct BreakerSettings {
 }
 
 impl Register for Breaker {
+    const KIND: &'static str = "breaker";
     type Settings = BreakerSettings;
     const NONE: BreakerSettings = BreakerSettings {
         open_after: None,
@@ -139,9 +161,9 @@ impl Register for Breaker {
 
 /// The settings of [`BreakerBuilder`](crate::breaker::BreakerBuilder), declared in a `static`.
 impl Handle<Breaker> {
-    /// The breaker `name`.
-    pub const fn breaker(name: &'static str) -> Self {
-        Self::new(name)
+    /// The breaker `name`, declared by `origin`.
+    pub const fn breaker(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
     }
 
     /// [`BreakerBuilder::open_after_failures`](crate::breaker::BreakerBuilder::open_after_failures).
@@ -194,6 +216,7 @@ const NO_SLOTS: SlotSettings = SlotSettings {
 };
 
 impl Register for Bulkhead {
+    const KIND: &'static str = "bulkhead";
     type Settings = SlotSettings;
     const NONE: SlotSettings = NO_SLOTS;
     type Handle = Bulkhead;
@@ -211,6 +234,7 @@ impl Register for Bulkhead {
 }
 
 impl Register for IsolatedPool {
+    const KIND: &'static str = "isolated pool";
     type Settings = SlotSettings;
     const NONE: SlotSettings = NO_SLOTS;
     type Handle = IsolatedPool;
@@ -233,9 +257,9 @@ impl Register for IsolatedPool {
 /// The slots of a [`BulkheadBuilder`](crate::bulkhead::BulkheadBuilder), declared in a
 /// `static`.
 impl Handle<Bulkhead> {
-    /// The bulkhead `name`.
-    pub const fn bulkhead(name: &'static str) -> Self {
-        Self::new(name)
+    /// The bulkhead `name`, declared by `origin`.
+    pub const fn bulkhead(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
     }
 
     /// [`BulkheadBuilder::max_concurrent`](crate::bulkhead::BulkheadBuilder::max_concurrent).
@@ -254,9 +278,9 @@ impl Handle<Bulkhead> {
 /// The slots and kind of an [`IsolatedPoolBuilder`](crate::isolate::IsolatedPoolBuilder),
 /// declared in a `static`.
 impl Handle<IsolatedPool> {
-    /// The isolated pool `name`.
-    pub const fn pool(name: &'static str) -> Self {
-        Self::new(name)
+    /// The isolated pool `name`, declared by `origin`.
+    pub const fn pool(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
     }
 
     /// [`IsolatedPoolBuilder::max_concurrent`](crate::isolate::IsolatedPoolBuilder::max_concurrent).
@@ -289,6 +313,7 @@ pub struct RetrySettings {
 }
 
 impl Register for RetryPolicy {
+    const KIND: &'static str = "retry policy";
     type Settings = RetrySettings;
     const NONE: RetrySettings = RetrySettings {
         attempts: None,
@@ -319,9 +344,9 @@ impl Register for RetryPolicy {
 /// The settings of a [`RetryPolicyBuilder`](crate::retry::RetryPolicyBuilder), declared in a
 /// `static`.
 impl Handle<RetryPolicy> {
-    /// The retry policy `name`.
-    pub const fn retry(name: &'static str) -> Self {
-        Self::new(name)
+    /// The retry policy `name`, declared by `origin`.
+    pub const fn retry(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
     }
 
     /// [`RetryPolicyBuilder::attempts`](crate::retry::RetryPolicyBuilder::attempts).
@@ -350,6 +375,7 @@ impl Handle<RetryPolicy> {
 }
 
 impl Register for Shedder {
+    const KIND: &'static str = "shedder";
     type Settings = Thresholds;
     const NONE: Thresholds = Thresholds::DEFAULT;
     type Handle = Arc<Shedder>;
@@ -359,9 +385,9 @@ impl Register for Shedder {
 }
 
 impl Handle<Shedder> {
-    /// The shedder `name`.
-    pub const fn shedder(name: &'static str) -> Self {
-        Self::new(name)
+    /// The shedder `name`, declared by `origin`.
+    pub const fn shedder(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
     }
 
     /// The loads at which deferred and background work are shed.
@@ -375,6 +401,7 @@ impl Handle<Shedder> {
 }
 
 impl Register for Fallback {
+    const KIND: &'static str = "fallback";
     /// The function that answers (or `stale-if-error`).
     type Settings = &'static str;
     const NONE: &'static str = "";
@@ -385,9 +412,9 @@ impl Register for Fallback {
 }
 
 impl Handle<Fallback> {
-    /// The fallback record of the operation `name`.
-    pub const fn fallback(name: &'static str) -> Self {
-        Self::new(name)
+    /// The fallback record of the operation `name`, declared by `origin`.
+    pub const fn fallback(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
     }
 
     /// The function that answers, or `stale-if-error`.
@@ -398,6 +425,7 @@ impl Handle<Fallback> {
 }
 
 impl Register for PollMonitor {
+    const KIND: &'static str = "poll monitor";
     /// The budget per poll.
     type Settings = Duration;
     const NONE: Duration = Duration::ZERO;
@@ -408,9 +436,9 @@ impl Register for PollMonitor {
 }
 
 impl Handle<PollMonitor> {
-    /// The poll monitor of the operation `name`.
-    pub const fn poll_monitor(name: &'static str) -> Self {
-        Self::new(name)
+    /// The poll monitor of the operation `name`, declared by `origin`.
+    pub const fn poll_monitor(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
     }
 
     /// The longest one poll may take before it is reported.

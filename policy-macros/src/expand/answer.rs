@@ -101,7 +101,7 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
         }
     });
     let tracked = track(&plan.files);
-    let setup = h.setup();
+    let setup = h.setup(&plan.op);
     with_body(
         func,
         &func.item.sig,

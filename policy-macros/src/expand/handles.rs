@@ -5,15 +5,18 @@
 //! let (breaker, bulkhead) = {
 //!     use ::core::time::Duration;
 //!     use ::policy::__private::Handle;
-//!     static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search").cooldown(..);
-//!     static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search").max_concurrent(4);
+//!     const BY: &str = concat!(module_path!(), "::", "push_to_index");
+//!     static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY).cooldown(..);
+//!     static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY).max_concurrent(4);
 //!     (&*BREAKER, &*BULKHEAD)
 //! };
 //! ```
 //!
 //! Each mechanism keeps its own static, name and settings (plain data, applied through the
 //! mechanism's own builder when it is registered); the block only scopes them, and its `use`s,
-//! away from the user's code. No user token goes inside it.
+//! away from the user's code. No user token goes inside it. `BY` names the function,
+//! so a second, different configuration of one name is refused naming both functions (the
+//! registry's "one name, one configuration").
 
 use std::time::Duration;
 
@@ -101,7 +104,7 @@ fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
         quote!(.max_retry_after(#max))
     });
     quote! {
-        Handle<::policy::Breaker> = Handle::breaker(#name) #open_after .cooldown(#cooldown) #sharing #max_retry_after
+        Handle<::policy::Breaker> = Handle::breaker(#name, BY) #open_after .cooldown(#cooldown) #sharing #max_retry_after
     }
 }
 
@@ -110,7 +113,7 @@ fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
     let max_concurrent = count(spec.max_concurrent.value);
     let max_queued = count(spec.max_queued.value);
     quote! {
-        Handle<::policy::Bulkhead> = Handle::bulkhead(#name).max_concurrent(#max_concurrent).max_queued(#max_queued)
+        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY).max_concurrent(#max_concurrent).max_queued(#max_queued)
     }
 }
 
@@ -133,7 +136,7 @@ fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
         quote!(.allowance(#share, #floor))
     });
     quote! {
-        Handle<::policy::RetryPolicy> = Handle::retry(#name).attempts(#attempts) #backoff #timeout #allowance
+        Handle<::policy::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
     }
 }
 
@@ -149,7 +152,7 @@ fn shedder(plan: &Plan) -> TokenStream {
     }
     let (deferred, background) = (ratio(deferred), ratio(background));
     quote! {
-        Handle<::policy::Shedder> = Handle::shedder(#name).thresholds(#deferred, #background)
+        Handle<::policy::Shedder> = Handle::shedder(#name, BY).thresholds(#deferred, #background)
     }
 }
 
@@ -178,7 +181,7 @@ impl Handles {
             let (name, budget) = (operation_name(&plan.op), duration(budget));
             h.monitor = Some(h.add(
                 "monitor",
-                quote!(Handle<::policy::isolate::PollMonitor> = Handle::poll_monitor(#name).budget(#budget)),
+                quote!(Handle<::policy::isolate::PollMonitor> = Handle::poll_monitor(#name, BY).budget(#budget)),
             ));
         }
         h
@@ -189,7 +192,7 @@ impl Handles {
         let name = operation_name(&plan.op);
         self.fallback = Some(self.add(
             "fallback",
-            quote!(Handle<::policy::fallback::Fallback> = Handle::fallback(#name).answered_by(#answered_by)),
+            quote!(Handle<::policy::fallback::Fallback> = Handle::fallback(#name, BY).answered_by(#answered_by)),
         ));
     }
 
@@ -198,7 +201,7 @@ impl Handles {
         let name = operation_name(name);
         self.pool = Some(self.add(
             "pool",
-            quote!(Handle<::policy::isolate::IsolatedPool> = Handle::pool(#name) #configure),
+            quote!(Handle<::policy::isolate::IsolatedPool> = Handle::pool(#name, BY) #configure),
         ));
     }
 
@@ -210,8 +213,9 @@ impl Handles {
         ident
     }
 
-    /// `let (a, b) = { ..statics.. (&*A, &*B) };`, or nothing when there are no handles.
-    pub(super) fn setup(&self) -> TokenStream {
+    /// `let (a, b) = { ..statics.. (&*A, &*B) };`, or nothing when there are no handles; the
+    /// statics are declared by the operation `op`.
+    pub(super) fn setup(&self, op: &str) -> TokenStream {
         let locals: Vec<&Ident> = self.statics.iter().map(|(local, ..)| local).collect();
         let statics: Vec<&Ident> = self.statics.iter().map(|(_, upper, _)| upper).collect();
         let definitions = self
@@ -227,6 +231,7 @@ impl Handles {
                 use ::core::time::Duration;
             )
         });
+        let declared_by = operation_name(op);
         let (pattern, value) = match (locals.as_slice(), statics.as_slice()) {
             ([], _) => return TokenStream::new(),
             ([one], [upper]) => (quote!(#one), quote!(&*#upper)),
@@ -236,6 +241,7 @@ impl Handles {
             let #pattern = {
                 #duration
                 use ::policy::__private::Handle;
+                const BY: &str = #declared_by;
                 #(#definitions)*
                 #value
             };

@@ -42,7 +42,7 @@ pub(super) fn expand(func: &Func, plan: &Plan, isolate: &Isolate) -> TokenStream
     sig.output =
         syn::parse_quote!(-> ::core::result::Result<#output, ::policy::isolate::IsolateError>);
     let tracked = track(&plan.files);
-    let setup = h.setup();
+    let setup = h.setup(&plan.op);
     with_body(
         func,
         &sig,

@@ -215,7 +215,7 @@ pub(super) fn awaited(func: &Func, plan: &Plan) -> TokenStream {
         attempt(&h, &quote!(#deadline), &refused, &body, Finish::Returned)
     };
     let tracked = track(&plan.files);
-    let setup = h.setup();
+    let setup = h.setup(&plan.op);
     with_body(
         func,
         &func.item.sig,
@@ -277,7 +277,7 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
         let #work = ::policy::__private::deferrable(::policy::__private::scheduled(#work));
     };
     let tracked = track(&plan.files);
-    let setup = h.setup();
+    let setup = h.setup(&plan.op);
     with_body(
         func,
         &sig,

@@ -7,16 +7,17 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
     let (breaker, bulkhead, retry) = {
         use ::core::time::Duration;
         use ::policy::__private::Handle;
-        static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search")
+        const BY: &str = ::core::concat!(::core::module_path!(), "::", "push_to_index");
+        static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY)
             .open_after_failures(5, Duration::from_secs(30))
             .cooldown(Duration::from_secs(20))
             .sharing(::policy::Sharing::Openings {
                 quorum: 1,
             });
-        static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search")
+        static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY)
             .max_concurrent(4)
             .max_queued(2);
-        static RETRY: Handle<::policy::RetryPolicy> = Handle::retry("transient")
+        static RETRY: Handle<::policy::RetryPolicy> = Handle::retry("transient", BY)
             .attempts(3)
             .backoff(Duration::from_millis(50), Duration::from_secs(1))
             .attempt_timeout(Duration::from_millis(500));
