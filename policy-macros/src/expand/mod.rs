@@ -219,6 +219,42 @@ mod tests {
     }
 
     #[test]
+    fn a_broken_policy_file_is_reported_by_every_expansion_in_one_process() {
+        // As rust-analyzer's proc-macro server does: one process expands function after
+        // function (and the same one again after each edit). Each expansion that reads the
+        // broken file shows its error, the second from the files' cache.
+        let root =
+            std::env::temp_dir().join(format!("policy-macros-broken-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("policies")).expect("a temporary directory");
+        std::fs::write(
+            root.join("policies/broken.policy"),
+            "bulkhead search { max_concurent = 4 }\n",
+        )
+        .expect("write the policy file");
+        let source = root.join("src/lib.rs");
+        for function in ["save", "load", "save"] {
+            let ident = syn::Ident::new(function, proc_macro2::Span::call_site());
+            let tokens = attribute(
+                AttrKind::Critical,
+                quote!(deadline = "1s"),
+                quote!(async fn #ident(id: u64) -> Result<(), AppError> { Ok(()) }),
+                Some(&source),
+            )
+            .to_string();
+            assert!(
+                tokens.contains("unknown setting `max_concurent` in `bulkhead`"),
+                "{function}: {tokens}"
+            );
+            assert!(
+                tokens.contains("broken.policy:1:19"),
+                "{function}: {tokens}"
+            );
+            assert!(tokens.contains(&format!("async fn {function}")), "{tokens}");
+        }
+        std::fs::remove_dir_all(&root).expect("remove the temporary directory");
+    }
+
+    #[test]
     fn durations_are_written_in_their_exact_unit() {
         use std::time::Duration;
         let written = |d: Duration| super::duration(d).to_string().replace(' ', "");
