@@ -621,7 +621,7 @@ impl Breaker {
     /// assert!(breaker.check().is_err());
     /// # }
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn observe<T, E>(
         &self,
         ran: Result<Result<T, E>, DeadlineExceeded>,

@@ -266,7 +266,7 @@ impl Deadline {
     /// assert_eq!(inner, Ok(Duration::from_secs(2)));
     /// # }
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn run_in_scope<F: Future>(&self, fut: F) -> Run<Scope<F>> {
         self.run(self.scope(fut))
     }

@@ -108,6 +108,18 @@ impl<T: Register> Deref for Handle<T> {
 
     #[inline]
     fn deref(&self) -> &T::Handle {
+        match self.handle.get() {
+            Some(handle) => handle,
+            None => self.register(),
+        }
+    }
+}
+
+impl<T: Register> Handle<T> {
+    /// The first use: declared and registered, out of the caller's way.
+    #[cold]
+    #[inline(never)]
+    fn register(&self) -> &T::Handle {
         self.handle
             .get_or_init(|| declare_and_register::<T>(self.name, self.origin, self.settings))
     }
