@@ -218,11 +218,10 @@ impl Ours {
 
 /// The attribute macros' expansions, written by hand.
 ///
-/// `policy-macros` does not exist yet. Until it lands, these are the exact sequences
-/// `DESIGN.md` says the macros expand to (the runtime's `tests/alloc.rs` composes the same
-/// `#[resilient]` sequence). Once the macros land, the macro-annotated functions go here, side
-/// by side with these, under their own bench names (`resilient_macro`, `critical_macro`); no
-/// macro number is claimed before then.
+/// The sequences the macros expand to, as the facade's README and `policy-macros`'
+/// `expand` module document them (the runtime's `tests/alloc.rs` composes the same
+/// `#[resilient]` sequence), written by hand; the macro-annotated functions are here too, side
+/// by side with them, under their own bench names (`resilient_macro`, `critical_macro`).
 pub(crate) mod expansion {
     use super::*;
 
@@ -331,7 +330,7 @@ pub(crate) mod expansion {
 
 /// What-if variants of the `#[resilient]` expansion, each removing one cost the profile names,
 /// so BENCHMARKS.md can say what each proposed runtime change would buy. None of them is the
-/// DESIGN.md sequence; they exist to measure it.
+/// documented sequence; they exist to measure it.
 pub(crate) mod what_if {
     use super::*;
 

@@ -1,6 +1,6 @@
 //! The mechanisms behind `policy`, each distinct and observable.
 //!
-//! Four questions, four modules, and the value is in keeping them apart:
+//! Five questions, five modules, and the value is in keeping them apart:
 //!
 //! | question | module | refuses with |
 //! |---|---|---|

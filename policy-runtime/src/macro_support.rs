@@ -7,10 +7,11 @@
 
 use std::future::Future;
 use std::ops::Deref;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-pub use std::sync::{Arc, LazyLock};
+/// The stale-if-error cache's static, built on first use.
+pub use std::sync::LazyLock;
 
 use crate::breaker::{Breaker, OpenAfter, Sharing};
 use crate::bulkhead::Bulkhead;

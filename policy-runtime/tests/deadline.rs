@@ -1,4 +1,4 @@
-//! The seed's deadline invariants, one test each, on tokio's paused clock.
+//! The deadline's invariants (its module docs state them), one test each, on tokio's paused clock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

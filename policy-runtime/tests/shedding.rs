@@ -1,4 +1,4 @@
-//! The seed's load-shedding invariants, one test each.
+//! Load shedding's invariants (its module docs state them), one test each.
 
 mod common;
 

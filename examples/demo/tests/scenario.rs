@@ -1,4 +1,4 @@
-//! The short scenario (`policy-demo --short`), run in-process, and the seed's promises checked
+//! The short scenario (`policy-demo --short`), run in-process, and the project's promises checked
 //! on the numbers it measured.
 
 #![allow(

@@ -133,7 +133,7 @@ pub struct PhaseReport {
     pub retry_stops: Vec<Counted>,
     /// Fallbacks per operation.
     pub fallbacks: Vec<FallbackCount>,
-    /// Critical work shed for load (the seed's promise: always 0).
+    /// Critical work shed for load (the project's promise: always 0).
     pub critical_shed_for_load: u64,
     /// Deferred starts compared with their responses' ends.
     pub deferred: Tally,
