@@ -193,6 +193,16 @@ fn function_fits_its_class(args: &Args, func: &Func, errors: &mut Errors) {
             }
         }
         _ => {
+            if let Some(ty) = func.output()
+                && mentions_impl_trait(ty.to_token_stream())
+            {
+                errors.at(
+                    ty.span(),
+                    format!(
+                        "a `#[{attr_name}]` function must return `Result<T, E>` naming its types, not `impl Trait`: a refusal (`ResilienceError`) or an expiry (`DeadlineExceeded`) reaches the caller as `E`, and the expansion writes the return type out\nhelp: return `Result<T, E>` with `E: From<policy::ResilienceError> + From<policy::DeadlineExceeded>`, for a handler `async fn handler() -> Result<Json<Doc>, AppError>` (with `impl IntoResponse for AppError`), or keep the handler plain and call a `#[{attr_name}]` function from it"
+                    ),
+                );
+            }
             if func.output().is_none() && func.is_async() {
                 errors.at(
                     func.output_span(),
@@ -203,6 +213,15 @@ fn function_fits_its_class(args: &Args, func: &Func, errors: &mut Errors) {
             }
         }
     }
+}
+
+/// Whether a type has `impl Trait` in it (`impl IntoResponse`, `Result<impl Display, E>`).
+fn mentions_impl_trait(tokens: proc_macro2::TokenStream) -> bool {
+    tokens.into_iter().any(|token| match token {
+        proc_macro2::TokenTree::Ident(ident) => ident == "impl",
+        proc_macro2::TokenTree::Group(group) => mentions_impl_trait(group.stream()),
+        _ => false,
+    })
 }
 
 /// The fix as an attribute user writes it, where it differs from the `.policy` one.
