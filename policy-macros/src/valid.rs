@@ -48,6 +48,8 @@ pub(crate) struct Plan {
     pub(crate) per_attempt: Vec<(Ident, bool, Span)>,
     /// The pool, for isolated work.
     pub(crate) isolate: Option<Isolate>,
+    /// Where the file's operation it bound to is declared, if it bound to one.
+    pub(crate) bound: Option<String>,
 }
 
 /// A fallback function, stale-if-error, or both.
@@ -342,6 +344,7 @@ fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Opt
         retry,
         inline: lowered.inline,
         files: lowered.files.clone(),
+        bound: lowered.bound.clone(),
         poll_budget: operation.poll_budget.as_ref().map(|b| b.value),
         answer: answer(operation, func, &span_of, errors),
         per_attempt,
