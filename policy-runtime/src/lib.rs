@@ -140,6 +140,8 @@ pub mod defer;
 pub mod error;
 pub mod fallback;
 pub mod isolate;
+#[cfg(feature = "tower")]
+pub mod layer;
 pub mod limiter;
 pub mod observe;
 #[cfg(feature = "redis")]
