@@ -70,7 +70,7 @@ pub mod breaker;
 pub mod bulkhead;
 #[cfg(feature = "http")]
 pub mod deadline;
-// pub mod operation;
+pub mod operation;
 pub mod retry;
 pub mod shedding;
 
@@ -78,7 +78,7 @@ pub use breaker::{BreakerLayer, Classify, ErrorsAreFailures};
 pub use bulkhead::BulkheadLayer;
 #[cfg(feature = "http")]
 pub use deadline::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
-// pub use operation::OperationLayer;
+pub use operation::OperationLayer;
 pub use retry::{IdempotentLayer, RetryClassify, RetryLayer, TransientErrors};
 pub use shedding::ShedLayer;
 
