@@ -227,7 +227,8 @@ impl FakeProvider {
         *lock(&self.shared.mode) = mode;
     }
 
-    /// The calls received so far, per caller.
+    /// The calls received so far, per caller: at most [`MAX_CALLERS`] names, the rest counted
+    /// under [`OTHER_CALLERS`].
     pub fn calls(&self) -> BTreeMap<String, Calls> {
         lock(&self.shared.calls).clone()
     }
@@ -244,9 +245,31 @@ impl FakeProvider {
     }
 }
 
+/// The most callers a provider keeps apart; calls from any further caller are counted under
+/// [`OTHER_CALLERS`]. The `x-caller` header is the client's to choose, so without a bound a client
+/// sending a new name per request would grow the map without end.
+pub const MAX_CALLERS: usize = 16;
+
+/// The longest caller name kept, in bytes; a longer name is cut at a character boundary.
+pub const MAX_CALLER_LEN: usize = 64;
+
+/// The name under which calls past [`MAX_CALLERS`] distinct callers are counted.
+pub const OTHER_CALLERS: &str = "(other callers)";
+
 fn count(shared: &Shared, caller: &str, status: StatusCode) {
     let mut calls = lock(&shared.calls);
-    let entry = calls.entry(caller.to_owned()).or_default();
+    let caller = cut(caller, MAX_CALLER_LEN);
+    let key = if calls.contains_key(caller) || calls.len() < MAX_CALLERS {
+        caller
+    } else {
+        OTHER_CALLERS
+    };
+    if !calls.contains_key(key) {
+        calls.insert(key.to_owned(), Calls::default());
+    }
+    let Some(entry) = calls.get_mut(key) else {
+        return;
+    };
     entry.received += 1;
     match status.as_u16() {
         // 404 from the session store is an answer too: that user has no session.
@@ -254,6 +277,18 @@ fn count(shared: &Shared, caller: &str, status: StatusCode) {
         429 => entry.rate_limited += 1,
         _ => entry.failed += 1,
     }
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 async fn answer(
@@ -333,5 +368,58 @@ async fn switch(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             (StatusCode::OK, format!("{}: {mode}\n", shared.name)).into_response()
         }
         Err(message) => (StatusCode::BAD_REQUEST, message + "\n").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> Shared {
+        Shared {
+            name: "test",
+            mode: Mutex::new(Mode::Healthy),
+            usual_latency: Duration::ZERO,
+            calls: Mutex::new(BTreeMap::new()),
+            in_flight: AtomicU32::new(0),
+            max_in_flight: AtomicU32::new(0),
+        }
+    }
+
+    #[test]
+    fn a_client_naming_a_new_caller_per_request_does_not_grow_the_map() {
+        let shared = shared();
+        for n in 0..10_000 {
+            count(&shared, &format!("caller-{n}"), StatusCode::OK);
+        }
+        let calls = lock(&shared.calls);
+        assert_eq!(calls.len(), MAX_CALLERS + 1);
+        assert_eq!(calls[OTHER_CALLERS].received, 10_000 - MAX_CALLERS as u64);
+        // The first callers keep their own counts, and nothing is lost.
+        assert_eq!(calls["caller-0"].received, 1);
+        assert_eq!(calls.values().map(|c| c.received).sum::<u64>(), 10_000);
+    }
+
+    #[test]
+    fn a_known_caller_keeps_its_own_count_after_the_bound_is_reached() {
+        let shared = shared();
+        for n in 0..MAX_CALLERS + 5 {
+            count(&shared, &format!("caller-{n}"), StatusCode::OK);
+        }
+        count(&shared, "caller-3", StatusCode::SERVICE_UNAVAILABLE);
+        let calls = lock(&shared.calls);
+        assert_eq!(calls["caller-3"].received, 2);
+        assert_eq!(calls["caller-3"].failed, 1);
+    }
+
+    #[test]
+    fn a_long_caller_name_is_cut_at_a_character_boundary() {
+        let shared = shared();
+        let long = "é".repeat(100);
+        count(&shared, &long, StatusCode::OK);
+        let calls = lock(&shared.calls);
+        let name = calls.keys().next().unwrap();
+        assert!(name.len() <= MAX_CALLER_LEN);
+        assert!(name.chars().all(|c| c == 'é'));
     }
 }
