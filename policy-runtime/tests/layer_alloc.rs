@@ -59,7 +59,10 @@ fn deadline_bulkhead_and_breaker_layers_allocate_nothing_when_admitted() {
             .layer(DeadlineLayer::new(Duration::from_secs(2)))
             .layer(BreakerLayer::new(Breaker::builder("alloc-layer").build()))
             .layer(BulkheadLayer::new(
-                Bulkhead::builder("alloc-layer").max_concurrent(8).max_queued(2).build(),
+                Bulkhead::builder("alloc-layer")
+                    .max_concurrent(8)
+                    .max_queued(2)
+                    .build(),
             ))
             .service_fn(move |_: Request<()>| answer(wait));
         let counted = allocations!({
@@ -83,13 +86,12 @@ fn shed_retry_and_operation_layers_allocate_nothing_when_admitted() {
                 .build(),
         );
         let shedder = std::sync::Arc::new(Shedder::new("alloc-op"));
-        let service = tower::service_fn(move |_: u64| async move {
-            answer(wait).await.map(|_| 1u64)
-        });
+        let service =
+            tower::service_fn(move |_: u64| async move { answer(wait).await.map(|_| 1u64) });
         let mut shed = ShedLayer::new(shedder.clone(), WorkClass::Deferred)
             .load_of(bulkhead.clone())
-            .layer(service.clone());
-        let mut retry = RetryLayer::new(policy.clone()).layer(Idempotent::service(service.clone()));
+            .layer(service);
+        let mut retry = RetryLayer::new(policy.clone()).layer(Idempotent::service(service));
         let mut operation = OperationLayer::new("alloc-op", Duration::from_secs(2))
             .min_budget(Duration::from_millis(10))
             .breaker(Breaker::builder("alloc-op").build())

@@ -7,8 +7,8 @@
 //!
 //! | layer | mechanism | refuses with |
 //! |---|---|---|
-//! | [`DeadlineLayer`](deadline::DeadlineLayer) (`http`) | one deadline per request, in scope for the handler and its body | an answer at once (504 or gRPC `DEADLINE_EXCEEDED`) below the minimum budget; the handler never runs |
-//! | [`PropagateDeadlineLayer`](deadline::PropagateDeadlineLayer) (`http`) | an outgoing request carries what is left, minus a reserve | never refuses |
+//! | [`DeadlineLayer`] (`http`) | one deadline per request, in scope for the handler and its body | an answer at once (504 or gRPC `DEADLINE_EXCEEDED`) below the minimum budget; the handler never runs |
+//! | [`PropagateDeadlineLayer`] (`http`) | an outgoing request carries what is left, minus a reserve | never refuses |
 //! | [`BreakerLayer`] | [`Breaker`] | [`ResilienceError`] kind `breaker_open` |
 //! | [`BulkheadLayer`] | [`Bulkhead`] | kind `bulkhead_full` |
 //! | [`ShedLayer`] | [`Shedder`](crate::Shedder) | kind `shed`, with its reason |
@@ -27,7 +27,7 @@
 //!
 //! The mechanism layers' error is tower's [`BoxError`], as tower's own middleware's is, so
 //! layers stack without nesting and `HandleErrorLayer` (axum) maps them in one place: downcast
-//! to [`ResilienceError`] (its [`kind`](ResilienceError::kind) says which mechanism refused)
+//! to [`ResilienceError`] (its [`kind`](crate::ResilienceError::kind) says which mechanism refused)
 //! or to [`DeadlineExceeded`]; anything else is the service's own error. Only a refusal or a
 //! failure is boxed; the admitted path allocates nothing.
 //!

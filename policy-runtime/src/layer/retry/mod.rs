@@ -1,7 +1,7 @@
 //! [`RetryLayer`]: is this failure worth repeating, out of whose budget? A
 //! [`RetryPolicy`](crate::RetryPolicy) around a service that is declared idempotent.
 //!
-//! The layer wraps only an [`Idempotent`](crate::Idempotent) service, the same claim
+//! The layer wraps only an [`Idempotent`] service, the same claim
 //! [`retry_within`](crate::retry_within) takes: retrying is a decision someone wrote down, as a
 //! type ([`Idempotent::service`](crate::Idempotent::service), or [`IdempotentLayer`] in a
 //! `ServiceBuilder`). Requests must be `Clone` (each attempt sends its own copy) and so must the
@@ -15,8 +15,8 @@
 //!   attempt timeout and in scope while it runs. No pause starts that would end past it.
 //! - **Full jitter** between attempts, and the policy's [`RetryAllowance`](crate::RetryAllowance)
 //!   across requests.
-//! - **Never a refusal.** A [`ResilienceError`](crate::ResilienceError) from below ends the call
-//!   at once; an attempt's [`DeadlineExceeded`](crate::DeadlineExceeded) is retried; other
+//! - **Never a refusal.** A [`ResilienceError`] from below ends the call
+//!   at once; an attempt's [`DeadlineExceeded`] is retried; other
 //!   outcomes are the [`RetryClassify`]'s call ([`TransientErrors`] by default).
 
 mod future;
