@@ -79,7 +79,7 @@ pub use bulkhead::BulkheadLayer;
 #[cfg(feature = "http")]
 pub use deadline::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
 pub use operation::OperationLayer;
-pub use retry::{IdempotentLayer, RetryClassify, RetryLayer, TransientErrors};
+pub use retry::{ClaimedIdempotent, IdempotentLayer, RetryClassify, RetryLayer, TransientErrors};
 pub use shedding::ShedLayer;
 
 /// The error of the mechanism layers, as tower's: any error, boxed. Downcast it to

@@ -6,7 +6,7 @@ use tower_layer::Layer;
 use super::{OperationService, Optional};
 use crate::layer::breaker::{BreakerService, ErrorsAreFailures};
 use crate::layer::bulkhead::BulkheadService;
-use crate::layer::retry::{RetryService, TransientErrors};
+use crate::layer::retry::{ClaimedIdempotent, RetryService, TransientErrors};
 use crate::layer::shedding::ShedService;
 use crate::layer::{RetryLayer, ShedLayer};
 use crate::shedding::WorkClass;
@@ -137,11 +137,11 @@ impl<S> Layer<S> for OperationLayer<NoRetry> {
     }
 }
 
-impl<S> Layer<Idempotent<S>> for OperationLayer<WithRetry> {
-    type Service = Around<RetryService<Attempt<S>, TransientErrors>>;
+impl<S: ClaimedIdempotent> Layer<S> for OperationLayer<WithRetry> {
+    type Service = Around<RetryService<Attempt<S::Service>, TransientErrors>>;
 
-    fn layer(&self, inner: Idempotent<S>) -> Self::Service {
-        let attempt = self.attempt(inner.into_inner());
+    fn layer(&self, inner: S) -> Self::Service {
+        let attempt = self.attempt(inner.into_service());
         self.around(self.retry.0.layer(Idempotent::service(attempt)))
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::{RetryService, TransientErrors};
+use super::{ClaimedIdempotent, RetryService, TransientErrors};
 use crate::{Idempotent, RetryPolicy};
 
 /// Retries an [`Idempotent`] service under a [`RetryPolicy`]; see the [module docs](super).
@@ -58,12 +58,12 @@ impl<C> RetryLayer<C> {
     }
 }
 
-impl<S, C: Clone> Layer<Idempotent<S>> for RetryLayer<C> {
-    type Service = RetryService<S, C>;
+impl<S: ClaimedIdempotent, C: Clone> Layer<S> for RetryLayer<C> {
+    type Service = RetryService<S::Service, C>;
 
-    fn layer(&self, inner: Idempotent<S>) -> Self::Service {
+    fn layer(&self, inner: S) -> Self::Service {
         RetryService::new(
-            inner.into_inner(),
+            inner.into_service(),
             self.policy.clone(),
             self.classify.clone(),
             self.budget,

@@ -41,6 +41,36 @@ impl<S> Idempotent<S> {
     }
 }
 
+mod sealed {
+    pub trait Sealed {}
+    impl<S> Sealed for crate::Idempotent<S> {}
+}
+
+/// A service its author claimed idempotent: [`Idempotent<S>`] ([`Idempotent::service`], or
+/// under an [`IdempotentLayer`]) and nothing else. What [`RetryLayer`] and a retrying
+/// [`OperationLayer`](super::OperationLayer) require of the service they wrap, so that
+/// retrying a service nobody said is safe to repeat is a compile error. Sealed.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not claimed idempotent, so it cannot be retried",
+    label = "a retry would send this service's requests more than once",
+    note = "say that repeating a request is safe: wrap the service in `Idempotent::service(..)`, or put `.layer(IdempotentLayer)` right below the `RetryLayer` in the `ServiceBuilder`"
+)]
+pub trait ClaimedIdempotent: sealed::Sealed {
+    /// The service the claim is about.
+    type Service;
+
+    /// The service, claim taken.
+    fn into_service(self) -> Self::Service;
+}
+
+impl<S> ClaimedIdempotent for Idempotent<S> {
+    type Service = S;
+
+    fn into_service(self) -> S {
+        self.into_inner()
+    }
+}
+
 /// Decides whether an outcome is worth another attempt. Refusals never are, whatever it says.
 ///
 /// Implemented for [`TransientErrors`] (the default) and for any
