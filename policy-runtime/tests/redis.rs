@@ -501,9 +501,14 @@ async fn a_hostile_publish_opens_a_breaker_for_no_longer_than_its_own_configurat
 
     // The same through the state hash a re-sync loads: a forged `until` a century away.
     let prefix = server.key_prefix("hostile");
-    let forged = format!("{prefix}:breaker:payments");
+    let forged = format!("{prefix}:breaker:{{payments}}");
     server
-        .query(&["SADD", &format!("{prefix}:breakers"), "payments"])
+        .query(&[
+            "ZADD",
+            &format!("{prefix}:breakers:open"),
+            "99999999999999",
+            "payments",
+        ])
         .unwrap();
     server
         .query(&[
@@ -586,7 +591,7 @@ async fn with_a_shared_secret_only_fresh_messages_of_the_fleet_are_taken() {
     assert_eq!(status.rejected, 1, "unsigned: {status:?}");
 
     // A genuine message replayed once its opening and the tolerance are over opens nothing.
-    let key = format!("{}:breaker:payments", server.key_prefix("signed"));
+    let key = format!("{}:breaker:{{payments}}", server.key_prefix("signed"));
     let genuine = server.query(&["HGET", &key, "message"]).unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(bb.check().is_ok(), "the trip is over");
@@ -879,4 +884,69 @@ async fn during_an_outage_the_local_rate_bounds_the_instance_without_asking_redi
         snap.store_calls, 2,
         "one before the outage, one that found it"
     );
+}
+
+/// Every way in (standalone, `rediss://`, a cluster's nodes, sentinels and the primary behind
+/// them): an unusable string is an error that repeats nothing of it, and an unreachable server
+/// is logged and printed (`Debug`) without its address or password.
+#[tokio::test]
+async fn no_topology_prints_its_connection_strings() {
+    const SECRET: &str = "s3cr3t-pass";
+    let printed = |text: &str, what: &str| {
+        assert!(
+            !text.contains(SECRET),
+            "{what} printed the password: {text}"
+        );
+        assert!(
+            !text.contains("127.0.0.1"),
+            "{what} printed the address: {text}"
+        );
+    };
+    let bad = format!("redis://user:{SECRET}@[::1");
+    let builder = || {
+        RedisStore::builder()
+            .timeout(Duration::from_millis(100))
+            .primary_credentials(Some("user"), SECRET)
+    };
+    printed(&format!("{:?}", builder()), "the builder's Debug");
+    for err in [
+        builder().connect(&bad).await.unwrap_err(),
+        builder().connect_cluster([bad.as_str()]).await.unwrap_err(),
+        builder().connect_cluster([""; 0]).await.unwrap_err(),
+        builder()
+            .connect_sentinel([bad.as_str()], "primary")
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(err, StoreError::InvalidUrl);
+        printed(&format!("{err} {err:?}"), "an error");
+    }
+
+    // Port 1 on loopback: nothing listens there.
+    let dead = format!("redis://user:{SECRET}@127.0.0.1:1/");
+    let (logs, _guard) = common::capture();
+    let mut stores = vec![
+        builder().connect(&dead).await.unwrap(),
+        builder().connect_cluster([dead.as_str()]).await.unwrap(),
+        builder()
+            .connect_sentinel([dead.as_str()], "primary")
+            .await
+            .unwrap(),
+    ];
+    if cfg!(feature = "redis-tls") {
+        let tls = format!("rediss://user:{SECRET}@127.0.0.1:1/");
+        stores.push(builder().connect(&tls).await.unwrap());
+    }
+    for store in &stores {
+        let breaker = breaker(&Arc::new(store.clone()), Sharing::TripsOnly);
+        breaker.trip(Duration::from_secs(5), "429");
+        assert!(breaker.check().is_err(), "the breaker works without Redis");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for store in &stores {
+        assert!(!store.is_healthy(), "{store:?}");
+        printed(&format!("{store:?}"), "a store's Debug");
+    }
+    assert!(!logs.lines_with(&["kind=\"store_unavailable\""]).is_empty());
+    printed(&logs.text(), "the logs");
 }

@@ -45,6 +45,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod tcp;
+
+pub use tcp::{RedisCluster, RedisSentinel, RedisTcpServer};
+
 /// Servers started by this process, so that each has an id no other server shares.
 static STARTED: AtomicU64 = AtomicU64::new(0);
 
@@ -71,17 +75,7 @@ impl RedisServer {
     /// 10 s, or when whatever answers on its socket is not the process started here.
     #[must_use]
     pub fn start() -> Option<Self> {
-        let found = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success());
-        if !found {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "redis-server is not installed, and CI=true: install it (apt-get install -y redis-server); .ci/run does"
-            );
-            eprintln!("SKIPPED: redis-server is not installed (install it to run the Redis tests)");
+        if !tools_found(&[]) {
             return None;
         }
         let dir = tempfile::Builder::new()
@@ -175,27 +169,9 @@ impl RedisServer {
     ///
     /// When the server cannot be reached, does not answer in time, or answers with an error.
     pub fn query(&self, args: &[&str]) -> std::io::Result<String> {
-        let mut stream = UnixStream::connect(&self.socket)?;
+        let stream = UnixStream::connect(&self.socket)?;
         stream.set_read_timeout(Some(Duration::from_secs(1)))?;
-        let mut request = format!("*{}\r\n", args.len());
-        for arg in args {
-            request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
-        }
-        stream.write_all(request.as_bytes())?;
-        let mut reader = BufReader::new(stream);
-        let mut header = String::new();
-        reader.read_line(&mut header)?;
-        match header.as_bytes().first() {
-            Some(b'$') => {
-                let len: usize = header[1..].trim().parse().map_err(std::io::Error::other)?;
-                let mut body = vec![0; len + 2];
-                reader.read_exact(&mut body)?;
-                body.truncate(len);
-                String::from_utf8(body).map_err(std::io::Error::other)
-            }
-            Some(b'+' | b':') => Ok(header[1..].trim().to_owned()),
-            _ => Err(std::io::Error::other(header)),
-        }
+        resp_query(stream, args)
     }
 
     /// Calls per command name (lower case, as Redis names them), from `INFO commandstats`.
@@ -208,14 +184,7 @@ impl RedisServer {
         let info = self
             .query(&["INFO", "commandstats"])
             .expect("INFO commandstats");
-        info.lines()
-            .filter_map(|line| {
-                let rest = line.strip_prefix("cmdstat_")?;
-                let (name, stats) = rest.split_once(':')?;
-                let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
-                Some((name.to_owned(), calls.parse().ok()?))
-            })
-            .collect()
+        command_calls(&info)
     }
 
     fn signal(&self, signal: &str) {
@@ -253,6 +222,88 @@ impl RedisServer {
         self.kill();
         self.spawn();
     }
+}
+
+/// Calls per command name from an `INFO commandstats` reply.
+fn command_calls(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("cmdstat_")?;
+            let (name, stats) = rest.split_once(':')?;
+            let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Sends one command in RESP and reads the reply as text: a status, integer or bulk string as
+/// it is, an array as its elements on lines of their own (nested arrays flattened, a nil
+/// element as an empty line). An error reply is an `Err` holding its line.
+fn resp_query<S: Read + Write>(mut stream: S, args: &[&str]) -> std::io::Result<String> {
+    let mut request = format!("*{}\r\n", args.len());
+    for arg in args {
+        request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    stream.write_all(request.as_bytes())?;
+    let mut reader = BufReader::new(stream);
+    read_reply(&mut reader)
+}
+
+fn read_reply<R: BufRead>(reader: &mut R) -> std::io::Result<String> {
+    let mut header = String::new();
+    reader.read_line(&mut header)?;
+    let number =
+        |h: &str| -> std::io::Result<i64> { h[1..].trim().parse().map_err(std::io::Error::other) };
+    match header.as_bytes().first() {
+        Some(b'$') => {
+            let Ok(len) = usize::try_from(number(&header)?) else {
+                return Ok(String::new()); // nil
+            };
+            let mut body = vec![0; len + 2];
+            reader.read_exact(&mut body)?;
+            body.truncate(len);
+            String::from_utf8(body).map_err(std::io::Error::other)
+        }
+        Some(b'*') => {
+            let count = usize::try_from(number(&header)?).unwrap_or(0);
+            let items = (0..count)
+                .map(|_| read_reply(reader))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            Ok(items.join("\n"))
+        }
+        Some(b'+' | b':') => Ok(header[1..].trim().to_owned()),
+        _ => Err(std::io::Error::other(header)),
+    }
+}
+
+/// Whether `redis-server` (and, for `also`, those tools too) can be run. Under `CI=true` a
+/// missing one fails the test; elsewhere it is reported on stderr and the caller skips.
+fn tools_found(also: &[&str]) -> bool {
+    let mut missing = Vec::new();
+    for tool in std::iter::once(&"redis-server").chain(also) {
+        let found = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !found {
+            missing.push(*tool);
+        }
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "{} not installed, and CI=true: install them (apt-get install -y redis-server redis-tools); .ci/run does",
+        missing.join(" and ")
+    );
+    eprintln!(
+        "SKIPPED: {} not installed (install it to run the Redis tests)",
+        missing.join(" and ")
+    );
+    false
 }
 
 /// The value of `field` in an `INFO` reply (`field:value` lines).

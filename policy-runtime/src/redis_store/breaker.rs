@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::ConnectionManager;
-use redis::{RedisError, Script};
+use redis::{PushKind, RedisError, Script, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use super::connection::{Conn, Subscriber};
 use super::message::{self, Codec, Kind, Opening, Rejection};
-use super::{RedisStore, Shared, describe, lock, millis};
+use super::{RedisStore, Shared, describe, hash_tag, lock, millis};
 use crate::breaker::{
     Breaker, BreakerStore, OpenAfter, OpenCause, Sharing, StoreStatus, WeakBreaker,
 };
@@ -118,7 +118,8 @@ impl PendingMap {
 struct Scripts {
     report_failure: Script,
     push_opening: Script,
-    load: Script,
+    open_names: Script,
+    read_opening: Script,
 }
 
 /// The breaker side of a store: its scripts, its breakers, and what it learned for breakers
@@ -140,7 +141,8 @@ impl Fleet {
             scripts: Scripts {
                 report_failure: Script::new(include_str!("lua/report_failure.lua")),
                 push_opening: Script::new(include_str!("lua/push_opening.lua")),
-                load: Script::new(include_str!("lua/load.lua")),
+                open_names: Script::new(include_str!("lua/open_names.lua")),
+                read_opening: Script::new(include_str!("lua/read_opening.lua")),
             },
             attached: Mutex::default(),
             pending: Mutex::default(),
@@ -174,13 +176,19 @@ struct Context<'a> {
     bound_ms: Option<u64>,
 }
 
+/// How many state reads of one load are in flight at once.
+const LOAD_CONCURRENCY: usize = 32;
+
 impl Shared {
+    /// `<prefix>:breaker:{<name>}`: the hash tag puts every key of one breaker in one cluster
+    /// slot.
     fn state_key(&self, name: &str) -> String {
-        format!("{}:breaker:{name}", self.prefix)
+        format!("{}:breaker:{}", self.prefix, hash_tag(name))
     }
 
+    /// The open-breakers index: a sorted set of names scored by when their opening ends.
     fn index_key(&self) -> String {
-        format!("{}:breakers", self.prefix)
+        format!("{}:breakers:open", self.prefix)
     }
 
     fn channel(&self) -> String {
@@ -330,7 +338,7 @@ impl Shared {
         breaker.apply_shared_opening(until, OpenCause::Shared { detail });
     }
 
-    async fn run(&self, conn: &mut ConnectionManager, command: Command) {
+    async fn run(&self, conn: &mut Conn, command: Command) {
         match command {
             Command::Failure {
                 breaker,
@@ -362,23 +370,29 @@ impl Shared {
                         cause,
                     ))
                 };
+                let (on_count, on_probe) = (
+                    announce(&counted),
+                    announce("a probe failed right after the cooldown"),
+                );
+                let state = self.state_key(&name);
                 let mut call = self.breakers.scripts.report_failure.prepare_invoke();
-                call.key(self.state_key(&name))
-                    .key(format!("{}:failures", self.state_key(&name)))
-                    .key(format!("{}:seq", self.state_key(&name)))
-                    .key(self.index_key())
-                    .arg(&*name)
+                call.key(&state)
+                    .key(format!("{state}:failures"))
+                    .key(format!("{state}:seq"))
                     .arg(&*self.instance)
                     .arg(millis(window))
                     .arg(threshold)
                     .arg(quorum)
                     .arg(millis(cooldown))
-                    .arg(self.channel())
                     .arg(window_text.as_str())
-                    .arg(announce(&counted))
-                    .arg(announce("a probe failed right after the cooldown"));
-                let reply: Option<(i64, i64)> = self.invoke(call.invoke_async(conn)).await;
-                if let (Some((2, open_ms)), Some(breaker)) = (reply, breaker.upgrade()) {
+                    .arg(on_count.as_str())
+                    .arg(on_probe.as_str());
+                let reply: Option<(i64, i64, i64, i64)> =
+                    self.invoke(call.invoke_async(conn)).await;
+                let Some((2, open_ms, which, until)) = reply else {
+                    return;
+                };
+                if let Some(breaker) = breaker.upgrade() {
                     // The fleet opened on this report: the mirror follows at once, without
                     // waiting for its own message on the channel, and for no longer than its
                     // own cooldown.
@@ -392,6 +406,8 @@ impl Shared {
                         );
                     }
                 }
+                let message = if which == 2 { on_probe } else { on_count };
+                self.announce(conn, &name, until, message).await;
             }
             Command::Push {
                 name,
@@ -410,20 +426,39 @@ impl Shared {
                 ));
                 let mut call = self.breakers.scripts.push_opening.prepare_invoke();
                 call.key(self.state_key(&name))
-                    .key(self.index_key())
-                    .arg(&*name)
                     .arg(&*self.instance)
                     .arg(millis(remaining))
                     .arg(kind.as_str())
                     .arg(cause)
                     .arg(millis(window))
-                    .arg(self.channel())
                     .arg(if force { "1" } else { "0" })
-                    .arg(message);
-                let _: Option<i64> = self.invoke(call.invoke_async(conn)).await;
+                    .arg(message.as_str());
+                let reply: Option<(i64, i64)> = self.invoke(call.invoke_async(conn)).await;
+                if let Some((1, until)) = reply {
+                    self.announce(conn, &name, until, message).await;
+                }
             }
             Command::Resync => self.resync(conn).await,
         }
+    }
+
+    /// Tells the fleet about an opening just stored: first the open-breakers index (so an
+    /// instance that loads after this finds it), then the events channel (so every instance
+    /// subscribed before that load hears it). Two commands, one per slot: the index and the
+    /// channel are keys of their own, apart from the breaker's.
+    async fn announce(&self, conn: &mut Conn, name: &str, until: i64, message: String) {
+        let index = redis::cmd("ZADD")
+            .arg(self.index_key())
+            .arg("GT")
+            .arg(until)
+            .arg(name)
+            .to_owned();
+        let _: Option<i64> = self.invoke(index.query_async(conn)).await;
+        let publish = redis::cmd(self.topology.publish())
+            .arg(self.channel())
+            .arg(message)
+            .to_owned();
+        let _: Option<i64> = self.invoke(publish.query_async(conn)).await;
     }
 
     /// One call to Redis, bounded by the timeout; counted in `sent`, and in `failed` when it
@@ -444,7 +479,7 @@ impl Shared {
     }
 
     /// Pushes this instance's shareable local openings, then loads the fleet's.
-    async fn resync(&self, conn: &mut ConnectionManager) {
+    async fn resync(&self, conn: &mut Conn) {
         let breakers: Vec<Breaker> = lock(&self.breakers.attached)
             .values()
             .filter_map(WeakBreaker::upgrade)
@@ -488,33 +523,63 @@ impl Shared {
         self.load(conn).await;
     }
 
-    /// Loads every open breaker of the fleet. The openings kept for breakers not built yet
-    /// are replaced by what Redis holds now.
-    async fn load(&self, conn: &mut ConnectionManager) {
-        let mut call = self.breakers.scripts.load.prepare_invoke();
-        call.key(self.index_key()).arg(&*self.prefix);
-        let Some(rows): Option<Vec<Vec<u8>>> = self.invoke(call.invoke_async(conn)).await else {
+    /// Loads every open breaker of the fleet: the names in the open-breakers index, then each
+    /// one's state from its own slot (a few at a time). The openings kept for breakers not
+    /// built yet are replaced by what Redis holds now. At most as many names are read as
+    /// could be kept: every breaker built here first, then up to the pending bound.
+    async fn load(&self, conn: &mut Conn) {
+        let mut call = self.breakers.scripts.open_names.prepare_invoke();
+        call.key(self.index_key());
+        let Some(names): Option<Vec<String>> = self.invoke(call.invoke_async(conn)).await else {
             return;
         };
+        let names: Vec<String> = {
+            let attached = lock(&self.breakers.attached);
+            let (mine, others): (Vec<String>, Vec<String>) = names
+                .into_iter()
+                .partition(|name| attached.contains_key(name.as_str()));
+            let room = self.breakers.pending_capacity;
+            mine.into_iter()
+                .chain(others.into_iter().take(room))
+                .collect()
+        };
+        let reads = futures_util::stream::iter(names.into_iter().map(|name| {
+            let mut conn = conn.clone();
+            async move {
+                let mut call = self.breakers.scripts.read_opening.prepare_invoke();
+                call.key(self.state_key(&name));
+                let row: Option<(String, Vec<u8>)> =
+                    self.invoke(call.invoke_async(&mut conn)).await;
+                (name, row)
+            }
+        }))
+        .buffer_unordered(LOAD_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+        if reads.iter().any(|(_, row)| row.is_none()) {
+            // Part of the fleet's state could not be read: keep what is kept until a load
+            // that reads it all.
+            return;
+        }
         *lock(&self.breakers.pending) = PendingMap::default();
         let now_ms = message::wall_clock_ms();
-        for row in rows.chunks_exact(3) {
-            let [name, remaining, payload] = row else {
+        for (name, row) in reads {
+            let Some((remaining, payload)) = row else {
                 continue;
             };
-            let name = String::from_utf8_lossy(name);
             let context = Context {
                 breaker: Some(&name),
                 ..Context::default()
             };
-            let Some(server_ms) = std::str::from_utf8(remaining)
-                .ok()
-                .and_then(|r| r.parse::<u64>().ok())
-            else {
+            let Ok(server_ms) = remaining.parse::<u64>() else {
                 self.reject(Rejection::Malformed, Source::Load, context);
                 continue;
             };
-            let opening = match self.breakers.codec.decode(payload, now_ms) {
+            if server_ms == 0 {
+                // Ended between the index and the read.
+                continue;
+            }
+            let opening = match self.breakers.codec.decode(&payload, now_ms) {
                 // A message moved into another breaker's state is not that breaker's.
                 Ok(opening) if opening.name != name => Err(Rejection::Malformed),
                 decoded => decoded,
@@ -528,6 +593,28 @@ impl Shared {
                 }
                 Err(rejection) => self.reject(rejection, Source::Load, context),
             }
+        }
+    }
+
+    /// A message the cluster connection pushed: an opening on the sharded channel, a
+    /// confirmation of the subscription (after the first: a re-subscription, so a re-sync
+    /// repairs what was missed), or a lost node connection.
+    pub(super) fn pushed(&self, info: redis::PushInfo) {
+        match info.kind {
+            PushKind::SMessage | PushKind::Message => {
+                if let [_, Value::BulkString(payload)] = info.data.as_slice() {
+                    self.receive(payload);
+                }
+            }
+            PushKind::SSubscribe if self.shard_subscriptions.fetch_add(1, Ordering::AcqRel) > 0 => {
+                self.recover();
+                let _ = self.commands.try_send(Command::Resync);
+            }
+            PushKind::Disconnection => {
+                self.stats.subscribe_failed.fetch_add(1, Ordering::Relaxed);
+                self.mark_unhealthy("a connection to a cluster node was lost");
+            }
+            _ => {}
         }
     }
 }
@@ -625,16 +712,42 @@ impl BreakerStore for RedisStore {
     }
 }
 
-/// Loads the fleet's state, then starts the worker, the subscriber (waiting, boundedly, for
-/// its subscription) and the periodic re-sync.
+/// Starts the subscriber and waits (boundedly) for its subscription, loads the fleet's state,
+/// then starts the worker and the periodic re-sync. Subscribing before loading leaves no gap:
+/// an opening announced after the load's read is heard on the channel, and one announced
+/// before it is in the index the load reads.
 pub(super) async fn start(
     shared: &Arc<Shared>,
-    client: redis::Client,
-    conn: ConnectionManager,
+    subscriber: Subscriber,
+    conn: Conn,
     commands: mpsc::Receiver<Command>,
     shutdown: watch::Receiver<()>,
     resync_every: Duration,
 ) {
+    let (subscribed, subscribed_rx) = oneshot::channel();
+    match subscriber {
+        Subscriber::Cluster(conn) => {
+            tokio::spawn(shard_subscriber(
+                Arc::downgrade(shared),
+                conn,
+                shared.channel(),
+                shutdown.clone(),
+                subscribed,
+            ));
+        }
+        subscriber => {
+            tokio::spawn(self::subscriber(
+                Arc::downgrade(shared),
+                subscriber,
+                shared.channel(),
+                shutdown.clone(),
+                subscribed,
+            ));
+        }
+    }
+    // Openings published from now on reach this instance: wait (boundedly) for the
+    // subscription before the load and the first admission decision.
+    let _ = tokio::time::timeout(shared.timeout, subscribed_rx).await;
     let mut first = conn.clone();
     shared.load(&mut first).await;
     tokio::spawn(worker(
@@ -643,23 +756,12 @@ pub(super) async fn start(
         commands,
         shutdown.clone(),
     ));
-    let (subscribed, subscribed_rx) = oneshot::channel();
-    tokio::spawn(subscriber(
-        Arc::downgrade(shared),
-        client,
-        shared.channel(),
-        shutdown.clone(),
-        subscribed,
-    ));
-    // Openings published from now on reach this instance: wait (boundedly) for the
-    // subscription before the first admission decision.
-    let _ = tokio::time::timeout(shared.timeout, subscribed_rx).await;
     tokio::spawn(resyncer(Arc::downgrade(shared), resync_every, shutdown));
 }
 
 async fn worker(
     shared: Weak<Shared>,
-    mut conn: ConnectionManager,
+    mut conn: Conn,
     mut commands: mpsc::Receiver<Command>,
     mut shutdown: watch::Receiver<()>,
 ) {
@@ -682,7 +784,7 @@ async fn worker(
 
 async fn subscriber(
     shared: Weak<Shared>,
-    client: redis::Client,
+    subscriber: Subscriber,
     channel: String,
     mut shutdown: watch::Receiver<()>,
     subscribed: oneshot::Sender<()>,
@@ -695,7 +797,7 @@ async fn subscriber(
             return;
         };
         let connected = tokio::time::timeout(timeout, async {
-            let mut pubsub = client.get_async_pubsub().await?;
+            let mut pubsub = subscriber.pubsub().await?;
             pubsub.subscribe(&channel).await?;
             Ok::<_, RedisError>(pubsub)
         })
@@ -746,10 +848,51 @@ async fn subscriber(
     }
 }
 
+/// Subscribes to the sharded events channel once (retrying until the cluster answers); the
+/// `redis` crate keeps the subscription on whichever node owns the channel's slot from then on,
+/// and the pushes arrive at [`Shared::pushed`].
+async fn shard_subscriber(
+    shared: Weak<Shared>,
+    mut cluster: redis::cluster_async::ClusterConnection,
+    channel: String,
+    mut shutdown: watch::Receiver<()>,
+    subscribed: oneshot::Sender<()>,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let Some(timeout) = shared.upgrade().map(|s| s.timeout) else {
+            return;
+        };
+        let failure = match tokio::time::timeout(timeout, cluster.ssubscribe(&channel)).await {
+            Ok(Ok(())) => {
+                let _ = subscribed.send(());
+                return;
+            }
+            Ok(Err(error)) => describe(&error),
+            Err(_) => "timed out".to_owned(),
+        };
+        if let Some(shared) = shared.upgrade() {
+            shared
+                .stats
+                .subscribe_failed
+                .fetch_add(1, Ordering::Relaxed);
+            shared.mark_unhealthy(&failure);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = shutdown.changed() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
 async fn resyncer(shared: Weak<Shared>, every: Duration, mut shutdown: watch::Receiver<()>) {
-    let mut tick = tokio::time::interval(every);
+    // A fleet that starts together (a deploy, a restart) would re-sync together, every
+    // instance in the same few milliseconds, for as long as it runs: the first re-sync comes
+    // after a random half to whole period instead, which spreads the fleet's over half of it.
+    let first = every.mul_f64(0.5 + rand::random::<f64>() / 2.0);
+    let mut tick = tokio::time::interval_at(Instant::now() + first, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
     loop {
         tokio::select! {
             _ = tick.tick() => {}

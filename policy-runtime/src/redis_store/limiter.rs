@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{RedisStore, describe};
+use super::{RedisStore, describe, hash_tag};
 use crate::error::{Human, RefusalReason, ResilienceError};
 use crate::limiter::{FailMode, LimiterSnapshot, LocalRate};
 use crate::observe;
@@ -104,7 +104,11 @@ impl RedisRateLimiterBuilder {
         let (local_limit, local_per) = self.local;
         RedisRateLimiter {
             inner: Arc::new(Inner {
-                key: format!("{}:ratelimit:{}", self.store.shared.prefix, self.name),
+                key: format!(
+                    "{}:ratelimit:{}",
+                    self.store.shared.prefix,
+                    hash_tag(&self.name)
+                ),
                 detail: Arc::from(format!("over {} per {}", self.limit, Human(self.per))),
                 local_detail: Arc::from(format!(
                     "over this instance's own {local_limit} per {} while the fleet's store is unavailable",

@@ -14,8 +14,8 @@
 //!   takes its times from the Redis server's clock (`TIME`), so instances with skewed clocks
 //!   agree. Instances exchange *remaining* durations, never absolute times.
 //! - **Others learn quickly.** An opening is published on a pub/sub channel; a newly started
-//!   instance loads the current state in [`RedisStore::connect`], before its first admission
-//!   decision; a periodic re-sync (every 5 s by default) repairs anything missed while
+//!   instance loads the current state in [`RedisStoreBuilder::connect`] (or `connect_cluster`,
+//!   `connect_sentinel`), before its first admission decision; a periodic re-sync (every 5 s by default) repairs anything missed while
 //!   disconnected, in both directions: openings made locally during an outage are pushed when
 //!   Redis returns.
 //! - **An outage degrades sharing, never callers.** Admission keeps working from the mirror,
@@ -97,20 +97,81 @@
 //! # Keys
 //!
 //! With the default prefix `policy` (set another with [`RedisStoreBuilder::prefix`] so several
-//! services can share one Redis):
+//! services can share one Redis), for a breaker or limiter named `search`:
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `policy:breakers` | set | names of every shared breaker |
-//! | `policy:breaker:{name}` | hash | `until` and `probation` (server ms), `kind`, `cause`, `by` (instance), `message` (the opening's message) |
-//! | `policy:breaker:{name}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` |
-//! | `policy:breaker:{name}:seq` | string | sequence for failure members |
-//! | `policy:breaker:events` | pub/sub channel | one opening's message each |
-//! | `policy:ratelimit:{name}` | string | the limiter's theoretical arrival time (µs, server clock) |
+//! | `policy:breaker:{search}` | hash | `until` and `probation` (server ms), `kind`, `cause`, `by` (instance), `message` (the opening's message) |
+//! | `policy:breaker:{search}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` |
+//! | `policy:breaker:{search}:seq` | string | sequence for failure members |
+//! | `policy:breakers:open` | sorted set | names of the breakers open now, scored by when each opening ends (server ms) |
+//! | `policy:breaker:events` | pub/sub channel (sharded on a cluster) | one opening's message each |
+//! | `policy:ratelimit:{search}` | string | the limiter's theoretical arrival time (µs, server clock) |
 //!
-//! Every key expires on its own once its window or opening is over. Scripts compute breaker
-//! keys from the prefix, so this targets a standalone Redis (or a primary), not Redis Cluster.
-//! The scripts are in `policy-runtime/src/redis_store/lua/`.
+//! The braces are literal: `{search}` is a hash tag, so every key of one breaker is in one
+//! cluster slot (a name that is empty, starts with `#` or holds a brace is tagged by its hex
+//! form, `{#…}`, and a prefix may not hold braces at all). Every key expires on its own once
+//! its window or opening is over, and ended openings leave the index at the next load. The
+//! scripts (in `policy-runtime/src/redis_store/lua/`) are given every key they touch in
+//! `KEYS`, and each touches one breaker's keys only; the worker announces an opening a script
+//! stored with two commands of its own, `ZADD` on the index, then `PUBLISH` (`SPUBLISH` on a
+//! cluster) on the channel, in that order, so an instance loading at any moment either finds
+//! the opening in the index or hears it on the channel it subscribed to before loading. A
+//! load reads the index, then each open breaker's state on its own slot (32 at a time). Redis
+//! 6.2 or later (for `ZADD GT`); Redis 7 on a cluster (sharded pub/sub).
+//!
+//! # Standalone, Cluster, Sentinel, TLS
+//!
+//! The store and its breakers behave the same on each, and a caller cannot tell them apart;
+//! only the connecting line differs:
+//!
+//! - [`RedisStoreBuilder::connect`]: one server, or a primary behind a stable address
+//!   (`redis://`, `unix://`; `rediss://` with the `redis-tls` feature).
+//! - [`RedisStoreBuilder::connect_cluster`]: a Redis Cluster (ElastiCache or Memorystore in
+//!   cluster mode), through any of its nodes. The `redis` crate's cluster client routes every
+//!   command by its key's slot, follows `MOVED` and failovers, and re-subscribes the sharded
+//!   channel (`SSUBSCRIBE`) on whichever node owns it; the store does no routing of its own.
+//!   A primary that dies costs sharing on its slots until its replica takes over (or the whole
+//!   cluster, without a replica, under the default `cluster-require-full-coverage yes`);
+//!   callers see nothing, as in any outage.
+//! - [`RedisStoreBuilder::connect_sentinel`]: the primary Redis Sentinel names for a service.
+//!   When the primary stops answering (refused, dropped, timed out, `READONLY`), the next
+//!   command asks the sentinels again; the subscriber does the same on each reconnection and
+//!   re-syncs. A failover therefore costs what an outage costs: sharing pauses from the
+//!   primary's death until the sentinels promote a replica (their `down-after-milliseconds`
+//!   and an election), callers see nothing, and sharing resumes on the new primary.
+//!
+//! With the `redis-tls` feature, `rediss://` connects over TLS (rustls, the platform's root
+//! certificates, or [`RedisStoreBuilder::tls_root_certificate`] for a private CA) on all three.
+//!
+//! What a fleet costs the server, and where this design stops scaling, is measured by the
+//! fleet simulation (`examples/fleet.rs`); see [Capacity](#capacity).
+//!
+//! # Capacity
+//!
+//! Measured by the fleet simulation with 10, 50 and 200 instances on one `redis-server`
+//! (BENCHMARKS.md has the tables; a 2-core machine under load, so read these as orders of
+//! magnitude). Per instance: **0 commands per call** on the success path, one command per
+//! re-sync (every 5 s, plus one per open breaker), one script per failure reported while a
+//! breaker is closed (about 40 µs of Redis CPU each), about 1 command a second per open
+//! breaker while it stays open (a probe after each cooldown), two connections and about 78 KB
+//! of Redis memory. An opening costs the server about 4.5 µs per subscriber to fan out.
+//!
+//! - **1,000 instances:** about 170 commands a second when healthy, 2,000 connections, 80 MB;
+//!   an opening is 4.5 ms of the server's time; 10,000 failure reports a second (10 per
+//!   instance) are 40% of a core. One small Redis (or a three-node cluster, for failover).
+//! - **10,000 instances:** about 1,700 commands a second when healthy, 20,000 connections
+//!   (raise `maxclients`, 10,000 by default), 800 MB; an opening is 45 ms of the server's one
+//!   thread, so about 20 openings a second would saturate it.
+//!
+//! Where it stops scaling: every report for one breaker runs on the primary that holds its
+//! hash tag (about 25,000 a second per breaker, however large the cluster), and every opening
+//! is written by one server to every subscriber of the one events channel. Past that: report
+//! failures in batches or share openings only ([`Sharing::TripsOnly`], or a quorum of
+//! instances that opened on their own counts), re-sync less often
+//! ([`RedisStoreBuilder::resync_every`]: pub/sub carries the news, the re-sync only repairs
+//! what was missed), and for tens of thousands of subscribers a channel per breaker spread
+//! over the shards, or one relay per host fanning out to its instances.
 //!
 //! # The fleet rate limiter
 //!
@@ -151,20 +212,23 @@
 //! [`FailMode::Local`]: crate::limiter::FailMode::Local
 
 mod breaker;
+mod connection;
 mod limiter;
 mod message;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{
+    Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak,
+};
 use std::time::Duration;
 
 use redis::RedisError;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, watch};
 
 use crate::breaker::StoreStatus;
 
+use connection::{Conn, Target, Topology};
 pub use limiter::{RedisRateLimiter, RedisRateLimiterBuilder};
 
 /// Counters of the breaker store's traffic; see [`StoreStatus`].
@@ -183,11 +247,15 @@ struct Stats {
 struct Shared {
     prefix: Arc<str>,
     instance: Arc<str>,
+    topology: Topology,
     timeout: Duration,
     healthy: AtomicBool,
     /// Whether this outage's "queue full" warning was given; re-armed when Redis is reachable
     /// again and when the queue drains.
     backlog_warned: AtomicBool,
+    /// Confirmations of the cluster's sharded subscription: every one after the first is a
+    /// re-subscription after a reconnection or a failover, and asks for a re-sync.
+    shard_subscriptions: AtomicU64,
     commands: mpsc::Sender<breaker::Command>,
     stats: Stats,
     breakers: breaker::Fleet,
@@ -198,8 +266,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The hash tag that keeps every key of one breaker (or limiter) in one cluster slot:
+/// `{name}`, or `{#<hex>}` for a name that is empty, starts with `#` or holds a brace (which
+/// would end or empty the tag).
+fn hash_tag(name: &str) -> String {
+    if name.is_empty() || name.starts_with('#') || name.contains(['{', '}']) {
+        format!("{{#{}}}", hex::encode(name))
+    } else {
+        format!("{{{name}}}")
+    }
 }
 
 /// How a store failure is described: its kind only, never a message that could carry the
@@ -269,7 +356,7 @@ impl Shared {
 }
 
 /// Builds a [`RedisStore`]; see [`RedisStore::builder`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder does nothing until `connect` is called"]
 pub struct RedisStoreBuilder {
     prefix: String,
@@ -280,10 +367,35 @@ pub struct RedisStoreBuilder {
     pending_capacity: usize,
     signer: Option<message::Signer>,
     clock_tolerance: Duration,
+    /// The primary's credentials behind Sentinel: never printed.
+    primary_credentials: Option<(Option<String>, String)>,
+    /// A private CA's certificate (PEM) for `rediss://`.
+    tls_root: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("prefix", &self.prefix)
+            .field("instance", &self.instance)
+            .field("timeout", &self.timeout)
+            .field("resync_every", &self.resync_every)
+            .field("queue", &self.queue)
+            .field("pending_capacity", &self.pending_capacity)
+            .field("signer", &self.signer)
+            .field("clock_tolerance", &self.clock_tolerance)
+            .field(
+                "primary_credentials",
+                &self.primary_credentials.as_ref().map(|_| "<redacted>"),
+            )
+            .field("tls_root", &self.tls_root.as_ref().map(|_| "set"))
+            .finish()
+    }
 }
 
 impl RedisStoreBuilder {
-    /// The key prefix (default `policy`), so several services can share one Redis.
+    /// The key prefix (default `policy`), so several services can share one Redis. It may not
+    /// hold `{` or `}`: the store puts each breaker's name in a hash tag of its own.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -302,7 +414,9 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// How often state is re-synced in both directions (default 5 s).
+    /// How often state is re-synced in both directions (default 5 s). The first re-sync comes
+    /// after a random half to whole period, so that a fleet started together does not re-sync
+    /// all at once.
     pub fn resync_every(mut self, every: Duration) -> Self {
         self.resync_every = every.max(Duration::from_millis(10));
         self
@@ -340,24 +454,111 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Connects (lazily: an unreachable Redis is logged once and degrades sharing, it is not
-    /// an error) and loads the current fleet state before returning, so breakers built
-    /// afterwards refuse on their very first call when the fleet has them open. Must run
-    /// inside a tokio runtime: it starts the store's background tasks there.
+    /// The credentials of the primary behind Sentinel, for
+    /// [`connect_sentinel`](Self::connect_sentinel), when they differ from none (the
+    /// sentinels' own come from their URLs). Kept inside the `redis` crate's connection
+    /// settings and never printed.
+    pub fn primary_credentials(
+        mut self,
+        username: Option<&str>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.primary_credentials = Some((username.map(str::to_owned), password.into()));
+        self
+    }
+
+    /// Trusts `pem` (one or more PEM certificates of a private CA) for `rediss://`, instead of
+    /// the platform's root certificates. With the `redis-tls` feature.
+    #[cfg(feature = "redis-tls")]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root = Some(pem.into());
+        self
+    }
+
+    /// Connects to one Redis server (or a primary behind a stable address): `redis://`,
+    /// `rediss://` (TLS, with the `redis-tls` feature) or `unix://`. Connects lazily: an
+    /// unreachable Redis is logged once and degrades sharing, it is not an error. Loads the
+    /// current fleet state before returning, so breakers built afterwards refuse on their very
+    /// first call when the fleet has them open. Must run inside a tokio runtime: it starts the
+    /// store's background tasks there.
     ///
-    /// Fails only when the connection string itself cannot be parsed; the error never
-    /// repeats it.
+    /// Fails only when the connection string or the prefix cannot be used; the error never
+    /// repeats the connection string.
     pub async fn connect(self, url: &str) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(url).map_err(|_| StoreError::InvalidUrl)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            // Reconnect once per request, at once: a dead server is an immediate error (the
-            // `on_error` decision), not a wait that turns into a timeout.
-            .set_number_of_retries(0)
-            .set_min_delay(Duration::from_millis(1));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|_| StoreError::Runtime)?;
+        let target = Target::standalone(url, self.tls_root.as_deref())
+            .map_err(|_| StoreError::InvalidUrl)?;
+        self.connect_to(target).await
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes (`redis://host:port` or
+    /// `rediss://...` each; the `redis` crate discovers the rest and follows slots as they
+    /// move). Every key of one breaker shares a hash slot, and openings travel on sharded
+    /// pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis 7), so callers see no difference from a
+    /// standalone Redis; see the [module docs](self). Otherwise as [`connect`](Self::connect).
+    pub async fn connect_cluster<I, S>(self, nodes: I) -> Result<RedisStore, StoreError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(|n| n.as_ref().to_owned()).collect();
+        let target = Target::cluster(&nodes, self.tls_root.as_deref())
+            .map_err(|_| StoreError::InvalidUrl)?;
+        self.connect_to(target).await
+    }
+
+    /// Connects to the primary that Redis Sentinel names for `service` (the sentinels'
+    /// `redis://host:26379` URLs, `rediss://` for TLS to the sentinels and the primary). After
+    /// a failover the store asks the sentinels again and follows the new primary; until it
+    /// does, sharing is paused as in any outage and callers see nothing. The primary's
+    /// credentials, when it has any: [`primary_credentials`](Self::primary_credentials).
+    /// Otherwise as [`connect`](Self::connect).
+    pub async fn connect_sentinel<I, S>(
+        self,
+        sentinels: I,
+        service: &str,
+    ) -> Result<RedisStore, StoreError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let sentinels: Vec<String> = sentinels
+            .into_iter()
+            .map(|n| n.as_ref().to_owned())
+            .collect();
+        let target = Target::sentinel(
+            &sentinels,
+            service,
+            self.primary_credentials.clone(),
+            self.tls_root.as_deref(),
+        )
+        .map_err(|_| StoreError::InvalidUrl)?;
+        self.connect_to(target).await
+    }
+
+    async fn connect_to(self, target: Target) -> Result<RedisStore, StoreError> {
+        if self.prefix.contains(['{', '}']) {
+            return Err(StoreError::InvalidPrefix);
+        }
+        let topology = target.topology();
+        #[cfg(feature = "redis-tls")]
+        {
+            // rustls needs a process-wide crypto provider; one installed by the application
+            // first is kept.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        // A cluster's pushed messages (sharded pub/sub) reach the store through this, once it
+        // exists.
+        let cell: Arc<OnceLock<Weak<Shared>>> = Arc::default();
+        let on_push = {
+            let cell = cell.clone();
+            Arc::new(move |info: redis::PushInfo| {
+                if let Some(shared) = cell.get().and_then(Weak::upgrade) {
+                    shared.pushed(info);
+                }
+            })
+        };
+        let (conn, subscriber) =
+            connection::open(target, self.timeout, on_push).map_err(|_| StoreError::InvalidUrl)?;
         let (commands, receiver) = mpsc::channel(self.queue);
         let (shutdown, shutdown_rx) = watch::channel(());
         let instance = self
@@ -371,17 +572,20 @@ impl RedisStoreBuilder {
         let shared = Arc::new(Shared {
             prefix: Arc::from(self.prefix),
             instance: Arc::from(instance),
+            topology,
             timeout: self.timeout,
             healthy: AtomicBool::new(true),
             backlog_warned: AtomicBool::new(false),
+            shard_subscriptions: AtomicU64::new(0),
             commands,
             stats: Stats::default(),
             breakers: breaker::Fleet::new(codec, self.pending_capacity),
             _shutdown: shutdown,
         });
+        let _ = cell.set(Arc::downgrade(&shared));
         breaker::start(
             &shared,
-            client,
+            subscriber,
             conn.clone(),
             receiver,
             shutdown_rx,
@@ -402,6 +606,11 @@ pub enum StoreError {
         "the redis connection string could not be parsed; expected `redis://[user:password@]host[:port][/db]`, `rediss://...` or `unix:///path/to/redis.sock`"
     )]
     InvalidUrl,
+    /// The key prefix holds `{` or `}`.
+    #[error(
+        "the redis key prefix may not hold `{{` or `}}`: each breaker's keys get a hash tag of their own; choose a prefix without braces"
+    )]
+    InvalidPrefix,
     /// No tokio runtime was running.
     #[error("the redis store must be connected from inside a tokio runtime")]
     Runtime,
@@ -413,7 +622,7 @@ pub enum StoreError {
 #[derive(Clone)]
 pub struct RedisStore {
     shared: Arc<Shared>,
-    conn: ConnectionManager,
+    conn: Conn,
 }
 
 impl fmt::Debug for RedisStore {
@@ -421,6 +630,7 @@ impl fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("prefix", &self.shared.prefix)
             .field("instance", &self.shared.instance)
+            .field("topology", &self.shared.topology.as_str())
             .field("healthy", &self.shared.healthy.load(Ordering::Relaxed))
             .field("signed", &self.shared.breakers.signed())
             .finish_non_exhaustive()
@@ -441,6 +651,8 @@ impl RedisStore {
             pending_capacity: 1024,
             signer: None,
             clock_tolerance: Duration::from_secs(30),
+            primary_credentials: None,
+            tls_root: None,
         }
     }
 
