@@ -14,49 +14,67 @@ pub(super) type QueueWait =
 pin_project! {
     /// The response future of [`BulkheadService`](super::BulkheadService).
     pub struct ResponseFuture<F> {
-        // The inner future; polled only while a slot is held. `None` once refused.
         #[pin]
-        fut: Option<F>,
-        permit: Option<OwnedBulkheadPermit>,
-        wait: Option<QueueWait>,
-        refusal: Option<ResilienceError>,
+        state: State<F>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        // Admitted (`permit`) or waiting for a slot (`wait`, at most until the current
+        // deadline; the inner future is not polled until it has one). The slot is freed when
+        // the work ends, or when the future is dropped.
+        Running {
+            #[pin]
+            fut: F,
+            permit: Option<OwnedBulkheadPermit>,
+            wait: Option<QueueWait>,
+        },
+        Refused { refusal: ResilienceError },
+        // The work ended; its future and slot are gone.
+        Done,
     }
 }
 
 impl<F> ResponseFuture<F> {
+    #[inline]
     pub(super) fn admitted(fut: F, permit: OwnedBulkheadPermit) -> Self {
         Self {
-            fut: Some(fut),
-            permit: Some(permit),
-            wait: None,
-            refusal: None,
+            state: State::Running {
+                fut,
+                permit: Some(permit),
+                wait: None,
+            },
         }
     }
 
     pub(super) fn queued(fut: F, wait: QueueWait) -> Self {
         Self {
-            fut: Some(fut),
-            permit: None,
-            wait: Some(wait),
-            refusal: None,
+            state: State::Running {
+                fut,
+                permit: None,
+                wait: Some(wait),
+            },
         }
     }
 
     pub(super) fn refused(refusal: ResilienceError) -> Self {
         Self {
-            fut: None,
-            permit: None,
-            wait: None,
-            refusal: Some(refusal),
+            state: State::Refused { refusal },
         }
     }
 }
 
 impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (holds_slot, queued) = match &self.state {
+            State::Running { permit, wait, .. } => (permit.is_some(), wait.is_some()),
+            State::Refused { .. } | State::Done => (false, false),
+        };
         f.debug_struct("bulkhead::ResponseFuture")
-            .field("holds_slot", &self.permit.is_some())
-            .field("queued", &self.wait.is_some())
+            .field("holds_slot", &holds_slot)
+            .field("queued", &queued)
             .finish_non_exhaustive()
     }
 }
@@ -69,30 +87,32 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        if let Some(wait) = this.wait.as_mut() {
-            match ready!(wait.as_mut().poll(cx)) {
-                Ok(permit) => *this.permit = Some(permit),
-                Err(refusal) => {
-                    // Never polled: the work did not start.
-                    this.fut.set(None);
-                    *this.refusal = Some(refusal);
+        let mut state = self.project().state;
+        let refusal = match state.as_mut().project() {
+            StateProj::Running { fut, permit, wait } => {
+                if let Some(waiting) = wait.as_mut() {
+                    match ready!(waiting.as_mut().poll(cx)) {
+                        Ok(slot) => {
+                            *permit = Some(slot);
+                            *wait = None;
+                        }
+                        Err(refusal) => {
+                            state.set(State::Refused {
+                                refusal: refusal.clone(),
+                            });
+                            return Poll::Ready(Err(refusal.into()));
+                        }
+                    }
                 }
-            }
-            *this.wait = None;
-        }
-        match this.fut.as_mut().as_pin_mut() {
-            Some(fut) => {
                 let outcome = ready!(fut.poll(cx));
-                this.fut.set(None);
-                // The slot goes back as soon as the work is done, not when the future is dropped.
-                this.permit.take();
-                Poll::Ready(outcome.map_err(Into::into))
+                // The work and its slot end now, not when the future is dropped.
+                state.set(State::Done);
+                return Poll::Ready(outcome.map_err(Into::into));
             }
-            None => Poll::Ready(Err(match this.refusal.as_ref() {
-                Some(refusal) => refusal.clone().into(),
-                None => crate::layer::polled_after_completion(),
-            })),
-        }
+            // A clone (reference counts only): a future polled again answers the same.
+            StateProj::Refused { refusal } => refusal.clone(),
+            StateProj::Done => return Poll::Ready(Err(crate::layer::polled_after_completion())),
+        };
+        Poll::Ready(Err(refusal.into()))
     }
 }

@@ -1,21 +1,27 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use http::{HeaderValue, Response, StatusCode};
 use pin_project_lite::pin_project;
+use tokio::time::Sleep;
 
 use super::body::DeadlineBody;
 use crate::Deadline;
-use crate::deadline::{Run, Scope};
 
 pin_project! {
     /// The response future of [`DeadlineService`](super::DeadlineService): the handler's,
     /// polled with the request's deadline in scope and at most until it passes.
+    ///
+    /// One flat future (what `deadline.scope(deadline.run(fut))` does, without its second
+    /// and third copy of the deadline): the handler is polled first, in scope; a timer is
+    /// armed only at its first `Pending`.
     pub struct ResponseFuture<F> {
         #[pin]
-        fut: Option<Scope<Run<F>>>,
+        fut: Option<F>,
+        #[pin]
+        sleep: Option<Sleep>,
         deadline: Option<Deadline>,
         grpc: bool,
     }
@@ -30,9 +36,11 @@ impl<F> fmt::Debug for ResponseFuture<F> {
 }
 
 impl<F> ResponseFuture<F> {
-    pub(super) fn running(fut: Scope<Run<F>>, deadline: Deadline, grpc: bool) -> Self {
+    #[inline]
+    pub(super) fn running(fut: F, deadline: Deadline, grpc: bool) -> Self {
         Self {
             fut: Some(fut),
+            sleep: None,
             deadline: Some(deadline),
             grpc,
         }
@@ -41,6 +49,7 @@ impl<F> ResponseFuture<F> {
     pub(super) fn refused(grpc: bool) -> Self {
         Self {
             fut: None,
+            sleep: None,
             deadline: None,
             grpc,
         }
@@ -75,15 +84,23 @@ where
     type Output = Result<Response<DeadlineBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
+        let mut this = self.project();
         let (Some(fut), Some(deadline)) = (this.fut.as_pin_mut(), *this.deadline) else {
             return Poll::Ready(Ok(answer(*this.grpc, "x-refusal", "insufficient_budget")));
         };
-        match ready!(fut.poll(cx)) {
-            Ok(result) => {
-                Poll::Ready(result.map(|response| response.map(|b| DeadlineBody::new(b, deadline))))
-            }
-            Err(_expired) => {
+        if let Poll::Ready(result) = deadline.sync_scope(|| fut.poll(cx)) {
+            return Poll::Ready(
+                result.map(|response| response.map(|b| DeadlineBody::new(b, deadline))),
+            );
+        }
+        if this.sleep.is_none() {
+            // First Pending: only now is a timer worth arming. A deadline already past fires on
+            // the timer's first poll, so no clock read is needed here.
+            this.sleep
+                .set(Some(tokio::time::sleep_until(deadline.instant())));
+        }
+        match this.sleep.as_pin_mut().map(|sleep| sleep.poll(cx)) {
+            Some(Poll::Ready(())) => {
                 tracing::debug!(
                     target: "policy",
                     mechanism = "deadline",
@@ -97,6 +114,7 @@ where
                     "deadline_exceeded",
                 )))
             }
+            _ => Poll::Pending,
         }
     }
 }

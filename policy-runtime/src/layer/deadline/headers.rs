@@ -32,15 +32,23 @@ pub fn parse_ms_header(value: &str) -> Option<Duration> {
     digits.parse().ok().map(Duration::from_millis)
 }
 
+/// [`GRPC_TIMEOUT_HEADER`] as a [`HeaderName`], built once: a lookup by `&str` parses the name
+/// on every request.
+static GRPC_TIMEOUT: HeaderName = HeaderName::from_static(GRPC_TIMEOUT_HEADER);
+
 /// The smallest budget the caller sent in `headers`, if any header parses. Unparsable values
 /// are ignored with a debug event naming the header.
+#[inline]
 pub(super) fn incoming_budget(
     headers: &HeaderMap,
     grpc_timeout: bool,
     ms_header: Option<&HeaderName>,
 ) -> Option<Duration> {
+    if headers.is_empty() {
+        return None;
+    }
     let grpc = grpc_timeout
-        .then(|| headers.get(GRPC_TIMEOUT_HEADER))
+        .then(|| headers.get(&GRPC_TIMEOUT))
         .flatten()
         .and_then(|value| read(GRPC_TIMEOUT_HEADER, value, |v| parse_grpc_timeout(v).ok()));
     let ms = ms_header.and_then(|name| {

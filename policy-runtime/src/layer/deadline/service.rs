@@ -26,10 +26,12 @@ impl<S> DeadlineService<S> {
 
 /// Whether a request is gRPC (`content-type: application/grpc...`): it is answered in gRPC's
 /// terms.
+#[inline]
 fn is_grpc(headers: &http::HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+    !headers.is_empty()
+        && headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for DeadlineService<S>
@@ -71,6 +73,6 @@ where
         let deadline = Deadline::after(budget);
         // A service may start work in `call` itself, so that runs under the deadline too.
         let fut = deadline.sync_scope(|| self.inner.call(request));
-        ResponseFuture::running(deadline.scope(deadline.run(fut)), deadline, grpc)
+        ResponseFuture::running(fut, deadline, grpc)
     }
 }
