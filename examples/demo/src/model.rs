@@ -37,10 +37,20 @@ pub fn request_deadline() -> Result<Duration, DemoError> {
     })
 }
 
+/// The request's minimum budget, from the `request { min_budget }` setting (none: only a
+/// request arriving with nothing left is refused).
+pub fn request_min_budget() -> Option<Duration> {
+    SET.spec().request_min_budget()
+}
+
 /// The `DeadlineLayer` the service's routes get: the request stanza's budget, tightened by a
-/// caller's `grpc-timeout` or `x-deadline-ms`.
+/// caller's `grpc-timeout` or `x-deadline-ms`, and its minimum.
 pub fn deadline_layer() -> Result<DeadlineLayer, DemoError> {
-    Ok(DeadlineLayer::new(request_deadline()?))
+    let layer = DeadlineLayer::new(request_deadline()?);
+    Ok(match request_min_budget() {
+        Some(min_budget) => layer.min_budget(min_budget),
+        None => layer,
+    })
 }
 
 #[cfg(test)]
@@ -49,8 +59,9 @@ mod tests {
 
     #[test]
     fn the_request_budget_is_the_policy_files() {
-        // demo.policy says `request { deadline = 5s }`.
+        // demo.policy says `request { deadline = 5s; min_budget = 20ms }`.
         assert_eq!(request_deadline().unwrap(), Duration::from_secs(5));
+        assert_eq!(request_min_budget(), Some(Duration::from_millis(20)));
         assert_eq!(deadline_layer().unwrap().budget(), Duration::from_secs(5));
     }
 }

@@ -78,11 +78,16 @@ async fn a_provider_is_never_given_more_budget_than_the_request_had() {
     let seen = providers.sessions.take_budgets();
     assert!(seen.max <= request_budget, "{seen:?} vs {request_budget:?}");
 
-    // Nothing left: answered before the handler runs, and the provider never called.
-    let reply = save(&http, &instance, Some("0")).await;
-    assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT);
-    assert_eq!(reply.header("x-refusal"), Some("insufficient_budget"));
-    assert_eq!(providers.sessions.take_budgets().with_budget, 0);
+    // Nothing left, or less than the request stanza's `min_budget` (20 ms): answered by the
+    // DeadlineLayer (504, not the save's own 503) before the handler runs; no provider called.
+    let min_budget = model::request_min_budget().expect("demo.policy's request min_budget");
+    let below = (min_budget.as_millis() / 2).to_string();
+    for sent in ["0", below.as_str()] {
+        let reply = save(&http, &instance, Some(sent)).await;
+        assert_eq!(reply.status, StatusCode::GATEWAY_TIMEOUT, "{sent} ms");
+        assert_eq!(reply.header("x-refusal"), Some("insufficient_budget"));
+        assert_eq!(providers.sessions.take_budgets().with_budget, 0);
+    }
 
     instance.stop().await;
     providers.stop().await;
