@@ -82,7 +82,7 @@ fn stacks(c: &mut Criterion) {
 }
 
 /// What each proposed runtime change would buy: the `#[resilient]` expansion with one cost
-/// removed at a time (see `common::what_if`). Not the DESIGN.md sequence.
+/// removed at a time (see `common::what_if`). Not the documented sequence.
 fn what_if(c: &mut Criterion) {
     let rt = runtime();
     let request = rt.block_on(async { Deadline::after(REQUEST_BUDGET) });

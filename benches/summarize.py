@@ -78,9 +78,9 @@ def mechanisms():
 
 
 STACK = [
-    ("resilient_expansion", "`#[resilient]` function (the macro's expansion): leaf deadline, retry, breaker, bulkhead, run"),
-    ("critical_expansion", "`#[critical]` function (the macro's expansion): leaf deadline, `run(scope(..))`"),
-    ("resilient_by_hand", "the same sequence by hand, as DESIGN.md writes it (with `require` and shedding)"),
+    ("resilient_expansion", "`#[resilient]` function (the macro's expansion): the operation's deadline, retry, breaker, bulkhead, run"),
+    ("critical_expansion", "`#[critical]` function (the macro's expansion): the operation's deadline, `run(scope(..))`"),
+    ("resilient_by_hand", "the same sequence by hand, as the README documents it (with `require` and shedding)"),
     ("critical_by_hand", "`#[critical]` by hand: child of current deadline, `require`, `run(scope(..))`"),
     ("ours_breaker_bulkhead_deadline", "ours: breaker + bulkhead + deadline (no retry, no shedding)"),
     ("ours_breaker_try_bulkhead_deadline", "ours: the same, bulkhead by `try_acquire` (synchronous fast path)"),
@@ -166,7 +166,7 @@ def what_if():
     row("variant", "ready", "vs the expansion", "waits once", "vs the expansion")
     row("---", "---:", "---:", "---:", "---:")
     base_r, base_w = ns("stack_ready", "resilient_by_hand"), ns("stack_waits_once", "resilient_by_hand")
-    row("the sequence by hand, as DESIGN.md writes it", fmt_ns(base_r), "1.00", fmt_ns(base_w), "1.00")
+    row("the sequence by hand, as the README documents it", fmt_ns(base_r), "1.00", fmt_ns(base_w), "1.00")
     for b, what in WHAT_IF:
         r, w = ns("what_if_ready", b), ns("what_if_waits_once", b)
         if r is None or w is None:

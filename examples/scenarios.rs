@@ -383,7 +383,7 @@ fn scenario_latency_bound() {
         ),
         (
             Bound::OursDeadline,
-            "ours: `Deadline::after(200 ms).run(..)` (the `#[critical]` leaf)",
+            "ours: `Deadline::after(200 ms).run(..)` (the `#[critical]` operation)",
         ),
         (
             Bound::OursRetryWithinDeadline,

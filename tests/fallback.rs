@@ -1,4 +1,4 @@
-//! Fallbacks per leaf and stale-if-error, at run time.
+//! Fallbacks per operation and stale-if-error, at run time.
 #![cfg(feature = "stale")]
 #![allow(
     clippy::panic,
@@ -42,13 +42,13 @@ fn seen(reason: &CallError<AppError>) -> &'static str {
     }
 }
 
-fn fallback_count(leaf_suffix: &str) -> (u64, u64, u64, u64) {
+fn fallback_count(operation_suffix: &str) -> (u64, u64, u64, u64) {
     let snapshot = Registry::global().snapshot();
     let f = snapshot
         .fallbacks
         .iter()
-        .find(|f| f.leaf.ends_with(leaf_suffix))
-        .unwrap_or_else(|| panic!("no fallback record for {leaf_suffix}"));
+        .find(|f| f.operation.ends_with(operation_suffix))
+        .unwrap_or_else(|| panic!("no fallback record for {operation_suffix}"));
     (f.refused, f.expired, f.failed, f.stale)
 }
 
@@ -136,7 +136,7 @@ async fn an_expired_deadline_and_asked_for_failures_are_answered() {
     assert_eq!(fallback_count("::feed"), (0, 1, 1, 0));
 }
 
-// ---- per leaf, never inherited ----------------------------------------------------------------
+// ---- per operation, never inherited ----------------------------------------------------------------
 
 static INNER_CALLS: AtomicU32 = AtomicU32::new(0);
 

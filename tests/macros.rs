@@ -180,7 +180,7 @@ async fn calling_a_background_function_hands_it_to_the_pool() {
 }
 
 #[policy::critical(deadline = "10s")]
-async fn inner_leaf() -> Result<Duration, AppError> {
+async fn inner_operation() -> Result<Duration, AppError> {
     Ok(Deadline::current()
         .map(|d| d.remaining())
         .unwrap_or(Duration::MAX))
@@ -189,7 +189,7 @@ async fn inner_leaf() -> Result<Duration, AppError> {
 #[policy::critical(deadline = "300ms")]
 async fn outer_request() -> Result<Duration, AppError> {
     tokio::time::sleep(Duration::from_millis(100)).await;
-    inner_leaf().await
+    inner_operation().await
 }
 
 #[tokio::test(start_paused = true)]

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::shedding::WorkClass;
+use policy::WorkClass;
 use policy::{Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder};
 use tokio::sync::Semaphore;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
@@ -28,7 +28,7 @@ pub(crate) const REQUEST_BUDGET: Duration = Duration::from_secs(3600);
 pub(crate) const CALL_MAX: Duration = Duration::from_secs(2);
 /// Each attempt's own timeout, and the timeout the alternatives use.
 pub(crate) const ATTEMPT_MAX: Duration = Duration::from_secs(1);
-/// The minimum useful budget a leaf requires.
+/// The minimum useful budget an operation requires.
 pub(crate) const MIN_BUDGET: Duration = Duration::from_millis(10);
 /// Slots of every bulkhead, semaphore and concurrency limit: never the limiting factor here.
 pub(crate) const SLOTS: u32 = 64;
@@ -218,11 +218,10 @@ impl Ours {
 
 /// The attribute macros' expansions, written by hand.
 ///
-/// `policy-macros` does not exist yet. Until it lands, these are the exact sequences
-/// `DESIGN.md` says the macros expand to (the runtime's `tests/alloc.rs` composes the same
-/// `#[resilient]` sequence). Once the macros land, the macro-annotated functions go here, side
-/// by side with these, under their own bench names (`resilient_macro`, `critical_macro`); no
-/// macro number is claimed before then.
+/// The sequences the macros expand to, as the facade's README and `policy-macros`'
+/// `expand` module document them (the runtime's `tests/alloc.rs` composes the same
+/// `#[resilient]` sequence), written by hand; the macro-annotated functions are here too, side
+/// by side with them, under their own bench names (`resilient_macro`, `critical_macro`).
 pub(crate) mod expansion {
     use super::*;
 
@@ -273,7 +272,7 @@ pub(crate) mod expansion {
         op.run(x).await.map_err(BenchError::Op)
     }
 
-    /// `#[resilient(breaker, bulkhead, retry)]`: the leaf's deadline and minimum budget, the
+    /// `#[resilient(breaker, bulkhead, retry)]`: the operation's deadline and minimum budget, the
     /// shedding decision, then for each attempt inside `retry_within(deadline, ..)`: breaker
     /// check, bulkhead permit, the attempt's deadline `run`, and the outcome recorded in the
     /// breaker. Must run inside a request's [`Deadline::scope`].
@@ -331,7 +330,7 @@ pub(crate) mod expansion {
 
 /// What-if variants of the `#[resilient]` expansion, each removing one cost the profile names,
 /// so BENCHMARKS.md can say what each proposed runtime change would buy. None of them is the
-/// DESIGN.md sequence; they exist to measure it.
+/// documented sequence; they exist to measure it.
 pub(crate) mod what_if {
     use super::*;
 

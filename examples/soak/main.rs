@@ -367,7 +367,7 @@ async fn soak(calls: u64) -> bool {
     let answered: u64 = snapshot
         .fallbacks
         .iter()
-        .filter(|f| f.leaf.ends_with("price"))
+        .filter(|f| f.operation.ends_with("price"))
         .map(|f| f.refused + f.expired + f.failed)
         .sum();
     fallbacks.counted = format!("the fallback answered {answered} refused calls");
@@ -404,7 +404,7 @@ async fn soak(calls: u64) -> bool {
     let served: u64 = snapshot
         .fallbacks
         .iter()
-        .filter(|f| f.leaf.ends_with("profile"))
+        .filter(|f| f.operation.ends_with("profile"))
         .map(|f| f.stale)
         .sum();
     stale.counted = format!(

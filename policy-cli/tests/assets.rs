@@ -183,7 +183,10 @@ fn the_rendered_report_names_the_document_line_column_and_fix() {
         .find(|f| f.rule == Rule::LcpLazyLoaded)
         .unwrap();
     let rendered = report.render_plain(finding);
-    assert!(rendered.contains("assets::lcp-lazy-loaded"), "{rendered}");
+    assert!(
+        rendered.contains("policy::assets::lcp-lazy-loaded"),
+        "{rendered}"
+    );
     assert!(
         rendered.contains("lcp-lazy-loaded.html:9:117]"),
         "{rendered}"
@@ -192,6 +195,47 @@ fn the_rendered_report_names_the_document_line_column_and_fix() {
     assert!(
         rendered.contains("help: remove `loading=\"lazy\"`"),
         "{rendered}"
+    );
+}
+
+#[test]
+fn a_finding_past_column_65535_of_a_minified_document_is_drawn() {
+    // One line of 100,000 characters, as a minifier writes it: the finding is drawn from an
+    // excerpt around its label (the language's adapter), not from the whole file, whose width
+    // miette's padding could not take.
+    let dir = temp_dir("minified");
+    copy(&site_file("img/icon.png"), &dir.join("img/icon.png"));
+    let before = format!(
+        "<!doctype html><html lang=\"en\"><body>{}",
+        "<p>x</p>".repeat(12_500)
+    );
+    std::fs::write(
+        dir.join("index.html"),
+        format!("{before}<img src=\"img/icon.png\" alt=\"\"></body></html>"),
+    )
+    .unwrap();
+    let report = audit(&dir, &AssetsSpec::default()).unwrap();
+    let finding = report
+        .findings
+        .iter()
+        .find(|f| f.rule == Rule::UnsizedImages)
+        .unwrap();
+    let column = before.len() + 1;
+    assert!(column > 65_535);
+    let rendered = report.render_plain(finding);
+    assert!(
+        rendered.contains(&format!("index.html:1:{column}]")),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("policy::assets::unsized-images"),
+        "{rendered}"
+    );
+    assert!(rendered.contains("<img src=\"img/icon.png\""), "{rendered}");
+    assert!(
+        rendered.len() < 4_000,
+        "an excerpt, not the line: {} bytes",
+        rendered.len()
     );
 }
 
@@ -514,7 +558,7 @@ fn the_command_reports_findings_and_exits_1() {
     let output = policy(&["assets", "--policy", "site.policy"], &fixtures());
     assert_eq!(output.status.code(), Some(1));
     let err = stderr(&output);
-    assert!(err.contains("assets::unsized-images"), "{err}");
+    assert!(err.contains("policy::assets::unsized-images"), "{err}");
     assert!(err.contains("site/unsized-images.html:9:1]"), "{err}");
     assert!(
         err.contains("help: add `width=\"32\" height=\"16\"`"),
@@ -548,7 +592,7 @@ fn the_command_prints_json() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|d| d["code"] == "assets::lcp-lazy-loaded")
+        .find(|d| d["code"] == "policy::assets::lcp-lazy-loaded")
         .unwrap();
     assert_eq!(lazy["rule"], "lcp-lazy-loaded");
     assert_eq!(lazy["lighthouse"], "lcp-lazy-loaded");
@@ -563,7 +607,7 @@ fn the_command_prints_json() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|d| d["code"] == "assets::too-many-preloads")
+        .find(|d| d["code"] == "policy::assets::too-many-preloads")
         .unwrap();
     assert_eq!(ours["lighthouse"], serde_json::Value::Null);
 }

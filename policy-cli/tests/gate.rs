@@ -621,8 +621,14 @@ fn the_gate_runs_the_asset_audit_of_every_assets_stanza() {
     let output = gate_in(&dir, &[dirty.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let errors = stderr(&output);
-    assert!(errors.contains("assets::unsized-images"), "{errors}");
-    assert!(errors.contains("assets::modern-image-formats"), "{errors}");
+    assert!(
+        errors.contains("policy::assets::unsized-images"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("policy::assets::modern-image-formats"),
+        "{errors}"
+    );
     let document = json(&gate_in(
         &dir,
         &[dirty.to_str().unwrap(), "--format", "json"],

@@ -429,6 +429,21 @@ pub enum Kind {
         operation: String,
     },
 
+    /// An isolated operation that also names another mechanism, or is not critical.
+    #[error("isolated operation `{operation}` also sets `{other}`")]
+    #[diagnostic(
+        code("policy::isolate-stands-alone"),
+        help(
+            "`isolate` runs a synchronous function on a pool and is waited for within its caller's deadline, so it takes nothing else: remove `{other}`, and put it on the critical or resilient operation that calls `{operation}`"
+        )
+    )]
+    IsolateStandsAlone {
+        /// The operation.
+        operation: String,
+        /// The other setting, or `deferred`/`background`.
+        other: String,
+    },
+
     /// Background shed later than deferred.
     #[error("`background` is shed at load {background}, later than `deferred` at {deferred}")]
     #[diagnostic(

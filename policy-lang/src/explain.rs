@@ -20,7 +20,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::spec::{Backoff, Class, FailMode, OperationSpec, Rate, Spec};
+use crate::spec::{Backoff, FailMode, OperationSpec, PoolKind, Rate, Spec, WorkClass};
 use crate::units::{format_duration, format_ratio};
 
 /// One step of an operation's chain.
@@ -30,7 +30,7 @@ pub enum Step {
     /// The admission decision: load for deferred and background work, budget for all.
     Shed {
         /// The operation's class.
-        class: Class,
+        class: WorkClass,
         /// The load at which it is shed (`None`: critical work is never shed for load).
         load_threshold: Option<f64>,
         /// Refused if less than this remains of the deadline.
@@ -48,6 +48,9 @@ pub enum Step {
         on_timeout: FailMode,
         /// What happens when its store is down.
         on_error: FailMode,
+        /// The rate this instance keeps alone while the store fails, when a mode is `local`
+        /// (the fleet's rate unless set).
+        local_rate: Rate,
     },
     /// The retry loop; the steps after it run once per attempt.
     Retry {
@@ -62,6 +65,8 @@ pub enum Step {
     BreakerCheck {
         /// Its name.
         name: String,
+        /// The longest `Retry-After` it honours, when set (the runtime's 5 minutes otherwise).
+        max_retry_after: Option<Duration>,
     },
     /// A permit from the bulkhead, or a refusal when it and its queue are full.
     BulkheadPermit {
@@ -78,11 +83,32 @@ pub enum Step {
         attempt_timeout: Option<Duration>,
         /// The effective deadline the child is clamped to, if any.
         deadline: Option<Duration>,
+        /// A poll of the work longer than this is reported as blocking its worker.
+        poll_budget: Option<Duration>,
     },
     /// The outcome is recorded in the breaker.
     RecordOutcome {
         /// The breaker.
         breaker: String,
+    },
+    /// What answers when the work cannot: its fallback, a stale result, or both.
+    Answer {
+        /// The fallback function, if any.
+        fallback: Option<String>,
+        /// Whether the fallback also answers the work's own failures.
+        on_failure: bool,
+        /// How old a stale result may be, with stale-if-error.
+        stale_if_error: Option<Duration>,
+    },
+    /// Isolated CPU work: the synchronous body runs on a bounded pool, waited for within the
+    /// caller's deadline.
+    Isolate {
+        /// Which pool.
+        pool: PoolKind,
+        /// Work at once (`None`: as many as the machine has CPUs).
+        max_concurrent: Option<u32>,
+        /// Work that may wait (`None`: none).
+        max_queued: Option<u32>,
     },
 }
 
@@ -93,7 +119,7 @@ pub struct Explanation {
     /// The operation.
     pub operation: String,
     /// Its class.
-    pub class: Class,
+    pub class: WorkClass,
     /// Its flags (`idempotent`, `durable`).
     pub flags: Vec<&'static str>,
     /// The steps, in the order the runtime runs them.
@@ -122,13 +148,29 @@ pub fn explain_all(spec: &Spec) -> Vec<Explanation> {
 #[must_use]
 pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     let class = operation.class.value;
+    if let Some(isolate) = &operation.isolate {
+        return Explanation {
+            operation: operation.name.value.clone(),
+            class,
+            flags: Vec::new(),
+            steps: vec![Step::Isolate {
+                pool: isolate.pool.value,
+                max_concurrent: isolate.max_concurrent.as_ref().map(|m| m.value),
+                max_queued: isolate.max_queued.as_ref().map(|m| m.value),
+            }],
+            attempts: 1,
+            bound: None,
+            bound_without_propagation: None,
+            sum: "waited for within the caller's deadline; the work itself runs on".to_owned(),
+        };
+    }
     let (deferred, background) = spec.shedding_thresholds();
     let mut steps = vec![Step::Shed {
         class,
         load_threshold: match class {
-            Class::Critical => None,
-            Class::Deferred => Some(deferred),
-            Class::Background => Some(background),
+            WorkClass::Critical => None,
+            WorkClass::Deferred => Some(deferred),
+            WorkClass::Background => Some(background),
         },
         min_budget: operation.min_budget.as_ref().map(|d| d.value),
         expected_cost: operation.expected_cost.as_ref().map(|d| d.value),
@@ -143,6 +185,10 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
             rate: ratelimit.rate.value,
             on_timeout: ratelimit.on_timeout.value,
             on_error: ratelimit.on_error.value,
+            local_rate: ratelimit
+                .local_rate
+                .as_ref()
+                .map_or(ratelimit.rate.value, |local| local.value),
         });
     }
     let retry = operation
@@ -163,6 +209,7 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     if let Some(breaker) = breaker {
         steps.push(Step::BreakerCheck {
             name: breaker.name.value.clone(),
+            max_retry_after: breaker.max_retry_after.as_ref().map(|d| d.value),
         });
     }
     if let Some(bulkhead) = operation
@@ -181,10 +228,18 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     steps.push(Step::Run {
         attempt_timeout,
         deadline,
+        poll_budget: operation.poll_budget.as_ref().map(|d| d.value),
     });
     if let Some(breaker) = breaker {
         steps.push(Step::RecordOutcome {
             breaker: breaker.name.value.clone(),
+        });
+    }
+    if operation.fallback.is_some() || operation.stale_if_error.is_some() {
+        steps.push(Step::Answer {
+            fallback: operation.fallback.as_ref().map(|f| f.value.clone()),
+            on_failure: operation.fallback_on_failure.is_some(),
+            stale_if_error: operation.stale_if_error.as_ref().map(|d| d.value),
         });
     }
 
@@ -274,12 +329,24 @@ impl fmt::Display for Step {
                 rate,
                 on_timeout,
                 on_error,
-            } => write!(
-                f,
-                "ratelimit `{name}`: {} per {}; when the limiter is slow: {on_timeout}, when it is down: {on_error}",
-                rate.count,
-                format_duration(rate.per)
-            ),
+                local_rate,
+            } => {
+                write!(
+                    f,
+                    "ratelimit `{name}`: {} per {}; when the limiter is slow: {on_timeout}, when it is down: {on_error}",
+                    rate.count,
+                    format_duration(rate.per)
+                )?;
+                if [on_timeout, on_error].contains(&&FailMode::Local) {
+                    write!(
+                        f,
+                        " (locally: {} per {} on each instance)",
+                        local_rate.count,
+                        format_duration(local_rate.per)
+                    )?;
+                }
+                Ok(())
+            }
             Step::Retry {
                 name,
                 attempts,
@@ -293,7 +360,20 @@ impl fmt::Display for Step {
                     format_duration(*cap)
                 )
             }
-            Step::BreakerCheck { name } => write!(f, "breaker `{name}`: refuse while open"),
+            Step::BreakerCheck {
+                name,
+                max_retry_after,
+            } => {
+                write!(f, "breaker `{name}`: refuse while open")?;
+                if let Some(max) = max_retry_after {
+                    write!(
+                        f,
+                        " (a `Retry-After` opens it for at most {})",
+                        format_duration(*max)
+                    )?;
+                }
+                Ok(())
+            }
             Step::BulkheadPermit {
                 name,
                 max_concurrent,
@@ -305,26 +385,78 @@ impl fmt::Display for Step {
             Step::Run {
                 attempt_timeout,
                 deadline,
-            } => match (attempt_timeout, deadline) {
-                (Some(timeout), Some(deadline)) => write!(
-                    f,
-                    "deadline: run for at most {} per attempt, within what remains of {}",
-                    format_duration(*timeout),
-                    format_duration(*deadline)
-                ),
-                (Some(timeout), None) => write!(
-                    f,
-                    "deadline: run for at most {} per attempt",
-                    format_duration(*timeout)
-                ),
-                (None, Some(deadline)) => write!(
-                    f,
-                    "deadline: run within what remains of {}",
-                    format_duration(*deadline)
-                ),
-                (None, None) => write!(f, "run with no deadline"),
-            },
+                poll_budget,
+            } => {
+                match (attempt_timeout, deadline) {
+                    (Some(timeout), Some(deadline)) => write!(
+                        f,
+                        "deadline: run for at most {} per attempt, within what remains of {}",
+                        format_duration(*timeout),
+                        format_duration(*deadline)
+                    ),
+                    (Some(timeout), None) => write!(
+                        f,
+                        "deadline: run for at most {} per attempt",
+                        format_duration(*timeout)
+                    ),
+                    (None, Some(deadline)) => write!(
+                        f,
+                        "deadline: run within what remains of {}",
+                        format_duration(*deadline)
+                    ),
+                    (None, None) => write!(f, "run with no deadline"),
+                }?;
+                if let Some(budget) = poll_budget {
+                    write!(
+                        f,
+                        "; a poll longer than {} is reported as blocking its worker",
+                        format_duration(*budget)
+                    )?;
+                }
+                Ok(())
+            }
             Step::RecordOutcome { breaker } => write!(f, "breaker `{breaker}`: record the outcome"),
+            Step::Answer {
+                fallback,
+                on_failure,
+                stale_if_error,
+            } => {
+                if let Some(window) = stale_if_error {
+                    write!(
+                        f,
+                        "when refused, expired or failed: the last good result, if at most {} old",
+                        format_duration(*window)
+                    )?;
+                    if fallback.is_some() {
+                        f.write_str("; otherwise ")?;
+                    }
+                }
+                if let Some(fallback) = fallback {
+                    let whom = if *on_failure {
+                        "refused, expired or failed"
+                    } else {
+                        "refused or expired"
+                    };
+                    write!(f, "when {whom}: answered by `{fallback}`")?;
+                }
+                Ok(())
+            }
+            Step::Isolate {
+                pool,
+                max_concurrent,
+                max_queued,
+            } => {
+                write!(f, "isolate: run on the `{pool}` pool (")?;
+                match max_concurrent {
+                    Some(n) => write!(f, "{n} at once")?,
+                    None => f.write_str("as many at once as the machine has CPUs")?,
+                }
+                write!(
+                    f,
+                    ", {} queued, refuse past that), waited for at most until the caller's deadline",
+                    max_queued.unwrap_or(0)
+                )
+            }
         }
     }
 }
@@ -339,6 +471,10 @@ impl fmt::Display for Explanation {
         let mut number = 0;
         let mut letter = None;
         for step in &self.steps {
+            if matches!(step, Step::Answer { .. }) {
+                // What answers comes after the attempts, once.
+                letter = None;
+            }
             match letter.as_mut() {
                 None => {
                     number += 1;

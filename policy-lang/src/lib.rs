@@ -33,6 +33,7 @@
 //!
 //! breaker payments { open_after = 5 failures within 30s; cooldown = 20s; shared }
 //! breaker search { open_after = 50% of at least 20 calls within 1m; cooldown = 10s; shared(quorum = 2) }
+//! breaker ai { open_after = 3 failures within 10s; cooldown = 1m; max_retry_after = 2m }
 //! bulkhead payments { max_concurrent = 4; max_queued = 8 }
 //! retry transient {
 //!     attempts = 3                                  // the first attempt included
@@ -42,6 +43,7 @@
 //! }
 //! shedding { deferred at load 0.5; background at load 0.25 }
 //! ratelimit signups { 100 per 1m; on_timeout = open; on_error = closed }
+//! ratelimit logins { 10 per 1m; on_timeout = local; on_error = local; local_rate = 5 per 1m }
 //!
 //! operation charge_card: critical, durable {
 //!     breaker = payments
@@ -50,6 +52,8 @@
 //!     min_budget = 200ms
 //! }
 //! operation index_document: deferred, idempotent { retry = transient; deadline = 5s }
+//! operation feed: critical { fallback = "cached_feed"; fallback_on_failure; poll_budget = 10ms }
+//! operation resize_image: critical { isolate = rayon(max_concurrent = 2, max_queued = 4) }
 //!
 //! // What the built front end may ship (`policy assets`); every setting has a default.
 //! assets web { dir = "web/dist"; max_image = 200kb; large_image = 50kb; max_high_priority = 1 }
@@ -67,12 +71,12 @@
 //! | stanza | settings |
 //! |---|---|
 //! | `request` | `deadline`; optional `min_budget` (the least budget a request is started with: one arriving with less left is answered at once, before any work) |
-//! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared) |
+//! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared); optional `max_retry_after` (the longest opening a `Retry-After` may ask for; default 5m) |
 //! | `bulkhead NAME` | `max_concurrent` (≥ 1), `max_queued` (default 0) |
 //! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `allowance = P% + N/s` (the share of recent calls its retries may add, across requests, and a floor per second) |
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
-//! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed`, `on_error = open\|closed` |
-//! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string) |
+//! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed\|local`, `on_error = open\|closed\|local` (`local`: this instance enforces a rate of its own while the store fails), optional `local_rate = N per D` (default: the fleet's rate) |
+//! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error`, `poll_budget` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string), `fallback_on_failure` (the fallback also answers the work's own failures), `isolate = blocking\|rayon[(max_concurrent = N, max_queued = N)]` (CPU work on a pool of its own; nothing else may be set) |
 //! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`; no longer used by `policy assets`, kept so policies still parse), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
 //! | `ceilings NAME` | `dir` (a front-end build folder, for the front-end metrics); one ceiling a line, `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
@@ -134,6 +138,7 @@
 //! | `policy::ratio-out-of-range` | a failure ratio, retry allowance or ceiling headroom outside (0, 100%] | a share such as `50%` |
 //! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
 //! | `policy::fallback-on-scheduled` | `fallback` or `stale_if_error` on deferred or background work, which answers nobody | remove it: the work's failures are logged |
+//! | `policy::isolate-stands-alone` | an isolated operation that also sets a mechanism, a deadline or a fallback, or is not critical | move them to the operation that calls it |
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
 //! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
@@ -191,9 +196,10 @@ pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec, Class,
-    Compression, FailMode, Metric, OpenAfter, OperationSpec, QuarantineSpec, Rate, RatelimitSpec,
-    RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
+    Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec, Compression,
+    FailMode, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec, Rate,
+    RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
+    WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

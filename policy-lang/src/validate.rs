@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
-use crate::spec::{Backoff, Class, Items, Named, OpenAfter, OperationSpec, Sharing, Spec};
+use crate::spec::{Backoff, Items, Named, OpenAfter, OperationSpec, Sharing, Spec, WorkClass};
 use crate::suggest;
 use crate::units::{format_duration, format_ratio, format_size};
 
@@ -33,6 +33,7 @@ const RULES: &[Rule] = &[
     shedding_thresholds_ordered,
     critical_never_shed_for_load,
     fallbacks_answer_a_caller,
+    isolate_stands_alone,
     backoff_base_within_cap,
     asset_sizes_positive,
     one_hop_per_variable,
@@ -183,7 +184,7 @@ fn retry_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::deferred-not-idempotent`: deferred and background work is delivered at least once.
 fn deferred_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for operation in &spec.operations {
-        if operation.class.value != Class::Critical && !operation.is_idempotent() {
+        if operation.class.value != WorkClass::Critical && !operation.is_idempotent() {
             let class = operation.class.value.as_str();
             out.push(
                 Diagnostic::new(
@@ -203,8 +204,10 @@ fn deferred_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::durable-not-critical`: a write that must be acknowledged happens before the response.
 fn durable_requires_critical(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for operation in &spec.operations {
-        if let (Some(durable), true) = (operation.durable, operation.class.value != Class::Critical)
-        {
+        if let (Some(durable), true) = (
+            operation.durable,
+            operation.class.value != WorkClass::Critical,
+        ) {
             let class = operation.class.value.as_str();
             out.push(
                 Diagnostic::new(
@@ -316,6 +319,7 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         durations.extend(optional("min_budget", &operation.min_budget));
         durations.extend(optional("expected_cost", &operation.expected_cost));
         durations.extend(optional("stale_if_error", &operation.stale_if_error));
+        durations.extend(optional("poll_budget", &operation.poll_budget));
     }
     for retry in &spec.retries {
         durations.extend(optional("attempt_timeout", &retry.attempt_timeout));
@@ -325,6 +329,7 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
     for breaker in &spec.breakers {
         durations.push(("cooldown", breaker.cooldown.value, breaker.cooldown.loc));
+        durations.extend(optional("max_retry_after", &breaker.max_retry_after));
         durations.push((
             "open_after",
             breaker.open_after.value.window(),
@@ -333,6 +338,9 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
     for ratelimit in &spec.ratelimits {
         durations.push(("per", ratelimit.rate.value.per, ratelimit.rate.loc));
+        if let Some(local) = &ratelimit.local_rate {
+            durations.push(("local_rate", local.value.per, local.loc));
+        }
     }
     for (key, duration, loc) in durations {
         if duration.is_zero() {
@@ -417,6 +425,30 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 "per",
                 ratelimit.rate.loc,
                 "a rate of 0 refuses every call: allow at least one per period",
+            );
+        }
+        if let Some(local) = ratelimit
+            .local_rate
+            .as_ref()
+            .filter(|local| local.value.count == 0)
+        {
+            zero(
+                "local_rate",
+                local.loc,
+                "a local rate of 0 refuses every call while the store fails: use `on_error = closed` for that, or allow at least one per period",
+            );
+        }
+    }
+    for operation in &spec.operations {
+        let slots = operation
+            .isolate
+            .as_ref()
+            .and_then(|i| i.max_concurrent.as_ref());
+        if let Some(slots) = slots.filter(|slots| slots.value == 0) {
+            zero(
+                "max_concurrent",
+                slots.loc,
+                "an isolated pool with no slots refuses all its work: allow at least one",
             );
         }
     }
@@ -505,7 +537,7 @@ fn shedding_thresholds_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::fallback-on-scheduled`: a fallback answers a caller; scheduled work has none.
 fn fallbacks_answer_a_caller(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for operation in &spec.operations {
-        if operation.class.value == Class::Critical {
+        if operation.class.value == WorkClass::Critical {
             continue;
         }
         let settings = [
@@ -534,10 +566,56 @@ fn fallbacks_answer_a_caller(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// `policy::isolate-stands-alone`: isolated work is a synchronous function on a pool, waited
+/// for within its caller's deadline; the caller's operation carries the mechanisms.
+fn isolate_stands_alone(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        let Some(isolate) = &operation.isolate else {
+            continue;
+        };
+        let located = |key: &'static str, loc: Option<Loc>| loc.map(|loc| (key, loc));
+        let others = [
+            (operation.class.value != WorkClass::Critical)
+                .then(|| (operation.class.value.as_str(), operation.class.loc)),
+            located("breaker", operation.breaker.as_ref().map(|n| n.loc)),
+            located("bulkhead", operation.bulkhead.as_ref().map(|n| n.loc)),
+            located("retry", operation.retry.as_ref().map(|n| n.loc)),
+            located("ratelimit", operation.ratelimit.as_ref().map(|n| n.loc)),
+            located("deadline", operation.deadline.as_ref().map(|d| d.loc)),
+            located("min_budget", operation.min_budget.as_ref().map(|d| d.loc)),
+            located(
+                "expected_cost",
+                operation.expected_cost.as_ref().map(|d| d.loc),
+            ),
+            located("shed_at", operation.shed_at.as_ref().map(|r| r.loc)),
+            located("fallback", operation.fallback.as_ref().map(|f| f.loc)),
+            located("fallback_on_failure", operation.fallback_on_failure),
+            located(
+                "stale_if_error",
+                operation.stale_if_error.as_ref().map(|d| d.loc),
+            ),
+            located("poll_budget", operation.poll_budget.as_ref().map(|d| d.loc)),
+        ];
+        for (other, loc) in others.into_iter().flatten() {
+            out.push(
+                Diagnostic::new(
+                    Kind::IsolateStandsAlone {
+                        operation: operation.name.value.clone(),
+                        other: other.to_owned(),
+                    },
+                    loc,
+                    "not for isolated work",
+                )
+                .with_label(isolate.loc, "isolated here"),
+            );
+        }
+    }
+}
+
 /// `policy::shed-critical`: critical work is never shed for load, so it has no threshold.
 fn critical_never_shed_for_load(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for operation in &spec.operations {
-        if let (Class::Critical, Some(shed_at)) = (operation.class.value, &operation.shed_at) {
+        if let (WorkClass::Critical, Some(shed_at)) = (operation.class.value, &operation.shed_at) {
             out.push(
                 Diagnostic::new(
                     Kind::ShedCritical {
@@ -632,7 +710,7 @@ fn deadline_within_request(spec: &Spec, out: &mut Vec<Diagnostic>) {
         let Some(deadline) = &operation.deadline else {
             continue;
         };
-        if operation.class.value == Class::Critical && deadline.value > request.value {
+        if operation.class.value == WorkClass::Critical && deadline.value > request.value {
             out.push(
                 Diagnostic::new(
                     Kind::DeadlineClamped {

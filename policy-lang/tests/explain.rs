@@ -125,3 +125,46 @@ fn the_chain_runs_in_the_runtime_order() {
         "{text}"
     );
 }
+
+/// What the attributes also say (`fallback_on_failure`, `poll_budget`, `#[isolate]`'s pool) and
+/// what the runtime can do (a local rate when the limiter's store fails, a cap on `Retry-After`)
+/// are in the model, so `explain` shows them.
+#[test]
+fn every_setting_of_the_model_is_explained() {
+    let [feed, sign_up, resize] = explain(
+        "request { deadline = 2s }\n\
+         breaker b { open_after = 5 failures within 30s; cooldown = 20s; max_retry_after = 2m }\n\
+         ratelimit l { 100 per 1m; on_timeout = open; on_error = local; local_rate = 20 per 1m }\n\
+         operation feed: critical { breaker = b; fallback = \"cached_feed\"; fallback_on_failure; stale_if_error = 30s; poll_budget = 10ms }\n\
+         operation sign_up: critical { ratelimit = l }\n\
+         operation resize: critical { isolate = rayon(max_concurrent = 2, max_queued = 4) }\n",
+    )
+    .try_into()
+    .unwrap();
+    let text = feed.to_string();
+    for part in [
+        "breaker `b`: refuse while open (a `Retry-After` opens it for at most 2m)",
+        "run within what remains of 2s; a poll longer than 10ms is reported as blocking its worker",
+        "  5. when refused, expired or failed: the last good result, if at most 30s old; otherwise when refused, expired or failed: answered by `cached_feed`",
+    ] {
+        assert!(text.contains(part), "{part:?} in\n{text}");
+    }
+    let text = sign_up.to_string();
+    assert!(
+        text.contains("when it is down: local (locally: 20 per 1m on each instance)"),
+        "{text}"
+    );
+    assert_eq!(
+        resize.steps,
+        [Step::Isolate {
+            pool: policy_lang::PoolKind::Rayon,
+            max_concurrent: Some(2),
+            max_queued: Some(4),
+        }]
+    );
+    let text = resize.to_string();
+    assert!(
+        text.contains("isolate: run on the `rayon` pool (2 at once, 4 queued, refuse past that)"),
+        "{text}"
+    );
+}

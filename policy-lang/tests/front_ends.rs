@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use policy_lang::{Class, Loc, Located, OperationSpec, PolicySet};
+use policy_lang::{Loc, Located, OperationSpec, PolicySet, WorkClass};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("policy-lang-{name}-{}", std::process::id()));
@@ -35,7 +35,7 @@ fn attributes_and_files_meet_in_one_spec() {
     // -- tokens 0, 1 and 2 are the function name, `critical` and the retry string.
     let mut charge = OperationSpec::new(
         Located::new("charge_card".to_owned(), Loc::External(0)),
-        Located::new(Class::Critical, Loc::External(1)),
+        Located::new(WorkClass::Critical, Loc::External(1)),
         Loc::External(0),
     );
     charge.retry = Some(Located::new("transient".to_owned(), Loc::External(2)));
@@ -54,7 +54,7 @@ fn attributes_and_files_meet_in_one_spec() {
     // A reference from an attribute to a name no file defines gets a suggestion.
     let mut other = OperationSpec::new(
         Located::new("refund".to_owned(), Loc::External(10)),
-        Located::new(Class::Critical, Loc::External(11)),
+        Located::new(WorkClass::Critical, Loc::External(11)),
         Loc::External(10),
     );
     other.retry = Some(Located::new("transent".to_owned(), Loc::External(12)));

@@ -1,4 +1,4 @@
-//! Phase 1: the attributes' arguments, each kept with its span.
+//! Step 1: the attributes' arguments, each kept with its span.
 //!
 //! Every policy attribute on a function is read by whichever of them expands first: the others
 //! are taken off the function and their arguments merged, so `#[resilient(..)]` and
@@ -88,11 +88,11 @@ impl AttrKind {
     }
 
     /// The work class it declares, if it declares one.
-    pub(crate) fn class(self) -> Option<policy_lang::Class> {
+    pub(crate) fn class(self) -> Option<policy_lang::WorkClass> {
         match self {
-            Self::Critical => Some(policy_lang::Class::Critical),
-            Self::Deferred => Some(policy_lang::Class::Deferred),
-            Self::Background => Some(policy_lang::Class::Background),
+            Self::Critical => Some(policy_lang::WorkClass::Critical),
+            Self::Deferred => Some(policy_lang::WorkClass::Deferred),
+            Self::Background => Some(policy_lang::WorkClass::Background),
             Self::Resilient | Self::Idempotent | Self::Operation | Self::Isolate => None,
         }
     }
@@ -145,7 +145,7 @@ pub(crate) struct InlineRetry {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Args {
     /// The class, the attribute that declared it and its span.
-    pub(crate) class: Option<(policy_lang::Class, AttrKind, Span)>,
+    pub(crate) class: Option<(policy_lang::WorkClass, AttrKind, Span)>,
     pub(crate) resilient: Option<Span>,
     pub(crate) idempotent: Option<Span>,
     pub(crate) durable: Option<Span>,
@@ -181,6 +181,11 @@ impl Errors {
 
     pub(crate) fn at(&mut self, span: Span, message: impl std::fmt::Display) {
         self.push(syn::Error::new(span, message));
+    }
+
+    /// Whether nothing went wrong so far.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.errors.is_empty()
     }
 
     /// One error carrying all of them, or `None`.
@@ -419,7 +424,7 @@ impl Args {
     ) {
         match kind {
             AttrKind::Critical | AttrKind::Deferred | AttrKind::Background => {
-                let class = kind.class().unwrap_or(policy_lang::Class::Critical);
+                let class = kind.class().unwrap_or(policy_lang::WorkClass::Critical);
                 match &self.class {
                     Some((_, first, _)) => errors.at(
                         attr_span,
@@ -582,9 +587,39 @@ impl Args {
     }
 }
 
+/// The arguments of the attribute that expands (`kind`, `tokens`) and of every sibling policy
+/// attribute, taken off the function: they are expanded here, once.
+pub(crate) fn parse(
+    kind: AttrKind,
+    tokens: TokenStream,
+    func: &mut crate::func::Func,
+    errors: &mut Errors,
+) -> Args {
+    let mut args = Args::default();
+    args.add(kind, Span::call_site(), tokens, errors);
+    for (sibling, attr) in take_policy_attrs(&mut func.item.attrs) {
+        match attr_tokens(&attr) {
+            Ok(tokens) => args.add(sibling, attr.path().span(), tokens, errors),
+            Err(error) => errors.push(error),
+        }
+    }
+    args
+}
+
+impl Args {
+    /// Whether the attributes declare work to expand: a class, resilience, an operation or
+    /// isolation (`#[idempotent]` alone only declares).
+    pub(crate) fn declares_work(&self) -> bool {
+        self.class.is_some()
+            || self.resilient.is_some()
+            || self.operation.is_some()
+            || self.isolate.is_some()
+    }
+}
+
 /// Takes every policy attribute off `attrs` (they are expanded here, once) and returns them
 /// with their kinds, in the order written.
-pub(crate) fn take_policy_attrs(attrs: &mut Vec<Attribute>) -> Vec<(AttrKind, Attribute)> {
+fn take_policy_attrs(attrs: &mut Vec<Attribute>) -> Vec<(AttrKind, Attribute)> {
     let mut taken = Vec::new();
     attrs.retain(|attr| match AttrKind::from_path(attr.path()) {
         Some(kind) => {
@@ -597,7 +632,7 @@ pub(crate) fn take_policy_attrs(attrs: &mut Vec<Attribute>) -> Vec<(AttrKind, At
 }
 
 /// The arguments of a sibling attribute, as tokens.
-pub(crate) fn attr_tokens(attr: &Attribute) -> Result<TokenStream, syn::Error> {
+fn attr_tokens(attr: &Attribute) -> Result<TokenStream, syn::Error> {
     match &attr.meta {
         syn::Meta::Path(_) => Ok(TokenStream::new()),
         syn::Meta::List(list) => Ok(list.tokens.clone()),

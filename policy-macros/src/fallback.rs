@@ -14,7 +14,7 @@ pub(crate) fn emit(item: &syn::ItemFn, error: syn::Error, files: &[PathBuf]) -> 
     let errors = error.to_compile_error();
     let mut item = item.clone();
     if !files.is_empty() {
-        let tracked = crate::expand::track(files);
+        let tracked = crate::files::track(files);
         if let Ok(block) = syn::parse2::<syn::Block>(quote!({ #tracked })) {
             let mut stmts = block.stmts;
             stmts.append(&mut item.block.stmts);

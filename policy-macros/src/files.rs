@@ -8,23 +8,72 @@
 //! 3. `policies/` beside `Cargo.toml` (`CARGO_MANIFEST_DIR`).
 //!
 //! No directory means no files: attributes then carry everything inline. Each file read is
-//! handed back so the expansion can `include_bytes!` it and Cargo rebuilds when it changes.
-//! Parsed sets are cached for the compiler process, keyed by the files' paths, sizes and
-//! modification times.
+//! handed back so the expansion can `include_bytes!` it ([`track`]) and Cargo rebuilds when it
+//! changes. Parsed sets are cached for the compiler process, keyed by the files' paths, sizes
+//! and modification times.
+//!
+//! What is wrong in the files themselves is part of what is loaded ([`Loaded::problems`]), and
+//! every expansion that reads them reports it: under rust-analyzer one proc-macro server
+//! expands every function for hours, so an error shown only once would vanish from the editor
+//! after the first expansion.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
-use policy_lang::PolicySet;
+use policy_lang::{Loc, PolicySet};
+use proc_macro2::TokenStream;
+use quote::quote;
 
 /// The files of one directory, loaded.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct Loaded {
     pub(crate) set: PolicySet,
     pub(crate) files: Vec<PathBuf>,
     pub(crate) dir: Option<PathBuf>,
+    /// The errors the files have on their own, each as the message an expansion reports.
+    pub(crate) problems: Vec<String>,
+}
+
+/// `const _: &[u8] = include_bytes!(..)` for every policy file read, so Cargo rebuilds the
+/// crate when one changes. Emitted as the first statements of the function's body (an item
+/// inside a block is allowed wherever the function is: free, in an impl, in a trait impl).
+pub(crate) fn track(files: &[PathBuf]) -> TokenStream {
+    let files = files.iter().filter_map(|f| f.to_str());
+    quote! {
+        #( const _: &[u8] = ::core::include_bytes!(#files); )*
+    }
+}
+
+/// Whether a location is in a file (not an attribute's token).
+pub(crate) fn in_a_file(loc: Loc) -> bool {
+    !matches!(loc, Loc::External(_))
+}
+
+/// The errors of `set` that the files alone raise, rendered with file, line, column and
+/// snippet.
+fn problems(set: &PolicySet) -> Vec<String> {
+    set.check()
+        .errors
+        .iter()
+        .filter(|diagnostic| {
+            diagnostic.primary_loc().is_none_or(in_a_file)
+                && diagnostic.labels.iter().all(|label| in_a_file(label.loc))
+        })
+        .map(|diagnostic| {
+            let position = diagnostic
+                .primary_loc()
+                .and_then(|loc| set.sources().position(loc))
+                .map_or_else(|| "a policy file".to_owned(), |p| p.to_string());
+            format!(
+                "error in {position}: {} [{}]\n{}",
+                diagnostic.message(),
+                diagnostic.code(),
+                set.render(diagnostic)
+            )
+        })
+        .collect()
 }
 
 type Fingerprint = Vec<(PathBuf, u64, Option<SystemTime>)>;
@@ -89,11 +138,7 @@ fn fingerprint(dir: &Path) -> std::io::Result<Fingerprint> {
 /// Loads every `*.policy` file of `dir` (cached while unchanged).
 pub(crate) fn load(dir: Option<PathBuf>) -> Result<Loaded, String> {
     let Some(dir) = dir else {
-        return Ok(Loaded {
-            set: PolicySet::new(),
-            files: Vec::new(),
-            dir: None,
-        });
+        return Ok(Loaded::default());
     };
     let print = dir.display().to_string();
     let fingerprint = fingerprint(&dir)
@@ -109,6 +154,7 @@ pub(crate) fn load(dir: Option<PathBuf>) -> Result<Loaded, String> {
         .load_dir(&dir)
         .map_err(|e| format!("cannot read the policy files in `{print}`: {e}"))?;
     let loaded = Loaded {
+        problems: problems(&set),
         set,
         files,
         dir: Some(dir.clone()),
@@ -117,12 +163,42 @@ pub(crate) fn load(dir: Option<PathBuf>) -> Result<Loaded, String> {
     Ok(loaded)
 }
 
-/// File diagnostics already reported in this compiler process: each is reported once, at the
-/// first function that uses the files, not at every one.
-pub(crate) fn first_report(key: String) -> bool {
-    static SEEN: OnceLock<Mutex<std::collections::HashSet<String>>> = OnceLock::new();
-    SEEN.get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key)
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use super::*;
+
+    #[test]
+    fn every_load_of_a_broken_file_reports_its_error() {
+        let dir = std::env::temp_dir().join(format!("policy-macros-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("broken.policy"),
+            "breaker search { open_after = 5 failures within 30s; coldown = 20s }\n",
+        )
+        .unwrap();
+        // As a long-lived proc-macro server does: the same files, read for one expansion after
+        // another (the second from the cache).
+        for expansion in 1..=3 {
+            let loaded = load(Some(dir.clone())).unwrap();
+            let [problem] = loaded.problems.as_slice() else {
+                panic!("expansion {expansion}: {:?}", loaded.problems);
+            };
+            assert!(
+                problem
+                    .contains("unknown setting `coldown` in `breaker` [policy::unknown-setting]"),
+                "{problem}"
+            );
+            assert!(problem.contains("broken.policy:1:54"), "{problem}");
+        }
+        std::fs::write(
+            dir.join("broken.policy"),
+            "breaker search { open_after = 5 failures within 30s; cooldown = 20s }\n",
+        )
+        .unwrap();
+        // Fixed: the size changed, so the cache does not hide the fix either.
+        assert!(load(Some(dir.clone())).unwrap().problems.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

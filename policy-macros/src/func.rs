@@ -1,4 +1,4 @@
-//! Phase 2: the annotated function, and what the macro needs to know about it that a `.policy`
+//! Step 1, too: the annotated function, and what the macro needs to know about it that a `.policy`
 //! file cannot say: is it async, what does it return, what does it take.
 
 use proc_macro2::{Span, TokenStream};

@@ -11,6 +11,7 @@
 //! and return `proc_macro2::TokenStream`, so the logic is unit-tested without a compiler.
 
 mod args;
+mod entry;
 mod expand;
 mod fallback;
 mod files;
@@ -26,7 +27,7 @@ fn run(kind: AttrKind, args: TokenStream, item: TokenStream) -> TokenStream {
     // Where the annotated code lives, to find the nearest `policies/` directory (stable since
     // Rust 1.88; `None` in tools that do not know the file).
     let source_file = proc_macro::Span::call_site().local_file();
-    expand::attribute(kind, args.into(), item.into(), source_file.as_deref()).into()
+    entry::attribute(kind, args.into(), item.into(), source_file.as_deref()).into()
 }
 
 /// Critical work: runs before the response, under a child of the current deadline, never

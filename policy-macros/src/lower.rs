@@ -1,4 +1,4 @@
-//! Phase 3: the attributes lowered to the same model as `.policy` files.
+//! Step 2 begins: the attributes lowered to the same model as `.policy` files.
 //!
 //! The function becomes an [`OperationSpec`] (bound to the file's operation of the same name,
 //! or the one `#[operation("..")]` names), inline mechanisms become named items, and every
@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy_lang::{
-    Backoff, BreakerSpec, BulkheadSpec, Class, Loc, Located, OpenAfter, OperationSpec, PolicySet,
-    RetrySpec, Sharing,
+    Backoff, BreakerSpec, BulkheadSpec, IsolateSpec, Loc, Located, OpenAfter, OperationSpec,
+    PolicySet, PoolKind, RetrySpec, Sharing, WorkClass,
 };
 use proc_macro2::Span;
 
@@ -28,6 +28,8 @@ pub(crate) struct Lowered {
     pub(crate) files: Vec<PathBuf>,
     /// Which mechanisms were given inline (their runtime names are made unique per function).
     pub(crate) inline: InlineFlags,
+    /// What is wrong in the files on their own (see [`Loaded::problems`]).
+    pub(crate) problems: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -223,6 +225,7 @@ pub(crate) fn lower(
         mut set,
         files,
         dir,
+        problems,
     } = loaded;
     let mut locs = Locs { spans: Vec::new() };
     let anchor = args
@@ -231,6 +234,7 @@ pub(crate) fn lower(
         .map(|o| o.span)
         .or(args.class.map(|c| c.2))
         .or(args.resilient)
+        .or(args.isolate)
         .unwrap_or(fn_span);
 
     let op = args
@@ -258,11 +262,15 @@ pub(crate) fn lower(
     }
 
     let fn_loc = locs.at(fn_span);
-    let class = match args.class {
-        Some((class, _, span)) => Located::new(class, locs.at(span)),
-        None => base
+    let class = match (args.class, args.isolate) {
+        (Some((class, _, span)), _) => Located::new(class, locs.at(span)),
+        // Isolated work is waited for by its caller, within the caller's deadline.
+        (None, Some(span)) => Located::new(WorkClass::Critical, locs.at(span)),
+        (None, None) => base
             .as_ref()
-            .map_or(Located::new(Class::Critical, fn_loc), |b| b.class.clone()),
+            .map_or(Located::new(WorkClass::Critical, fn_loc), |b| {
+                b.class.clone()
+            }),
     };
     let mut operation = match &base {
         Some(base) => {
@@ -293,6 +301,13 @@ pub(crate) fn lower(
     }
     if let Some(fallback) = &args.fallback {
         operation.fallback = Some(locs.located(fallback));
+    }
+    if let Some(span) = args.fallback_on_failure {
+        operation.fallback_on_failure = Some(locs.at(span));
+    }
+    set_duration(&mut operation.poll_budget, &args.poll_budget, &mut locs);
+    if let Some(span) = args.isolate {
+        operation.isolate = Some(isolate(args, span, operation.isolate.take(), &mut locs));
     }
     set_duration(
         &mut operation.stale_if_error,
@@ -346,5 +361,31 @@ pub(crate) fn lower(
         anchor,
         files,
         inline,
+        problems,
     }
+}
+
+/// `#[isolate(pool = "..", max_concurrent = N, max_queued = N)]` over what the files say of
+/// the operation: each value the attribute gives replaces the file's.
+fn isolate(
+    args: &Args,
+    span: Span,
+    from_files: Option<IsolateSpec>,
+    locs: &mut Locs,
+) -> IsolateSpec {
+    let mut isolate = from_files.unwrap_or_else(|| {
+        let loc = locs.at(span);
+        IsolateSpec::new(Located::new(PoolKind::Blocking, loc), loc)
+    });
+    if let Some(pool) = &args.pool {
+        let kind = PoolKind::from_name(&pool.value).unwrap_or_default();
+        isolate.pool = Located::new(kind, locs.at(pool.span));
+    }
+    if let Some(max_concurrent) = &args.max_concurrent {
+        isolate.max_concurrent = Some(locs.located(max_concurrent));
+    }
+    if let Some(max_queued) = &args.max_queued {
+        isolate.max_queued = Some(locs.located(max_queued));
+    }
+    isolate
 }

@@ -1,25 +1,34 @@
-//! Phase 4: every rule in one step, returning a validated plan.
+//! Step 2: every rule, in one step, returning the validated [`Plan`] the expansion reads.
 //!
 //! The combination rules live in `policy-lang` and run on the lowered model, exactly as they do
-//! for `.policy` files; here are only the rules a file cannot know (is the function async,
-//! what does it return, does it borrow). Each error is spanned at the offending token and says
-//! the fix; all are reported together.
+//! for `.policy` files; here are only the rules a file cannot know: which attributes are on the
+//! function, and its shape (is it async, what does it return, does it borrow, can each attempt
+//! have its own copy of the arguments). Every rule runs and every error is collected, so a user
+//! fixes them all in one build; each is spanned at the offending token and says the fix.
+//!
+//! The plan is read from the model alone, never from the attribute's arguments: what an
+//! attribute and a `.policy` operation say is expanded the same way.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use policy_lang::{BreakerSpec, BulkheadSpec, Class, Diagnostic, Loc, RetrySpec};
-use proc_macro2::Span;
+use policy_lang::{
+    BreakerSpec, BulkheadSpec, Diagnostic, Loc, OperationSpec, PoolKind, RetrySpec, WorkClass,
+};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{ToTokens, quote_spanned};
+use syn::spanned::Spanned as _;
+use syn::{Pat, Type};
 
 use crate::args::{Args, Errors};
 use crate::func::{Func, Param, is_unit_result};
 use crate::lower::{InlineFlags, Lowered};
 
-/// What the expansion needs, validated.
+/// What the expansion needs, validated: nothing in it can make the expansion fail.
 pub(crate) struct Plan {
     /// The operation's name.
     pub(crate) op: String,
-    pub(crate) class: Class,
+    pub(crate) class: WorkClass,
     pub(crate) deadline: Option<Duration>,
     pub(crate) min_budget: Option<Duration>,
     pub(crate) expected_cost: Option<Duration>,
@@ -31,17 +40,109 @@ pub(crate) struct Plan {
     pub(crate) retry: Option<RetrySpec>,
     pub(crate) inline: InlineFlags,
     pub(crate) files: Vec<PathBuf>,
-    /// The fallback function's name, where it was written.
-    pub(crate) fallback: Option<(String, Span)>,
-    pub(crate) fallback_on_failure: bool,
-    /// Stale-if-error's window, where it was written.
-    pub(crate) stale_if_error: Option<(Duration, Span)>,
     /// The budget per poll of the function's body, when monitored.
     pub(crate) poll_budget: Option<Duration>,
+    /// What answers when the work cannot run.
+    pub(crate) answer: Option<Answer>,
+    /// Each attempt's copy of the arguments, when retried: `(name, mutable, type's span)`.
+    pub(crate) per_attempt: Vec<(Ident, bool, Span)>,
+    /// The pool, for isolated work.
+    pub(crate) isolate: Option<Isolate>,
 }
 
-/// The macro-only rules: shape of the function for its class.
-pub(crate) fn check_function(args: &Args, func: &Func, errors: &mut Errors) {
+/// A fallback function, stale-if-error, or both.
+pub(crate) struct Answer {
+    /// The fallback function's path, spanned at the literal that named it.
+    pub(crate) fallback: Option<Fallback>,
+    /// Stale-if-error's window, where it was written.
+    pub(crate) stale_if_error: Option<(Duration, Span)>,
+    /// The arguments the fallback is given and the stale cache is keyed on.
+    pub(crate) params: Vec<(Ident, Type)>,
+}
+
+/// The function that answers instead.
+pub(crate) struct Fallback {
+    /// Its name as written, for the fallback record.
+    pub(crate) name: String,
+    /// Its path, spanned at the literal.
+    pub(crate) path: TokenStream,
+    pub(crate) span: Span,
+    /// Whether it also answers the work's own failures.
+    pub(crate) on_failure: bool,
+}
+
+/// Where isolated work runs.
+pub(crate) struct Isolate {
+    pub(crate) pool: PoolKind,
+    /// Where the pool was chosen, for the error when the facade lacks the `rayon` feature.
+    pub(crate) pool_span: Span,
+    pub(crate) max_concurrent: Option<u32>,
+    pub(crate) max_queued: Option<u32>,
+}
+
+/// Runs every rule; returns the plan when none failed.
+pub(crate) fn validate(
+    args: &Args,
+    func: &Func,
+    lowered: &Lowered,
+    errors: &mut Errors,
+) -> Option<Plan> {
+    attributes_combine(args, errors);
+    match args.isolate {
+        Some(_) => isolated_function(func, errors),
+        None => function_fits_its_class(args, func, errors),
+    }
+    report(lowered, errors);
+    let plan = plan(args, func, lowered, errors);
+    if errors.is_empty() { plan } else { None }
+}
+
+/// `#[isolate]` stands alone; a class is declared once.
+fn attributes_combine(args: &Args, errors: &mut Errors) {
+    if let Some(span) = args.isolate
+        && (args.class.is_some() || args.resilient.is_some() || args.operation.is_some())
+    {
+        errors.at(
+            span,
+            "`#[isolate]` stands alone: it turns a synchronous function into an async one that runs on a pool; call that function from a `#[critical]` or `#[resilient]` one",
+        );
+    }
+}
+
+/// `#[isolate]` goes on a synchronous function that owns its inputs.
+fn isolated_function(func: &Func, errors: &mut Errors) {
+    if func.is_async() {
+        errors.at(
+            func.fn_span(),
+            "`#[isolate]` goes on a synchronous function: it moves CPU work off the async workers; an `async fn` already yields at its awaits",
+        );
+    }
+    if let Some(receiver) = func.receiver() {
+        errors.at(
+            receiver.span(),
+            "isolated work runs on another thread and may outlive its caller: take owned arguments instead of `self` (an associated function taking an `Arc` works)",
+        );
+    }
+    for param in func.params() {
+        if let Param::Typed(_, ty) = param
+            && borrows(&ty)
+        {
+            errors.at(
+                ty.span(),
+                "isolated work runs on another thread and may outlive its caller: take an owned value (`String` for `&str`, `Vec<T>` for `&[T]`, an `Arc`)",
+            );
+        }
+    }
+}
+
+/// A reference that is not `'static`.
+fn borrows(ty: &Type) -> bool {
+    matches!(ty, Type::Reference(reference)
+        if reference.lifetime.as_ref().is_none_or(|l| l.ident != "static"))
+}
+
+/// The macro-only rules: the shape of the function for its class.
+fn function_fits_its_class(args: &Args, func: &Func, errors: &mut Errors) {
     let (attr_name, class) = match (args.class, args.resilient) {
         (Some((class, kind, _)), _) => (kind.name(), Some(class)),
         (None, Some(_)) => ("resilient", None),
@@ -57,11 +158,8 @@ pub(crate) fn check_function(args: &Args, func: &Func, errors: &mut Errors) {
         );
     }
     let borrows_self = func.receiver().is_some_and(|r| r.reference.is_some());
-    let mutably = func
-        .receiver()
-        .is_some_and(|r| r.mutability.is_some() && r.reference.is_some());
     match class {
-        Some(Class::Deferred | Class::Background) => {
+        Some(WorkClass::Deferred | WorkClass::Background) => {
             let what = attr_name;
             if let Some(ty) = func.output()
                 && !is_unit_result(ty)
@@ -75,7 +173,7 @@ pub(crate) fn check_function(args: &Args, func: &Func, errors: &mut Errors) {
             }
             if borrows_self && let Some(receiver) = func.receiver() {
                 errors.at(
-                    syn::spanned::Spanned::span(receiver),
+                    receiver.span(),
                     format!(
                         "a `#[{what}]` method cannot borrow `self`: the work runs after the caller is done with the borrow\nhelp: take `self` by value (an `Arc` or a cheap clone)"
                     ),
@@ -83,14 +181,10 @@ pub(crate) fn check_function(args: &Args, func: &Func, errors: &mut Errors) {
             }
             for param in func.params() {
                 if let Param::Typed(_, ty) = param
-                    && let syn::Type::Reference(reference) = &*ty
-                    && reference
-                        .lifetime
-                        .as_ref()
-                        .is_none_or(|l| l.ident != "static")
+                    && borrows(&ty)
                 {
                     errors.at(
-                        syn::spanned::Spanned::span(&*ty),
+                        ty.span(),
                         format!(
                             "`#[{what}]` work must own its inputs: it runs after the caller returns, when this borrow is over\nhelp: take an owned value (`String` for `&str`, `Vec<T>` for `&[T]`, an `Arc`)"
                         ),
@@ -105,16 +199,6 @@ pub(crate) fn check_function(args: &Args, func: &Func, errors: &mut Errors) {
                     format!(
                         "a `#[{attr_name}]` function must return `Result<T, E>`: a refusal (`ResilienceError`) or an expiry (`DeadlineExceeded`) reaches the caller as its error\nhelp: return `Result<T, E>` with `E: From<policy::ResilienceError> + From<policy::DeadlineExceeded>`"
                     ),
-                );
-            }
-            if let (Some(retry), true) = (&args.retry, mutably) {
-                let span = match retry {
-                    crate::args::Ref::Named(n) => n.span,
-                    crate::args::Ref::Inline(_, span) => *span,
-                };
-                errors.at(
-                    span,
-                    "a retried method cannot take `&mut self`: each attempt needs its own access\nhelp: take `&self` (with interior mutability where needed), or remove the retry",
                 );
             }
         }
@@ -150,12 +234,14 @@ fn external(loc: Loc) -> Option<usize> {
     }
 }
 
-/// Turns the validator's report into spanned errors: those about the function at its tokens,
-/// those about the files once per compilation at the attribute, rendered with file, line,
-/// column and snippet.
-pub(crate) fn report(lowered: &Lowered, errors: &mut Errors) {
-    let report = lowered.set.check();
-    for diagnostic in &report.errors {
+/// The one validator's report: what the files alone get wrong at the attribute, rendered with
+/// file, line, column and snippet (by every expansion that reads them), and what concerns
+/// the function at its tokens.
+fn report(lowered: &Lowered, errors: &mut Errors) {
+    for problem in &lowered.problems {
+        errors.at(lowered.anchor, problem);
+    }
+    for diagnostic in &lowered.set.check().errors {
         report_one(lowered, diagnostic, errors);
     }
 }
@@ -166,59 +252,64 @@ fn report_one(lowered: &Lowered, diagnostic: &Diagnostic, errors: &mut Errors) {
         .primary_loc()
         .and_then(external)
         .or_else(|| diagnostic.labels.iter().find_map(|l| external(l.loc)));
-    match ours {
-        Some(index) => {
-            let span = lowered.spans.get(index).copied().unwrap_or(lowered.anchor);
-            let help = attribute_help(&code)
-                .map(str::to_owned)
-                .or_else(|| diagnostic.help());
-            let mut message = format!("{} [{code}]", diagnostic.message());
-            // Labels in the files (a bound operation's own settings) are shown by position.
-            for label in &diagnostic.labels {
-                if let Some(position) = lowered.set.sources().position(label.loc) {
-                    message.push_str(&format!("\nnote: {}: {position}", label.text));
-                }
-            }
-            if let Some(help) = help {
-                message.push_str("\nhelp: ");
-                message.push_str(&help);
-            }
-            errors.at(span, message);
-        }
-        None => {
-            let rendered = lowered.set.render(diagnostic);
-            if crate::files::first_report(rendered.clone()) {
-                let position = diagnostic
-                    .primary_loc()
-                    .and_then(|loc| lowered.set.sources().position(loc))
-                    .map_or_else(|| "a policy file".to_owned(), |p| p.to_string());
-                errors.at(
-                    lowered.anchor,
-                    format!(
-                        "error in {position}: {} [{code}]\n{rendered}",
-                        diagnostic.message()
-                    ),
-                );
-            }
+    // The files' own errors are `lowered.problems`, reported above.
+    let Some(index) = ours else {
+        return;
+    };
+    let span = lowered.spans.get(index).copied().unwrap_or(lowered.anchor);
+    let help = attribute_help(&code)
+        .map(str::to_owned)
+        .or_else(|| diagnostic.help());
+    let mut message = format!("{} [{code}]", diagnostic.message());
+    // Labels in the files (a bound operation's own settings) are shown by position.
+    for label in &diagnostic.labels {
+        if let Some(position) = lowered.set.sources().position(label.loc) {
+            message.push_str(&format!("\nnote: {}: {position}", label.text));
         }
     }
+    if let Some(help) = help {
+        message.push_str("\nhelp: ");
+        message.push_str(&help);
+    }
+    errors.at(span, message);
 }
 
-/// The plan for the expansion, from the lowered model (valid or not: on errors the function is
-/// emitted unchanged, so this is only used when the report was clean).
-pub(crate) fn plan(lowered: &Lowered, args: &Args) -> Option<Plan> {
+/// The plan, from the model; the rules that need both the model and the function's shape
+/// (each attempt's copy of the arguments, the answer's parameters) run here.
+fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Option<Plan> {
     let spec = lowered.set.spec();
     let span_of = |loc: Loc| {
         external(loc)
             .and_then(|i| lowered.spans.get(i).copied())
             .unwrap_or(lowered.anchor)
     };
-    let operation = spec.operations.get(&lowered.op)?;
+    let Some(operation) = spec.operations.get(&lowered.op) else {
+        errors.at(lowered.anchor, "internal: the operation was not lowered");
+        return None;
+    };
+    if args.isolate.is_none()
+        && let Some(isolate) = &operation.isolate
+    {
+        errors.at(
+            lowered.anchor,
+            format!(
+                "operation `{}` is isolated in the policy files (`isolate = {}`): put `#[policy::isolate]` on the synchronous function that does its CPU work, and call it from this one",
+                lowered.op, isolate.pool.value
+            ),
+        );
+    }
     let named =
         |name: &Option<policy_lang::Located<String>>| name.as_ref().map(|n| n.value.clone());
     let breaker = named(&operation.breaker).and_then(|n| spec.breakers.get(&n).cloned());
     let bulkhead = named(&operation.bulkhead).and_then(|n| spec.bulkheads.get(&n).cloned());
     let retry = named(&operation.retry).and_then(|n| spec.retries.get(&n).cloned());
+    let per_attempt = match &operation.retry {
+        Some(retry) if args.isolate.is_none() => {
+            let scheduled = operation.class.value != WorkClass::Critical;
+            per_attempt_copies(func, span_of(retry.loc), scheduled, errors)
+        }
+        _ => Vec::new(),
+    };
     Some(Plan {
         op: lowered.op.clone(),
         class: operation.class.value,
@@ -232,17 +323,177 @@ pub(crate) fn plan(lowered: &Lowered, args: &Args) -> Option<Plan> {
         retry,
         inline: lowered.inline,
         files: lowered.files.clone(),
-        fallback: operation
-            .fallback
-            .as_ref()
-            .map(|f| (f.value.clone(), span_of(f.loc))),
-        fallback_on_failure: args.fallback_on_failure.is_some(),
-        stale_if_error: operation
-            .stale_if_error
-            .as_ref()
-            .map(|s| (s.value, span_of(s.loc))),
-        poll_budget: args.poll_budget.as_ref().map(|b| b.value),
+        poll_budget: operation.poll_budget.as_ref().map(|b| b.value),
+        answer: answer(operation, func, &span_of, errors),
+        per_attempt,
+        isolate: operation.isolate.as_ref().map(|isolate| Isolate {
+            pool: isolate.pool.value,
+            pool_span: span_of(isolate.pool.loc),
+            max_concurrent: isolate.max_concurrent.as_ref().map(|m| m.value),
+            max_queued: isolate.max_queued.as_ref().map(|m| m.value),
+        }),
     })
+}
+
+/// Idents bound by a parameter pattern, for re-binding a copy per attempt.
+fn bound_idents(pat: &Pat, out: &mut Vec<(Ident, bool)>) -> bool {
+    match pat {
+        Pat::Ident(p) if p.subpat.is_none() => {
+            out.push((p.ident.clone(), p.mutability.is_some()));
+            true
+        }
+        Pat::Tuple(t) => t.elems.iter().all(|p| bound_idents(p, out)),
+        Pat::TupleStruct(t) => t.elems.iter().all(|p| bound_idents(p, out)),
+        Pat::Struct(s) => s.fields.iter().all(|f| bound_idents(&f.pat, out)),
+        Pat::Wild(_) => true,
+        Pat::Paren(p) => bound_idents(&p.pat, out),
+        _ => false,
+    }
+}
+
+/// Each attempt of a retried function gets its own copy of every argument: the names to copy.
+/// (A scheduled method that borrows `self` is reported by [`function_fits_its_class`].)
+fn per_attempt_copies(
+    func: &Func,
+    retry: Span,
+    scheduled: bool,
+    errors: &mut Errors,
+) -> Vec<(Ident, bool, Span)> {
+    let mut copies = Vec::new();
+    for param in func.params() {
+        match param {
+            Param::Receiver(receiver) => match (&receiver.reference, &receiver.mutability) {
+                (None, _) => errors.at(
+                    receiver.span(),
+                    "a retried method takes `&self`: each attempt needs its own access, and `self` by value can be used only once",
+                ),
+                (Some(_), Some(_)) if !scheduled => errors.at(
+                    retry,
+                    "a retried method cannot take `&mut self`: each attempt needs its own access\nhelp: take `&self` (with interior mutability where needed), or remove the retry",
+                ),
+                (Some(_), _) => {}
+            },
+            Param::Typed(pat, ty) => {
+                let mut idents = Vec::new();
+                if !bound_idents(&pat, &mut idents) {
+                    errors.at(
+                        pat.span(),
+                        "a retried function's parameters must be names or simple patterns, so each attempt can get its own copy",
+                    );
+                }
+                let span = ty.span();
+                copies.extend(
+                    idents
+                        .into_iter()
+                        .map(|(ident, mutable)| (ident, mutable, span)),
+                );
+            }
+        }
+    }
+    copies
+}
+
+/// The fallback and stale-if-error of critical work, and the parameters they take.
+fn answer(
+    operation: &OperationSpec,
+    func: &Func,
+    span_of: &dyn Fn(Loc) -> Span,
+    errors: &mut Errors,
+) -> Option<Answer> {
+    if operation.class.value != WorkClass::Critical
+        || (operation.fallback.is_none() && operation.stale_if_error.is_none())
+    {
+        return None;
+    }
+    let what = if operation.fallback.is_some() {
+        "a fallback"
+    } else {
+        "`stale_if_error`"
+    };
+    let params = answer_params(func, what, errors);
+    let stale_if_error = operation.stale_if_error.as_ref().map(|stale| {
+        let span = span_of(stale.loc);
+        if func.item.sig.generics.type_params().next().is_some() {
+            errors.at(
+                span,
+                "`stale_if_error` keeps results in a cache built once per function, so the function cannot have type parameters",
+            );
+        }
+        for (_, ty) in &params {
+            if borrows(ty) {
+                errors.at(
+                    ty.span(),
+                    "`stale_if_error` keys its cache on the arguments, so they must be owned (`String` for `&str`)",
+                );
+            }
+        }
+        (stale.value, span)
+    });
+    let fallback = operation.fallback.as_ref().map(|fallback| {
+        let span = span_of(fallback.loc);
+        let path = match syn::parse_str::<syn::Path>(&fallback.value) {
+            // The function's name, at the literal that named it.
+            Ok(path) => path
+                .to_token_stream()
+                .into_iter()
+                .map(|mut token| {
+                    token.set_span(span);
+                    token
+                })
+                .collect(),
+            Err(_) => {
+                errors.at(
+                    span,
+                    format!(
+                        "`{}` is not a function's name: the fallback must name a function in scope, such as `anonymous` or `Self::anonymous`",
+                        fallback.value
+                    ),
+                );
+                quote_spanned!(span=> anonymous)
+            }
+        };
+        Fallback {
+            name: fallback.value.clone(),
+            path,
+            span,
+            on_failure: operation.fallback_on_failure.is_some(),
+        }
+    });
+    Some(Answer {
+        fallback,
+        stale_if_error,
+        params,
+    })
+}
+
+/// The parameters a fallback or a stale key is made of: every parameter but `self`, each a
+/// plain name, with its type.
+fn answer_params(func: &Func, what: &str, errors: &mut Errors) -> Vec<(Ident, Type)> {
+    let mut params = Vec::new();
+    for param in func.params() {
+        if let Param::Typed(pat, ty) = param {
+            let Pat::Ident(ident) = &*pat else {
+                errors.at(
+                    pat.span(),
+                    format!(
+                        "{what} needs plain parameter names: it is given the arguments by name"
+                    ),
+                );
+                continue;
+            };
+            if matches!(&*ty, Type::ImplTrait(_)) {
+                errors.at(
+                    ty.span(),
+                    format!(
+                        "{what} cannot name an `impl Trait` argument's type: use a type parameter or a concrete type"
+                    ),
+                );
+                continue;
+            }
+            params.push((ident.ident.clone(), *ty));
+        }
+    }
+    params
 }
 
 /// Where an attribute-level error goes when there is no better token.
@@ -250,5 +501,6 @@ pub(crate) fn anchor_of(args: &Args, func: &Func) -> Span {
     args.class
         .map(|c| c.2)
         .or(args.resilient)
+        .or(args.isolate)
         .unwrap_or_else(|| func.ident_span())
 }

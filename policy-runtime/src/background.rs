@@ -81,9 +81,11 @@ use tokio::sync::Semaphore;
 use crate::bulkhead::Bulkhead;
 use crate::deadline::Deadline;
 use crate::defer::{DeferredOutcome, Platform, RequestId, Task, TaskStats, class_totals};
+use crate::error::ShedReason;
 use crate::error::{RefusalReason, ResilienceError};
 use crate::observe;
-use crate::shedding::{Decision, ShedReason, Thresholds, WorkClass, decide};
+use crate::shedding::{Decision, Thresholds, decide};
+use policy_model::WorkClass;
 
 struct Pool {
     name: Arc<str>,

@@ -59,7 +59,8 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::error::{Human, RefusalReason, ResilienceError};
+pub use crate::error::OpenCause;
+use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::observe;
 use crate::window::{Clock, Window, saturating_nanos};
 
@@ -92,76 +93,6 @@ impl OpenAfter {
     pub fn window(&self) -> Duration {
         match *self {
             Self::Failures { window, .. } | Self::FailureRatio { window, .. } => window,
-        }
-    }
-}
-
-/// What opened a breaker. Refusals carry it, and the opening's tracing event logs it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "cause", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum OpenCause {
-    /// `count` failures inside `window`.
-    Failures {
-        /// Failures counted in the window when it opened.
-        count: u32,
-        /// The window.
-        window: Duration,
-    },
-    /// `failures` of `calls` inside `window`, at or above `ratio`.
-    FailureRatio {
-        /// Failures counted in the window.
-        failures: u32,
-        /// Calls counted in the window.
-        calls: u32,
-        /// The configured ratio.
-        ratio: f64,
-        /// The window.
-        window: Duration,
-    },
-    /// A probe failed right after a cooldown: one failure reopens.
-    ProbeFailed,
-    /// The dependency told us to back off for `retry_after`.
-    Tripped {
-        /// The instructed pause.
-        retry_after: Duration,
-        /// What the dependency said (say, `429 Too Many Requests`).
-        reason: Arc<str>,
-    },
-    /// Another instance opened it and shared the opening through the store.
-    Shared {
-        /// The other instance's account of the cause.
-        detail: Arc<str>,
-    },
-}
-
-impl fmt::Display for OpenCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Failures { count, window } => {
-                write!(f, "{count} failures within {}", Human(*window))
-            }
-            Self::FailureRatio {
-                failures,
-                calls,
-                ratio,
-                window,
-            } => write!(
-                f,
-                "{failures} failures in {calls} calls within {} (at or above {:.0}%)",
-                Human(*window),
-                ratio * 100.0
-            ),
-            Self::ProbeFailed => f.write_str("a probe failed right after the cooldown"),
-            Self::Tripped {
-                retry_after,
-                reason,
-            } => write!(
-                f,
-                "the dependency asked for {}: {reason}",
-                Human(*retry_after)
-            ),
-            Self::Shared { detail } => write!(f, "another instance: {detail}"),
         }
     }
 }
@@ -672,6 +603,45 @@ impl Breaker {
         }
     }
 
+    /// Records how a call it admitted ended, and hands the outcome on as a [`CallError`]: a
+    /// success closes the count ([`record_success`](Self::record_success)), the call's own
+    /// error and an expiry are failures ([`record_failure`](Self::record_failure)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::{Breaker, CallError, Deadline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let breaker = Breaker::builder("search").open_after_failures(1, Duration::from_secs(30)).build();
+    /// let deadline = Deadline::after(Duration::from_millis(100));
+    /// breaker.check().unwrap();
+    /// let ran = deadline.run(async { Err::<(), _>("index unavailable") }).await;
+    /// assert!(matches!(breaker.observe(ran), Err(CallError::Failed("index unavailable"))));
+    /// assert!(breaker.check().is_err());
+    /// # }
+    /// ```
+    #[inline(always)]
+    pub fn observe<T, E>(
+        &self,
+        ran: Result<Result<T, E>, DeadlineExceeded>,
+    ) -> Result<T, CallError<E>> {
+        match ran {
+            Ok(Ok(value)) => {
+                self.record_success();
+                Ok(value)
+            }
+            Ok(Err(error)) => {
+                self.record_failure();
+                Err(CallError::Failed(error))
+            }
+            Err(expired) => {
+                self.record_failure();
+                Err(CallError::DeadlineExceeded(expired))
+            }
+        }
+    }
+
     /// Records an outcome: a success, or a failure.
     pub fn record(&self, success: bool) {
         if success {
@@ -739,7 +709,12 @@ impl Breaker {
             inner.open_until.store(until_nanos, Ordering::Release);
             self.begin_opening(&mut slot, now, until_nanos, cause.clone());
         }
-        observe::breaker_opened(&inner.name, &cause, Duration::from_nanos(until_nanos - now));
+        observe::breaker_opened(
+            &inner.name,
+            &cause,
+            cause.counted(),
+            Duration::from_nanos(until_nanos - now),
+        );
         true
     }
 
@@ -778,7 +753,7 @@ impl Breaker {
 
     fn after_opening(&self, until: u64, open_for: Duration, cause: &OpenCause) {
         let inner = &*self.inner;
-        observe::breaker_opened(&inner.name, cause, open_for);
+        observe::breaker_opened(&inner.name, cause, cause.counted(), open_for);
         inner
             .store
             .opened(self, inner.clock.instant_at(until), cause);

@@ -158,7 +158,7 @@ impl Deadline {
         }
     }
 
-    /// Refuses to start a leaf with less than its minimum useful budget left.
+    /// Refuses to start an operation with less than its minimum useful budget left.
     ///
     /// Without a minimum, "the budget ran out" is a boundary condition rather than a decision:
     /// the last call starts with a fraction of a millisecond and is abandoned before it can
@@ -177,14 +177,14 @@ impl Deadline {
     /// assert!(d.require(Duration::from_millis(100), "charge_card").is_ok());
     /// # }
     /// ```
-    pub fn require(&self, min_budget: Duration, leaf: &str) -> Result<(), ResilienceError> {
+    pub fn require(&self, min_budget: Duration, operation: &str) -> Result<(), ResilienceError> {
         let remaining = self.remaining();
-        // An expired deadline starts nothing, even for a leaf that states no minimum.
+        // An expired deadline starts nothing, even for an operation that states no minimum.
         if remaining >= min_budget && !remaining.is_zero() {
             return Ok(());
         }
         let refusal = ResilienceError::new(
-            leaf,
+            operation,
             RefusalReason::InsufficientBudget {
                 remaining,
                 min_budget,
@@ -194,7 +194,7 @@ impl Deadline {
         Err(refusal)
     }
 
-    /// The deadline of a leaf named `leaf`: a child of the current deadline (or a fresh one of
+    /// The deadline of the operation named `operation`: a child of the current deadline (or a fresh one of
     /// `max` outside any scope), refused with [`InsufficientBudget`](crate::RefusalKind::InsufficientBudget)
     /// when it grants less than `min_budget` (or nothing at all). One clock read; this is how
     /// the attribute macros start every annotated function.
@@ -205,23 +205,27 @@ impl Deadline {
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let leaf = Deadline::leaf("lookup", Duration::from_secs(2), Duration::from_millis(50)).unwrap();
-    /// assert_eq!(leaf.budget(), Duration::from_secs(2));
+    /// let lookup = Deadline::for_operation("lookup", Duration::from_secs(2), Duration::from_millis(50)).unwrap();
+    /// assert_eq!(lookup.budget(), Duration::from_secs(2));
     ///
     /// let request = Deadline::after(Duration::from_millis(30));
     /// let refused = request
-    ///     .scope(async { Deadline::leaf("lookup", Duration::from_secs(2), Duration::from_millis(50)) })
+    ///     .scope(async { Deadline::for_operation("lookup", Duration::from_secs(2), Duration::from_millis(50)) })
     ///     .await;
     /// assert_eq!(refused.unwrap_err().kind(), RefusalKind::InsufficientBudget);
     /// # }
     /// ```
-    pub fn leaf(leaf: &str, max: Duration, min_budget: Duration) -> Result<Self, ResilienceError> {
+    pub fn for_operation(
+        operation: &str,
+        max: Duration,
+        min_budget: Duration,
+    ) -> Result<Self, ResilienceError> {
         let deadline = Self::child_of_current(max);
         if deadline.budget >= min_budget && !deadline.budget.is_zero() {
             return Ok(deadline);
         }
         let refusal = ResilienceError::new(
-            leaf,
+            operation,
             RefusalReason::InsufficientBudget {
                 remaining: deadline.budget,
                 min_budget,
@@ -243,6 +247,28 @@ impl Deadline {
             sleep: None,
             deadline: *self,
         }
+    }
+
+    /// [`Deadline::run`] with the deadline in [scope](Deadline::scope) while `fut` is polled:
+    /// `fut` is bounded by this deadline, and code inside it takes children of it. This is how
+    /// the attribute macros run a function's body.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::Deadline;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let deadline = Deadline::after(Duration::from_secs(2));
+    /// let inner = deadline
+    ///     .run_in_scope(async { Deadline::child_of_current(Duration::from_secs(10)).budget() })
+    ///     .await;
+    /// assert_eq!(inner, Ok(Duration::from_secs(2)));
+    /// # }
+    /// ```
+    #[inline(always)]
+    pub fn run_in_scope<F: Future>(&self, fut: F) -> Run<Scope<F>> {
+        self.run(self.scope(fut))
     }
 
     /// Runs `fut` with this deadline as the [current](Deadline::current) one, so code inside

@@ -1,9 +1,9 @@
-//! What happens after a refusal: fallbacks per leaf, and stale-if-error.
+//! What happens after a refusal: fallbacks per operation, and stale-if-error.
 //!
 //! A [`ResilienceError`](crate::ResilienceError) means the work never ran, so retrying is
-//! pointless and a fallback is the only useful response. The seed's two rules:
+//! pointless and a fallback is the only useful response. Two rules:
 //!
-//! - **Per leaf, never inherited.** A fallback belongs to one function. A nested annotated call
+//! - **Per operation, never inherited.** A fallback belongs to one function. A nested annotated call
 //!   that is refused does not use its caller's fallback: it returns its refusal to the caller
 //!   as an error, and the caller's own fallback answers only for the caller's own refusals and
 //!   expiries (or its failures, when it asked for that).
@@ -17,7 +17,7 @@
 //! arguments and serves it, for at most its window, when the call is refused, expires or fails;
 //! every stale answer is a tracing event and a counter, so it is never mistaken for a fresh one.
 //!
-//! Every fallback use is observable: an event (`kind = "fallback"`, with the leaf's name, the
+//! Every fallback use is observable: an event (`kind = "fallback"`, with the operation's name, the
 //! reason and which fallback answered) and a counter in [`FallbackSnapshot`].
 //!
 //! # Less privileged, or not allowed?
@@ -185,9 +185,9 @@ struct Counts {
     stale: AtomicU64,
 }
 
-/// One leaf's fallback: its name, which function answers, and how often it did.
+/// One operation's fallback: its name, which function answers, and how often it did.
 pub struct Fallback {
-    leaf: Arc<str>,
+    operation: Arc<str>,
     answered_by: Arc<str>,
     counts: Counts,
 }
@@ -195,25 +195,25 @@ pub struct Fallback {
 impl fmt::Debug for Fallback {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Fallback")
-            .field("leaf", &self.leaf)
+            .field("operation", &self.operation)
             .field("answered_by", &self.answered_by)
             .finish()
     }
 }
 
-/// A point-in-time view of one leaf's fallbacks, for dashboards.
+/// A point-in-time view of one operation's fallbacks, for dashboards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct FallbackSnapshot {
-    /// The leaf (the annotated function's operation).
-    pub leaf: Arc<str>,
+    /// The operation (an annotated function's, named as the registry knows it).
+    pub operation: Arc<str>,
     /// The function that answers, or `stale-if-error`.
     pub answered_by: Arc<str>,
-    /// Answers given because the leaf was refused.
+    /// Answers given because the operation was refused.
     pub refused: u64,
-    /// Answers given because the leaf's deadline passed.
+    /// Answers given because the operation's deadline passed.
     pub expired: u64,
-    /// Answers given because the leaf failed (only when it asked for that).
+    /// Answers given because the operation failed (only when it asked for that).
     pub failed: u64,
     /// Stale results served.
     pub stale: u64,
@@ -229,18 +229,23 @@ fn reason_of<E>(reason: &CallError<E>) -> (&'static str, String) {
 }
 
 impl Fallback {
-    /// A fallback for `leaf`, answered by `answered_by`.
-    pub fn new(leaf: impl Into<Arc<str>>, answered_by: impl Into<Arc<str>>) -> Self {
+    /// A fallback for `operation`, answered by `answered_by`.
+    pub fn new(operation: impl Into<Arc<str>>, answered_by: impl Into<Arc<str>>) -> Self {
         Self {
-            leaf: leaf.into(),
+            operation: operation.into(),
             answered_by: answered_by.into(),
             counts: Counts::default(),
         }
     }
 
-    /// The leaf's name.
-    pub fn leaf(&self) -> &str {
-        &self.leaf
+    /// The operation's name.
+    pub fn operation(&self) -> &str {
+        &self.operation
+    }
+
+    /// The function that answers, or `stale-if-error`.
+    pub fn answered_by(&self) -> &str {
+        &self.answered_by
     }
 
     /// Whether the fallback answers for `reason`: refusals and expiries always, the function's
@@ -261,17 +266,17 @@ impl Fallback {
         tracing::info!(
             target: "policy",
             kind = "fallback",
-            name = &*self.leaf,
+            name = &*self.operation,
             reason = kind,
             answered_by = &*self.answered_by,
             "`{}` answered by its fallback `{}`: {detail}",
-            self.leaf,
+            self.operation,
             self.answered_by
         );
         #[cfg(feature = "metrics")]
         metrics::counter!(
             "policy_fallbacks_total",
-            "name" => self.leaf.to_string(),
+            "name" => self.operation.to_string(),
             "reason" => kind
         )
         .increment(1);
@@ -284,17 +289,17 @@ impl Fallback {
         tracing::warn!(
             target: "policy",
             kind = "stale",
-            name = &*self.leaf,
+            name = &*self.operation,
             reason = kind,
             age = ?age,
             "`{}` served a stale result {} old: {detail}",
-            self.leaf,
+            self.operation,
             crate::error::Human(age)
         );
         #[cfg(feature = "metrics")]
         metrics::counter!(
             "policy_stale_total",
-            "name" => self.leaf.to_string(),
+            "name" => self.operation.to_string(),
             "reason" => kind
         )
         .increment(1);
@@ -303,7 +308,7 @@ impl Fallback {
     /// A point-in-time view, for dashboards.
     pub fn snapshot(&self) -> FallbackSnapshot {
         FallbackSnapshot {
-            leaf: self.leaf.clone(),
+            operation: self.operation.clone(),
             answered_by: self.answered_by.clone(),
             refused: self.counts.refused.load(Ordering::Relaxed),
             expired: self.counts.expired.load(Ordering::Relaxed),

@@ -1,6 +1,6 @@
 //! Keep CPU work off the async workers, and prove each boundary by measurement.
 //!
-//! In a tokio service the "main thread" of the seed is the async worker: a poll that computes
+//! In a tokio service the "main thread" is the async worker: a poll that computes
 //! for 50 ms stalls every other task on that worker. The hierarchy becomes:
 //!
 //! ```text

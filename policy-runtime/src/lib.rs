@@ -1,6 +1,6 @@
 //! The mechanisms behind `policy`, each distinct and observable.
 //!
-//! Four questions, four modules, and the value is in keeping them apart:
+//! Five questions, five modules, and the value is in keeping them apart:
 //!
 //! | question | module | refuses with |
 //! |---|---|---|
@@ -40,10 +40,10 @@
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::{
-//!     Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder, retry_within,
+//!     Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder, WorkClass,
+//!     retry_within,
 //! };
 //! use policy_runtime::retry::Transient;
-//! use policy_runtime::shedding::WorkClass;
 //!
 //! #[derive(Debug)]
 //! struct SearchError;
@@ -74,7 +74,7 @@
 //! let request = Deadline::after(Duration::from_secs(2));
 //! let result: Result<(), CallError<SearchError>> = request
 //!     .scope(async {
-//!         // The leaf takes a child of the current deadline and refuses to start below its
+//!         // The operation takes a child of the current deadline and refuses to start below its
 //!         // minimum useful budget.
 //!         let deadline = Deadline::child_of_current(Duration::from_secs(1));
 //!         deadline.require(Duration::from_millis(100), "push_to_index")?;
@@ -128,7 +128,7 @@
 //! | a bulkhead's queue | [`bulkhead`] | `max_queued` waiters; past it a call is refused at once |
 //! | a background pool | [`BackgroundPool`] | `max_concurrent + max_queued` tasks admitted; the rest are shed at submission |
 //! | an isolated pool | [`isolate::IsolatedPool`] | its `max_concurrent` slots and `max_queued` places (a bulkhead) |
-//! | stale-if-error | [`fallback::StaleCache`] (feature `stale`) | `capacity` argument sets per leaf, least recently used evicted first, each kept at most its window plus a minute; the attribute's `stale_if_error` builds one cache per function with a capacity of 10,000 |
+//! | stale-if-error | [`fallback::StaleCache`] (feature `stale`) | `capacity` argument sets per operation, least recently used evicted first, each kept at most its window plus a minute; the attribute's `stale_if_error` builds one cache per function with a capacity of 10,000 |
 //! | a request's after-response queue | [`AfterResponse`] | the tasks that one request deferred, at most [`Limits::max_per_request`](defer::Limits::max_per_request) (128 by default; past it a task is refused), released when its response is finished (or dropped) |
 //! | deferred tasks in flight | [`defer::ContainerPlatform`]'s task tracker | one entry per task handed over and not ended: at most [`max_concurrent`](defer::Limits::max_concurrent) running and [`max_queued`](defer::Limits::max_queued) waiting (512 and 4,096 by default); past them a task is refused, counted and logged |
 //! | task spans | [`defer`](mod@defer), [`background`](mod@background) | one tracing span per task in flight, closed when it ends |
@@ -137,6 +137,9 @@
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+#[doc(hidden)]
+#[path = "macro_support.rs"]
+pub mod __macro_support;
 pub mod background;
 pub mod breaker;
 pub mod bulkhead;
@@ -157,16 +160,18 @@ pub mod shedding;
 mod window;
 
 pub use background::{BackgroundPool, background};
-pub use breaker::{Breaker, BreakerConfig, BreakerStore, OpenAfter, OpenCause, Sharing};
+pub use breaker::{Breaker, BreakerConfig, BreakerStore, OpenAfter, Sharing};
 pub use bulkhead::{Acquire, Bulkhead, BulkheadPermit, OwnedBulkheadPermit};
 pub use deadline::Deadline;
 #[cfg(feature = "http")]
 pub use defer::http::AfterResponseLayer;
 pub use defer::{AfterResponse, DeferredOutcome, defer};
-pub use error::{CallError, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError};
+pub use error::{
+    CallError, DeadlineExceeded, OpenCause, RefusalKind, RefusalReason, ResilienceError, ShedReason,
+};
+pub use policy_model::WorkClass;
 pub use registry::{Registry, Snapshot};
 pub use retry::{
     Idempotent, RetryAllowance, RetryPolicy, Transient, retry_within, retry_within_by,
-    retry_within_self_bounded,
 };
-pub use shedding::{Shedder, WorkClass};
+pub use shedding::Shedder;

@@ -26,7 +26,6 @@
 //! Its refusals are [`ResilienceError`](crate::ResilienceError)s of kind
 //! [`RateLimited`](crate::RefusalKind::RateLimited).
 
-use std::fmt;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -34,29 +33,9 @@ use serde::Serialize;
 #[cfg(feature = "redis")]
 pub use crate::redis_store::{RedisRateLimiter, RedisRateLimiterBuilder};
 
-/// What a limiter decides when its store fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum FailMode {
-    /// Admit the call: for a limiter guarding best-effort work.
-    Open,
-    /// Refuse the call: for a limiter guarding unbounded work.
-    Closed,
-    /// Decide from this instance's own rate (`LocalRate`, with the `redis` feature): the
-    /// fleet-wide limit degrades to a per-instance one.
-    Local,
-}
-
-impl fmt::Display for FailMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Open => "open",
-            Self::Closed => "closed",
-            Self::Local => "local",
-        })
-    }
-}
+/// What a limiter decides when its store fails: one type with the `.policy` language's
+/// `on_timeout` and `on_error` (defined in `policy-model`).
+pub use policy_model::FailMode;
 
 /// A point-in-time view of a rate limiter, for dashboards.
 #[derive(Debug, Clone, PartialEq, Serialize)]

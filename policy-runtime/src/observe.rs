@@ -24,9 +24,9 @@
 //!
 //! All events use the tracing target `policy`.
 
+use std::fmt;
 use std::time::Duration;
 
-use crate::breaker::OpenCause;
 use crate::error::{Human, ResilienceError};
 
 pub(crate) fn refused(refusal: &ResilienceError) {
@@ -50,7 +50,7 @@ pub(crate) fn shed(
     name: &str,
     class: &'static str,
     reason: &'static str,
-    detail: &dyn std::fmt::Display,
+    detail: &dyn fmt::Display,
 ) {
     tracing::debug!(
         target: "policy",
@@ -70,14 +70,14 @@ pub(crate) fn shed(
     .increment(1);
 }
 
-pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) {
-    let (count, window) = match cause {
-        OpenCause::Failures { count, window } => (Some(*count), Some(*window)),
-        OpenCause::FailureRatio {
-            failures, window, ..
-        } => (Some(*failures), Some(*window)),
-        _ => (None, None),
-    };
+/// `counted` is the failure count and window of an opening from counted failures.
+pub(crate) fn breaker_opened(
+    name: &str,
+    cause: &dyn fmt::Display,
+    counted: Option<(u32, Duration)>,
+    open_for: Duration,
+) {
+    let (count, window) = counted.unzip();
     tracing::warn!(
         target: "policy",
         kind = "breaker_opened",
@@ -117,7 +117,7 @@ pub(crate) fn retry_after_capped(name: &str, asked: Duration, cap: Duration) {
     );
 }
 
-pub(crate) fn retry(name: &str, attempt: u32, delay: Duration, error: &dyn std::fmt::Display) {
+pub(crate) fn retry(name: &str, attempt: u32, delay: Duration, error: &dyn fmt::Display) {
     tracing::debug!(
         target: "policy",
         kind = "retry",
@@ -217,11 +217,23 @@ pub(crate) fn task_abandoned(name: &str, class: &'static str, reason: &'static s
         .increment(1);
 }
 
+/// One class's totals since start, as the drain event's fields, and as a sentence.
+pub(crate) struct ClassFields<'a> {
+    pub(crate) scheduled: u64,
+    pub(crate) finished: u64,
+    pub(crate) abandoned: u64,
+    pub(crate) in_flight: u64,
+    pub(crate) summary: &'a dyn fmt::Display,
+}
+
+/// A drain ended: `finished` and `abandoned` of the `in_flight` tasks it waited for.
 pub(crate) fn drained(
     in_flight: usize,
     complete: bool,
     drain_deadline: Duration,
-    report: &crate::defer::DrainReport,
+    (finished, abandoned): (u64, u64),
+    deferred: ClassFields<'_>,
+    background: ClassFields<'_>,
 ) {
     let reason = if complete {
         "everything in flight finished"
@@ -233,23 +245,21 @@ pub(crate) fn drained(
         kind = "drain",
         reason,
         in_flight,
-        finished = report.finished,
-        abandoned = report.abandoned,
+        finished,
+        abandoned,
         drain_deadline = ?drain_deadline,
-        deferred_scheduled = report.deferred.scheduled,
-        deferred_finished = report.deferred.finished,
-        deferred_abandoned = report.deferred.abandoned,
-        deferred_in_flight = report.deferred.in_flight,
-        background_scheduled = report.background.scheduled,
-        background_finished = report.background.finished,
-        background_abandoned = report.background.abandoned,
-        background_in_flight = report.background.in_flight,
-        "drained deferred work within {}: {} finished, {} abandoned ({reason}); since start, deferred: {}; background: {}",
+        deferred_scheduled = deferred.scheduled,
+        deferred_finished = deferred.finished,
+        deferred_abandoned = deferred.abandoned,
+        deferred_in_flight = deferred.in_flight,
+        background_scheduled = background.scheduled,
+        background_finished = background.finished,
+        background_abandoned = background.abandoned,
+        background_in_flight = background.in_flight,
+        "drained deferred work within {}: {finished} finished, {abandoned} abandoned ({reason}); since start, deferred: {}; background: {}",
         Human(drain_deadline),
-        report.finished,
-        report.abandoned,
-        report.deferred,
-        report.background
+        deferred.summary,
+        background.summary
     );
 }
 

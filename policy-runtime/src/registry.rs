@@ -11,7 +11,7 @@
 //! # Bounded by the program's names
 //!
 //! Each map holds one entry per distinct name and never removes one: its size is the number of
-//! breakers, bulkheads, retry policies, shedders, rate limiters, fallback leaves, isolated pools
+//! breakers, bulkheads, retry policies, shedders, rate limiters, fallback records, isolated pools
 //! and poll monitors the program names (in its attributes, its `.policy` files, or by hand), not
 //! the number of calls. Lookups ([`find_breaker`](Registry::find_breaker),
 //! [`find_bulkhead`](Registry::find_bulkhead)) never insert. Do not build a mechanism from a
@@ -29,6 +29,35 @@
 //! assert!(again.check().is_err());
 //! assert_eq!(registry.snapshot().breakers[0].openings, 1);
 //! ```
+//!
+//! # One name, one configuration
+//!
+//! A name is one mechanism with one state: every function, layer and `.policy` operation that
+//! names the breaker `search` shares it. So two *different* configurations of one name are a
+//! mistake (two crates that each declare a `breaker search` of their own), and the registry
+//! refuses the second loudly rather than letting whichever ran first win in silence. The
+//! attribute macros [declare](Registry::declare) each mechanism's settings, with the function
+//! that declared them, before using it: the first declaration configures the mechanism; a
+//! later one with the same settings is the same mechanism; a later one with other settings
+//! is a [`Conflict`], refused (its settings are not applied), logged as an error
+//! (`kind = "conflict"`) and listed in the [snapshot](Snapshot::conflicts), naming both
+//! declarations and the fix: give one of them another name, or the same settings.
+//!
+//! ```
+//! use policy_runtime::Registry;
+//!
+//! let registry = Registry::new();
+//! registry.declare("breaker", "search", "shop::search", "5 failures within 30s").unwrap();
+//! registry.declare("breaker", "search", "shop::suggest", "5 failures within 30s").unwrap();
+//! let refused = registry
+//!     .declare("breaker", "search", "billing::lookup", "3 failures within 10s")
+//!     .unwrap_err();
+//! assert_eq!(refused.first.origin.as_ref(), "shop::search");
+//! assert_eq!(registry.snapshot().conflicts, [refused]);
+//! ```
+//!
+//! [`Registry::breaker`] and its kin, called by hand, look the name up or build it: their
+//! closure runs only for the first, and they declare nothing.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -63,7 +92,52 @@ pub struct Registry {
     fallbacks: Map<Arc<Fallback>>,
     isolated: Map<IsolatedPool>,
     polls: Map<Arc<PollMonitor>>,
+    declarations: RwLock<BTreeMap<(&'static str, Arc<str>), Declaration>>,
+    conflicts: RwLock<Vec<Conflict>>,
 }
+
+/// Who configured a named mechanism, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Declaration {
+    /// Where it was declared: the annotated function's path (`shop::search::push_to_index`),
+    /// or whatever the caller of [`Registry::declare`] names.
+    pub origin: Arc<str>,
+    /// Its settings, as declared; two declarations agree exactly when these are equal.
+    pub settings: Arc<str>,
+}
+
+/// A second, different configuration of a named mechanism: refused, the first in use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    /// `breaker`, `bulkhead`, `retry policy`, ...
+    pub kind: &'static str,
+    /// The name both declared.
+    pub name: Arc<str>,
+    /// The declaration in use.
+    pub first: Declaration,
+    /// The declaration refused.
+    pub second: Declaration,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Conflict {
+            kind,
+            name,
+            first,
+            second,
+        } = self;
+        write!(
+            f,
+            "{kind} `{name}` is configured twice, differently: `{}` declares {}, `{}` declares {}; \
+             the first is in use and the second is refused. One name is one {kind}, with one state: \
+             give one of them a name of its own, or declare the same settings in both",
+            first.origin, first.settings, second.origin, second.settings
+        )
+    }
+}
+
+impl std::error::Error for Conflict {}
 
 /// Anything that reports a [`LimiterSnapshot`]; rate limiters register themselves with
 /// [`Registry::register_limiter`] to appear in the snapshot.
@@ -131,7 +205,7 @@ pub struct Snapshot {
     pub limiters: Vec<LimiterSnapshot>,
     /// The breaker store's health.
     pub store: StoreStatus,
-    /// Fallbacks and stale answers, per leaf.
+    /// Fallbacks and stale answers, per operation.
     pub fallbacks: Vec<FallbackSnapshot>,
     /// Pools for CPU work, by name.
     pub isolated: Vec<IsolatedPoolSnapshot>,
@@ -141,6 +215,9 @@ pub struct Snapshot {
     pub deferred: DeferredSnapshot,
     /// Every live background pool of the process, by name (whichever registry is asked).
     pub background: Vec<BackgroundSnapshot>,
+    /// Second configurations refused, in the order they came (see
+    /// [One name, one configuration](self#one-name-one-configuration)).
+    pub conflicts: Vec<Conflict>,
 }
 
 impl Registry {
@@ -156,6 +233,8 @@ impl Registry {
             fallbacks: RwLock::default(),
             isolated: RwLock::default(),
             polls: RwLock::default(),
+            declarations: RwLock::default(),
+            conflicts: RwLock::default(),
         }
     }
 
@@ -217,11 +296,11 @@ impl Registry {
         })
     }
 
-    /// The fallback record of the leaf `leaf`, answered by `answered_by`, built the first
-    /// time.
-    pub fn fallback(&self, leaf: &str, answered_by: &str) -> Arc<Fallback> {
-        get_or_insert(&self.fallbacks, leaf, |leaf| {
-            Arc::new(Fallback::new(leaf, answered_by))
+    /// The fallback record of the operation `operation`, answered by `answered_by`, built
+    /// the first time.
+    pub fn fallback(&self, operation: &str, answered_by: &str) -> Arc<Fallback> {
+        get_or_insert(&self.fallbacks, operation, |operation| {
+            Arc::new(Fallback::new(operation, answered_by))
         })
     }
 
@@ -258,6 +337,57 @@ impl Registry {
         read(&self.bulkheads).get(name).cloned()
     }
 
+    /// Records that `origin` configures the `kind` named `name` with `settings` (a
+    /// description that is equal exactly when the settings are). The first declaration of a
+    /// name is the configuration; one with the same settings agrees with it; one with other
+    /// settings is refused as a [`Conflict`], logged as an error and kept for the
+    /// [snapshot](Snapshot::conflicts). Once per declaration, not per call.
+    ///
+    /// # Errors
+    ///
+    /// The [`Conflict`] when an earlier declaration of `name` has other settings.
+    pub fn declare(
+        &self,
+        kind: &'static str,
+        name: &str,
+        origin: &str,
+        settings: impl fmt::Display,
+    ) -> Result<(), Conflict> {
+        let declaration = Declaration {
+            origin: Arc::from(origin),
+            settings: Arc::from(settings.to_string()),
+        };
+        let first = {
+            let mut declarations = write(&self.declarations);
+            let first = declarations
+                .entry((kind, Arc::from(name)))
+                .or_insert_with(|| declaration.clone());
+            if first.settings == declaration.settings {
+                return Ok(());
+            }
+            first.clone()
+        };
+        let conflict = Conflict {
+            kind,
+            name: Arc::from(name),
+            first,
+            second: declaration,
+        };
+        tracing::error!(
+            target: "policy",
+            kind = "conflict",
+            name,
+            first = &*conflict.first.origin,
+            second = &*conflict.second.origin,
+            "{conflict}"
+        );
+        let mut conflicts = write(&self.conflicts);
+        if !conflicts.contains(&conflict) {
+            conflicts.push(conflict.clone());
+        }
+        Err(conflict)
+    }
+
     /// Every named mechanism's state now, sorted by name.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
@@ -290,6 +420,7 @@ impl Registry {
             polls: read(&self.polls).values().map(|p| p.snapshot()).collect(),
             deferred: crate::defer::snapshot(),
             background: crate::background::snapshots(),
+            conflicts: read(&self.conflicts).clone(),
         }
     }
 }

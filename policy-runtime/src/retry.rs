@@ -237,7 +237,7 @@ impl fmt::Debug for RetryAllowance {
 impl Default for RetryAllowance {
     /// Retries may add 20% of the calls of the last 10 s, plus 10 per second.
     fn default() -> Self {
-        Self::new(Duration::from_secs(10), 10, 0.2)
+        Self::new(Self::DEFAULT_WINDOW, 10, 0.2)
     }
 }
 
@@ -253,6 +253,10 @@ pub struct RetryAllowanceSnapshot {
 }
 
 impl RetryAllowance {
+    /// The window calls and retries are counted in unless told otherwise: 10 s. Long enough
+    /// to smooth a burst, short enough that an outage's retries stop adding up soon after.
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+
     /// Retries may add `ratio` of the calls seen in the last `ttl`, plus `min_per_sec` per
     /// second of `ttl`. A negative or NaN ratio counts as 0.
     pub fn new(ttl: Duration, min_per_sec: u32, ratio: f64) -> Self {

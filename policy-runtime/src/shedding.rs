@@ -19,7 +19,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use policy_runtime::shedding::{decide, Decision, ShedReason, Thresholds, WorkClass};
+//! use policy_runtime::WorkClass;
+//! use policy_runtime::shedding::{decide, Decision, ShedReason, Thresholds};
 //!
 //! let t = Thresholds::default();
 //! let plenty = Duration::from_secs(1);
@@ -43,39 +44,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::deadline::Deadline;
-use crate::error::{Human, RefusalReason, ResilienceError};
+pub use crate::error::ShedReason;
+use crate::error::{RefusalReason, ResilienceError};
 use crate::observe;
-
-/// The three classes of work, in the order they are dropped last to first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkClass {
-    /// Before the response: authentication, authorization, validation, the canonical write.
-    /// Never shed for load.
-    Critical,
-    /// After the response is finished: analytics, indexing, activity events, notifications.
-    Deferred,
-    /// On a bounded background pool: embeddings, media processing, large projections. Shed
-    /// first.
-    Background,
-}
-
-impl WorkClass {
-    /// The class as a stable lowercase string.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Critical => "critical",
-            Self::Deferred => "deferred",
-            Self::Background => "background",
-        }
-    }
-}
-
-impl fmt::Display for WorkClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use policy_model::WorkClass;
 
 /// Load thresholds at or above which optional work is shed.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -88,76 +60,23 @@ pub struct Thresholds {
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Self {
-            deferred: 0.5,
-            background: 0.25,
-        }
+        Self::DEFAULT
     }
 }
 
 impl Thresholds {
+    /// Deferred work shed from half load, background work from a quarter.
+    pub const DEFAULT: Thresholds = Thresholds {
+        deferred: 0.5,
+        background: 0.25,
+    };
+
     /// The threshold for `class`; `None` for critical work, which is never shed for load.
     pub fn for_class(&self, class: WorkClass) -> Option<f64> {
         match class {
             WorkClass::Critical => None,
             WorkClass::Deferred => Some(self.deferred),
             WorkClass::Background => Some(self.background),
-        }
-    }
-}
-
-/// Why work was shed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "signal", rename_all = "snake_case")]
-pub enum ShedReason {
-    /// The compartment was at or above the class's threshold.
-    Load {
-        /// The class of the shed work.
-        class: WorkClass,
-        /// The load seen.
-        load: f64,
-        /// The class's threshold.
-        threshold: f64,
-    },
-    /// The work's expected cost exceeds what is left of the deadline.
-    Budget {
-        /// What was left.
-        remaining: Duration,
-        /// What the work was expected to take.
-        expected_cost: Duration,
-    },
-}
-
-impl ShedReason {
-    /// The signal that decided, as a stable string: `load` or `budget`.
-    pub const fn signal(&self) -> &'static str {
-        match self {
-            Self::Load { .. } => "load",
-            Self::Budget { .. } => "budget",
-        }
-    }
-}
-
-impl fmt::Display for ShedReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Load {
-                class,
-                load,
-                threshold,
-            } => write!(
-                f,
-                "{class} work shed at load {load:.2} (threshold {threshold:.2})"
-            ),
-            Self::Budget {
-                remaining,
-                expected_cost,
-            } => write!(
-                f,
-                "expected cost {} exceeds the {} left of the deadline",
-                Human(*expected_cost),
-                Human(*remaining)
-            ),
         }
     }
 }
@@ -242,7 +161,7 @@ fn class_index(class: WorkClass) -> usize {
 /// ```
 /// use std::time::Duration;
 /// use policy_runtime::{Deadline, RefusalKind, Shedder};
-/// use policy_runtime::shedding::WorkClass;
+/// use policy_runtime::WorkClass;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use policy_runtime::shedding::WorkClass;
+use policy_runtime::WorkClass;
 use policy_runtime::{
     Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder, retry_within,
 };

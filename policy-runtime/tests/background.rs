@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use policy_runtime::WorkClass;
 use policy_runtime::background::{self, PoolAlreadySet};
 use policy_runtime::defer::{ContainerPlatform, ImmediatePlatform};
-use policy_runtime::shedding::{ShedReason, Thresholds, WorkClass, decide};
+use policy_runtime::shedding::{ShedReason, Thresholds, decide};
 use policy_runtime::{BackgroundPool, Bulkhead, RefusalKind, RefusalReason, Registry};
 use tokio::time::Instant;
 

@@ -1,4 +1,4 @@
-//! The seed's circuit-breaker invariants, one test each, on tokio's paused clock.
+//! The circuit breaker's invariants (its module docs state them), one test each, on tokio's paused clock.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The seed's bulkhead invariants, one test each.
+//! The bulkhead's invariants (its module docs state them), one test each.
 
 mod common;
 

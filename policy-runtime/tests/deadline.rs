@@ -1,4 +1,4 @@
-//! The seed's deadline invariants, one test each, on tokio's paused clock.
+//! The deadline's invariants (its module docs state them), one test each, on tokio's paused clock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,7 +61,7 @@ async fn the_reserve_is_held_back() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_leaf_below_its_minimum_budget_never_starts() {
+async fn an_operation_below_its_minimum_budget_never_starts() {
     let deadline = Deadline::after(150 * MS);
     let started = Arc::new(AtomicBool::new(false));
     let work = {
@@ -73,7 +73,7 @@ async fn a_leaf_below_its_minimum_budget_never_starts() {
     let refusal = match deadline.require(200 * MS, "charge_card") {
         Ok(()) => {
             work.await;
-            panic!("a leaf with 150ms left and a 200ms minimum must not start");
+            panic!("an operation with 150ms left and a 200ms minimum must not start");
         }
         Err(refusal) => refusal,
     };
@@ -89,7 +89,7 @@ async fn a_leaf_below_its_minimum_budget_never_starts() {
     );
     assert_eq!(
         refusal.to_string(),
-        "leaf `charge_card` refused the call: 150ms left of the deadline, below the minimum useful budget of 200ms"
+        "operation `charge_card` refused the call: 150ms left of the deadline, below the minimum useful budget of 200ms"
     );
     // At or above the minimum it may start; an expired deadline starts nothing.
     assert!(deadline.require(150 * MS, "charge_card").is_ok());
@@ -147,8 +147,8 @@ async fn the_current_deadline_travels_with_the_task() {
         .scope(async move {
             assert_eq!(Deadline::current(), Some(request));
             // Nested code takes a child without being handed the deadline.
-            let leaf = Deadline::child_of_current(Duration::from_secs(30));
-            assert_eq!(leaf.instant(), request.instant());
+            let nested = Deadline::child_of_current(Duration::from_secs(30));
+            assert_eq!(nested.instant(), request.instant());
             advance(500 * MS).await;
             let inner = Deadline::child_of_current(Duration::from_secs(1));
             inner
@@ -162,7 +162,7 @@ async fn the_current_deadline_travels_with_the_task() {
             assert_eq!(Deadline::current(), Some(request));
         })
         .await;
-    // Outside any scope a leaf gets a fresh deadline of what it asked.
+    // Outside any scope an operation gets a fresh deadline of what it asked.
     assert_eq!(
         Deadline::child_of_current(Duration::from_secs(3)).budget(),
         Duration::from_secs(3)

@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use http::{Request, Response};
+use policy_runtime::WorkClass;
 use policy_runtime::layer::{
     BoxError, BreakerLayer, BulkheadLayer, DeadlineLayer, OperationLayer, RetryLayer, ShedLayer,
 };
-use policy_runtime::shedding::WorkClass;
 use policy_runtime::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 

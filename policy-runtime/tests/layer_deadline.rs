@@ -245,15 +245,16 @@ async fn b_refuses_below_its_minimum_without_running_the_handler() {
 }
 
 /// An unannotated handler calling two operations: each takes a child of the request's
-/// deadline (`Deadline::leaf`, what `#[critical]` expands to), so they share one budget.
+/// deadline (`Deadline::for_operation`, what `#[critical]` expands to), so they share one budget.
 async fn siblings() -> String {
     let first =
-        Deadline::leaf("first", Duration::from_secs(10), Duration::from_millis(10)).unwrap();
+        Deadline::for_operation("first", Duration::from_secs(10), Duration::from_millis(10))
+            .unwrap();
     // The first uses most of the request's 300 ms.
     let _ = first
         .run(tokio::time::sleep(Duration::from_millis(250)))
         .await;
-    let second = Deadline::leaf(
+    let second = Deadline::for_operation(
         "second",
         Duration::from_secs(10),
         Duration::from_millis(100),

@@ -18,11 +18,11 @@ use axum::error_handling::HandleErrorLayer;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use policy_runtime::WorkClass;
 use policy_runtime::layer::{
     BoxError, BreakerLayer, BulkheadLayer, DeadlineLayer, IdempotentLayer, OperationLayer,
     RetryLayer, ShedLayer,
 };
-use policy_runtime::shedding::WorkClass;
 use policy_runtime::{DeadlineExceeded, Idempotent, RefusalKind, Registry, ResilienceError};
 use policy_testkit::http::{Server, client, get as fetch};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};

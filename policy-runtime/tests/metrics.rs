@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use policy_runtime::shedding::WorkClass;
+use policy_runtime::WorkClass;
 use policy_runtime::{Breaker, Deadline, Shedder};
 
 /// A counter's name, labels and value.

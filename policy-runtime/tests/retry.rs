@@ -1,4 +1,4 @@
-//! The seed's bounded-retry invariants, one test each, on tokio's paused clock.
+//! Bounded retry's invariants (its module docs state them), one test each, on tokio's paused clock.
 
 mod common;
 

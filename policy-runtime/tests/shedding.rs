@@ -1,10 +1,11 @@
-//! The seed's load-shedding invariants, one test each.
+//! Load shedding's invariants (its module docs state them), one test each.
 
 mod common;
 
 use std::time::Duration;
 
-use policy_runtime::shedding::{AdmitReason, Decision, ShedReason, Thresholds, WorkClass, decide};
+use policy_runtime::WorkClass;
+use policy_runtime::shedding::{AdmitReason, Decision, ShedReason, Thresholds, decide};
 use policy_runtime::{Deadline, RefusalKind, RefusalReason, Shedder};
 use proptest::prelude::*;
 

@@ -22,7 +22,7 @@ fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
-/// A mechanism's or leaf's name without the module path the macros put before inline names.
+/// A mechanism's or operation's name without the module path the macros put before inline names.
 fn short(name: &str) -> &str {
     name.rsplit("::").next().unwrap_or(name)
 }
@@ -124,7 +124,7 @@ fn fallbacks(phase: &PhaseReport) -> String {
                 }
                 format!(
                     "`{}` answered by `{}` ×{} ({})",
-                    short(&f.leaf),
+                    short(&f.operation),
                     f.answered_by,
                     f.failed + f.refused + f.expired,
                     why.join(", ")
@@ -627,7 +627,7 @@ fn html_phase(index: usize, count: usize, phase: &PhaseReport) -> String {
             join_or_none(phase.openings.iter().map(opening).collect()),
         ),
         ("retries spent", retries(phase)),
-        ("fallbacks per leaf", fallbacks(phase)),
+        ("fallbacks per operation", fallbacks(phase)),
         ("deferred work", deferred(phase)),
         ("background work", background(phase)),
         ("provider calls", providers(phase)),

@@ -1,6 +1,6 @@
 //! The document service: an axum app whose functions carry the project's own attributes.
 //!
-//! Saving a document is the seed's example, class by class:
+//! Saving a document, class by class:
 //!
 //! | class | work | here |
 //! |---|---|---|

@@ -1,4 +1,4 @@
-//! The short scenario (`policy-demo --short`), run in-process, and the seed's promises checked
+//! The short scenario (`policy-demo --short`), run in-process, and the project's promises checked
 //! on the numbers it measured.
 
 #![allow(
@@ -120,7 +120,7 @@ async fn the_short_scenario_keeps_the_seeds_promises() {
     let degraded: u64 = sessions
         .fallbacks
         .iter()
-        .filter(|f| f.leaf.ends_with("lookup_session"))
+        .filter(|f| f.operation.ends_with("lookup_session"))
         .map(|f| f.failed + f.refused + f.expired)
         .sum();
     assert!(degraded > 0, "{:?}", sessions.fallbacks);

@@ -3,16 +3,14 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use miette::{
-    GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, Severity, SourceSpan,
-};
+use miette::{GraphicalReportHandler, GraphicalTheme, Severity};
+pub use policy_lang::diagnostic::Renderable;
 use policy_lang::source::Position;
 use policy_lang::{Label, Sources};
 use serde_json::{Value, json};
 
-/// A rule of the audit. Each has a stable code, `assets::` followed by its id; the id is the
+/// A rule of the audit. Each has a stable code, `policy::assets::` followed by its id; the id is the
 /// Lighthouse audit's where Lighthouse has one ([`Rule::lighthouse`]), so a finding can be
 /// cross-referenced with a Lighthouse report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -58,6 +56,53 @@ pub enum Rule {
     UnreadableAsset,
 }
 
+/// Each rule's id and its code, from one literal: the code is `policy::assets::` and the id,
+/// a static string in the scheme of `policy-lang`'s diagnostics (`policy::...`) and the gate's
+/// (`policy::gate::...`).
+macro_rules! rule_ids {
+    ($($rule:ident => $id:literal,)*) => {
+        impl Rule {
+            /// The rule's id: the Lighthouse audit's id where the rule is that audit.
+            #[must_use]
+            pub fn id(self) -> &'static str {
+                match self {
+                    $(Rule::$rule => $id,)*
+                }
+            }
+
+            /// The stable code: `policy::assets::` and the id.
+            #[must_use]
+            pub fn code(self) -> &'static str {
+                match self {
+                    $(Rule::$rule => concat!("policy::assets::", $id),)*
+                }
+            }
+        }
+    };
+}
+
+rule_ids! {
+    OptimizedImages => "uses-optimized-images",
+    ImageSize => "image-size",
+    ModernImageFormats => "modern-image-formats",
+    UnsizedImages => "unsized-images",
+    ImageAspectRatio => "image-aspect-ratio",
+    ResponsiveImages => "uses-responsive-images",
+    SrcsetSizes => "srcset-sizes",
+    LcpLazyLoaded => "lcp-lazy-loaded",
+    LcpFetchPriority => "lcp-fetchpriority",
+    OffscreenImages => "offscreen-images",
+    TooManyHighPriority => "too-many-high-priority",
+    TooManyPreloads => "too-many-preloads",
+    FontDisplay => "font-display",
+    FontFormat => "font-format",
+    FontSize => "font-size",
+    TooManyFontFiles => "too-many-font-files",
+    TooManyFontWeights => "too-many-font-weights",
+    MissingAsset => "missing-asset",
+    UnreadableAsset => "unreadable-asset",
+}
+
 impl Rule {
     /// Every rule, in the order of the docs' table.
     pub const ALL: &'static [Rule] = &[
@@ -81,38 +126,6 @@ impl Rule {
         Rule::MissingAsset,
         Rule::UnreadableAsset,
     ];
-
-    /// The rule's id: the Lighthouse audit's id where the rule is that audit.
-    #[must_use]
-    pub fn id(self) -> &'static str {
-        match self {
-            Rule::OptimizedImages => "uses-optimized-images",
-            Rule::ImageSize => "image-size",
-            Rule::ModernImageFormats => "modern-image-formats",
-            Rule::UnsizedImages => "unsized-images",
-            Rule::ImageAspectRatio => "image-aspect-ratio",
-            Rule::ResponsiveImages => "uses-responsive-images",
-            Rule::SrcsetSizes => "srcset-sizes",
-            Rule::LcpLazyLoaded => "lcp-lazy-loaded",
-            Rule::LcpFetchPriority => "lcp-fetchpriority",
-            Rule::OffscreenImages => "offscreen-images",
-            Rule::TooManyHighPriority => "too-many-high-priority",
-            Rule::TooManyPreloads => "too-many-preloads",
-            Rule::FontDisplay => "font-display",
-            Rule::FontFormat => "font-format",
-            Rule::FontSize => "font-size",
-            Rule::TooManyFontFiles => "too-many-font-files",
-            Rule::TooManyFontWeights => "too-many-font-weights",
-            Rule::MissingAsset => "missing-asset",
-            Rule::UnreadableAsset => "unreadable-asset",
-        }
-    }
-
-    /// The stable code: `assets::` and the id.
-    #[must_use]
-    pub fn code(self) -> String {
-        format!("assets::{}", self.id())
-    }
 
     /// The Lighthouse 12 audit this rule corresponds to, or `None` where Lighthouse has none.
     /// `font-display` follows the newer `font-display-insight` (which reports `block` and
@@ -217,32 +230,12 @@ impl Report {
             .and_then(|label| self.sources.position(label.loc))
     }
 
-    /// The finding with its snippet, for a miette handler.
+    /// The finding with its snippet, for a miette handler: drawn by `policy-lang`'s one
+    /// adapter, as the language's and the gate's reports are (an excerpt around the labels, so
+    /// a finding in a minified file of any width costs what is drawn).
     #[must_use]
     pub fn renderable<'a>(&'a self, finding: &'a Finding) -> Renderable<'a> {
-        let primary = finding.labels.first().and_then(|label| label.loc.source());
-        let file = primary.and_then(|id| self.sources.get(id));
-        let labels = finding
-            .labels
-            .iter()
-            .enumerate()
-            .filter(|(_, label)| label.loc.source() == primary)
-            .filter_map(|(index, label)| {
-                let range = label.loc.range()?;
-                let span = SourceSpan::new(range.start.into(), range.end - range.start);
-                let text = (!label.text.is_empty()).then(|| label.text.clone());
-                Some(if index == 0 {
-                    LabeledSpan::new_primary_with_span(text, span)
-                } else {
-                    LabeledSpan::new_with_span(text, span)
-                })
-            })
-            .collect();
-        Renderable {
-            finding,
-            source: file.map(|file| NamedSource::new(file.name(), file.shared_text())),
-            labels,
-        }
+        Renderable::new(finding, &finding.labels, &self.sources)
     }
 
     /// The finding in a fixed, colourless theme and width, for tests and logs.
@@ -319,25 +312,19 @@ impl Report {
     }
 }
 
-/// A finding paired with the text it points into, so that miette can draw its snippet.
-#[derive(Debug)]
-pub struct Renderable<'a> {
-    finding: &'a Finding,
-    source: Option<NamedSource<Arc<str>>>,
-    labels: Vec<LabeledSpan>,
-}
-
-impl fmt::Display for Renderable<'_> {
+impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.finding.message)
+        f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for Renderable<'_> {}
+impl std::error::Error for Finding {}
 
-impl miette::Diagnostic for Renderable<'_> {
+/// The rule's code, its severity (every finding is an error) and the fix; the labels and the
+/// snippet come from the [`Report`]'s sources ([`Report::renderable`]).
+impl miette::Diagnostic for Finding {
     fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        Some(Box::new(self.finding.rule.code()))
+        Some(Box::new(self.rule.code()))
     }
 
     fn severity(&self) -> Option<Severity> {
@@ -345,20 +332,6 @@ impl miette::Diagnostic for Renderable<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        Some(Box::new(&self.finding.help))
-    }
-
-    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        self.source
-            .as_ref()
-            .map(|source| source as &dyn miette::SourceCode)
-    }
-
-    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        if self.labels.is_empty() {
-            None
-        } else {
-            Some(Box::new(self.labels.iter().cloned()))
-        }
+        Some(Box::new(&self.help))
     }
 }

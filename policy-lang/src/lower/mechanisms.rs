@@ -47,7 +47,7 @@ const OPEN_AFTER_FORMS: &str =
     "`N failures within DURATION` or `P% of at least N calls within DURATION`";
 
 pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["open_after", "cooldown"];
+    const KEYS: &[&str] = &["open_after", "cooldown", "max_retry_after"];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
     let mut sharing = None;
@@ -70,7 +70,11 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
                 None => sharing = Some(found),
             },
             Some(None) => {}
-            None => lowering.unknown_phrase(stanza, phrase, &["open_after", "cooldown", "shared"]),
+            None => lowering.unknown_phrase(
+                stanza,
+                phrase,
+                &["open_after", "cooldown", "shared", "max_retry_after"],
+            ),
         }
     }
     let what = name.as_ref().map_or_else(
@@ -96,12 +100,19 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None
         }
     };
+    let mut complete = true;
+    let max_retry_after = body.get("max_retry_after").and_then(|(key, value)| {
+        let duration = lowering.duration(&key.text, value);
+        complete &= duration.is_some();
+        duration
+    });
     match (name, open_after, cooldown) {
-        (Some(name), Some(open_after), Some(cooldown)) => {
+        (Some(name), Some(open_after), Some(cooldown)) if complete => {
             let mut breaker = BreakerSpec::new(name, open_after, cooldown, stanza.loc);
             if let Some(sharing) = sharing {
                 breaker.sharing = sharing;
             }
+            breaker.max_retry_after = max_retry_after;
             insert(
                 &mut lowering.spec.breakers,
                 breaker,
@@ -482,14 +493,14 @@ pub(super) fn lower_shedding(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 }
 
 pub(super) fn lower_ratelimit(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["on_timeout", "on_error"];
+    const KEYS: &[&str] = &["on_timeout", "on_error", "local_rate"];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
     let mut rate: Option<Located<Rate>> = None;
     let mut rate_seen: Option<Loc> = None;
     for phrase in &body.phrases {
         match phrase.terms.as_slice() {
-            [Term::Quantity(count), per, Term::Quantity(period)] if word(per, "per") => {
+            [Term::Quantity(_), per, Term::Quantity(_)] if word(per, "per") => {
                 if let Some(first) = rate_seen {
                     lowering.push(
                         Diagnostic::new(
@@ -504,19 +515,12 @@ pub(super) fn lower_ratelimit(lowering: &mut Lowering<'_>, stanza: &Stanza) {
                     continue;
                 }
                 rate_seen = Some(phrase.loc);
-                let count = lowering.quantity_count("rate", count);
-                let period = lowering.quantity_duration("rate", period);
-                if let (Some(count), Some(period)) = (count, period) {
-                    rate = Some(Located::new(
-                        Rate::new(count.value, period.value),
-                        phrase.loc,
-                    ));
-                }
+                rate = lowering.rate("rate", phrase);
             }
             _ => lowering.unknown_phrase(
                 stanza,
                 phrase,
-                &["N per DURATION", "on_timeout", "on_error"],
+                &["N per DURATION", "on_timeout", "on_error", "local_rate"],
             ),
         }
     }
@@ -534,9 +538,16 @@ pub(super) fn lower_ratelimit(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None => lowering.missing(&body, &what, key, &format!("{key} = open")),
         }
     }
+    let mut complete = true;
+    let local_rate = body.get("local_rate").and_then(|(key, value)| {
+        let rate = lowering.rate(&key.text, value);
+        complete &= rate.is_some();
+        rate
+    });
     match (name, rate, modes) {
-        (Some(name), Some(rate), [Some(on_timeout), Some(on_error)]) => {
-            let ratelimit = RatelimitSpec::new(name, rate, on_timeout, on_error, stanza.loc);
+        (Some(name), Some(rate), [Some(on_timeout), Some(on_error)]) if complete => {
+            let mut ratelimit = RatelimitSpec::new(name, rate, on_timeout, on_error, stanza.loc);
+            ratelimit.local_rate = local_rate;
             insert(
                 &mut lowering.spec.ratelimits,
                 ratelimit,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::ast::{File, Ident, Quantity, Stanza, StatementKind, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
-use crate::spec::{Class, FailMode, Items, Named, Spec};
+use crate::spec::{FailMode, Items, Named, Rate, Spec, WorkClass};
 use crate::suggest;
 use crate::units::{DURATION_UNITS, QuantityError};
 
@@ -248,7 +248,7 @@ impl Lowering<'_> {
 
     fn unknown_setting(&mut self, stanza: &Stanza, key: &str, loc: Loc, keys: &[&str]) {
         let help = if stanza.keyword.text == "operation"
-            && (Class::from_name(key).is_some() || FLAGS.contains(&key))
+            && (WorkClass::from_name(key).is_some() || FLAGS.contains(&key))
         {
             format!(
                 "the class and flags go in the header: `operation NAME: critical, {key} {{ ... }}`"
@@ -493,21 +493,43 @@ impl Lowering<'_> {
     }
 
     fn fail_mode(&mut self, key: &str, value: &Value) -> Option<Located<FailMode>> {
+        if let [Term::Word(ident)] = value.terms.as_slice()
+            && let Some(mode) = FailMode::from_name(&ident.text)
+        {
+            return Some(Located::new(mode, ident.loc));
+        }
+        let names = FailMode::ALL.map(FailMode::as_str);
+        let help = match value.terms.as_slice() {
+            [Term::Word(ident)] => suggest::closest(&ident.text, names)
+                .map(|choice| format!("did you mean `{choice}`?")),
+            _ => None,
+        }
+        .unwrap_or_else(|| {
+            "`open` lets calls through, `closed` refuses them, `local` applies this instance's own rate".to_owned()
+        });
+        self.invalid(key, "`open`, `closed` or `local`", value, value.loc, help);
+        None
+    }
+
+    /// `N per DURATION`, spelled `key = N per DURATION` or as a phrase.
+    fn rate(&mut self, key: &str, value: &Value) -> Option<Located<Rate>> {
         match value.terms.as_slice() {
-            [Term::Word(ident)] if ident.text == "open" => {
-                Some(Located::new(FailMode::Open, ident.loc))
-            }
-            [Term::Word(ident)] if ident.text == "closed" => {
-                Some(Located::new(FailMode::Closed, ident.loc))
+            [Term::Quantity(count), per, Term::Quantity(period)] if word(per, "per") => {
+                let count = self.quantity_count(key, count);
+                let period = self.quantity_duration(key, period);
+                Some(Located::new(
+                    Rate::new(count?.value, period?.value),
+                    value.loc,
+                ))
             }
             _ => {
-                let help = match value.terms.as_slice() {
-                    [Term::Word(ident)] => suggest::closest(&ident.text, ["open", "closed"])
-                        .map(|choice| format!("did you mean `{choice}`?")),
-                    _ => None,
-                }
-                .unwrap_or_else(|| "`open` lets calls through, `closed` refuses them".to_owned());
-                self.invalid(key, "`open` or `closed`", value, value.loc, help);
+                self.invalid(
+                    key,
+                    "a rate like `100 per 1m`",
+                    value,
+                    value.loc,
+                    format!("write it as `{key} = 100 per 1m`"),
+                );
                 None
             }
         }

@@ -2,10 +2,10 @@
 //! the mechanisms and deadlines it names.
 
 use super::{Lowering, insert};
-use crate::ast::Stanza;
+use crate::ast::{Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::Located;
-use crate::spec::{Class, OperationSpec};
+use crate::spec::{IsolateSpec, OperationSpec, PoolKind, WorkClass};
 use crate::suggest;
 
 /// The flags an operation's header may carry besides its class.
@@ -23,17 +23,35 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         "shed_at",
         "fallback",
         "stale_if_error",
+        "poll_budget",
+        "isolate",
+    ];
+    /// The keys and phrases, for "did you mean".
+    const STATEMENTS: &[&str] = &[
+        "breaker",
+        "bulkhead",
+        "retry",
+        "ratelimit",
+        "deadline",
+        "min_budget",
+        "expected_cost",
+        "shed_at",
+        "fallback",
+        "fallback_on_failure",
+        "stale_if_error",
+        "poll_budget",
+        "isolate",
     ];
     let name = lowering.name(stanza);
     let operation_name = name
         .as_ref()
         .map_or("", |name| name.value.as_str())
         .to_owned();
-    let mut class: Option<Located<Class>> = None;
+    let mut class: Option<Located<WorkClass>> = None;
     let (mut idempotent, mut durable) = (None, None);
     let mut header_ok = true;
     for tag in &stanza.tags {
-        if let Some(found) = Class::from_name(&tag.text) {
+        if let Some(found) = WorkClass::from_name(&tag.text) {
             match &class {
                 Some(first) => {
                     header_ok = false;
@@ -86,8 +104,24 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         ));
     }
     let body = lowering.body(stanza, KEYS);
+    let mut fallback_on_failure = None;
     for phrase in &body.phrases {
-        lowering.unknown_phrase(stanza, phrase, KEYS);
+        match phrase.terms.as_slice() {
+            [Term::Word(word)] if word.text == "fallback_on_failure" => match fallback_on_failure {
+                Some(first) => lowering.push(
+                    Diagnostic::new(
+                        Kind::DuplicateSetting {
+                            key: "fallback_on_failure".to_owned(),
+                        },
+                        phrase.loc,
+                        "set again here",
+                    )
+                    .with_label(first, "first set here"),
+                ),
+                None => fallback_on_failure = Some(phrase.loc),
+            },
+            _ => lowering.unknown_phrase(stanza, phrase, STATEMENTS),
+        }
     }
     let (Some(name), Some(class)) = (name, class) else {
         return;
@@ -95,6 +129,7 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     let mut operation = OperationSpec::new(name, class, stanza.loc);
     operation.idempotent = idempotent;
     operation.durable = durable;
+    operation.fallback_on_failure = fallback_on_failure;
     let mut complete = header_ok;
     for (key, value) in &body.settings {
         let key = key.text.as_str();
@@ -129,6 +164,10 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             "fallback" => lowering
                 .string(key, value)
                 .map(|s| operation.fallback = Some(s)),
+            "poll_budget" => lowering
+                .duration(key, value)
+                .map(|d| operation.poll_budget = Some(d)),
+            "isolate" => lower_isolate(lowering, key, value).map(|i| operation.isolate = Some(i)),
             _ => Some(()),
         };
         complete &= lowered.is_some();
@@ -142,4 +181,68 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             &mut lowering.diagnostics,
         );
     }
+}
+
+/// `isolate = blocking`, `isolate = rayon(max_concurrent = 2, max_queued = 4)`.
+fn lower_isolate(lowering: &mut Lowering<'_>, key: &str, value: &Value) -> Option<IsolateSpec> {
+    const EXPECTED: &str = "a pool like `blocking(max_concurrent = 2, max_queued = 4)`";
+    let pools = PoolKind::ALL.map(PoolKind::as_str);
+    let (pool, args) = match value.terms.as_slice() {
+        [Term::Word(word)] => (word, &[][..]),
+        [Term::Call(call)] => (&call.name, call.args.as_slice()),
+        _ => {
+            lowering.invalid(
+                key,
+                EXPECTED,
+                value,
+                value.loc,
+                format!(
+                    "write `{key} = blocking` (tokio's blocking threads) or `{key} = rayon` (a dedicated pool), with `(max_concurrent = N, max_queued = N)` if needed"
+                ),
+            );
+            return None;
+        }
+    };
+    let Some(kind) = PoolKind::from_name(&pool.text) else {
+        let help = suggest::did_you_mean(&pool.text, pools, "the pools", "");
+        lowering.invalid(key, "`blocking` or `rayon`", &pool.text, pool.loc, help);
+        return None;
+    };
+    let mut isolate = IsolateSpec::new(Located::new(kind, pool.loc), value.loc);
+    let mut complete = true;
+    for arg in args {
+        let slot = match arg.key.as_ref().map(|key| key.text.as_str()) {
+            Some("max_concurrent") if isolate.max_concurrent.is_none() => {
+                &mut isolate.max_concurrent
+            }
+            Some("max_queued") if isolate.max_queued.is_none() => &mut isolate.max_queued,
+            _ => {
+                complete = false;
+                let key_text = arg
+                    .key
+                    .as_ref()
+                    .map_or_else(|| arg.value.to_string(), |key| key.text.clone());
+                let help = suggest::did_you_mean(
+                    &key_text,
+                    ["max_concurrent", "max_queued"],
+                    &format!("the arguments of `{}`", pool.text),
+                    "",
+                );
+                lowering.push(Diagnostic::new(
+                    Kind::UnknownSetting {
+                        keyword: pool.text.clone(),
+                        key: key_text,
+                        help,
+                    },
+                    arg.loc,
+                    "unknown or repeated",
+                ));
+                continue;
+            }
+        };
+        let name = arg.key.as_ref().map_or("", |key| key.text.as_str());
+        *slot = lowering.count(name, &arg.value);
+        complete &= slot.is_some();
+    }
+    complete.then_some(isolate)
 }

@@ -19,6 +19,10 @@ use std::time::Duration;
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 
+/// The work classes and the rate limiter's failure modes are words the runtime shares: they are
+/// defined once, in `policy-model`.
+pub use policy_model::{FailMode, WorkClass};
+
 mod delivery;
 
 pub use delivery::{
@@ -93,11 +97,11 @@ impl Spec {
     ) -> Option<&'a Located<Duration>> {
         let own = operation.deadline.as_ref();
         let request = match operation.class.value {
-            Class::Critical => self
+            WorkClass::Critical => self
                 .request
                 .as_ref()
                 .and_then(|request| request.deadline.as_ref()),
-            Class::Deferred | Class::Background => None,
+            WorkClass::Deferred | WorkClass::Background => None,
         };
         match (own, request) {
             (Some(own), Some(request)) if request.value < own.value => Some(request),
@@ -300,7 +304,7 @@ pub enum Sharing {
     TripsOnly,
 }
 
-/// `breaker NAME { open_after = ...; cooldown = ...; shared }`.
+/// `breaker NAME { open_after = ...; cooldown = ...; shared; max_retry_after = 5m }`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BreakerSpec {
@@ -312,6 +316,9 @@ pub struct BreakerSpec {
     pub cooldown: Located<Duration>,
     /// What is shared between instances.
     pub sharing: Located<Sharing>,
+    /// The longest opening a dependency's `Retry-After` may ask for (the runtime's default,
+    /// 5 minutes, when not set).
+    pub max_retry_after: Option<Located<Duration>>,
     /// The stanza.
     pub loc: Loc,
 }
@@ -330,6 +337,7 @@ impl BreakerSpec {
             open_after,
             cooldown,
             sharing: Located::new(Sharing::Local, loc),
+            max_retry_after: None,
             loc,
         }
     }
@@ -499,24 +507,6 @@ impl SheddingSpec {
     }
 }
 
-/// What a rate limiter does when its store is slow or down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailMode {
-    /// Let the call through.
-    Open,
-    /// Refuse the call.
-    Closed,
-}
-
-impl fmt::Display for FailMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FailMode::Open => "open",
-            FailMode::Closed => "closed",
-        })
-    }
-}
-
 /// `100 per 1m`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -535,7 +525,7 @@ impl Rate {
     }
 }
 
-/// `ratelimit NAME { 100 per 1m; on_timeout = open; on_error = closed }`.
+/// `ratelimit NAME { 100 per 1m; on_timeout = open; on_error = local; local_rate = 20 per 1m }`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RatelimitSpec {
@@ -547,6 +537,9 @@ pub struct RatelimitSpec {
     pub on_timeout: Located<FailMode>,
     /// What to do when the limiter's store is down.
     pub on_error: Located<FailMode>,
+    /// The rate this instance enforces alone while the store fails, for [`FailMode::Local`]
+    /// (the fleet's rate when not set).
+    pub local_rate: Option<Located<Rate>>,
     /// The stanza.
     pub loc: Loc,
 }
@@ -566,6 +559,7 @@ impl RatelimitSpec {
             rate,
             on_timeout,
             on_error,
+            local_rate: None,
             loc,
         }
     }
@@ -578,46 +572,6 @@ impl Named for RatelimitSpec {
     }
 }
 
-/// An operation's work class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// Before the response; never shed for load.
-    Critical,
-    /// After the response; shed under load; at-least-once.
-    Deferred,
-    /// On a bounded background pool; shed first.
-    Background,
-}
-
-impl Class {
-    /// The class from its name in the language.
-    #[must_use]
-    pub fn from_name(name: &str) -> Option<Class> {
-        match name {
-            "critical" => Some(Class::Critical),
-            "deferred" => Some(Class::Deferred),
-            "background" => Some(Class::Background),
-            _ => None,
-        }
-    }
-
-    /// Its name in the language.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Class::Critical => "critical",
-            Class::Deferred => "deferred",
-            Class::Background => "background",
-        }
-    }
-}
-
-impl fmt::Display for Class {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// `operation NAME: class, flags { breaker = ...; deadline = ...; ... }`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -625,7 +579,7 @@ pub struct OperationSpec {
     /// Its name.
     pub name: Located<String>,
     /// Its work class.
-    pub class: Located<Class>,
+    pub class: Located<WorkClass>,
     /// Where `idempotent` was declared, if it was.
     pub idempotent: Option<Loc>,
     /// Where `durable` (a write that must be acknowledged) was declared, if it was.
@@ -647,12 +601,19 @@ pub struct OperationSpec {
     /// Its own load threshold for shedding, instead of its class's (deferred and background
     /// work only: critical work is never shed for load).
     pub shed_at: Option<Located<f64>>,
-    /// The function that answers instead when the work is refused or its deadline passes (the
-    /// attribute's `fallback_on_failure` extends it to the work's own failures).
+    /// The function that answers instead when the work is refused or its deadline passes.
     pub fallback: Option<Located<String>>,
+    /// Where `fallback_on_failure` was written, if it was: the fallback also answers the
+    /// work's own failures.
+    pub fallback_on_failure: Option<Loc>,
     /// How long the last good result may be served when the work is refused, expires or fails
     /// (the facade's `stale` feature).
     pub stale_if_error: Option<Located<Duration>>,
+    /// The longest one poll of the work may take before it is reported as blocking its
+    /// worker.
+    pub poll_budget: Option<Located<Duration>>,
+    /// The pool its synchronous body runs on, when it is isolated CPU work (`#[isolate]`).
+    pub isolate: Option<IsolateSpec>,
     /// The stanza or attribute.
     pub loc: Loc,
 }
@@ -660,7 +621,7 @@ pub struct OperationSpec {
 impl OperationSpec {
     /// An operation with no flags, mechanisms or deadline.
     #[must_use]
-    pub fn new(name: Located<String>, class: Located<Class>, loc: Loc) -> Self {
+    pub fn new(name: Located<String>, class: Located<WorkClass>, loc: Loc) -> Self {
         OperationSpec {
             name,
             class,
@@ -675,7 +636,10 @@ impl OperationSpec {
             expected_cost: None,
             shed_at: None,
             fallback: None,
+            fallback_on_failure: None,
             stale_if_error: None,
+            poll_budget: None,
+            isolate: None,
             loc,
         }
     }
@@ -690,6 +654,71 @@ impl OperationSpec {
     #[must_use]
     pub fn is_durable(&self) -> bool {
         self.durable.is_some()
+    }
+}
+
+/// Where isolated CPU work runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoolKind {
+    /// `blocking`: tokio's blocking threads, bounded by the pool's slots (the default).
+    #[default]
+    Blocking,
+    /// `rayon`: a dedicated pool, one thread per slot (the facade's `rayon` feature).
+    Rayon,
+}
+
+impl PoolKind {
+    /// Every kind.
+    pub const ALL: [PoolKind; 2] = [Self::Blocking, Self::Rayon];
+
+    /// Its name in the language.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Blocking => "blocking",
+            Self::Rayon => "rayon",
+        }
+    }
+
+    /// The kind written `name`.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+}
+
+impl fmt::Display for PoolKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `isolate = blocking(max_concurrent = 2, max_queued = 4)`: the operation's synchronous body
+/// runs on a bounded pool of its own, a bulkhead for CPU, waited for at most until the current
+/// deadline.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct IsolateSpec {
+    /// Which pool.
+    pub pool: Located<PoolKind>,
+    /// Work that may run at once (the number of CPUs when not set).
+    pub max_concurrent: Option<Located<u32>>,
+    /// Work that may wait for a slot (none when not set).
+    pub max_queued: Option<Located<u32>>,
+    /// The setting.
+    pub loc: Loc,
+}
+
+impl IsolateSpec {
+    /// Isolation on `pool`, with the pool's default slots and no queue.
+    #[must_use]
+    pub fn new(pool: Located<PoolKind>, loc: Loc) -> Self {
+        IsolateSpec {
+            pool,
+            max_concurrent: None,
+            max_queued: None,
+            loc,
+        }
     }
 }
 

@@ -3,27 +3,14 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
     let carrier = ::policy::__private::carrier::<Result<DocId, AppError>>();
-    let deadline = ::policy::Deadline::leaf(
+    let deadline = ::policy::Deadline::for_operation(
             "save_document",
-            ::core::time::Duration::from_nanos(2000000000u64),
-            ::core::time::Duration::from_nanos(200000000u64),
+            ::core::time::Duration::from_secs(2),
+            ::core::time::Duration::from_millis(200),
         )
         .map_err(carrier.refused)?;
-    match deadline
-        .run(
-            deadline
-                .scope(
-                    ::policy::__private::typed::<
-                        Result<DocId, AppError>,
-                        _,
-                    >(async move { db().insert(doc).await }),
-                ),
-        )
-        .await
-    {
-        ::core::result::Result::Ok(result) => result,
-        ::core::result::Result::Err(expired) => {
-            ::core::result::Result::Err((carrier.expired)(expired))
-        }
-    }
+    let ran = deadline
+        .run_in_scope(carrier.body(async move { db().insert(doc).await }))
+        .await;
+    carrier.ran(ran)
 }

@@ -6,32 +6,20 @@ fn index_document(id: DocId) {
         ::policy::__private::ScheduledResult<Result<(), SearchError>>,
         _,
     >(async move {
-        let deadline = ::policy::Deadline::leaf(
+        let deadline = ::policy::Deadline::for_operation(
             "index_document",
             ::policy::Deadline::MAX_BUDGET,
-            ::core::time::Duration::from_nanos(0u64),
+            ::core::time::Duration::ZERO,
         )?;
-        match deadline
-            .run(
-                deadline
-                    .scope(
-                        ::policy::__private::typed::<
-                            Result<(), SearchError>,
-                            _,
-                        >(async move { search().index(id).await }),
-                    ),
+        let ran = deadline
+            .run_in_scope(
+                ::policy::__private::typed::<
+                    Result<(), SearchError>,
+                    _,
+                >(async move { search().index(id).await }),
             )
-            .await
-        {
-            ::core::result::Result::Ok(result) => {
-                result.map_err(|error| ::policy::CallError::Failed(error))
-            }
-            ::core::result::Result::Err(expired) => {
-                ::core::result::Result::Err(
-                    ::policy::CallError::DeadlineExceeded(expired),
-                )
-            }
-        }
+            .await;
+        ::policy::CallError::from_run(ran)
     });
     let work = ::policy::__private::deferrable(::policy::__private::scheduled(work));
     ::policy::defer(

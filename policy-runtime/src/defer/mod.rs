@@ -113,7 +113,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 use tokio::task::futures::TaskLocalFuture;
 
-use crate::shedding::WorkClass;
+use policy_model::WorkClass;
 
 #[cfg(feature = "http")]
 pub mod http;

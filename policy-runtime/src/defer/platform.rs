@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{Task, class_totals};
 use crate::observe;
-use crate::shedding::WorkClass;
+use policy_model::WorkClass;
 
 /// Keeps deferred work alive after the response: the one seam between this crate and the host
 /// the process runs on.
@@ -221,6 +221,18 @@ impl TaskTotals {
     }
 }
 
+impl TaskTotals {
+    fn fields(&self) -> observe::ClassFields<'_> {
+        observe::ClassFields {
+            scheduled: self.scheduled,
+            finished: self.finished,
+            abandoned: self.abandoned,
+            in_flight: self.in_flight,
+            summary: self,
+        }
+    }
+}
+
 impl fmt::Display for TaskTotals {
     /// `12 scheduled: 9 finished (1 failed, 0 panicked, 2 refused), 0 shed, 1 abandoned, 2 in
     /// flight`.
@@ -375,7 +387,14 @@ impl ContainerPlatform {
             deferred: totals(WorkClass::Deferred),
             background: totals(WorkClass::Background),
         };
-        observe::drained(in_flight, drained, drain_deadline, &report);
+        observe::drained(
+            in_flight,
+            drained,
+            drain_deadline,
+            (report.finished, report.abandoned),
+            report.deferred.fields(),
+            report.background.fields(),
+        );
         report
     }
 }

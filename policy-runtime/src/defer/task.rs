@@ -15,7 +15,7 @@ use tracing::Span;
 use super::RequestId;
 use super::limits::Admission;
 use crate::observe;
-use crate::shedding::WorkClass;
+use policy_model::WorkClass;
 
 /// What deferred or background work may end in: `()`, or a `Result` whose error can be logged.
 ///

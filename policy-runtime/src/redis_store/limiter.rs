@@ -335,7 +335,7 @@ impl Inner {
                 match mode {
                     FailMode::Open => "admitting every call",
                     FailMode::Closed => "refusing every call",
-                    _ => "this instance enforces its own rate",
+                    FailMode::Local => "this instance enforces its own rate",
                 }
             );
         }
@@ -388,7 +388,7 @@ impl Inner {
                 self.stats.failed_closed.fetch_add(1, Ordering::Relaxed);
                 refusal(None, Arc::from(format!("{what} and it fails closed")))
             }
-            _ => match self.local.check() {
+            FailMode::Local => match self.local.check() {
                 Ok(()) => {
                     self.stats.local_admitted.fetch_add(1, Ordering::Relaxed);
                     Ok(())

@@ -69,14 +69,14 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// One leaf's fallbacks in a phase.
+/// One operation's fallbacks in a phase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FallbackCount {
-    /// The leaf.
-    pub leaf: String,
+    /// The operation.
+    pub operation: String,
     /// The function that answered.
     pub answered_by: String,
-    /// Answered because the leaf was refused.
+    /// Answered because the operation was refused.
     pub refused: u64,
     /// Answered because its deadline passed.
     pub expired: u64,
@@ -131,9 +131,9 @@ pub struct PhaseReport {
     pub retries: Vec<(String, u64)>,
     /// Why retrying stopped early, per policy.
     pub retry_stops: Vec<Counted>,
-    /// Fallbacks per leaf.
+    /// Fallbacks per operation.
     pub fallbacks: Vec<FallbackCount>,
-    /// Critical work shed for load (the seed's promise: always 0).
+    /// Critical work shed for load (the project's promise: always 0).
     pub critical_shed_for_load: u64,
     /// Deferred starts compared with their responses' ends.
     pub deferred: Tally,
@@ -340,10 +340,10 @@ fn fallbacks_since(before: &policy::Snapshot, after: &policy::Snapshot) -> Vec<F
         .fallbacks
         .iter()
         .filter_map(|f| {
-            let was = before.fallbacks.iter().find(|b| b.leaf == f.leaf);
+            let was = before.fallbacks.iter().find(|b| b.operation == f.operation);
             let (r, e, x) = was.map_or((0, 0, 0), |b| (b.refused, b.expired, b.failed));
             let count = FallbackCount {
-                leaf: f.leaf.to_string(),
+                operation: f.operation.to_string(),
                 answered_by: f.answered_by.to_string(),
                 refused: f.refused - r,
                 expired: f.expired - e,

@@ -4,12 +4,12 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use super::{OperationService, Optional};
+use crate::WorkClass;
 use crate::layer::breaker::{BreakerService, ErrorsAreFailures};
 use crate::layer::bulkhead::BulkheadService;
 use crate::layer::retry::{ClaimedIdempotent, RetryService, TransientErrors};
 use crate::layer::shedding::ShedService;
 use crate::layer::{RetryLayer, ShedLayer};
-use crate::shedding::WorkClass;
 use crate::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
 
 /// An operation without retry: layers any service.

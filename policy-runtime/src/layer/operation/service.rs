@@ -45,7 +45,7 @@ where
 
     #[inline]
     fn call(&mut self, request: Request) -> Self::Future {
-        match Deadline::leaf(&self.name, self.deadline, self.min_budget) {
+        match Deadline::for_operation(&self.name, self.deadline, self.min_budget) {
             Ok(deadline) => {
                 let fut = deadline.sync_scope(|| self.inner.call(request));
                 ResponseFuture::running(deadline.scope(deadline.run(fut)))

@@ -4,7 +4,7 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use super::ShedService;
-use crate::shedding::WorkClass;
+use crate::WorkClass;
 use crate::{Bulkhead, Shedder};
 
 /// Decides, before each call, whether the work is worth doing; see the [module docs](super).

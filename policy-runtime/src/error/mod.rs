@@ -1,7 +1,7 @@
 //! The three ways a protected call can end badly, told apart by type.
 //!
 //! - [`ResilienceError`]: the work **never ran**. A breaker was open, a bulkhead was full, the
-//!   work was shed, or the budget left was below the leaf's minimum. Retrying it inside the
+//!   work was shed, or the budget left was below the operation's minimum. Retrying it inside the
 //!   same request is pointless; a fallback is the only useful response.
 //! - [`DeadlineExceeded`]: we **stopped waiting**. The work may have run, may have succeeded
 //!   unseen, or may still be running.
@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::breaker::OpenCause;
-use crate::shedding::ShedReason;
+mod reason;
+
+pub use reason::{OpenCause, RefusalReason, ShedReason};
 
 /// Formats a duration for people: `1.5s`, `250ms`, `40µs`, rounded to what matters.
 ///
@@ -67,7 +68,7 @@ pub enum RefusalKind {
     BulkheadFull,
     /// The shedding decision dropped the work (load or budget); the reason says which.
     Shed,
-    /// Less than the leaf's minimum useful budget was left, so the work was not started.
+    /// Less than the operation's minimum useful budget was left, so the work was not started.
     InsufficientBudget,
     /// A rate limiter refused the call.
     RateLimited,
@@ -92,114 +93,9 @@ impl fmt::Display for RefusalKind {
     }
 }
 
-/// Why a mechanism refused. The variant decides the [`RefusalKind`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "reason", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum RefusalReason {
-    /// The breaker is open for `remaining` more, because of `cause`.
-    BreakerOpen {
-        /// How long the breaker stays open from the moment of the refusal.
-        remaining: Duration,
-        /// What opened it.
-        cause: OpenCause,
-    },
-    /// All `max_concurrent` slots were busy and the queue of `max_queued` was full.
-    BulkheadFull {
-        /// The bulkhead's slot count.
-        max_concurrent: u32,
-        /// The bulkhead's queue length.
-        max_queued: u32,
-    },
-    /// One request's after-response queue already held its most deferred tasks.
-    RequestQueueFull {
-        /// The most tasks one request may defer.
-        max_per_request: u32,
-    },
-    /// The caller waited in the bulkhead's queue until its deadline, and no slot freed.
-    BulkheadQueueTimeout {
-        /// How long the caller waited in the queue.
-        waited: Duration,
-    },
-    /// The shedding decision dropped the work.
-    Shed(ShedReason),
-    /// Less than the minimum useful budget was left.
-    InsufficientBudget {
-        /// What was left of the deadline.
-        remaining: Duration,
-        /// The leaf's stated minimum useful budget.
-        min_budget: Duration,
-    },
-    /// A rate limiter refused; `retry_after` says when a slot frees, when known.
-    RateLimited {
-        /// When the limiter expects to admit again, if it knows.
-        retry_after: Option<Duration>,
-        /// Why: over the rate, or the limiter's store failed and it fails closed.
-        detail: Arc<str>,
-    },
-}
-
-impl RefusalReason {
-    /// The stable kind of this reason.
-    pub const fn kind(&self) -> RefusalKind {
-        match self {
-            Self::BreakerOpen { .. } => RefusalKind::BreakerOpen,
-            Self::BulkheadFull { .. }
-            | Self::RequestQueueFull { .. }
-            | Self::BulkheadQueueTimeout { .. } => RefusalKind::BulkheadFull,
-            Self::Shed(_) => RefusalKind::Shed,
-            Self::InsufficientBudget { .. } => RefusalKind::InsufficientBudget,
-            Self::RateLimited { .. } => RefusalKind::RateLimited,
-        }
-    }
-}
-
-impl fmt::Display for RefusalReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::BreakerOpen { remaining, cause } => {
-                write!(f, "open for another {} after {cause}", Human(*remaining))
-            }
-            Self::BulkheadFull {
-                max_concurrent,
-                max_queued,
-            } => write!(
-                f,
-                "all {max_concurrent} slots busy and all {max_queued} queue places taken"
-            ),
-            Self::RequestQueueFull { max_per_request } => write!(
-                f,
-                "the request's queue already holds its {max_per_request} deferred tasks"
-            ),
-            Self::BulkheadQueueTimeout { waited } => write!(
-                f,
-                "waited {} in the queue and the deadline passed",
-                Human(*waited)
-            ),
-            Self::Shed(reason) => write!(f, "{reason}"),
-            Self::InsufficientBudget {
-                remaining,
-                min_budget,
-            } => write!(
-                f,
-                "{} left of the deadline, below the minimum useful budget of {}",
-                Human(*remaining),
-                Human(*min_budget)
-            ),
-            Self::RateLimited {
-                retry_after,
-                detail,
-            } => match retry_after {
-                Some(after) => write!(f, "{detail}; a slot frees in {}", Human(*after)),
-                None => write!(f, "{detail}"),
-            },
-        }
-    }
-}
-
 /// The work never ran: a mechanism refused it before it started.
 ///
-/// It names the mechanism's kind, its name (the breaker's, the bulkhead's, the leaf's) and the
+/// It names the mechanism's kind, its name (the breaker's, the bulkhead's, the operation's) and the
 /// reason. Retrying it inside the same request spends budget to receive the same answer, so
 /// [`retry_within`](crate::retry::retry_within) never does; a fallback is the only useful
 /// response.
@@ -238,7 +134,7 @@ impl ResilienceError {
         self.reason.kind()
     }
 
-    /// The name of the breaker, bulkhead, shedder, limiter or leaf that refused.
+    /// The name of the breaker, bulkhead, shedder, limiter or operation that refused.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -263,7 +159,7 @@ impl ResilienceError {
             RefusalKind::BreakerOpen => "breaker",
             RefusalKind::BulkheadFull => "bulkhead",
             RefusalKind::Shed => "shedding for",
-            RefusalKind::InsufficientBudget => "leaf",
+            RefusalKind::InsufficientBudget => "operation",
             RefusalKind::RateLimited => "rate limiter",
         }
     }
@@ -371,6 +267,25 @@ impl<E> CallError<E> {
             Self::Refused(r) => E::from(r),
             Self::DeadlineExceeded(d) => E::from(d),
             Self::Failed(e) => e,
+        }
+    }
+
+    /// A run under a deadline ([`Deadline::run`](crate::Deadline::run)) as a success or a
+    /// `CallError`: the work's own error, or the expiry.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::{CallError, DeadlineExceeded};
+    ///
+    /// let expired: Result<Result<u8, &str>, _> = Err(DeadlineExceeded::new(Duration::from_secs(1)));
+    /// assert!(CallError::from_run(expired).unwrap_err().is_deadline_exceeded());
+    /// assert_eq!(CallError::from_run(Ok(Ok::<u8, &str>(7))), Ok(7));
+    /// ```
+    #[inline(always)]
+    pub fn from_run<T>(ran: Result<Result<T, E>, DeadlineExceeded>) -> Result<T, Self> {
+        match ran {
+            Ok(result) => result.map_err(Self::Failed),
+            Err(expired) => Err(Self::DeadlineExceeded(expired)),
         }
     }
 

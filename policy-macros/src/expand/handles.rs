@@ -1,0 +1,250 @@
+//! Step 1: the mechanisms' handles, each a `static` registered in the global registry the first
+//! time it is used, in one block of their own:
+//!
+//! ```text
+//! let (breaker, bulkhead) = {
+//!     use ::core::time::Duration;
+//!     use ::policy::__private::Handle;
+//!     const BY: &str = concat!(module_path!(), "::", "push_to_index");
+//!     static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY).cooldown(..);
+//!     static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY).max_concurrent(4);
+//!     (&*BREAKER, &*BULKHEAD)
+//! };
+//! ```
+//!
+//! Each mechanism keeps its own static, name and settings (plain data, applied through the
+//! mechanism's own builder when it is registered); the block only scopes them, and its `use`s,
+//! away from the user's code. No user token goes inside it. `BY` names the function,
+//! so a second, different configuration of one name is refused naming both functions (the
+//! registry's "one name, one configuration").
+
+use std::time::Duration;
+
+use policy_lang::{Backoff, BreakerSpec, BulkheadSpec, OpenAfter, RetrySpec, Sharing, WorkClass};
+use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
+use quote::quote;
+
+use super::{local, operation_name};
+use crate::valid::Plan;
+
+/// The handles an expansion uses, by their local names.
+#[derive(Default)]
+pub(super) struct Handles {
+    statics: Vec<(Ident, Ident, TokenStream)>,
+    pub(super) breaker: Option<Ident>,
+    pub(super) bulkhead: Option<Ident>,
+    pub(super) retry: Option<Ident>,
+    pub(super) shedder: Option<Ident>,
+    pub(super) monitor: Option<Ident>,
+    pub(super) fallback: Option<Ident>,
+    pub(super) pool: Option<Ident>,
+}
+
+/// A duration inside the block, where `Duration` is `::core::time::Duration`.
+fn duration(d: Duration) -> TokenStream {
+    let exact = super::exact_unit(d);
+    quote!(Duration::#exact)
+}
+
+/// Whether `tokens` name `Duration` (an identifier: a mechanism's name is a string literal).
+fn mentions_duration(tokens: TokenStream) -> bool {
+    tokens.into_iter().any(|token| match token {
+        TokenTree::Ident(ident) => ident == "Duration",
+        TokenTree::Group(group) => mentions_duration(group.stream()),
+        _ => false,
+    })
+}
+
+fn count(n: u32) -> Literal {
+    Literal::u32_unsuffixed(n)
+}
+
+fn ratio(r: f64) -> Literal {
+    Literal::f64_unsuffixed(r)
+}
+
+/// The registry name of a named mechanism: its name in the files, or for an inline one, a name
+/// made unique by the module path.
+fn runtime_name(name: &str, inline: bool) -> TokenStream {
+    if inline {
+        operation_name(name)
+    } else {
+        quote!(#name)
+    }
+}
+
+fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
+    let name = runtime_name(&spec.name.value, inline);
+    let open_after = match spec.open_after.value {
+        OpenAfter::Count { failures, window } => {
+            let (failures, window) = (count(failures), duration(window));
+            quote!(.open_after_failures(#failures, #window))
+        }
+        OpenAfter::Ratio {
+            ratio: share,
+            min_calls,
+            window,
+        } => {
+            let (share, min_calls, window) = (ratio(share), count(min_calls), duration(window));
+            quote!(.open_after_ratio(#share, #min_calls, #window))
+        }
+        _ => quote!(),
+    };
+    let cooldown = duration(spec.cooldown.value);
+    let sharing = match spec.sharing.value {
+        Sharing::Shared { quorum } => {
+            let quorum = count(quorum);
+            quote!(.sharing(::policy::Sharing::Openings { quorum: #quorum }))
+        }
+        Sharing::TripsOnly => quote!(.sharing(::policy::Sharing::TripsOnly)),
+        _ => quote!(),
+    };
+    let max_retry_after = spec.max_retry_after.as_ref().map(|max| {
+        let max = duration(max.value);
+        quote!(.max_retry_after(#max))
+    });
+    quote! {
+        Handle<::policy::Breaker> = Handle::breaker(#name, BY) #open_after .cooldown(#cooldown) #sharing #max_retry_after
+    }
+}
+
+fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
+    let name = runtime_name(&spec.name.value, inline);
+    let max_concurrent = count(spec.max_concurrent.value);
+    let max_queued = count(spec.max_queued.value);
+    quote! {
+        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY).max_concurrent(#max_concurrent).max_queued(#max_queued)
+    }
+}
+
+fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
+    let name = runtime_name(&spec.name.value, inline);
+    let attempts = count(spec.attempts.value);
+    let backoff = match spec.backoff.value {
+        Backoff::FullJitter { base, cap } => {
+            let (base, cap) = (duration(base), duration(cap));
+            quote!(.backoff(#base, #cap))
+        }
+        _ => quote!(),
+    };
+    let timeout = spec.attempt_timeout.as_ref().map(|t| {
+        let t = duration(t.value);
+        quote!(.attempt_timeout(#t))
+    });
+    let allowance = spec.allowance.as_ref().map(|a| {
+        let (share, floor) = (ratio(a.value.ratio), count(a.value.floor_per_second));
+        quote!(.allowance(#share, #floor))
+    });
+    quote! {
+        Handle<::policy::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
+    }
+}
+
+fn shedder(plan: &Plan) -> TokenStream {
+    let name = operation_name(&plan.op);
+    let (mut deferred, mut background) = plan.thresholds;
+    if let Some(shed_at) = plan.shed_at {
+        match plan.class {
+            WorkClass::Deferred => deferred = shed_at,
+            WorkClass::Background => background = shed_at,
+            WorkClass::Critical => {}
+        }
+    }
+    let (deferred, background) = (ratio(deferred), ratio(background));
+    quote! {
+        Handle<::policy::Shedder> = Handle::shedder(#name, BY).thresholds(#deferred, #background)
+    }
+}
+
+impl Handles {
+    /// The mechanisms the plan names: breaker, bulkhead, retry policy, shedder and poll
+    /// monitor.
+    pub(super) fn of(plan: &Plan) -> Self {
+        let mut h = Self::default();
+        if let Some(spec) = &plan.breaker {
+            h.breaker = Some(h.add("breaker", breaker(spec, plan.inline.breaker)));
+        }
+        if let Some(spec) = &plan.bulkhead {
+            h.bulkhead = Some(h.add("bulkhead", bulkhead(spec, plan.inline.bulkhead)));
+        }
+        if let Some(spec) = &plan.retry {
+            h.retry = Some(h.add("retry", retry(spec, plan.inline.retry)));
+        }
+        // A decision to make: optional work against its compartment's load, or any work with
+        // a known cost against the budget left.
+        if (plan.class != WorkClass::Critical && plan.bulkhead.is_some())
+            || plan.expected_cost.is_some()
+        {
+            h.shedder = Some(h.add("shedder", shedder(plan)));
+        }
+        if let Some(budget) = plan.poll_budget {
+            let (name, budget) = (operation_name(&plan.op), duration(budget));
+            h.monitor = Some(h.add(
+                "monitor",
+                quote!(Handle<::policy::isolate::PollMonitor> = Handle::poll_monitor(#name, BY).budget(#budget)),
+            ));
+        }
+        h
+    }
+
+    /// The fallback record of the operation, answered by `answered_by`.
+    pub(super) fn add_fallback(&mut self, plan: &Plan, answered_by: &str) {
+        let name = operation_name(&plan.op);
+        self.fallback = Some(self.add(
+            "fallback",
+            quote!(Handle<::policy::fallback::Fallback> = Handle::fallback(#name, BY).answered_by(#answered_by)),
+        ));
+    }
+
+    /// The pool of isolated work.
+    pub(super) fn add_pool(&mut self, name: &str, configure: TokenStream) {
+        let name = operation_name(name);
+        self.pool = Some(self.add(
+            "pool",
+            quote!(Handle<::policy::isolate::IsolatedPool> = Handle::pool(#name, BY) #configure),
+        ));
+    }
+
+    /// A static named after `local` (upper case), typed and built by `definition`.
+    fn add(&mut self, local_name: &str, definition: TokenStream) -> Ident {
+        let ident = local(local_name);
+        let upper = Ident::new(&local_name.to_uppercase(), Span::call_site());
+        self.statics.push((ident.clone(), upper, definition));
+        ident
+    }
+
+    /// `let (a, b) = { ..statics.. (&*A, &*B) };`, or nothing when there are no handles; the
+    /// statics are declared by the operation `op`.
+    pub(super) fn setup(&self, op: &str) -> TokenStream {
+        let locals: Vec<&Ident> = self.statics.iter().map(|(local, ..)| local).collect();
+        let statics: Vec<&Ident> = self.statics.iter().map(|(_, upper, _)| upper).collect();
+        let definitions = self
+            .statics
+            .iter()
+            .map(|(_, upper, definition)| quote!(static #upper: #definition;));
+        let uses_duration = self
+            .statics
+            .iter()
+            .any(|(.., definition)| mentions_duration(definition.clone()));
+        let duration = uses_duration.then(|| {
+            quote!(
+                use ::core::time::Duration;
+            )
+        });
+        let declared_by = operation_name(op);
+        let (pattern, value) = match (locals.as_slice(), statics.as_slice()) {
+            ([], _) => return TokenStream::new(),
+            ([one], [upper]) => (quote!(#one), quote!(&*#upper)),
+            _ => (quote!((#(#locals),*)), quote!((#(&*#statics),*))),
+        };
+        quote! {
+            let #pattern = {
+                #duration
+                use ::policy::__private::Handle;
+                const BY: &str = #declared_by;
+                #(#definitions)*
+                #value
+            };
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Steps 2 and 3: the operation's deadline and the shedding decision, then each attempt:
+//! `breaker.check()`, `bulkhead.acquire(..)`, `deadline.run_in_scope(body)`,
+//! `breaker.observe(ran)`; inside `retry_within_self_bounded` when retried. Critical work is
+//! awaited by its caller ([`awaited`]); deferred and background work is scheduled
+//! ([`scheduled`]).
+
+use policy_lang::WorkClass;
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{ToTokens, quote, quote_spanned};
+
+use super::handles::Handles;
+use super::{duration, local, operation_name};
+use crate::files::track;
+use crate::func::Func;
+use crate::valid::Plan;
+
+/// How an attempt's `ran` (the body's result under the deadline, or the expiry) ends it.
+#[derive(Clone, Copy)]
+pub(super) enum Finish {
+    /// As the function's own return value, through the carrier (one attempt, awaited).
+    Returned,
+    /// As a success or a `CallError` (retried, scheduled, or answered by a fallback).
+    CallError,
+}
+
+/// The function's body, its output pinned by `typed` so `?` inside converts to the declared
+/// error; watched by the poll monitor when the operation sets `poll_budget`.
+pub(super) fn body(
+    func: &Func,
+    h: &Handles,
+    typed: impl Fn(TokenStream) -> TokenStream,
+) -> TokenStream {
+    let block = &func.item.block;
+    let body = typed(quote!(async move #block));
+    match &h.monitor {
+        Some(monitor) => quote!(#monitor.watch(#body)),
+        None => body,
+    }
+}
+
+/// Step 2: the deadline (refused below the minimum useful budget) and the shedding decision.
+/// `lift` goes between each refusal and its `?`: `.map_err(carrier.refused)` when the
+/// function's own error carries it, nothing when the sequence's error is a `CallError`.
+///
+/// Deferred and background work runs in its own task, after the response: no deadline is in
+/// scope there, so the same `Deadline::for_operation` gives it a fresh budget of its own.
+pub(super) fn admission(
+    plan: &Plan,
+    h: &Handles,
+    deadline: &Ident,
+    lift: &TokenStream,
+) -> TokenStream {
+    let op = &plan.op;
+    let budget = plan
+        .deadline
+        .map_or_else(|| quote!(::policy::Deadline::MAX_BUDGET), duration);
+    let min_budget = duration(plan.min_budget.unwrap_or_default());
+    let shed = h.shedder.as_ref().map(|shedder| {
+        let class = match plan.class {
+            WorkClass::Critical => quote!(::policy::WorkClass::Critical),
+            WorkClass::Deferred => quote!(::policy::WorkClass::Deferred),
+            WorkClass::Background => quote!(::policy::WorkClass::Background),
+        };
+        let load = match &h.bulkhead {
+            Some(bulkhead) => quote!(#bulkhead.load()),
+            None => quote!(0.0),
+        };
+        let cost = duration(plan.expected_cost.unwrap_or_default());
+        quote!(#shedder.admit(#class, #load, &#deadline, #cost) #lift ?;)
+    });
+    quote! {
+        let #deadline = ::policy::Deadline::for_operation(#op, #budget, #min_budget) #lift ?;
+        #shed
+    }
+}
+
+/// Step 3 for one attempt under `deadline`.
+fn attempt(
+    h: &Handles,
+    deadline: &TokenStream,
+    lift: &TokenStream,
+    body: &TokenStream,
+    finish: Finish,
+) -> TokenStream {
+    let (slot, ran, carrier) = (local("slot"), local("ran"), local("carrier"));
+    let check = h
+        .breaker
+        .as_ref()
+        .map(|breaker| quote!(#breaker.check() #lift ?;));
+    let permit = h
+        .bulkhead
+        .as_ref()
+        .map(|bulkhead| quote!(let #slot = #bulkhead.acquire(&#deadline).await #lift ?;));
+    let end = match (finish, &h.breaker) {
+        (Finish::Returned, Some(breaker)) => quote!(#carrier.outcome(#breaker.observe(#ran))),
+        (Finish::Returned, None) => quote!(#carrier.ran(#ran)),
+        (Finish::CallError, Some(breaker)) => quote!(#breaker.observe(#ran)),
+        (Finish::CallError, None) => quote!(::policy::CallError::from_run(#ran)),
+    };
+    quote! {
+        #check
+        #permit
+        let #ran = #deadline.run_in_scope(#body).await;
+        #end
+    }
+}
+
+/// Step 3 when the sequence's error is a `CallError`: one attempt, or every attempt inside
+/// `retry_within_self_bounded`, each with its own copy of the arguments and its own deadline
+/// (a child of the operation's). `typed_attempt` pins each attempt's output; `own` is the
+/// function's own result type, whose error decides what is worth repeating. Statements, then
+/// the outcome as the last expression.
+pub(super) fn call_error_sequence(
+    plan: &Plan,
+    h: &Handles,
+    deadline: &Ident,
+    body: &TokenStream,
+    typed_attempt: impl Fn(TokenStream) -> TokenStream,
+    own: &TokenStream,
+    own_span: Span,
+) -> TokenStream {
+    if h.retry.is_none() {
+        return attempt(
+            h,
+            &quote!(#deadline),
+            &TokenStream::new(),
+            body,
+            Finish::CallError,
+        );
+    }
+    retried(plan, h, deadline, body, typed_attempt, own, own_span)
+}
+
+/// Every attempt inside `retry_within_self_bounded`, its outcome a `CallError`. The retried
+/// function's classifier is checked at its return type (`own`, at `own_span`).
+fn retried(
+    plan: &Plan,
+    h: &Handles,
+    deadline: &Ident,
+    body: &TokenStream,
+    typed_attempt: impl Fn(TokenStream) -> TokenStream,
+    own: &TokenStream,
+    own_span: Span,
+) -> TokenStream {
+    let retry = h.retry.clone();
+    let classify = quote_spanned!(own_span=> ::policy::__private::classifier::<#own>());
+    let copies = plan.per_attempt.iter().map(|(ident, mutable, span)| {
+        let mutability = mutable.then(|| quote!(mut));
+        quote_spanned! {*span=>
+            let #mutability #ident = ::policy::__private::RetryArg::for_attempt(&#ident);
+        }
+    });
+    // Each attempt's own deadline shadows the operation's.
+    let inner = attempt(
+        h,
+        &quote!(#deadline),
+        &TokenStream::new(),
+        body,
+        Finish::CallError,
+    );
+    let attempt_future = typed_attempt(quote!(async move { #inner }));
+    quote! {
+        ::policy::retry::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|::policy::retry::Attempt { #deadline, .. }| {
+            #(#copies)*
+            #attempt_future
+        }))
+        .await
+    }
+}
+
+/// The function's item with a new body.
+pub(super) fn with_body(func: &Func, sig: &syn::Signature, body: TokenStream) -> TokenStream {
+    let item = &func.item;
+    let attrs = &item.attrs;
+    let vis = &item.vis;
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #body
+        }
+    }
+}
+
+/// Critical work without an answer of its own: awaited by the caller, refusals and expiries
+/// its own error.
+pub(super) fn awaited(func: &Func, plan: &Plan) -> TokenStream {
+    let ret_ty = func.output();
+    let ret = ret_ty.map_or_else(|| quote!(()), ToTokens::to_token_stream);
+    let ret_span = ret_ty.map_or_else(Span::call_site, syn::spanned::Spanned::span);
+    let h = Handles::of(plan);
+    let (deadline, carrier) = (local("deadline"), local("carrier"));
+    // Refusals and expiries become the function's own error, checked at its return type.
+    let carry = quote_spanned! {ret_span=>
+        let #carrier = ::policy::__private::carrier::<#ret>();
+    };
+    let refused = quote!(.map_err(#carrier.refused));
+    let admission = admission(plan, &h, &deadline, &refused);
+    let body = body(func, &h, |body| quote!(#carrier.body(#body)));
+    let sequence = if h.retry.is_some() {
+        let outcome = local("outcome");
+        let retried = retried(
+            plan,
+            &h,
+            &deadline,
+            &body,
+            |attempt| quote!(#carrier.attempt(#attempt)),
+            &ret,
+            ret_span,
+        );
+        quote! {
+            let #outcome = #retried;
+            #carrier.outcome(#outcome)
+        }
+    } else {
+        attempt(&h, &quote!(#deadline), &refused, &body, Finish::Returned)
+    };
+    let tracked = track(&plan.files);
+    let setup = h.setup(&plan.op);
+    with_body(
+        func,
+        &func.item.sig,
+        quote! {
+            #tracked
+            #carry
+            #setup
+            #admission
+            #sequence
+        },
+    )
+}
+
+/// Deferred and background work: calling it schedules it and returns `()` at once.
+pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
+    let h = Handles::of(plan);
+    let (deadline, work) = (local("deadline"), local("work"));
+    let (ret, unit) = match func.output() {
+        Some(ty) => (ty.to_token_stream(), false),
+        None => (quote!(()), true),
+    };
+    // The work's own error type: the function's, or `Infallible` for `()`.
+    let own = if unit {
+        quote!(::core::result::Result<(), ::core::convert::Infallible>)
+    } else {
+        ret.clone()
+    };
+    let body = body(func, &h, |body| {
+        let typed = quote!(::policy::__private::typed::<#ret, _>(#body));
+        if unit {
+            quote!(::policy::__private::unit_ok(#typed))
+        } else {
+            typed
+        }
+    });
+    let outcome_ty = quote!(::policy::__private::ScheduledResult<#own>);
+    let admission = admission(plan, &h, &deadline, &TokenStream::new());
+    let sequence = call_error_sequence(
+        plan,
+        &h,
+        &deadline,
+        &body,
+        |attempt| quote!(::policy::__private::typed::<#outcome_ty, _>(#attempt)),
+        &own,
+        Span::call_site(),
+    );
+    let name = operation_name(&plan.op);
+    let schedule = match plan.class {
+        // Handed to the bounded background pool; a shed is logged there with its reason.
+        WorkClass::Background => quote!(let _ = ::policy::background(#name, #work);),
+        // Runs after the response is finished (or on the process-level platform).
+        _ => quote!(::policy::defer(#name, #work);),
+    };
+    let mut sig = func.item.sig.clone();
+    sig.asyncness = None;
+    sig.output = syn::ReturnType::Default;
+    let sig_span = func.item.sig.ident.span();
+    let deferrable = quote_spanned! {sig_span=>
+        let #work = ::policy::__private::deferrable(::policy::__private::scheduled(#work));
+    };
+    let tracked = track(&plan.files);
+    let setup = h.setup(&plan.op);
+    with_body(
+        func,
+        &sig,
+        quote! {
+            #tracked
+            let #work = ::policy::__private::typed::<#outcome_ty, _>(async move {
+                #setup
+                #admission
+                #sequence
+            });
+            #deferrable
+            #schedule
+        },
+    )
+}

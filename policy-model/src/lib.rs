@@ -1,0 +1,136 @@
+//! The words `policy`'s language and runtime share, defined once.
+//!
+//! The `.policy` language (`policy-lang`, used by the attribute macros at compile time) and the
+//! runtime (`policy-runtime`, in every service) each need a few of the same concepts: the class
+//! of a piece of work, and what a rate limiter decides when its store fails. Each is one type,
+//! here, with one name and one spelling in the language ([`WorkClass::as_str`],
+//! [`FailMode::as_str`]), so the two crates cannot drift apart.
+//!
+//! This crate has no dependencies (with the `serde` feature, the runtime's snapshots serialize
+//! these types). The runtime does not depend on the language: that crate parses text (pest,
+//! miette) and belongs to compile time only.
+//!
+//! ```
+//! use policy_model::{FailMode, WorkClass};
+//!
+//! assert_eq!(WorkClass::from_name("deferred"), Some(WorkClass::Deferred));
+//! assert_eq!(WorkClass::Background.to_string(), "background");
+//!
+//! assert_eq!(FailMode::from_name("local"), Some(FailMode::Local));
+//! assert_eq!(FailMode::Closed.as_str(), "closed");
+//! ```
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+use std::fmt;
+
+/// The three classes of work, in the order they are dropped last to first.
+///
+/// | class | when it runs | may be shed for load | must be idempotent |
+/// |---|---|---|---|
+/// | critical | before the response | never (a full bulkhead refuses it visibly) | only if retried |
+/// | deferred | after the response is finished | yes | yes (at-least-once) |
+/// | background | on a bounded background pool | yes, first | yes |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum WorkClass {
+    /// Before the response: authentication, authorization, validation, the canonical write.
+    /// Never shed for load.
+    Critical,
+    /// After the response is finished: analytics, indexing, activity events, notifications.
+    /// Shed under load; delivered at least once.
+    Deferred,
+    /// On a bounded background pool: embeddings, media processing, large projections. Shed
+    /// first.
+    Background,
+}
+
+impl WorkClass {
+    /// Every class, critical first.
+    pub const ALL: [WorkClass; 3] = [Self::Critical, Self::Deferred, Self::Background];
+
+    /// The class as the language writes it, and as tracing fields, metric labels and JSON
+    /// carry it: `critical`, `deferred`, `background`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Critical => "critical",
+            Self::Deferred => "deferred",
+            Self::Background => "background",
+        }
+    }
+
+    /// The class written `name`, if there is one.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|class| class.as_str() == name)
+    }
+}
+
+impl fmt::Display for WorkClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a rate limiter decides when its shared store fails, chosen apart for a store that is
+/// slow (`on_timeout`) and one that is down (`on_error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum FailMode {
+    /// Admit the call: for a limiter guarding best-effort work, where failing closed would
+    /// merely delete a feature.
+    Open,
+    /// Refuse the call: for a limiter guarding unbounded work, where failing open would
+    /// unleash it.
+    Closed,
+    /// Decide from this instance's own rate: the fleet-wide limit degrades to a per-instance
+    /// one, neither all admitted nor all refused.
+    Local,
+}
+
+impl FailMode {
+    /// Every mode.
+    pub const ALL: [FailMode; 3] = [Self::Open, Self::Closed, Self::Local];
+
+    /// The mode as the language writes it: `open`, `closed`, `local`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closed => "closed",
+            Self::Local => "local",
+        }
+    }
+
+    /// The mode written `name`, if there is one.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|mode| mode.as_str() == name)
+    }
+}
+
+impl fmt::Display for FailMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_reads_back_as_its_value() {
+        for class in WorkClass::ALL {
+            assert_eq!(WorkClass::from_name(class.as_str()), Some(class));
+        }
+        for mode in FailMode::ALL {
+            assert_eq!(FailMode::from_name(mode.as_str()), Some(mode));
+        }
+        assert_eq!(WorkClass::from_name("Critical"), None);
+        assert_eq!(FailMode::from_name("opened"), None);
+    }
+}

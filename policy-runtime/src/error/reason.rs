@@ -1,0 +1,256 @@
+//! Why a mechanism refused: the reason a [`ResilienceError`](super::ResilienceError) carries, and
+//! the causes and signals it names (what opened a breaker, why work was shed). They live next to
+//! the error, not in the mechanisms that produce them, so the error depends on no mechanism.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use policy_model::WorkClass;
+use serde::Serialize;
+
+use super::{Human, RefusalKind};
+
+/// Why a mechanism refused. The variant decides the [`RefusalKind`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RefusalReason {
+    /// The breaker is open for `remaining` more, because of `cause`.
+    BreakerOpen {
+        /// How long the breaker stays open from the moment of the refusal.
+        remaining: Duration,
+        /// What opened it.
+        cause: OpenCause,
+    },
+    /// All `max_concurrent` slots were busy and the queue of `max_queued` was full.
+    BulkheadFull {
+        /// The bulkhead's slot count.
+        max_concurrent: u32,
+        /// The bulkhead's queue length.
+        max_queued: u32,
+    },
+    /// One request's after-response queue already held its most deferred tasks.
+    RequestQueueFull {
+        /// The most tasks one request may defer.
+        max_per_request: u32,
+    },
+    /// The caller waited in the bulkhead's queue until its deadline, and no slot freed.
+    BulkheadQueueTimeout {
+        /// How long the caller waited in the queue.
+        waited: Duration,
+    },
+    /// The shedding decision dropped the work.
+    Shed(ShedReason),
+    /// Less than the minimum useful budget was left.
+    InsufficientBudget {
+        /// What was left of the deadline.
+        remaining: Duration,
+        /// The operation's stated minimum useful budget.
+        min_budget: Duration,
+    },
+    /// A rate limiter refused; `retry_after` says when a slot frees, when known.
+    RateLimited {
+        /// When the limiter expects to admit again, if it knows.
+        retry_after: Option<Duration>,
+        /// Why: over the rate, or the limiter's store failed and it fails closed.
+        detail: Arc<str>,
+    },
+}
+
+impl RefusalReason {
+    /// The stable kind of this reason.
+    pub const fn kind(&self) -> RefusalKind {
+        match self {
+            Self::BreakerOpen { .. } => RefusalKind::BreakerOpen,
+            Self::BulkheadFull { .. }
+            | Self::RequestQueueFull { .. }
+            | Self::BulkheadQueueTimeout { .. } => RefusalKind::BulkheadFull,
+            Self::Shed(_) => RefusalKind::Shed,
+            Self::InsufficientBudget { .. } => RefusalKind::InsufficientBudget,
+            Self::RateLimited { .. } => RefusalKind::RateLimited,
+        }
+    }
+}
+
+impl fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BreakerOpen { remaining, cause } => {
+                write!(f, "open for another {} after {cause}", Human(*remaining))
+            }
+            Self::BulkheadFull {
+                max_concurrent,
+                max_queued,
+            } => write!(
+                f,
+                "all {max_concurrent} slots busy and all {max_queued} queue places taken"
+            ),
+            Self::RequestQueueFull { max_per_request } => write!(
+                f,
+                "the request's queue already holds its {max_per_request} deferred tasks"
+            ),
+            Self::BulkheadQueueTimeout { waited } => write!(
+                f,
+                "waited {} in the queue and the deadline passed",
+                Human(*waited)
+            ),
+            Self::Shed(reason) => write!(f, "{reason}"),
+            Self::InsufficientBudget {
+                remaining,
+                min_budget,
+            } => write!(
+                f,
+                "{} left of the deadline, below the minimum useful budget of {}",
+                Human(*remaining),
+                Human(*min_budget)
+            ),
+            Self::RateLimited {
+                retry_after,
+                detail,
+            } => match retry_after {
+                Some(after) => write!(f, "{detail}; a slot frees in {}", Human(*after)),
+                None => write!(f, "{detail}"),
+            },
+        }
+    }
+}
+
+/// What opened a breaker. Refusals carry it, and the opening's tracing event logs it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OpenCause {
+    /// `count` failures inside `window`.
+    Failures {
+        /// Failures counted in the window when it opened.
+        count: u32,
+        /// The window.
+        window: Duration,
+    },
+    /// `failures` of `calls` inside `window`, at or above `ratio`.
+    FailureRatio {
+        /// Failures counted in the window.
+        failures: u32,
+        /// Calls counted in the window.
+        calls: u32,
+        /// The configured ratio.
+        ratio: f64,
+        /// The window.
+        window: Duration,
+    },
+    /// A probe failed right after a cooldown: one failure reopens.
+    ProbeFailed,
+    /// The dependency told us to back off for `retry_after`.
+    Tripped {
+        /// The instructed pause.
+        retry_after: Duration,
+        /// What the dependency said (say, `429 Too Many Requests`).
+        reason: Arc<str>,
+    },
+    /// Another instance opened it and shared the opening through the store.
+    Shared {
+        /// The other instance's account of the cause.
+        detail: Arc<str>,
+    },
+}
+
+impl OpenCause {
+    /// For an opening from counted failures, the failures counted and their window.
+    pub fn counted(&self) -> Option<(u32, Duration)> {
+        match self {
+            Self::Failures { count, window } => Some((*count, *window)),
+            Self::FailureRatio {
+                failures, window, ..
+            } => Some((*failures, *window)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for OpenCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Failures { count, window } => {
+                write!(f, "{count} failures within {}", Human(*window))
+            }
+            Self::FailureRatio {
+                failures,
+                calls,
+                ratio,
+                window,
+            } => write!(
+                f,
+                "{failures} failures in {calls} calls within {} (at or above {:.0}%)",
+                Human(*window),
+                ratio * 100.0
+            ),
+            Self::ProbeFailed => f.write_str("a probe failed right after the cooldown"),
+            Self::Tripped {
+                retry_after,
+                reason,
+            } => write!(
+                f,
+                "the dependency asked for {}: {reason}",
+                Human(*retry_after)
+            ),
+            Self::Shared { detail } => write!(f, "another instance: {detail}"),
+        }
+    }
+}
+
+/// Why work was shed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "signal", rename_all = "snake_case")]
+pub enum ShedReason {
+    /// The compartment was at or above the class's threshold.
+    Load {
+        /// The class of the shed work.
+        class: WorkClass,
+        /// The load seen.
+        load: f64,
+        /// The class's threshold.
+        threshold: f64,
+    },
+    /// The work's expected cost exceeds what is left of the deadline.
+    Budget {
+        /// What was left.
+        remaining: Duration,
+        /// What the work was expected to take.
+        expected_cost: Duration,
+    },
+}
+
+impl ShedReason {
+    /// The signal that decided, as a stable string: `load` or `budget`.
+    pub const fn signal(&self) -> &'static str {
+        match self {
+            Self::Load { .. } => "load",
+            Self::Budget { .. } => "budget",
+        }
+    }
+}
+
+impl fmt::Display for ShedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Load {
+                class,
+                load,
+                threshold,
+            } => write!(
+                f,
+                "{class} work shed at load {load:.2} (threshold {threshold:.2})"
+            ),
+            Self::Budget {
+                remaining,
+                expected_cost,
+            } => write!(
+                f,
+                "expected cost {} exceeds the {} left of the deadline",
+                Human(*expected_cost),
+                Human(*remaining)
+            ),
+        }
+    }
+}

@@ -1,0 +1,726 @@
+//! What the attribute macros' expansions call, through the facade's `::policy::__private`.
+//!
+//! Not a public API: its items may change in any release. Each helper is a named step of the
+//! expansion (`carrier.body(..)`, `breaker.observe(..)` on the mechanisms themselves) or a
+//! type check that turns a missing bound into one error at the token that needs it, worded by
+//! `#[diagnostic::on_unimplemented]`. None of them merges two mechanisms.
+
+use std::future::Future;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The stale-if-error cache's static, built on first use.
+pub use std::sync::LazyLock;
+
+use crate::breaker::{Breaker, OpenAfter, Sharing};
+use crate::bulkhead::Bulkhead;
+use crate::error::{CallError, DeadlineExceeded, ResilienceError};
+use crate::fallback::Fallback;
+use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
+use crate::registry::Registry;
+use crate::retry::{RetryAllowance, RetryPolicy, Transient};
+use crate::shedding::{Shedder, Thresholds};
+
+/// Pins a future's output type, so `?` inside the user's body converts to the declared
+/// error.
+#[inline(always)]
+pub fn typed<T, F: Future<Output = T>>(future: F) -> F {
+    future
+}
+
+/// A mechanism the global [`Registry`] builds once under a name, from settings the
+/// expansion declares.
+pub trait Register: 'static {
+    /// What the expansion declares: plain data, built in a `static`'s initializer.
+    type Settings: Copy + Send + Sync + std::fmt::Debug + 'static;
+    /// The settings before any is declared.
+    const NONE: Self::Settings;
+    /// What the registry calls this kind in a [`Conflict`](crate::registry::Conflict).
+    const KIND: &'static str;
+    /// What the registry hands back.
+    type Handle: Send + Sync + 'static;
+    /// Registers (or finds) the mechanism `name` in the global registry, its builder given
+    /// `settings`.
+    fn register(name: &'static str, settings: Self::Settings) -> Self::Handle;
+}
+
+/// Declares `settings` for `name` on behalf of `origin` (a refused second configuration is
+/// logged and listed by the registry), then registers or finds the mechanism.
+fn declare_and_register<T: Register>(
+    name: &'static str,
+    origin: &'static str,
+    settings: T::Settings,
+) -> T::Handle {
+    // A conflict is logged and kept by `declare`; the mechanism in use stays the first one.
+    let _ = Registry::global().declare(T::KIND, name, origin, format_args!("{settings:?}"));
+    T::register(name, settings)
+}
+
+/// One named mechanism of one annotated function, kept in a `static`: its name, the function
+/// that declares it and its settings, [declared](Registry::declare) and registered in the
+/// global [`Registry`] (through the mechanism's own builder) the first time it is used, then
+/// one atomic load per call. A second function that declares other settings for the same name
+/// is refused loudly (see [`Conflict`](crate::registry::Conflict)).
+///
+/// ```
+/// use std::time::Duration;
+/// use policy_runtime::Bulkhead;
+/// use policy_runtime::__macro_support::Handle;
+///
+/// static SEARCH: Handle<Bulkhead> =
+///     Handle::bulkhead("docs-search", "docs::search").max_concurrent(4).max_queued(2);
+/// let search: &Bulkhead = &SEARCH;
+/// assert_eq!(search.max_concurrent(), 4);
+/// ```
+pub struct Handle<T: Register> {
+    name: &'static str,
+    origin: &'static str,
+    settings: T::Settings,
+    handle: OnceLock<T::Handle>,
+}
+
+impl<T: Register> std::fmt::Debug for Handle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("name", &self.name)
+            .field("origin", &self.origin)
+            .field("registered", &self.handle.get().is_some())
+            .finish()
+    }
+}
+
+impl<T: Register> Handle<T> {
+    /// The mechanism `name`, declared by `origin` (the annotated function's path), registered on
+    /// first use. The expansion names the kind instead
+    /// (`Handle::breaker("search")`), so the type is known before the first setting.
+    pub const fn new(name: &'static str, origin: &'static str) -> Self {
+        Self {
+            name,
+            origin,
+            settings: T::NONE,
+            handle: OnceLock::new(),
+        }
+    }
+}
+
+impl<T: Register> Deref for Handle<T> {
+    type Target = T::Handle;
+
+    #[inline]
+    fn deref(&self) -> &T::Handle {
+        match self.handle.get() {
+            Some(handle) => handle,
+            None => self.register(),
+        }
+    }
+}
+
+impl<T: Register> Handle<T> {
+    /// The first use: declared and registered, out of the caller's way.
+    #[cold]
+    #[inline(never)]
+    fn register(&self) -> &T::Handle {
+        self.handle
+            .get_or_init(|| declare_and_register::<T>(self.name, self.origin, self.settings))
+    }
+}
+
+/// What an expansion declares of a breaker.
+#[derive(Debug, Clone, Copy)]
+pub struct BreakerSettings {
+    open_after: Option<OpenAfter>,
+    cooldown: Option<Duration>,
+    sharing: Option<Sharing>,
+    max_retry_after: Option<Duration>,
+}
+
+impl Register for Breaker {
+    const KIND: &'static str = "breaker";
+    type Settings = BreakerSettings;
+    const NONE: BreakerSettings = BreakerSettings {
+        open_after: None,
+        cooldown: None,
+        sharing: None,
+        max_retry_after: None,
+    };
+    type Handle = Breaker;
+    fn register(name: &'static str, settings: BreakerSettings) -> Breaker {
+        Registry::global().breaker(name, |mut breaker| {
+            breaker = match settings.open_after {
+                Some(OpenAfter::Failures { count, window }) => {
+                    breaker.open_after_failures(count, window)
+                }
+                Some(OpenAfter::FailureRatio {
+                    ratio,
+                    min_calls,
+                    window,
+                }) => breaker.open_after_ratio(ratio, min_calls, window),
+                None => breaker,
+            };
+            if let Some(cooldown) = settings.cooldown {
+                breaker = breaker.cooldown(cooldown);
+            }
+            if let Some(sharing) = settings.sharing {
+                breaker = breaker.sharing(sharing);
+            }
+            if let Some(max) = settings.max_retry_after {
+                breaker = breaker.max_retry_after(max);
+            }
+            breaker
+        })
+    }
+}
+
+/// The settings of [`BreakerBuilder`](crate::breaker::BreakerBuilder), declared in a `static`.
+impl Handle<Breaker> {
+    /// The breaker `name`, declared by `origin`.
+    pub const fn breaker(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// [`BreakerBuilder::open_after_failures`](crate::breaker::BreakerBuilder::open_after_failures).
+    pub const fn open_after_failures(mut self, count: u32, window: Duration) -> Self {
+        self.settings.open_after = Some(OpenAfter::Failures { count, window });
+        self
+    }
+
+    /// [`BreakerBuilder::open_after_ratio`](crate::breaker::BreakerBuilder::open_after_ratio).
+    pub const fn open_after_ratio(mut self, ratio: f64, min_calls: u32, window: Duration) -> Self {
+        self.settings.open_after = Some(OpenAfter::FailureRatio {
+            ratio,
+            min_calls,
+            window,
+        });
+        self
+    }
+
+    /// [`BreakerBuilder::cooldown`](crate::breaker::BreakerBuilder::cooldown).
+    pub const fn cooldown(mut self, cooldown: Duration) -> Self {
+        self.settings.cooldown = Some(cooldown);
+        self
+    }
+
+    /// [`BreakerBuilder::sharing`](crate::breaker::BreakerBuilder::sharing).
+    pub const fn sharing(mut self, sharing: Sharing) -> Self {
+        self.settings.sharing = Some(sharing);
+        self
+    }
+
+    /// [`BreakerBuilder::max_retry_after`](crate::breaker::BreakerBuilder::max_retry_after).
+    pub const fn max_retry_after(mut self, max: Duration) -> Self {
+        self.settings.max_retry_after = Some(max);
+        self
+    }
+}
+
+/// Slots and queue places, for a bulkhead or an isolated pool.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotSettings {
+    max_concurrent: Option<u32>,
+    max_queued: Option<u32>,
+    kind: Option<PoolKind>,
+}
+
+const NO_SLOTS: SlotSettings = SlotSettings {
+    max_concurrent: None,
+    max_queued: None,
+    kind: None,
+};
+
+impl Register for Bulkhead {
+    const KIND: &'static str = "bulkhead";
+    type Settings = SlotSettings;
+    const NONE: SlotSettings = NO_SLOTS;
+    type Handle = Bulkhead;
+    fn register(name: &'static str, settings: SlotSettings) -> Bulkhead {
+        Registry::global().bulkhead(name, |mut bulkhead| {
+            if let Some(slots) = settings.max_concurrent {
+                bulkhead = bulkhead.max_concurrent(slots);
+            }
+            if let Some(places) = settings.max_queued {
+                bulkhead = bulkhead.max_queued(places);
+            }
+            bulkhead
+        })
+    }
+}
+
+impl Register for IsolatedPool {
+    const KIND: &'static str = "isolated pool";
+    type Settings = SlotSettings;
+    const NONE: SlotSettings = NO_SLOTS;
+    type Handle = IsolatedPool;
+    fn register(name: &'static str, settings: SlotSettings) -> IsolatedPool {
+        Registry::global().isolated_pool(name, |mut pool| {
+            if let Some(slots) = settings.max_concurrent {
+                pool = pool.max_concurrent(slots);
+            }
+            if let Some(places) = settings.max_queued {
+                pool = pool.max_queued(places);
+            }
+            if let Some(kind) = settings.kind {
+                pool = pool.kind(kind);
+            }
+            pool
+        })
+    }
+}
+
+/// The slots of a [`BulkheadBuilder`](crate::bulkhead::BulkheadBuilder), declared in a
+/// `static`.
+impl Handle<Bulkhead> {
+    /// The bulkhead `name`, declared by `origin`.
+    pub const fn bulkhead(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// [`BulkheadBuilder::max_concurrent`](crate::bulkhead::BulkheadBuilder::max_concurrent).
+    pub const fn max_concurrent(mut self, slots: u32) -> Self {
+        self.settings.max_concurrent = Some(slots);
+        self
+    }
+
+    /// [`BulkheadBuilder::max_queued`](crate::bulkhead::BulkheadBuilder::max_queued).
+    pub const fn max_queued(mut self, places: u32) -> Self {
+        self.settings.max_queued = Some(places);
+        self
+    }
+}
+
+/// The slots and kind of an [`IsolatedPoolBuilder`](crate::isolate::IsolatedPoolBuilder),
+/// declared in a `static`.
+impl Handle<IsolatedPool> {
+    /// The isolated pool `name`, declared by `origin`.
+    pub const fn pool(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// [`IsolatedPoolBuilder::max_concurrent`](crate::isolate::IsolatedPoolBuilder::max_concurrent).
+    pub const fn max_concurrent(mut self, slots: u32) -> Self {
+        self.settings.max_concurrent = Some(slots);
+        self
+    }
+
+    /// [`IsolatedPoolBuilder::max_queued`](crate::isolate::IsolatedPoolBuilder::max_queued).
+    pub const fn max_queued(mut self, places: u32) -> Self {
+        self.settings.max_queued = Some(places);
+        self
+    }
+
+    /// [`IsolatedPoolBuilder::kind`](crate::isolate::IsolatedPoolBuilder::kind).
+    pub const fn kind(mut self, kind: PoolKind) -> Self {
+        self.settings.kind = Some(kind);
+        self
+    }
+}
+
+/// What an expansion declares of a retry policy.
+#[derive(Debug, Clone, Copy)]
+pub struct RetrySettings {
+    attempts: Option<u32>,
+    backoff: Option<(Duration, Duration)>,
+    attempt_timeout: Option<Duration>,
+    /// `R% + N/s`: the share and the floor per second.
+    allowance: Option<(f64, u32)>,
+}
+
+impl Register for RetryPolicy {
+    const KIND: &'static str = "retry policy";
+    type Settings = RetrySettings;
+    const NONE: RetrySettings = RetrySettings {
+        attempts: None,
+        backoff: None,
+        attempt_timeout: None,
+        allowance: None,
+    };
+    type Handle = Arc<RetryPolicy>;
+    fn register(name: &'static str, settings: RetrySettings) -> Arc<RetryPolicy> {
+        Registry::global().retry(name, |mut retry| {
+            if let Some(attempts) = settings.attempts {
+                retry = retry.attempts(attempts);
+            }
+            if let Some((base, cap)) = settings.backoff {
+                retry = retry.backoff(base, cap);
+            }
+            if let Some(timeout) = settings.attempt_timeout {
+                retry = retry.attempt_timeout(timeout);
+            }
+            if let Some((ratio, floor_per_second)) = settings.allowance {
+                retry = retry.allowance(retry_allowance(ratio, floor_per_second));
+            }
+            retry
+        })
+    }
+}
+
+/// The settings of a [`RetryPolicyBuilder`](crate::retry::RetryPolicyBuilder), declared in a
+/// `static`.
+impl Handle<RetryPolicy> {
+    /// The retry policy `name`, declared by `origin`.
+    pub const fn retry(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// [`RetryPolicyBuilder::attempts`](crate::retry::RetryPolicyBuilder::attempts).
+    pub const fn attempts(mut self, attempts: u32) -> Self {
+        self.settings.attempts = Some(attempts);
+        self
+    }
+
+    /// [`RetryPolicyBuilder::backoff`](crate::retry::RetryPolicyBuilder::backoff).
+    pub const fn backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.settings.backoff = Some((base, cap));
+        self
+    }
+
+    /// [`RetryPolicyBuilder::attempt_timeout`](crate::retry::RetryPolicyBuilder::attempt_timeout).
+    pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// A `.policy` file's `allowance = R% + N/s`: [`retry_allowance`].
+    pub const fn allowance(mut self, ratio: f64, floor_per_second: u32) -> Self {
+        self.settings.allowance = Some((ratio, floor_per_second));
+        self
+    }
+}
+
+impl Register for Shedder {
+    const KIND: &'static str = "shedder";
+    type Settings = Thresholds;
+    const NONE: Thresholds = Thresholds::DEFAULT;
+    type Handle = Arc<Shedder>;
+    fn register(name: &'static str, thresholds: Thresholds) -> Arc<Shedder> {
+        Registry::global().shedder(name, thresholds)
+    }
+}
+
+impl Handle<Shedder> {
+    /// The shedder `name`, declared by `origin`.
+    pub const fn shedder(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// The loads at which deferred and background work are shed.
+    pub const fn thresholds(mut self, deferred: f64, background: f64) -> Self {
+        self.settings = Thresholds {
+            deferred,
+            background,
+        };
+        self
+    }
+}
+
+impl Register for Fallback {
+    const KIND: &'static str = "fallback";
+    /// The function that answers (or `stale-if-error`).
+    type Settings = &'static str;
+    const NONE: &'static str = "";
+    type Handle = Arc<Fallback>;
+    fn register(operation: &'static str, answered_by: &'static str) -> Arc<Fallback> {
+        Registry::global().fallback(operation, answered_by)
+    }
+}
+
+impl Handle<Fallback> {
+    /// The fallback record of the operation `name`, declared by `origin`.
+    pub const fn fallback(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// The function that answers, or `stale-if-error`.
+    pub const fn answered_by(mut self, answered_by: &'static str) -> Self {
+        self.settings = answered_by;
+        self
+    }
+}
+
+impl Register for PollMonitor {
+    const KIND: &'static str = "poll monitor";
+    /// The budget per poll.
+    type Settings = Duration;
+    const NONE: Duration = Duration::ZERO;
+    type Handle = Arc<PollMonitor>;
+    fn register(name: &'static str, budget: Duration) -> Arc<PollMonitor> {
+        Registry::global().poll_monitor(name, budget)
+    }
+}
+
+impl Handle<PollMonitor> {
+    /// The poll monitor of the operation `name`, declared by `origin`.
+    pub const fn poll_monitor(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// The longest one poll may take before it is reported.
+    pub const fn budget(mut self, budget: Duration) -> Self {
+        self.settings = budget;
+        self
+    }
+}
+
+/// An error type that can carry a refusal and an expiry back to the caller.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot carry a refusal or an expiry back to the caller",
+    label = "a policy function returns `Result<T, E>` with `E: From<policy::ResilienceError> + From<policy::DeadlineExceeded>`",
+    note = "implement `From<policy::ResilienceError>` (the work never ran) and `From<policy::DeadlineExceeded>` (we stopped waiting) for `{Self}`, so the caller can tell them from its own failures"
+)]
+pub trait CarriesRefusals: Sized {
+    /// The refusal, as this error.
+    fn refused(refusal: ResilienceError) -> Self;
+    /// The expiry, as this error.
+    fn expired(expired: DeadlineExceeded) -> Self;
+}
+
+impl<E> CarriesRefusals for E
+where
+    E: From<ResilienceError> + From<DeadlineExceeded>,
+{
+    #[inline(always)]
+    fn refused(refusal: ResilienceError) -> Self {
+        E::from(refusal)
+    }
+    #[inline(always)]
+    fn expired(expired: DeadlineExceeded) -> Self {
+        E::from(expired)
+    }
+}
+
+/// The return type `R` of a function under `#[critical]` or `#[resilient]`, and the way its
+/// refusals and expiries become its own error. Built once per call by [`carrier`], the only
+/// place that states the `From` bounds, so a missing `From` is one error at the return type
+/// rather than one at every refusal point.
+pub struct Carrier<R: PolicyResult> {
+    /// A refusal, as the function's error.
+    pub refused: fn(ResilienceError) -> R::Error,
+    /// An expiry, as the function's error.
+    pub expired: fn(DeadlineExceeded) -> R::Error,
+}
+
+impl<R: PolicyResult> std::fmt::Debug for Carrier<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Carrier")
+    }
+}
+
+impl<R: PolicyResult> Clone for Carrier<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R: PolicyResult> Copy for Carrier<R> {}
+
+impl<R: PolicyResult> Carrier<R> {
+    /// The function's body, its output pinned to the declared return type (so `?` inside it
+    /// converts to the declared error).
+    #[inline(always)]
+    pub fn body<F>(self, body: F) -> F
+    where
+        F: Future<Output = Result<R::Value, R::Error>>,
+    {
+        body
+    }
+
+    /// One attempt of a retried function, its output pinned to a success or a
+    /// [`CallError`] (so `?` on a refusal converts).
+    #[inline(always)]
+    pub fn attempt<F>(self, attempt: F) -> F
+    where
+        F: Future<Output = Attempted<R>>,
+    {
+        attempt
+    }
+
+    /// One of the three outcomes, as the function's own error.
+    #[inline(always)]
+    pub fn flatten(self, error: CallError<R::Error>) -> R::Error {
+        match error {
+            CallError::Refused(refusal) => (self.refused)(refusal),
+            CallError::DeadlineExceeded(expired) => (self.expired)(expired),
+            CallError::Failed(error) => error,
+        }
+    }
+
+    /// The sequence's outcome as the function's return value.
+    #[inline(always)]
+    pub fn outcome(self, outcome: Attempted<R>) -> Result<R::Value, R::Error> {
+        outcome.map_err(|error| self.flatten(error))
+    }
+
+    /// A run under a deadline as the function's return value: its own result, or the expiry
+    /// as its error.
+    #[inline(always)]
+    pub fn ran(
+        self,
+        ran: Result<Result<R::Value, R::Error>, DeadlineExceeded>,
+    ) -> Result<R::Value, R::Error> {
+        match ran {
+            Ok(result) => result,
+            Err(expired) => Err((self.expired)(expired)),
+        }
+    }
+}
+
+/// The carrier for return type `R`; checks, where the return type is written, that its error
+/// carries refusals and expiries.
+#[inline(always)]
+pub fn carrier<R>() -> Carrier<R>
+where
+    R: PolicyResult,
+    R::Error: CarriesRefusals,
+{
+    Carrier {
+        refused: <R::Error as CarriesRefusals>::refused,
+        expired: <R::Error as CarriesRefusals>::expired,
+    }
+}
+
+/// The return type of a function under `#[critical]` or `#[resilient]`.
+pub trait PolicyResult {
+    /// The success value.
+    type Value;
+    /// The function's own error.
+    type Error;
+}
+
+impl<T, E> PolicyResult for Result<T, E> {
+    type Value = T;
+    type Error = E;
+}
+
+/// The retried function's classifier; checks, where the return type is written, that its
+/// error says which failures are worth repeating.
+#[inline(always)]
+pub fn classifier<R>() -> fn(&R::Error) -> bool
+where
+    R: PolicyResult,
+    R::Error: Transient,
+{
+    <R::Error as Transient>::is_transient
+}
+
+/// What one attempt of a retried function yields.
+pub type Attempted<R> = Result<<R as PolicyResult>::Value, CallError<<R as PolicyResult>::Error>>;
+
+/// A deferred or background function's declared return type: `()` or `Result<(), E>`.
+pub trait UnitResult {
+    /// Its error.
+    type Error;
+}
+
+impl<E> UnitResult for Result<(), E> {
+    type Error = E;
+}
+
+/// What deferred or background work yields: its own failure, a refusal or an expiry, all
+/// logged with the task's name.
+pub type ScheduledResult<R> = Result<(), CallError<<R as UnitResult>::Error>>;
+
+/// Deferred or background work's outcome, with its refusals told apart from its failures.
+pub async fn scheduled<E, F>(work: F) -> crate::defer::Scheduled<E>
+where
+    F: Future<Output = Result<(), CallError<E>>>,
+{
+    crate::defer::Scheduled(work.await)
+}
+
+/// A unit body as a result that cannot fail.
+pub async fn unit_ok<F: Future<Output = ()>>(body: F) -> Result<(), std::convert::Infallible> {
+    body.await;
+    Ok(())
+}
+
+/// Each attempt of a retried function gets its own copy of the arguments.
+#[diagnostic::on_unimplemented(
+    message = "a retried function's arguments must be `Clone`: `{Self}` is not",
+    label = "each attempt gets its own copy of this argument",
+    note = "derive or implement `Clone`, or pass an `Arc`"
+)]
+pub trait RetryArg: Clone {
+    /// The copy for the next attempt.
+    #[inline(always)]
+    fn for_attempt(&self) -> Self {
+        self.clone()
+    }
+}
+
+impl<T: Clone> RetryArg for T {}
+
+/// Deferred and background work outlives its caller.
+#[diagnostic::on_unimplemented(
+    message = "deferred and background work must be `Send + 'static`",
+    label = "this work runs after the caller returned, possibly on another thread",
+    note = "take owned arguments (`String`, `Vec<T>`, `Arc<T>`) instead of borrows, and keep non-`Send` values out of the function's `.await`s"
+)]
+pub trait Deferrable: Future + Send + 'static {}
+
+impl<F: Future + Send + 'static> Deferrable for F {}
+
+/// Checks that work can be scheduled, where the function is named.
+#[inline(always)]
+pub fn deferrable<F: Deferrable>(work: F) -> F {
+    work
+}
+
+/// The stale-if-error cache of one operation.
+#[cfg(feature = "stale")]
+pub use crate::fallback::StaleCache;
+
+/// The stale-if-error cache of one operation, keeping each result at most `max_age`, holding
+/// at most `capacity` argument sets.
+#[cfg(feature = "stale")]
+pub fn stale_cache<K, V>(max_age: Duration, capacity: u64) -> StaleCache<K, V>
+where
+    K: std::hash::Hash + Eq + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    StaleCache::new(max_age, capacity)
+}
+
+/// Without the `stale` feature there is no cache; using `stale_if_error` is then one error
+/// that says how to turn it on.
+#[cfg(not(feature = "stale"))]
+#[diagnostic::on_unimplemented(
+    message = "`stale_if_error` needs the `stale` feature of `policy`",
+    label = "stale-if-error is used here",
+    note = "turn it on in Cargo.toml: `policy = {{ version = \"..\", features = [\"stale\"] }}`"
+)]
+pub trait StaleFeature {}
+
+/// Stands in for the cache when the `stale` feature is off; it cannot be built (see
+/// [`StaleFeature`]).
+#[cfg(not(feature = "stale"))]
+#[derive(Debug)]
+pub struct StaleCache<K, V>(std::marker::PhantomData<(K, V)>);
+
+#[cfg(not(feature = "stale"))]
+impl<K, V> StaleCache<K, V> {
+    /// Never reached: building the cache does not compile without the feature.
+    pub fn store(&self, _key: K, _value: V) {}
+    /// Never reached: building the cache does not compile without the feature.
+    pub fn get(&self, _key: &K) -> Option<(V, Duration)> {
+        None
+    }
+}
+
+/// Does not compile without the `stale` feature, with a message saying how to turn it on.
+#[cfg(not(feature = "stale"))]
+pub fn stale_cache<K, V>(_max_age: Duration, _capacity: u64) -> StaleCache<K, V>
+where
+    K: StaleFeature,
+{
+    StaleCache(std::marker::PhantomData)
+}
+
+/// A retry allowance from a `.policy` file's `allowance = R% + N/s`, over the runtime's
+/// [window](RetryAllowance::DEFAULT_WINDOW) (the language does not set one).
+pub fn retry_allowance(ratio: f64, floor_per_second: u32) -> Arc<RetryAllowance> {
+    Arc::new(RetryAllowance::new(
+        RetryAllowance::DEFAULT_WINDOW,
+        floor_per_second,
+        ratio,
+    ))
+}
