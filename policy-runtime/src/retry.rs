@@ -142,7 +142,7 @@ impl Transient for std::io::Error {
 /// code with or without the attribute macros.
 #[derive(Clone)]
 pub struct Idempotent<F> {
-    op: F,
+    pub(crate) op: F,
 }
 
 impl<F> fmt::Debug for Idempotent<F> {
@@ -664,7 +664,7 @@ where
 }
 
 /// The granularity of tokio's timer: a sleep may end up to this much after its deadline.
-const TIMER_TICK: Duration = Duration::from_millis(1);
+pub(crate) const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// Displays which of the three outcomes an error is, without requiring `E: Display`.
 struct ErrorKindOnly<'a, E>(&'a CallError<E>);
@@ -676,5 +676,30 @@ impl<E> fmt::Display for ErrorKindOnly<'_, E> {
             CallError::DeadlineExceeded(d) => write!(f, "{d}"),
             CallError::Failed(_) => f.write_str("the operation failed with a transient error"),
         }
+    }
+}
+
+/// The loop's accounting, for the tower layer's own loop (`layer::retry`): one policy, one set
+/// of counters and events, whichever interface retried.
+impl RetryPolicy {
+    pub(crate) fn stopped_by_deadline(&self, reason: &'static str, attempt: u32) {
+        self.stop(&self.stats.stopped_by_deadline, reason, attempt);
+    }
+
+    pub(crate) fn stopped_by_allowance(&self, attempt: u32) {
+        self.stop(
+            &self.stats.stopped_by_allowance,
+            "the retry allowance is exhausted",
+            attempt,
+        );
+    }
+
+    pub(crate) fn exhausted(&self, attempt: u32) {
+        self.stop(&self.stats.exhausted, "every attempt was used", attempt);
+    }
+
+    pub(crate) fn retrying(&self, attempt: u32, delay: Duration, error: &dyn fmt::Display) {
+        self.stats.retries.fetch_add(1, Ordering::Relaxed);
+        observe::retry(&self.name, attempt, delay, error);
     }
 }
