@@ -511,7 +511,7 @@ impl Breaker {
             .compare_exchange(until, 0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            observe::breaker_closed(&inner.name, "the cooldown elapsed; the next calls probe");
+            observe::breaker_closed(&inner.name, "cooldown");
         }
         Ok(())
     }
@@ -539,7 +539,7 @@ impl Breaker {
             return;
         }
         if inner.probation_until.swap(0, Ordering::AcqRel) != 0 {
-            observe::breaker_closed(&inner.name, "a probe succeeded");
+            observe::breaker_closed(&inner.name, "probe_succeeded");
             inner.store.probe_succeeded(self);
         }
     }
@@ -709,12 +709,7 @@ impl Breaker {
             inner.open_until.store(until_nanos, Ordering::Release);
             self.begin_opening(&mut slot, now, until_nanos, cause.clone());
         }
-        observe::breaker_opened(
-            &inner.name,
-            &cause,
-            cause.counted(),
-            Duration::from_nanos(until_nanos - now),
-        );
+        observe::breaker_opened(&inner.name, &cause, Duration::from_nanos(until_nanos - now));
         true
     }
 
@@ -753,7 +748,7 @@ impl Breaker {
 
     fn after_opening(&self, until: u64, open_for: Duration, cause: &OpenCause) {
         let inner = &*self.inner;
-        observe::breaker_opened(&inner.name, cause, cause.counted(), open_for);
+        observe::breaker_opened(&inner.name, cause, open_for);
         inner
             .store
             .opened(self, inner.clock.instant_at(until), cause);

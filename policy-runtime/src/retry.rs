@@ -641,23 +641,20 @@ where
         // Timers fire on a millisecond grid, so a pause may end up to a tick late: leave room
         // for it, and for an attempt to start after it.
         if delay + TIMER_TICK >= deadline.remaining() {
-            policy.stop(
-                &policy.stats.stopped_by_deadline,
-                "the next pause would end past the deadline",
-                number,
-            );
+            policy.stop(&policy.stats.stopped_by_deadline, "deadline", number);
             return Err(error);
         }
         if !policy.allowance.try_withdraw() {
-            policy.stop(
-                &policy.stats.stopped_by_allowance,
-                "the retry allowance is exhausted",
-                number,
-            );
+            policy.stop(&policy.stats.stopped_by_allowance, "budget", number);
             return Err(error);
         }
         policy.stats.retries.fetch_add(1, Ordering::Relaxed);
-        observe::retry(&policy.name, number, delay, &ErrorKindOnly(&error));
+        let code = match &error {
+            CallError::Refused(refusal) => refusal.kind().as_str(),
+            CallError::DeadlineExceeded(_) => "expired",
+            CallError::Failed(_) => "failed",
+        };
+        observe::retry(&policy.name, number, delay, code, &ErrorKindOnly(&error));
         last_error = Some(error);
         tokio::time::sleep(delay).await;
     }

@@ -279,7 +279,7 @@ impl Shedder {
                     ShedReason::Budget { .. } => &self.stats.shed_budget,
                 };
                 counters[class_index(class)].fetch_add(1, Ordering::Relaxed);
-                observe::shed(&self.name, class.as_str(), reason.signal(), &reason);
+                observe::shed("shedder", &self.name, class.as_str(), &reason, &reason);
                 Err(ResilienceError::new(
                     self.name.clone(),
                     RefusalReason::Shed(reason),

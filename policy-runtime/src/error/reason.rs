@@ -73,6 +73,38 @@ impl RefusalReason {
     }
 }
 
+impl RefusalReason {
+    /// The reason as a short, stable code, the `reason` field of the refusal's tracing event:
+    /// the opening's cause for an open breaker (see [`OpenCause::code`]), `full`,
+    /// `request_queue_full`, `queue_timeout`, the shed signal (`load` or `budget`),
+    /// `min_budget` or `rate`.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::BreakerOpen { cause, .. } => cause.code(),
+            Self::BulkheadFull { .. } => "full",
+            Self::RequestQueueFull { .. } => "request_queue_full",
+            Self::BulkheadQueueTimeout { .. } => "queue_timeout",
+            Self::Shed(reason) => reason.signal(),
+            Self::InsufficientBudget { .. } => "min_budget",
+            Self::RateLimited { .. } => "rate",
+        }
+    }
+
+    /// The mechanism that refused, the `mechanism` field of the refusal's tracing event:
+    /// `breaker`, `bulkhead`, `deferred` (a request's after-response queue), `shedder`,
+    /// `deadline` or `rate_limiter`.
+    pub const fn mechanism(&self) -> &'static str {
+        match self {
+            Self::BreakerOpen { .. } => "breaker",
+            Self::BulkheadFull { .. } | Self::BulkheadQueueTimeout { .. } => "bulkhead",
+            Self::RequestQueueFull { .. } => "deferred",
+            Self::Shed(_) => "shedder",
+            Self::InsufficientBudget { .. } => "deadline",
+            Self::RateLimited { .. } => "rate_limiter",
+        }
+    }
+}
+
 impl fmt::Display for RefusalReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -164,6 +196,20 @@ impl OpenCause {
                 failures, window, ..
             } => Some((*failures, *window)),
             _ => None,
+        }
+    }
+}
+
+impl OpenCause {
+    /// The cause as a short, stable code: `failures`, `failure_ratio`, `probe_failed`,
+    /// `retry_after` or `shared`.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::Failures { .. } => "failures",
+            Self::FailureRatio { .. } => "failure_ratio",
+            Self::ProbeFailed => "probe_failed",
+            Self::Tripped { .. } => "retry_after",
+            Self::Shared { .. } => "shared",
         }
     }
 }
