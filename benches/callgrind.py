@@ -9,6 +9,10 @@ clock read's own cost is not in the instruction count: it is counted apart (call
 `clock_gettime`), and each costs what `primitive/clock_read` says on the machine at hand.
 
     cargo bench --no-run && python3 benches/callgrind.py [N] [NAME ...]
+
+With `--layers`, the `layers` bench binary instead (`cargo bench --features http --bench layers
+--no-run`): our deadline + bulkhead + breaker layers (`ours`) against tower's Timeout + LoadShed +
+ConcurrencyLimit (`tower`), the bare `service_fn` subtracted.
 """
 import glob
 import os
@@ -34,13 +38,16 @@ CONTENDERS = [
 COUNTED = {"clock_gettime": "clock reads", "Wheel::insert": "timers armed"}
 
 
-def binary():
+LAYER_CONTENDERS = ["ours", "tower"]
+
+
+def binary(bench="allocations"):
     candidates = [
-        p for p in glob.glob("target/release/deps/allocations-*")
+        p for p in glob.glob(f"target/release/deps/{bench}-*")
         if os.access(p, os.X_OK) and not p.endswith(".d")
     ]
     if not candidates:
-        sys.exit("no allocations bench binary: run `cargo bench --no-run` first")
+        sys.exit(f"no {bench} bench binary: run `cargo bench --no-run` first")
     return max(candidates, key=os.path.getmtime)
 
 
@@ -75,9 +82,12 @@ def profile(bin_path, name, op, n):
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
-    wanted = sys.argv[2:] or CONTENDERS
-    bin_path = binary()
+    args = sys.argv[1:]
+    layers = "--layers" in args
+    args = [a for a in args if a != "--layers"]
+    n = int(args[0]) if args else 20000
+    wanted = args[1:] or (LAYER_CONTENDERS if layers else CONTENDERS)
+    bin_path = binary("layers" if layers else "allocations")
     print(f"callgrind, {n} calls each, bare operation subtracted ({bin_path})\n")
     print("| operation | contender | instructions/call | clock reads/call | timers armed/call |")
     print("|---|---|---:|---:|---:|")

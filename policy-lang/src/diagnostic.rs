@@ -316,6 +316,21 @@ pub enum Kind {
         deadline: String,
     },
 
+    /// The request's `min_budget` larger than its deadline.
+    #[error("the request's `min_budget` ({min_budget}) is larger than its deadline ({deadline})")]
+    #[diagnostic(
+        code("policy::request-min-budget-exceeds-deadline"),
+        help(
+            "every request would be refused before it starts: lower `min_budget` below {deadline}, or raise the deadline"
+        )
+    )]
+    RequestMinBudgetExceedsDeadline {
+        /// The minimum budget, formatted.
+        min_budget: String,
+        /// The request deadline, formatted.
+        deadline: String,
+    },
+
     /// A zero or negative duration.
     #[error("`{key}` must be longer than zero, found `{found}`")]
     #[diagnostic(

@@ -70,7 +70,7 @@
 //!
 //! | stanza | settings |
 //! |---|---|
-//! | `request` | `deadline` |
+//! | `request` | `deadline`; optional `min_budget` (the least budget a request is started with: one arriving with less left is answered at once, before any work) |
 //! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared); optional `max_retry_after` (the longest opening a `Retry-After` may ask for; default 5m) |
 //! | `bulkhead NAME` | `max_concurrent` (≥ 1), `max_queued` (default 0) |
 //! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `allowance = P% + N/s` (the share of recent calls its retries may add, across requests, and a floor per second) |
@@ -131,6 +131,7 @@
 //! | `policy::durable-not-critical` | a `durable` write that is deferred or background | make it critical |
 //! | `policy::retry-without-deadline` | a retry with no deadline on the operation or the request | add one |
 //! | `policy::min-budget-exceeds-deadline` | `min_budget` above the effective deadline | lower it, or raise the deadline |
+//! | `policy::request-min-budget-exceeds-deadline` | the `request` stanza's `min_budget` above its deadline (every request would be refused) | lower it, or raise the deadline |
 //! | `policy::duration-not-positive` | a zero or negative duration | a positive duration |
 //! | `policy::zero-attempts` | `attempts = 0` | at least 1 |
 //! | `policy::zero-count` | zero slots, failures, calls, quorum or rate | at least 1 |

@@ -23,6 +23,7 @@ const RULES: &[Rule] = &[
     durable_requires_critical,
     retry_requires_deadline,
     min_budget_within_deadline,
+    request_min_budget_within_deadline,
     durations_positive,
     attempts_at_least_one,
     counts_at_least_one,
@@ -277,6 +278,29 @@ fn min_budget_within_deadline(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// `policy::request-min-budget-exceeds-deadline`: no request could ever start.
+fn request_min_budget_within_deadline(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let Some(request) = &spec.request else {
+        return;
+    };
+    let (Some(min_budget), Some(deadline)) = (&request.min_budget, &request.deadline) else {
+        return;
+    };
+    if min_budget.value > deadline.value {
+        out.push(
+            Diagnostic::new(
+                Kind::RequestMinBudgetExceedsDeadline {
+                    min_budget: format_duration(min_budget.value),
+                    deadline: format_duration(deadline.value),
+                },
+                min_budget.loc,
+                "more than the deadline allows",
+            )
+            .with_label(deadline.loc, "the request deadline"),
+        );
+    }
+}
+
 /// `policy::duration-not-positive`: a zero duration can never be met (negative ones are caught
 /// when the text is read).
 fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
@@ -288,6 +312,7 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
     };
     if let Some(request) = &spec.request {
         durations.extend(optional("deadline", &request.deadline));
+        durations.extend(optional("min_budget", &request.min_budget));
     }
     for operation in &spec.operations {
         durations.extend(optional("deadline", &operation.deadline));

@@ -463,6 +463,16 @@ impl Bulkhead {
         })
     }
 
+    /// A free slot now, or `None`, and nothing else: no refusal counted or logged, no queue
+    /// joined. The tower layer's admitted path, which decides itself what a full
+    /// compartment means for the call.
+    #[inline]
+    pub(crate) fn take_free_owned(&self) -> Option<OwnedBulkheadPermit> {
+        self.inner.try_take().then(|| OwnedBulkheadPermit {
+            inner: self.inner.clone(),
+        })
+    }
+
     /// How full the compartment is: running calls over slots, in `[0, 1]`. The shedding
     /// decision reads it.
     pub fn load(&self) -> f64 {

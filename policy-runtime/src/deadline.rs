@@ -281,6 +281,19 @@ impl Deadline {
         }
     }
 
+    /// Runs `f` with this deadline as the [current](Deadline::current) one: the synchronous
+    /// counterpart of [`Deadline::scope`], for a tower service's `call` (which may start work
+    /// before its future is first polled).
+    #[inline]
+    pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        let previous = CURRENT
+            .try_with(|current| current.replace(Some(self)))
+            .ok()
+            .flatten();
+        let _restore = Restore(previous);
+        f()
+    }
+
     /// The deadline in scope for the current task, if any.
     #[inline]
     pub fn current() -> Option<Self> {

@@ -15,6 +15,11 @@
 //! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure, and
 //! [`limiter`] (with `redis_store`, feature `redis`) bounds a rate across the fleet.
 //!
+//! Each mechanism is also a tower layer ([`layer`], feature `tower`; the request's deadline,
+//! its axum extractor and outgoing propagation with `http`): one folder per mechanism under
+//! `layer/`, in tower's shape (`layer.rs`, `service.rs`, `future.rs`), holding the same registry
+//! handles the attributes use.
+//!
 //! This crate is the mechanisms alone. What the build and the edge deliver (the locality probe,
 //! the layer that fills in missing image dimensions, the URL helpers the asset audit shares)
 //! is `policy-delivery`'s, which the facade's features `locality` and `html-dimensions` bring in.
@@ -155,6 +160,8 @@ pub mod defer;
 pub mod error;
 pub mod fallback;
 pub mod isolate;
+#[cfg(feature = "tower")]
+pub mod layer;
 pub mod limiter;
 pub mod observe;
 #[cfg(feature = "redis")]

@@ -23,8 +23,8 @@
 //! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` | `policy_breaker_openings_total{name}` |
 //! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | | |
 //! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` | |
-//! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired` or the refusal's kind | `attempt`, `delay_ms` | `policy_retries_total{name}` |
-//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget` | `attempt` | `policy_retry_stopped_total{name,reason}` |
+//! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` | `policy_retries_total{name}` |
+//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` | `policy_retry_stopped_total{name,reason}` |
 //! | a deferred or background task ends well | TRACE | `task_finished` | `finished` | | `policy_tasks_total{class,outcome="finished"}` |
 //! | ... ends with an `Err`     | WARN  | `task_failed`              | `error` (the error's text in `error`) | | `policy_tasks_total{class,outcome="failed"}` |
 //! | ... was refused (never ran) | INFO | `task_refused`             | the refusal's code (its kind in `refused_by`) | | `policy_tasks_total{class,outcome="refused"}` |
@@ -346,12 +346,8 @@ pub(crate) fn retry(
     metrics::counter!("policy_retries_total", "name" => name.to_owned()).increment(1);
 }
 
-/// `reason` is `deadline` or `budget`.
-pub(crate) fn retry_stopped(name: &str, reason: &'static str, attempt: u32) {
-    let why = match reason {
-        "deadline" => "the next pause would end past the deadline",
-        _ => "the retry allowance is exhausted",
-    };
+/// `reason` is `deadline`, `budget` or `exhausted`; `why` the sentence for people.
+pub(crate) fn retry_stopped(name: &str, reason: &'static str, why: &'static str, attempt: u32) {
     tracing::info!(
         target: "policy",
         operation = operation(),

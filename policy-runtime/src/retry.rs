@@ -142,7 +142,7 @@ impl Transient for std::io::Error {
 /// code with or without the attribute macros.
 #[derive(Clone)]
 pub struct Idempotent<F> {
-    op: F,
+    pub(crate) op: F,
 }
 
 impl<F> fmt::Debug for Idempotent<F> {
@@ -483,9 +483,9 @@ impl RetryPolicy {
         }
     }
 
-    fn stop(&self, counter: &AtomicU64, reason: &'static str, attempt: u32) {
+    fn stop(&self, counter: &AtomicU64, code: &'static str, why: &'static str, attempt: u32) {
         counter.fetch_add(1, Ordering::Relaxed);
-        observe::retry_stopped(&self.name, reason, attempt);
+        observe::retry_stopped(&self.name, code, why, attempt);
     }
 }
 
@@ -587,6 +587,7 @@ where
                 // The budget ran out between attempts: the last attempt's error stands.
                 policy.stop(
                     &policy.stats.stopped_by_deadline,
+                    "deadline",
                     "the deadline passed",
                     number - 1,
                 );
@@ -628,24 +629,40 @@ where
             let budget = DeadlineExceeded::new(deadline.budget());
             policy.stop(
                 &policy.stats.stopped_by_deadline,
+                "deadline",
                 "the deadline passed",
                 number,
             );
             return Err(CallError::DeadlineExceeded(budget));
         }
         if number >= policy.attempts {
-            policy.stop(&policy.stats.exhausted, "every attempt was used", number);
+            policy.stop(
+                &policy.stats.exhausted,
+                "exhausted",
+                "every attempt was used",
+                number,
+            );
             return Err(error);
         }
         let delay = policy.backoff(number - 1);
         // Timers fire on a millisecond grid, so a pause may end up to a tick late: leave room
         // for it, and for an attempt to start after it.
         if delay + TIMER_TICK >= deadline.remaining() {
-            policy.stop(&policy.stats.stopped_by_deadline, "deadline", number);
+            policy.stop(
+                &policy.stats.stopped_by_deadline,
+                "deadline",
+                "the next pause would end past the deadline",
+                number,
+            );
             return Err(error);
         }
         if !policy.allowance.try_withdraw() {
-            policy.stop(&policy.stats.stopped_by_allowance, "budget", number);
+            policy.stop(
+                &policy.stats.stopped_by_allowance,
+                "budget",
+                "the retry allowance is exhausted",
+                number,
+            );
             return Err(error);
         }
         policy.stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -661,7 +678,7 @@ where
 }
 
 /// The granularity of tokio's timer: a sleep may end up to this much after its deadline.
-const TIMER_TICK: Duration = Duration::from_millis(1);
+pub(crate) const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// Displays which of the three outcomes an error is, without requiring `E: Display`.
 struct ErrorKindOnly<'a, E>(&'a CallError<E>);
@@ -673,5 +690,43 @@ impl<E> fmt::Display for ErrorKindOnly<'_, E> {
             CallError::DeadlineExceeded(d) => write!(f, "{d}"),
             CallError::Failed(_) => f.write_str("the operation failed with a transient error"),
         }
+    }
+}
+
+/// The loop's accounting, for the tower layer's own loop (`layer::retry`): one policy, one set
+/// of counters and events, whichever interface retried.
+impl RetryPolicy {
+    pub(crate) fn stopped_by_deadline(&self, why: &'static str, attempt: u32) {
+        self.stop(&self.stats.stopped_by_deadline, "deadline", why, attempt);
+    }
+
+    pub(crate) fn stopped_by_allowance(&self, attempt: u32) {
+        self.stop(
+            &self.stats.stopped_by_allowance,
+            "budget",
+            "the retry allowance is exhausted",
+            attempt,
+        );
+    }
+
+    pub(crate) fn exhausted(&self, attempt: u32) {
+        self.stop(
+            &self.stats.exhausted,
+            "exhausted",
+            "every attempt was used",
+            attempt,
+        );
+    }
+
+    /// `code` is what the attempt ended with: `failed`, `expired` or `transient_response`.
+    pub(crate) fn retrying(
+        &self,
+        attempt: u32,
+        delay: Duration,
+        code: &'static str,
+        error: &dyn fmt::Display,
+    ) {
+        self.stats.retries.fetch_add(1, Ordering::Relaxed);
+        observe::retry(&self.name, attempt, delay, code, error);
     }
 }

@@ -9,6 +9,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use tower::{Service, ServiceExt as _};
 
 /// A client that keeps connections alive between requests. Cloning is cheap.
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -60,6 +61,25 @@ pub async fn send(
     headers: &[(&'static str, &str)],
     body: Bytes,
 ) -> Result<Reply, ClientError> {
+    send_through(client.clone(), method, url, headers, body).await
+}
+
+/// [`send`] through any client service: the service's provider calls go through
+/// [`HttpClient`] wrapped in `PropagateDeadlineLayer`, which adds the current deadline's
+/// headers.
+pub async fn send_through<S, B>(
+    service: S,
+    method: Method,
+    url: &str,
+    headers: &[(&'static str, &str)],
+    body: Bytes,
+) -> Result<Reply, ClientError>
+where
+    S: Service<Request<Full<Bytes>>, Response = http::Response<B>>,
+    S::Error: std::fmt::Display,
+    B: http_body::Body,
+    B::Error: std::fmt::Display,
+{
     let mut request = Request::builder()
         .method(method)
         .uri(url)
@@ -71,8 +91,8 @@ pub async fn send(
             .headers_mut()
             .insert(HeaderName::from_static(name), value);
     }
-    let response = client
-        .request(request)
+    let response = service
+        .oneshot(request)
         .await
         .map_err(|e| ClientError::Transport(e.to_string()))?;
     let (parts, body) = response.into_parts();

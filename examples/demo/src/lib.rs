@@ -8,6 +8,11 @@
 //! recovery), prints one table per phase and writes an HTML report ([`report`]). Every figure
 //! comes from the run.
 //!
+//! Every request gets one deadline from `policies/demo.policy`'s `request` stanza ([`model`],
+//! a `DeadlineLayer` on the routes); the critical functions take children of it, and the calls
+//! to the providers carry what is left (`PropagateDeadlineLayer`): the report shows the budgets
+//! each provider was given.
+//!
 //! The service serves its live state too ([`dashboard`]): `GET /policy` (JSON),
 //! `GET /dashboard` (a page that refreshes itself) and `GET /locality`.
 //!
@@ -23,6 +28,7 @@ pub mod client;
 pub mod dashboard;
 pub mod db;
 pub mod events;
+pub mod model;
 pub mod providers;
 pub mod report;
 pub mod scenario;

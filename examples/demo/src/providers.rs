@@ -1,14 +1,15 @@
 //! The service's dependencies, faked as real HTTP servers on loopback: the search provider, the
 //! notifier and the session store. Each one's behaviour can be switched while it runs
 //! ([`Mode`]), and each counts the requests it received, per calling instance (the `x-caller`
-//! header), and the most it ever had in flight at once.
+//! header), the most it ever had in flight at once, and the budgets its callers gave it (the
+//! `x-deadline-ms` header the service's `PropagateDeadlineLayer` sets: [`Budgets`]).
 //!
 //! A running provider can also be switched from outside with `POST /_mode` and a body such as
 //! `healthy`, `slow 800ms`, `failing` or `429 5s` (see [`Mode::parse`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -134,6 +135,88 @@ impl Calls {
     }
 }
 
+/// The budgets a provider was given (the `x-deadline-ms` header), over some span of calls: a
+/// count, the least, the most and the sum, so a provider keeps four numbers however long it
+/// runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Budgets {
+    /// Requests that carried a budget.
+    pub with_budget: u64,
+    /// Requests that carried none (or one that did not parse).
+    pub without_budget: u64,
+    /// The least budget received.
+    pub min: Duration,
+    /// The most budget received.
+    pub max: Duration,
+    /// The budgets' sum, for the mean.
+    pub total: Duration,
+}
+
+impl Budgets {
+    /// The mean budget received, if any was.
+    pub fn mean(&self) -> Option<Duration> {
+        let n = u32::try_from(self.with_budget).ok().filter(|n| *n > 0)?;
+        Some(self.total / n)
+    }
+}
+
+/// [`Budgets`] as a provider keeps them: atomics, reset by [`FakeProvider::take_budgets`].
+#[derive(Debug)]
+struct BudgetCounter {
+    with_budget: AtomicU64,
+    without_budget: AtomicU64,
+    min_us: AtomicU64,
+    max_us: AtomicU64,
+    total_us: AtomicU64,
+}
+
+impl Default for BudgetCounter {
+    fn default() -> Self {
+        Self {
+            with_budget: AtomicU64::new(0),
+            without_budget: AtomicU64::new(0),
+            min_us: AtomicU64::new(u64::MAX),
+            max_us: AtomicU64::new(0),
+            total_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl BudgetCounter {
+    fn record(&self, budget: Option<Duration>) {
+        let Some(budget) = budget else {
+            self.without_budget.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let us = u64::try_from(budget.as_micros()).unwrap_or(u64::MAX);
+        self.with_budget.fetch_add(1, Ordering::Relaxed);
+        self.min_us.fetch_min(us, Ordering::Relaxed);
+        self.max_us.fetch_max(us, Ordering::Relaxed);
+        self.total_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// What was recorded since the last take, then starts over.
+    fn take(&self) -> Budgets {
+        let with_budget = self.with_budget.swap(0, Ordering::Relaxed);
+        let min = self.min_us.swap(u64::MAX, Ordering::Relaxed);
+        Budgets {
+            with_budget,
+            without_budget: self.without_budget.swap(0, Ordering::Relaxed),
+            min: Duration::from_micros(if with_budget == 0 { 0 } else { min }),
+            max: Duration::from_micros(self.max_us.swap(0, Ordering::Relaxed)),
+            total: Duration::from_micros(self.total_us.swap(0, Ordering::Relaxed)),
+        }
+    }
+}
+
+/// The budget a request carried: `x-deadline-ms`, as the service's `DeadlineLayer` reads it.
+fn budget_of(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(policy::layer::deadline::DEADLINE_MS_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(policy::layer::deadline::parse_ms_header)
+}
+
 struct Shared {
     name: &'static str,
     usual_latency: Duration,
@@ -141,6 +224,7 @@ struct Shared {
     calls: Mutex<BTreeMap<String, Calls>>,
     in_flight: AtomicU32,
     max_in_flight: AtomicU32,
+    budgets: BudgetCounter,
 }
 
 // A poisoned lock means a panic elsewhere while it was held; the value is still usable.
@@ -191,6 +275,7 @@ impl FakeProvider {
             calls: Mutex::default(),
             in_flight: AtomicU32::new(0),
             max_in_flight: AtomicU32::new(0),
+            budgets: BudgetCounter::default(),
         });
         let app = Router::new()
             .route("/_mode", post(switch))
@@ -237,6 +322,11 @@ impl FakeProvider {
     pub fn take_max_in_flight(&self) -> u32 {
         let now = self.shared.in_flight.load(Ordering::Acquire);
         self.shared.max_in_flight.swap(now, Ordering::AcqRel)
+    }
+
+    /// The budgets its callers gave it since the last call (then starts over).
+    pub fn take_budgets(&self) -> Budgets {
+        self.shared.budgets.take()
     }
 
     /// Stops accepting and waits for the open connections to finish.
@@ -298,6 +388,7 @@ async fn answer(
     headers: HeaderMap,
 ) -> Response {
     let _in_flight = InFlight::enter(&shared);
+    shared.budgets.record(budget_of(&headers));
     let caller = headers
         .get("x-caller")
         .and_then(|v| v.to_str().ok())
@@ -383,6 +474,7 @@ mod tests {
             calls: Mutex::new(BTreeMap::new()),
             in_flight: AtomicU32::new(0),
             max_in_flight: AtomicU32::new(0),
+            budgets: BudgetCounter::default(),
         }
     }
 
@@ -410,6 +502,26 @@ mod tests {
         let calls = lock(&shared.calls);
         assert_eq!(calls["caller-3"].received, 2);
         assert_eq!(calls["caller-3"].failed, 1);
+    }
+
+    #[test]
+    fn budgets_keep_four_numbers_and_start_over_when_taken() {
+        let shared = shared();
+        let mut headers = HeaderMap::new();
+        for ms in [120u64, 80, 150] {
+            headers.insert("x-deadline-ms", ms.into());
+            shared.budgets.record(budget_of(&headers));
+        }
+        shared.budgets.record(budget_of(&HeaderMap::new()));
+        headers.insert("x-deadline-ms", "soon".parse().unwrap());
+        shared.budgets.record(budget_of(&headers));
+        let taken = shared.budgets.take();
+        assert_eq!(taken.with_budget, 3);
+        assert_eq!(taken.without_budget, 2);
+        assert_eq!(taken.min, Duration::from_millis(80));
+        assert_eq!(taken.max, Duration::from_millis(150));
+        assert_eq!(taken.mean(), Some(Duration::from_millis(350) / 3));
+        assert_eq!(shared.budgets.take(), Budgets::default());
     }
 
     #[test]

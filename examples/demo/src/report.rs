@@ -236,6 +236,7 @@ pub fn tables(run: &RunReport) -> String {
             ("deferred work", deferred(phase)),
             ("background", background(phase)),
             ("provider calls", providers(phase)),
+            ("budgets given", budgets(phase)),
         ];
         for (label, text) in rows {
             let _ = writeln!(out, "  {label:<18} {text}");
@@ -266,6 +267,50 @@ pub fn tables(run: &RunReport) -> String {
         );
     }
     out
+}
+
+/// The budgets each provider was given in the phase (the propagated `x-deadline-ms`): least,
+/// mean and most, and how many calls came without one.
+fn budgets(phase: &PhaseReport) -> String {
+    let parts: Vec<String> = phase
+        .provider_budgets
+        .iter()
+        .filter(|(_, b)| b.with_budget + b.without_budget > 0)
+        .map(|(name, b)| {
+            let mut text = match b.mean() {
+                Some(mean) => format!(
+                    "{name} {}–{} (mean {}) over {} calls",
+                    ms(b.min),
+                    ms(b.max),
+                    ms(mean),
+                    b.with_budget
+                ),
+                None => format!("{name} none"),
+            };
+            if b.without_budget > 0 {
+                let _ = write!(text, ", {} without a budget", b.without_budget);
+            }
+            text
+        })
+        .collect();
+    join_or_none(parts)
+}
+
+/// The most budget each provider was given over the run.
+fn most_given(run: &RunReport) -> Vec<(&'static str, Duration, u64)> {
+    let mut most: Vec<(&'static str, Duration, u64)> = Vec::new();
+    for phase in &run.phases {
+        for (name, b) in &phase.provider_budgets {
+            match most.iter_mut().find(|(n, _, _)| n == name) {
+                Some((_, max, count)) => {
+                    *max = (*max).max(b.max);
+                    *count += b.with_budget;
+                }
+                None => most.push((name, b.max, b.with_budget)),
+            }
+        }
+    }
+    most
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {
@@ -377,6 +422,28 @@ pub fn findings(run: &RunReport) -> Vec<String> {
         out.push(format!(
             "With the session store down, {answered} session lookups degraded to anonymous (never wider than the token's claim), so {degraded} saves were answered 503 with the reason (retry, not sign in again), and reads went on (p99 {})."
         , ms(sessions.read.p99)));
+    }
+    let most = most_given(run);
+    let given: Vec<String> = most
+        .iter()
+        .filter(|(_, _, count)| *count > 0)
+        .map(|(name, max, count)| format!("{name} at most {} over {count} calls", ms(*max)))
+        .collect();
+    if !given.is_empty() {
+        let over = most
+            .iter()
+            .filter(|(_, max, _)| *max > run.request_budget)
+            .count();
+        let verdict = if over == 0 {
+            "none was ever given more than the request had".to_owned()
+        } else {
+            format!("{over} providers were given more than the request had")
+        };
+        out.push(format!(
+            "Every request got one budget ({} from demo.policy's request stanza), and the provider calls carried what was left of it: {}; {verdict}.",
+            ms(run.request_budget),
+            given.join(", ")
+        ));
     }
     out
 }
@@ -564,6 +631,7 @@ fn html_phase(index: usize, count: usize, phase: &PhaseReport) -> String {
         ("deferred work", deferred(phase)),
         ("background work", background(phase)),
         ("provider calls", providers(phase)),
+        ("budgets given to providers", budgets(phase)),
     ];
     for (label, text) in rows {
         let _ = write!(

@@ -29,22 +29,32 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use axum::{Router, middleware};
 use policy::fallback::{Privileges, degrade};
+use policy::layer::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
 use policy::{AfterResponseLayer, CallError, DeadlineExceeded, Registry, ResilienceError};
 use serde::{Deserialize, Serialize};
+use tower::Layer as _;
 
 use crate::client::{self, HttpClient};
 use crate::dashboard;
 use crate::db::{Database, DbError, Document};
 use crate::timeline::{self, RequestKey, Timeline};
 
+/// What a provider call keeps of its deadline for itself (reading the answer): the provider is
+/// told the current deadline's remaining time minus this.
+pub const PROPAGATION_RESERVE: Duration = Duration::from_millis(2);
+
 /// A dependency on the network, as the service sees it: its name (also the name of its
 /// breaker), its base URL, and who is calling (the `x-caller` header, one per instance).
+///
+/// Its client carries the current deadline to the provider (`PropagateDeadlineLayer`:
+/// `grpc-timeout` and `x-deadline-ms`, what is left minus [`PROPAGATION_RESERVE`]), so the
+/// provider never works longer than we would wait.
 #[derive(Debug, Clone)]
 pub struct Dependency {
     name: Arc<str>,
     base: Arc<str>,
     caller: Arc<str>,
-    client: HttpClient,
+    client: PropagateDeadline<HttpClient>,
 }
 
 impl Dependency {
@@ -54,7 +64,9 @@ impl Dependency {
             name: Arc::from(name),
             base: Arc::from(base.trim_end_matches('/')),
             caller: Arc::from(caller),
-            client,
+            client: PropagateDeadlineLayer::new()
+                .reserve(PROPAGATION_RESERVE)
+                .layer(client),
         }
     }
 
@@ -67,8 +79,8 @@ impl Dependency {
     /// count: it trips the dependency's breaker for exactly that long.
     async fn call(&self, method: Method, path: &str, body: Bytes) -> Result<Bytes, ProviderError> {
         let url = format!("{}{path}", self.base);
-        let reply = client::send(
-            &self.client,
+        let reply = client::send_through(
+            self.client.clone(),
             method,
             &url,
             &[
@@ -821,15 +833,21 @@ async fn read(State(app): State<Services>, Path(id): Path<i64>) -> Response {
 }
 
 /// The service's routes: the documents, the dashboard (`/policy`, `/dashboard`, `/locality`)
-/// and the static page. Every response body is tracked by the [`Timeline`], and
-/// `AfterResponseLayer` holds each request's deferred work until its body is finished.
-pub fn router(app: Services) -> Router {
+/// and the static page. Every request gets one deadline from `deadline` (the policy's `request`
+/// stanza, [`model::deadline_layer`](crate::model::deadline_layer)), which every critical
+/// function called inside takes a child of; every response body is tracked by the
+/// [`Timeline`], and `AfterResponseLayer` holds each request's deferred work until its body is
+/// finished (deferred work runs outside the request's budget).
+pub fn router(app: Services, deadline: DeadlineLayer) -> Router {
     let timeline = app.timeline.clone();
     Router::new()
         .route("/documents", post(save))
         .route("/documents/{id}", get(read))
         .merge(dashboard::routes())
         .with_state(app)
+        // Innermost: the handler and its response body run with the request's deadline in
+        // scope; a request arriving with too little left is answered before the handler runs.
+        .layer(deadline)
         // Inside the after-response layer: it sees each body's end before the layer does.
         .layer(middleware::from_fn_with_state(timeline, timeline::track))
         .layer(AfterResponseLayer::new())

@@ -218,7 +218,7 @@ impl Instance {
             timeline: Timeline::new(),
             work: Arc::new(WorkDone::default()),
         };
-        let app = service::router(services.clone());
+        let app = service::router(services.clone(), crate::model::deadline_layer()?);
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let server = Server::spawn(listener, app, "the service".to_owned(), limits)?;
         Ok(Self { services, server })

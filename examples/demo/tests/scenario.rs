@@ -126,4 +126,35 @@ async fn the_short_scenario_keeps_the_seeds_promises() {
     assert!(degraded > 0, "{:?}", sessions.fallbacks);
     assert_eq!(sessions.save.ok, 0, "an anonymous session saves nothing");
     assert_eq!(sessions.read.ok, sessions.read.count, "reads go on");
+
+    // One budget per request, carried to the providers: in the healthy phase every provider
+    // was given budgets, each within the request's (the policy's) and never zero.
+    for (name, budgets) in &healthy.provider_budgets {
+        assert!(budgets.with_budget > 0, "{name}: {budgets:?}");
+        assert_eq!(budgets.without_budget, 0, "{name}: {budgets:?}");
+        assert!(!budgets.min.is_zero(), "{name}: {budgets:?}");
+    }
+    for report in &run.phases {
+        for (name, budgets) in &report.provider_budgets {
+            assert!(
+                budgets.max <= run.request_budget,
+                "{}: {name} was given {budgets:?}, the request had {:?}",
+                report.phase.name,
+                run.request_budget
+            );
+        }
+    }
+    // The session lookup runs inside the save, so its budget is a child of the request's and of
+    // `lookup_session`'s own 150 ms.
+    let (_, lookups) = healthy
+        .provider_budgets
+        .iter()
+        .find(|(name, _)| *name == "sessions")
+        .expect("the session store's budgets");
+    assert!(lookups.max <= Duration::from_millis(150), "{lookups:?}");
+    let report = policy_demo::report::findings(&run).join("\n");
+    assert!(
+        report.contains("none was ever given more than the request had"),
+        "{report}"
+    );
 }

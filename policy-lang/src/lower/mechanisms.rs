@@ -12,7 +12,7 @@ use crate::spec::{
 use crate::suggest;
 
 pub(super) fn lower_request(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["deadline"];
+    const KEYS: &[&str] = &["deadline", "min_budget"];
     lowering.unnamed(stanza);
     let body = lowering.body(stanza, KEYS);
     for phrase in &body.phrases {
@@ -21,6 +21,9 @@ pub(super) fn lower_request(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     let mut request = RequestSpec::new(stanza.loc);
     if let Some((key, value)) = body.get("deadline") {
         request.deadline = lowering.duration(&key.text, value);
+    }
+    if let Some((key, value)) = body.get("min_budget") {
+        request.min_budget = lowering.duration(&key.text, value);
     }
     match &lowering.spec.request {
         Some(first) => {

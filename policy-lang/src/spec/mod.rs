@@ -76,6 +76,16 @@ impl Spec {
             .map(|deadline| deadline.value)
     }
 
+    /// The request's minimum budget, if one is declared: a request arriving with less left is
+    /// answered at once, before any work.
+    #[must_use]
+    pub fn request_min_budget(&self) -> Option<Duration> {
+        self.request
+            .as_ref()
+            .and_then(|request| request.min_budget.as_ref())
+            .map(|min_budget| min_budget.value)
+    }
+
     /// The deadline an operation actually runs under, and where it was set. For critical work
     /// it is the smaller of its own and the request's (the clamp: a child never outlives its
     /// parent). Deferred and background work runs after the response, outside the request's
@@ -218,12 +228,15 @@ impl<'a, T> IntoIterator for &'a Items<T> {
     }
 }
 
-/// `request { deadline = 10s }`: the budget every request starts with.
+/// `request { deadline = 10s; min_budget = 50ms }`: the budget every request starts with, and
+/// the least one worth starting (a request that arrives with less left is answered at once).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RequestSpec {
     /// The request deadline.
     pub deadline: Option<Located<Duration>>,
+    /// The least budget a request is started with (the runtime's `DeadlineLayer::min_budget`).
+    pub min_budget: Option<Located<Duration>>,
     /// The stanza.
     pub loc: Loc,
 }
@@ -234,6 +247,7 @@ impl RequestSpec {
     pub fn new(loc: Loc) -> Self {
         RequestSpec {
             deadline: None,
+            min_budget: None,
             loc,
         }
     }

@@ -14,7 +14,7 @@ use super::lock;
 use super::phases::Phase;
 use super::second::SharedReport;
 use crate::events::{Counted, Opening};
-use crate::providers::Calls;
+use crate::providers::{Budgets, Calls};
 use crate::stack::Providers;
 use crate::timeline::{Tally, Timeline};
 
@@ -145,6 +145,8 @@ pub struct PhaseReport {
     pub provider_calls: Vec<ProviderCalls>,
     /// The most calls each provider had in flight at once.
     pub provider_max_in_flight: Vec<(&'static str, u32)>,
+    /// The budgets each provider was given (the propagated `x-deadline-ms`).
+    pub provider_budgets: Vec<(&'static str, Budgets)>,
 }
 
 /// The whole run.
@@ -161,6 +163,8 @@ pub struct RunReport {
     /// Requests the load generator did not send because 1024 were already in flight (0 on a
     /// healthy run: the phases' load is far below that).
     pub skipped: u64,
+    /// The request's budget every route stamped (`demo.policy`'s `request` stanza).
+    pub request_budget: Duration,
 }
 
 impl RunReport {
@@ -243,6 +247,12 @@ pub(super) fn phase_report(
             .all()
             .iter()
             .map(|p| (p.name(), p.take_max_in_flight()))
+            .collect(),
+        provider_budgets: stage
+            .providers
+            .all()
+            .iter()
+            .map(|p| (p.name(), p.take_budgets()))
             .collect(),
     }
 }

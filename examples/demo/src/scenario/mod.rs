@@ -157,6 +157,7 @@ pub async fn run(options: &Options) -> Result<RunReport, DemoError> {
         elapsed,
         shared,
         skipped: load.skipped.load(Ordering::Relaxed),
+        request_budget: crate::model::request_deadline()?,
     })
 }
 
@@ -174,6 +175,7 @@ async fn run_phase(
     stage.log.set_phase(index);
     for p in providers.all() {
         p.take_max_in_flight();
+        p.take_budgets();
     }
     let before = Reading::now(providers);
     let started = stage.load.t0.elapsed();

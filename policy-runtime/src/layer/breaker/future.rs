@@ -1,0 +1,79 @@
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use pin_project_lite::pin_project;
+
+use super::Classify;
+use crate::layer::{BoxError, is_refusal};
+use crate::{Breaker, ResilienceError};
+
+pin_project! {
+    /// The response future of [`BreakerService`](super::BreakerService).
+    pub struct ResponseFuture<F, C> {
+        #[pin]
+        state: State<F, C>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, C> {
+        Admitted { #[pin] fut: F, breaker: Breaker, classify: C },
+        Refused { refusal: ResilienceError },
+    }
+}
+
+impl<F, C> ResponseFuture<F, C> {
+    pub(super) fn admitted(fut: F, breaker: Breaker, classify: C) -> Self {
+        Self {
+            state: State::Admitted {
+                fut,
+                breaker,
+                classify,
+            },
+        }
+    }
+
+    pub(super) fn refused(refusal: ResilienceError) -> Self {
+        Self {
+            state: State::Refused { refusal },
+        }
+    }
+}
+
+impl<F, C> fmt::Debug for ResponseFuture<F, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("breaker::ResponseFuture")
+    }
+}
+
+impl<F, C, T, E> Future for ResponseFuture<F, C>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Into<BoxError>,
+    C: Classify<T>,
+{
+    type Output = Result<T, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Admitted {
+                fut,
+                breaker,
+                classify,
+            } => {
+                let outcome = ready!(fut.poll(cx)).map_err(Into::into);
+                match &outcome {
+                    // The work never ran below us: nothing to learn about the dependency.
+                    Err(error) if is_refusal(error) => {}
+                    outcome => breaker.record(!classify.is_failure(outcome.as_ref())),
+                }
+                Poll::Ready(outcome)
+            }
+            // A clone (reference counts only): a future polled again answers the same.
+            StateProj::Refused { refusal } => Poll::Ready(Err(refusal.clone().into())),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{HeaderValue, Response, StatusCode};
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+
+use super::body::DeadlineBody;
+use crate::Deadline;
+
+pin_project! {
+    /// The response future of [`DeadlineService`](super::DeadlineService): the handler's,
+    /// polled with the request's deadline in scope and at most until it passes.
+    ///
+    /// One flat future (what `deadline.scope(deadline.run(fut))` does, without its second
+    /// and third copy of the deadline): the handler is polled first, in scope; a timer is
+    /// armed only at its first `Pending`.
+    pub struct ResponseFuture<F> {
+        #[pin]
+        fut: Option<F>,
+        #[pin]
+        sleep: Option<Sleep>,
+        deadline: Option<Deadline>,
+        grpc: bool,
+    }
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("deadline::ResponseFuture")
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    #[inline]
+    pub(super) fn running(fut: F, deadline: Deadline, grpc: bool) -> Self {
+        Self {
+            fut: Some(fut),
+            sleep: None,
+            deadline: Some(deadline),
+            grpc,
+        }
+    }
+
+    pub(super) fn refused(grpc: bool) -> Self {
+        Self {
+            fut: None,
+            sleep: None,
+            deadline: None,
+            grpc,
+        }
+    }
+}
+
+/// The answer when the handler did not run or did not finish in time: `504` with the reason in
+/// a header, or gRPC's `DEADLINE_EXCEEDED` (trailers-only).
+fn answer<B>(grpc: bool, header: &'static str, reason: &'static str) -> Response<DeadlineBody<B>> {
+    let mut response = Response::new(DeadlineBody::empty());
+    let headers = response.headers_mut();
+    if grpc {
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        headers.insert("grpc-status", HeaderValue::from_static("4"));
+        headers.insert("grpc-message", HeaderValue::from_static(reason));
+    } else {
+        *response.status_mut() = StatusCode::GATEWAY_TIMEOUT;
+        response
+            .headers_mut()
+            .insert(header, HeaderValue::from_static(reason));
+    }
+    response
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<DeadlineBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let (Some(fut), Some(deadline)) = (this.fut.as_pin_mut(), *this.deadline) else {
+            return Poll::Ready(Ok(answer(*this.grpc, "x-refusal", "insufficient_budget")));
+        };
+        if let Poll::Ready(result) = deadline.sync_scope(|| fut.poll(cx)) {
+            return Poll::Ready(
+                result.map(|response| response.map(|b| DeadlineBody::new(b, deadline))),
+            );
+        }
+        if this.sleep.is_none() {
+            // First Pending: only now is a timer worth arming. A deadline already past fires on
+            // the timer's first poll, so no clock read is needed here.
+            this.sleep
+                .set(Some(tokio::time::sleep_until(deadline.instant())));
+        }
+        match this.sleep.as_pin_mut().map(|sleep| sleep.poll(cx)) {
+            Some(Poll::Ready(())) => {
+                tracing::debug!(
+                    target: "policy",
+                    mechanism = "deadline",
+                    kind = "deadline_exceeded",
+                    budget_ms = deadline.budget().as_millis() as u64,
+                    "stopped waiting for the handler at the request's deadline"
+                );
+                Poll::Ready(Ok(answer(
+                    *this.grpc,
+                    "x-deadline-exceeded",
+                    "deadline_exceeded",
+                )))
+            }
+            _ => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,78 @@
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::ResponseFuture;
+use super::body::DeadlineBody;
+use super::headers::incoming_budget;
+use super::layer::Config;
+use crate::error::{RefusalReason, ResilienceError};
+use crate::{Deadline, observe};
+
+/// The service [`DeadlineLayer`](super::DeadlineLayer) makes.
+#[derive(Debug, Clone)]
+pub struct DeadlineService<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> DeadlineService<S> {
+    pub(super) fn new(inner: S, config: Arc<Config>) -> Self {
+        Self { inner, config }
+    }
+}
+
+/// Whether a request is gRPC (`content-type: application/grpc...`): it is answered in gRPC's
+/// terms.
+#[inline]
+fn is_grpc(headers: &http::HeaderMap) -> bool {
+    !headers.is_empty()
+        && headers
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for DeadlineService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Response = Response<DeadlineBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let config = &*self.config;
+        let grpc = is_grpc(request.headers());
+        let budget = match incoming_budget(
+            request.headers(),
+            config.grpc_timeout,
+            config.ms_header.as_ref(),
+        ) {
+            Some(sent) => sent.min(config.budget),
+            None => config.budget,
+        };
+        if budget < config.min_budget || budget.is_zero() {
+            // Less than is worth starting with: answered now, the handler never runs.
+            let refusal = ResilienceError::new(
+                config.name.clone(),
+                RefusalReason::InsufficientBudget {
+                    remaining: budget,
+                    min_budget: config.min_budget,
+                },
+            );
+            observe::refused(&refusal);
+            return ResponseFuture::refused(grpc);
+        }
+        let deadline = Deadline::after(budget);
+        // A service may start work in `call` itself, so that runs under the deadline too.
+        let fut = deadline.sync_scope(|| self.inner.call(request));
+        ResponseFuture::running(fut, deadline, grpc)
+    }
+}

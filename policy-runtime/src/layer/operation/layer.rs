@@ -1,0 +1,147 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower_layer::Layer;
+
+use super::{OperationService, Optional};
+use crate::WorkClass;
+use crate::layer::breaker::{BreakerService, ErrorsAreFailures};
+use crate::layer::bulkhead::BulkheadService;
+use crate::layer::retry::{ClaimedIdempotent, RetryService, TransientErrors};
+use crate::layer::shedding::ShedService;
+use crate::layer::{RetryLayer, ShedLayer};
+use crate::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
+
+/// An operation without retry: layers any service.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoRetry;
+
+/// An operation with retry: layers only an [`Idempotent`] service.
+#[derive(Debug, Clone)]
+pub struct WithRetry(RetryLayer);
+
+/// Applies a whole operation; see the [module docs](super).
+#[derive(Debug, Clone)]
+pub struct OperationLayer<R = NoRetry> {
+    name: Arc<str>,
+    deadline: Duration,
+    min_budget: Duration,
+    breaker: Option<Breaker>,
+    bulkhead: Option<Bulkhead>,
+    shed: Option<ShedLayer>,
+    retry: R,
+}
+
+impl OperationLayer {
+    /// The operation `name`, whose calls get a child of the current deadline of at most
+    /// `deadline` (a fresh one outside any scope).
+    pub fn new(name: &str, deadline: Duration) -> Self {
+        Self {
+            name: Arc::from(name),
+            deadline,
+            min_budget: Duration::ZERO,
+            breaker: None,
+            bulkhead: None,
+            shed: None,
+            retry: NoRetry,
+        }
+    }
+
+    /// Retries each call under `policy`; the layer then wraps only an [`Idempotent`] service.
+    pub fn retry(self, policy: Arc<RetryPolicy>) -> OperationLayer<WithRetry> {
+        OperationLayer {
+            name: self.name,
+            deadline: self.deadline,
+            min_budget: self.min_budget,
+            breaker: self.breaker,
+            bulkhead: self.bulkhead,
+            shed: self.shed,
+            retry: WithRetry(RetryLayer::new(policy)),
+        }
+    }
+}
+
+impl<R> OperationLayer<R> {
+    /// The least budget worth starting with: below it a call is refused before any work.
+    pub fn min_budget(mut self, min_budget: Duration) -> Self {
+        self.min_budget = min_budget;
+        self
+    }
+
+    /// The breaker each attempt checks and records in.
+    pub fn breaker(mut self, breaker: Breaker) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// The bulkhead each attempt takes a slot from.
+    pub fn bulkhead(mut self, bulkhead: Bulkhead) -> Self {
+        self.bulkhead = Some(bulkhead);
+        self
+    }
+
+    /// The shedding decision for work of `class` that usually costs `expected_cost`, with the
+    /// operation's bulkhead (if set before this) as the load signal.
+    pub fn shed(
+        mut self,
+        shedder: Arc<Shedder>,
+        class: WorkClass,
+        expected_cost: Duration,
+    ) -> Self {
+        let mut shed = ShedLayer::new(shedder, class).expected_cost(expected_cost);
+        if let Some(bulkhead) = &self.bulkhead {
+            shed = shed.load_of(bulkhead.clone());
+        }
+        self.shed = Some(shed);
+        self
+    }
+
+    fn attempt<S>(&self, inner: S) -> Attempt<S> {
+        let inner = match &self.bulkhead {
+            Some(bulkhead) => Optional::Applied(BulkheadService::new(inner, bulkhead.clone())),
+            None => Optional::Skipped(inner),
+        };
+        match &self.breaker {
+            Some(breaker) => Optional::Applied(BreakerService::new(
+                inner,
+                breaker.clone(),
+                ErrorsAreFailures,
+            )),
+            None => Optional::Skipped(inner),
+        }
+    }
+
+    fn around<S>(&self, inner: S) -> OperationService<Optional<ShedService<S>, S>> {
+        let inner = match &self.shed {
+            Some(shed) => Optional::Applied(shed.layer(inner)),
+            None => Optional::Skipped(inner),
+        };
+        OperationService::new(inner, self.name.clone(), self.deadline, self.min_budget)
+    }
+}
+
+/// One attempt: the breaker around the bulkhead around the service, each when declared.
+pub(super) type Attempt<S> = Optional<
+    BreakerService<Optional<BulkheadService<S>, S>, ErrorsAreFailures>,
+    Optional<BulkheadService<S>, S>,
+>;
+
+/// The whole operation around `Inner`: its deadline, then the shedding decision.
+type Around<Inner> = OperationService<Optional<ShedService<Inner>, Inner>>;
+
+impl<S> Layer<S> for OperationLayer<NoRetry> {
+    type Service = Around<Attempt<S>>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        self.around(self.attempt(inner))
+    }
+}
+
+impl<S: ClaimedIdempotent> Layer<S> for OperationLayer<WithRetry> {
+    type Service = Around<RetryService<Attempt<S::Service>, TransientErrors>>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        let attempt = self.attempt(inner.into_service());
+        self.around(self.retry.0.layer(Idempotent::service(attempt)))
+    }
+}

@@ -1,0 +1,131 @@
+//! The layers' admitted path allocates nothing: each mechanism layer, the request's deadline
+//! layer, and a whole operation, for a service ready at once and one that waits once.
+//! Measured with a counting allocator (`allocation-counter`, per thread). Feature `http`.
+#![cfg(feature = "http")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use std::time::Duration;
+
+use http::{Request, Response};
+use policy_runtime::WorkClass;
+use policy_runtime::layer::{
+    BoxError, BreakerLayer, BulkheadLayer, DeadlineLayer, OperationLayer, RetryLayer, ShedLayer,
+};
+use policy_runtime::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
+async fn answer(wait: bool) -> Result<Response<()>, BoxError> {
+    if wait {
+        tokio::task::yield_now().await;
+    }
+    Ok(Response::new(()))
+}
+
+/// Runs `$call` (an expression with `.await`s) 1,000 times to warm up (tokio grows its
+/// deferred-wake list once, on the first pendings), then counts the allocations of 1,000 more.
+macro_rules! allocations {
+    ($call:expr) => {{
+        let rt = runtime();
+        rt.block_on(async {
+            for _ in 0..1_000 {
+                $call;
+            }
+        });
+        allocation_counter::measure(|| {
+            rt.block_on(async {
+                for _ in 0..1_000 {
+                    $call;
+                }
+            })
+        })
+        .count_total
+    }};
+}
+
+#[test]
+fn deadline_bulkhead_and_breaker_layers_allocate_nothing_when_admitted() {
+    for wait in [false, true] {
+        let mut svc = ServiceBuilder::new()
+            .layer(DeadlineLayer::new(Duration::from_secs(2)))
+            .layer(BreakerLayer::new(Breaker::builder("alloc-layer").build()))
+            .layer(BulkheadLayer::new(
+                Bulkhead::builder("alloc-layer")
+                    .max_concurrent(8)
+                    .max_queued(2)
+                    .build(),
+            ))
+            .service_fn(move |_: Request<()>| answer(wait));
+        let counted = allocations!({
+            let response = svc.ready().await.unwrap().call(Request::new(())).await;
+            assert!(response.unwrap().status().is_success());
+        });
+        // tokio's `block_on` allocates once when its future first goes pending, whatever the
+        // future: the bare service is counted the same way.
+        let bare = allocations!(answer(wait).await.unwrap());
+        assert_eq!(counted, bare, "waits once: {wait}");
+    }
+}
+
+#[test]
+fn shed_retry_and_operation_layers_allocate_nothing_when_admitted() {
+    for wait in [false, true] {
+        let bulkhead = Bulkhead::builder("alloc-op").max_concurrent(8).build();
+        let policy = std::sync::Arc::new(
+            RetryPolicy::builder("alloc-op")
+                .attempt_timeout(Duration::from_secs(1))
+                .build(),
+        );
+        let shedder = std::sync::Arc::new(Shedder::new("alloc-op"));
+        let service =
+            tower::service_fn(move |_: u64| async move { answer(wait).await.map(|_| 1u64) });
+        let mut shed = ShedLayer::new(shedder.clone(), WorkClass::Deferred)
+            .load_of(bulkhead.clone())
+            .layer(service);
+        let mut retry = RetryLayer::new(policy.clone()).layer(Idempotent::service(service));
+        let mut operation = OperationLayer::new("alloc-op", Duration::from_secs(2))
+            .min_budget(Duration::from_millis(10))
+            .breaker(Breaker::builder("alloc-op").build())
+            .bulkhead(bulkhead)
+            .shed(shedder, WorkClass::Critical, Duration::ZERO)
+            .retry(policy)
+            .layer(Idempotent::service(service));
+        let counted = allocations!({
+            assert_eq!(shed.ready().await.unwrap().call(1).await.unwrap(), 1);
+            assert_eq!(retry.ready().await.unwrap().call(1).await.unwrap(), 1);
+            assert_eq!(operation.ready().await.unwrap().call(1).await.unwrap(), 1);
+        });
+        let bare = allocations!(answer(wait).await.unwrap());
+        assert_eq!(counted, bare, "waits once: {wait}");
+    }
+}
+
+/// What users would pick instead, measured the same way: tower's `Timeout` + `LoadShed` +
+/// `ConcurrencyLimit` allocates nothing per call either (its permit is a reference count, its
+/// timer intrusive), so BENCHMARKS.md compares the two on time alone. Pinned so that table
+/// stays true.
+#[test]
+fn tower_timeout_loadshed_and_concurrency_limit_allocate_nothing_either() {
+    for wait in [false, true] {
+        let mut svc = ServiceBuilder::new()
+            .timeout(Duration::from_secs(2))
+            .load_shed()
+            .concurrency_limit(8)
+            .service_fn(move |_: Request<()>| answer(wait));
+        let counted = allocations!({
+            let response = svc.ready().await.unwrap().call(Request::new(())).await;
+            assert!(response.unwrap().status().is_success());
+        });
+        let bare = allocations!(answer(wait).await.unwrap());
+        assert_eq!(counted, bare, "waits once {wait}");
+    }
+}
