@@ -205,11 +205,12 @@ impl fmt::Debug for Fallback {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct FallbackSnapshot {
-    /// The operation's own name (`publish_activity`), what a dashboard shows.
+    /// The operation (an annotated function's, named as the registry knows it: made unique by
+    /// the module path, `policy_demo::service::lookup_session`).
     pub operation: Arc<str>,
-    /// The name the registry knows it by: the operation's, made unique by the module path
-    /// (`policy_demo::service::publish_activity`).
-    pub registered_as: Arc<str>,
+    /// The operation's own name, without the module path (`lookup_session`): what a dashboard
+    /// shows.
+    pub display_name: Arc<str>,
     /// The function that answers, or `stale-if-error`.
     pub answered_by: Arc<str>,
     /// Answers given because the operation was refused.
@@ -315,8 +316,8 @@ impl Fallback {
     /// A point-in-time view, for dashboards.
     pub fn snapshot(&self) -> FallbackSnapshot {
         FallbackSnapshot {
-            operation: crate::observe::short_name(&self.operation).into(),
-            registered_as: self.operation.clone(),
+            operation: self.operation.clone(),
+            display_name: crate::observe::short_name(&self.operation).into(),
             answered_by: self.answered_by.clone(),
             refused: self.counts.refused.load(Ordering::Relaxed),
             expired: self.counts.expired.load(Ordering::Relaxed),

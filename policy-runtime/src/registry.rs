@@ -198,7 +198,7 @@ fn get_or_insert<T: Clone>(map: &Map<T>, name: &str, make: impl FnOnce(Arc<str>)
 /// raises it. Every duration is a number of milliseconds, fractional below a millisecond,
 /// under a field name ending in `_ms` (`open_for_ms`, `window_ms`, `cooldown_ms`). Rows are
 /// named by their policy names (a breaker's, a bulkhead's) or, for what the expansion makes
-/// per function, by the operation's own name (`operation` of a shedder or a fallback).
+/// per function, by the operation's own name (the `display_name` of a shedder or a fallback).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct Snapshot {

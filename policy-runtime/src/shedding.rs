@@ -217,9 +217,9 @@ pub struct ShedderSnapshot {
     /// The shedder's name: for an annotated function's, its operation's name made unique by
     /// the module path (`policy_demo::service::publish_activity`).
     pub name: Arc<str>,
-    /// The operation it decides for, without the module path (`publish_activity`): what a
-    /// dashboard shows. The whole name for a shedder built by hand.
-    pub operation: Arc<str>,
+    /// The name without the module path (`publish_activity`, the operation it decides for):
+    /// what a dashboard shows. The whole name for a shedder built by hand.
+    pub display_name: Arc<str>,
     /// Its thresholds.
     pub thresholds: Thresholds,
     /// Work shed for load, per class (critical is always 0).
@@ -296,7 +296,7 @@ impl Shedder {
     pub fn snapshot(&self) -> ShedderSnapshot {
         ShedderSnapshot {
             name: self.name.clone(),
-            operation: crate::observe::short_name(&self.name).into(),
+            display_name: crate::observe::short_name(&self.name).into(),
             thresholds: self.thresholds,
             shed_load: PerClass::read(&self.stats.shed_load),
             shed_budget: PerClass::read(&self.stats.shed_budget),

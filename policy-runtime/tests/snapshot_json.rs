@@ -48,14 +48,14 @@ async fn the_snapshot_is_versioned_with_durations_in_milliseconds_and_operation_
     );
 
     let shed = &json["shedders"][0];
-    assert_eq!(shed["operation"], "publish_activity");
+    assert_eq!(shed["display_name"], "publish_activity");
     assert_eq!(shed["name"], "policy_demo::service::publish_activity");
     assert_eq!(shed["shed_load"]["background"], 1);
 
     let fallback = &json["fallbacks"][0];
-    assert_eq!(fallback["operation"], "lookup_session");
+    assert_eq!(fallback["display_name"], "lookup_session");
     assert_eq!(
-        fallback["registered_as"],
+        fallback["operation"],
         "policy_demo::service::lookup_session"
     );
 
