@@ -6,6 +6,11 @@ pub use policy_macros::{
 };
 pub use policy_runtime::*;
 
+/// A `.policy` operation as a tower layer, over the registry entries the attributes use:
+/// `policy::operation_layer!("index_document")`. See [`layer::OperationLayer`].
+#[cfg(feature = "tower")]
+pub use policy_macros::operation_layer;
+
 #[cfg(feature = "html-dimensions")]
 pub use policy_delivery::image_dimensions::{self, ImageDimensionsLayer, ImageManifest};
 #[cfg(feature = "locality")]

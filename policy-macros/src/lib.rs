@@ -16,6 +16,7 @@ mod expand;
 mod fallback;
 mod files;
 mod func;
+mod layer;
 mod lower;
 mod valid;
 
@@ -80,4 +81,46 @@ pub fn operation(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn isolate(args: TokenStream, item: TokenStream) -> TokenStream {
     run(AttrKind::Isolate, args, item)
+}
+
+/// A `.policy` operation as a tower layer: `policy::operation_layer!("index_document")`
+/// (feature `tower`).
+///
+/// At compile time the operation is found in the crate's `.policy` files exactly as
+/// `#[policy::operation("index_document")]` finds it, checked by the same validator (an
+/// unknown name is an error naming the files searched and the closest name), and expanded to
+/// a `policy::layer::OperationLayer` built from the same registry entries an attribute naming
+/// that operation uses: a layer and a `#[policy::resilient]` function that name one breaker
+/// share its state. The files are tracked, so editing them rebuilds the crate.
+///
+/// ```text
+/// // policies/search.policy
+/// breaker search { open_after = 5 failures within 30s; cooldown = 20s }
+/// bulkhead search { max_concurrent = 4; max_queued = 2 }
+/// retry transient { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s) }
+/// operation index_document: critical, idempotent {
+///     breaker = search; bulkhead = search; retry = transient; deadline = 2s; min_budget = 50ms
+/// }
+/// ```
+///
+/// ```ignore
+/// use policy::Idempotent;
+/// use tower::{Layer, ServiceExt};
+///
+/// // deadline 2 s (min_budget 50 ms), then per attempt (retried under `transient`): the
+/// // breaker `search`, a slot of the bulkhead `search`, the call.
+/// let layer = policy::operation_layer!("index_document");
+/// // The operation retries, so the service must be claimed idempotent (a type error
+/// // otherwise), as the file claims the operation is.
+/// let index = layer.layer(Idempotent::service(tower::service_fn(index_document)));
+/// ```
+///
+/// The operation must be critical work without a fallback, `stale_if_error`, `poll_budget` or
+/// `isolate` (those need the function's arguments or body: use the attribute); anything else
+/// is a compile error saying so. The runnable version is the facade's
+/// `tests/operation_layer.rs`.
+#[proc_macro]
+pub fn operation_layer(input: TokenStream) -> TokenStream {
+    let source_file = proc_macro::Span::call_site().local_file();
+    layer::operation_layer(input.into(), source_file.as_deref()).into()
 }

@@ -255,8 +255,9 @@ pub(crate) fn lower(
         errors.at(
             named.span,
             format!(
-                "unknown operation `{}` [policy::unknown-name]\nhelp: {hint}",
-                named.value
+                "unknown operation `{}` [policy::unknown-name]\nnote: {}\nhelp: {hint}",
+                named.value,
+                searched(&files, dir.as_deref())
             ),
         );
     }
@@ -362,6 +363,22 @@ pub(crate) fn lower(
         files,
         inline,
         problems,
+    }
+}
+
+/// Which files an operation was looked for in, for the unknown-name error.
+fn searched(files: &[PathBuf], dir: Option<&std::path::Path>) -> String {
+    let Some(dir) = dir else {
+        return "searched no policy files: no `policies/` directory was found".to_owned();
+    };
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.file_name())
+        .map(|f| format!("`{}`", f.to_string_lossy()))
+        .collect();
+    match names.as_slice() {
+        [] => format!("searched `{}`: it holds no `.policy` file", dir.display()),
+        _ => format!("searched {} in `{}`", names.join(", "), dir.display()),
     }
 }
 

@@ -298,11 +298,6 @@ fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Opt
             ),
         );
     }
-    let named =
-        |name: &Option<policy_lang::Located<String>>| name.as_ref().map(|n| n.value.clone());
-    let breaker = named(&operation.breaker).and_then(|n| spec.breakers.get(&n).cloned());
-    let bulkhead = named(&operation.bulkhead).and_then(|n| spec.bulkheads.get(&n).cloned());
-    let retry = named(&operation.retry).and_then(|n| spec.retries.get(&n).cloned());
     let per_attempt = match &operation.retry {
         Some(retry) if args.isolate.is_none() => {
             let scheduled = operation.class.value != WorkClass::Critical;
@@ -311,19 +306,6 @@ fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Opt
         _ => Vec::new(),
     };
     Some(Plan {
-        op: lowered.op.clone(),
-        class: operation.class.value,
-        deadline: spec.governing_deadline(operation).map(|d| d.value),
-        min_budget: operation.min_budget.as_ref().map(|d| d.value),
-        expected_cost: operation.expected_cost.as_ref().map(|d| d.value),
-        shed_at: operation.shed_at.as_ref().map(|r| r.value),
-        thresholds: spec.shedding_thresholds(),
-        breaker,
-        bulkhead,
-        retry,
-        inline: lowered.inline,
-        files: lowered.files.clone(),
-        poll_budget: operation.poll_budget.as_ref().map(|b| b.value),
         answer: answer(operation, func, &span_of, errors),
         per_attempt,
         isolate: operation.isolate.as_ref().map(|isolate| Isolate {
@@ -332,7 +314,90 @@ fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Opt
             max_concurrent: isolate.max_concurrent.as_ref().map(|m| m.value),
             max_queued: isolate.max_queued.as_ref().map(|m| m.value),
         }),
+        ..mechanisms(lowered, operation)
     })
+}
+
+/// What the operation names and sets, read from the model: its class, deadline, budgets and
+/// mechanisms; no answer, no per-attempt copies and no pool (those need a function).
+fn mechanisms(lowered: &Lowered, operation: &OperationSpec) -> Plan {
+    let spec = lowered.set.spec();
+    let named =
+        |name: &Option<policy_lang::Located<String>>| name.as_ref().map(|n| n.value.clone());
+    Plan {
+        op: lowered.op.clone(),
+        class: operation.class.value,
+        deadline: spec.governing_deadline(operation).map(|d| d.value),
+        min_budget: operation.min_budget.as_ref().map(|d| d.value),
+        expected_cost: operation.expected_cost.as_ref().map(|d| d.value),
+        shed_at: operation.shed_at.as_ref().map(|r| r.value),
+        thresholds: spec.shedding_thresholds(),
+        breaker: named(&operation.breaker).and_then(|n| spec.breakers.get(&n).cloned()),
+        bulkhead: named(&operation.bulkhead).and_then(|n| spec.bulkheads.get(&n).cloned()),
+        retry: named(&operation.retry).and_then(|n| spec.retries.get(&n).cloned()),
+        inline: lowered.inline,
+        files: lowered.files.clone(),
+        poll_budget: operation.poll_budget.as_ref().map(|b| b.value),
+        answer: None,
+        per_attempt: Vec::new(),
+        isolate: None,
+    }
+}
+
+/// `operation_layer!("name")`: the same validator's report on the files and the operation,
+/// then what a layer cannot apply. The plan when nothing failed (its answer, per-attempt
+/// copies and pool are always empty: a layer has no function to read them from).
+pub(crate) fn validate_layer(lowered: &Lowered, errors: &mut Errors) -> Option<Plan> {
+    report(lowered, errors);
+    if !errors.is_empty() {
+        return None;
+    }
+    let Some(operation) = lowered.set.spec().operations.get(&lowered.op) else {
+        errors.at(lowered.anchor, "internal: the operation was not lowered");
+        return None;
+    };
+    let op = &lowered.op;
+    let position = |loc: Loc| {
+        lowered
+            .set
+            .sources()
+            .position(loc)
+            .map_or_else(String::new, |p| format!(" (at {p})"))
+    };
+    if operation.class.value != WorkClass::Critical {
+        let class = match operation.class.value {
+            WorkClass::Deferred => "deferred",
+            _ => "background",
+        };
+        errors.at(
+            lowered.anchor,
+            format!(
+                "operation `{op}` is {class} work{}: a layer runs the call while its caller waits, so it cannot schedule it for later\nhelp: put `#[policy::operation(\"{op}\")]` on the async function that does the work, or make the operation `critical`",
+                position(operation.class.loc)
+            ),
+        );
+    }
+    let unsupported = [
+        ("fallback", operation.fallback.as_ref().map(|f| f.loc)),
+        (
+            "stale_if_error",
+            operation.stale_if_error.as_ref().map(|s| s.loc),
+        ),
+        ("poll_budget", operation.poll_budget.as_ref().map(|p| p.loc)),
+        ("isolate", operation.isolate.as_ref().map(|i| i.pool.loc)),
+    ];
+    for (setting, loc) in unsupported {
+        if let Some(loc) = loc {
+            errors.at(
+                lowered.anchor,
+                format!(
+                    "operation `{op}` sets `{setting}`{}, which a layer cannot apply: it needs the function's arguments or body\nhelp: put `#[policy::operation(\"{op}\")]` on the function instead, or declare an operation without `{setting}` for the layer",
+                    position(loc)
+                ),
+            );
+        }
+    }
+    errors.is_empty().then(|| mechanisms(lowered, operation))
 }
 
 /// Idents bound by a parameter pattern, for re-binding a copy per attempt.

@@ -9,7 +9,8 @@
 //! 4. for critical work that has one, what answers when it cannot run: stale-if-error, its
 //!    fallback ([`answer`]).
 //!
-//! `#[isolate]` expands apart ([`isolate`]). A refusal ends the sequence at once. Nothing here
+//! `#[isolate]` expands apart ([`isolate`]); `operation_layer!` expands to a builder chain over
+//! the same handles ([`layer`]). A refusal ends the sequence at once. Nothing here
 //! can fail: [`crate::valid`] checked everything the expansion relies on. Generated locals use
 //! mixed-site hygiene, and the statics live inside a block of their own, so nothing clashes
 //! with the user's names. Every path goes through the facade (`::policy::...`).
@@ -17,7 +18,10 @@
 mod answer;
 mod handles;
 mod isolate;
+mod layer;
 mod sequence;
+
+pub(crate) use layer::operation_layer;
 
 use std::time::Duration;
 
@@ -138,6 +142,51 @@ mod tests {
         assert!(at("bulkhead.acquire") < at(".run_in_scope("));
         assert!(at(".run_in_scope(") < at("breaker.observe("));
         check("resilient", &out);
+    }
+
+    #[test]
+    fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
+        let manifest = env!("CARGO_MANIFEST_DIR");
+        let source = Path::new(manifest).join("tests/expand/input.rs");
+        let tokens = crate::layer::operation_layer(quote!("reindex_all"), Some(&source));
+        let expr = syn::parse2::<syn::Expr>(tokens).expect("the expansion parses as an expression");
+        // As a `let`, so prettyplease prints it as code.
+        let file: syn::File = syn::parse_quote!(fn layer() { let layer = #expr; });
+        let out = prettyplease::unparse(&file).replace(manifest, "$CARGO_MANIFEST_DIR");
+        // The same statics an attribute naming these mechanisms declares.
+        for handle in [
+            "Handle::breaker(\"search\", BY)",
+            "Handle::bulkhead(\"search\", BY)",
+            "Handle::retry(\"transient\", BY)",
+        ] {
+            assert!(out.contains(handle), "{handle} in\n{out}");
+        }
+        assert!(
+            out.contains("include_bytes!"),
+            "the files are tracked:\n{out}"
+        );
+        check("operation_layer", &out);
+    }
+
+    #[test]
+    fn operation_layer_refuses_what_it_cannot_be_with_the_fix() {
+        let manifest = env!("CARGO_MANIFEST_DIR");
+        let source = Path::new(manifest).join("tests/expand/input.rs");
+        let out = crate::layer::operation_layer(quote!("reindex_al"), Some(&source)).to_string();
+        assert!(out.contains("unknown operation `reindex_al`"), "{out}");
+        assert!(out.contains("searched `search.policy`"), "{out}");
+        assert!(out.contains("did you mean `reindex_all`?"), "{out}");
+        let out = crate::layer::operation_layer(quote!("warm_cache"), Some(&source)).to_string();
+        assert!(
+            out.contains("operation `warm_cache` is deferred work"),
+            "{out}"
+        );
+        assert!(out.contains("search.policy:"), "where it says so: {out}");
+        let out = crate::layer::operation_layer(quote!(NAME), Some(&source)).to_string();
+        assert!(
+            out.contains("expected the operation's name as a string literal"),
+            "{out}"
+        );
     }
 
     #[test]

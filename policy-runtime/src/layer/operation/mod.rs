@@ -13,6 +13,19 @@
 //! registry's handles for the names a `.policy` operation declares, and the layer and the
 //! attribute share them.
 //!
+//! **From a `.policy` operation by name:** `policy::operation_layer!("index_document")` (the
+//! facade, feature `tower`) finds the operation in the crate's `.policy` files at compile
+//! time, exactly as `#[policy::operation("index_document")]` does, checks it with the same
+//! validator (an unknown name is a compile error naming the files searched and the closest
+//! name), and expands to this builder chain over the very registry entries an attribute
+//! naming the same mechanisms declares: one state per name, and a second, different
+//! configuration of a name refused loudly as between two attributes. An operation with
+//! `retry` must be `idempotent` in the file, and the layer then wraps only a service claimed
+//! [`Idempotent`](crate::Idempotent). Deferred and background operations, and the settings
+//! that need the function itself (`fallback`, `stale_if_error`, `poll_budget`, `isolate`),
+//! are compile errors saying to use the attribute. This crate does not read `.policy` files
+//! itself: the macro does, at compile time.
+//!
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::layer::{BoxError, OperationLayer};

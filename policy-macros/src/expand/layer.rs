@@ -1,0 +1,77 @@
+//! `operation_layer!("index_document")`: the operation as an `OperationLayer` builder chain,
+//! over the same handles an attribute naming that operation uses ([`Handles`]):
+//!
+//! ```text
+//! {
+//!     const _: &[u8] = ::core::include_bytes!("…/policies/service.policy");
+//!     let (breaker, bulkhead, retry) = { /* the statics, as in an attribute's expansion */ };
+//!     ::policy::layer::OperationLayer::new("index_document", Duration::from_millis(300))
+//!         .min_budget(Duration::from_millis(50))
+//!         .breaker(::core::clone::Clone::clone(breaker))
+//!         .bulkhead(::core::clone::Clone::clone(bulkhead))
+//!         .retry(::core::clone::Clone::clone(retry))
+//! }
+//! ```
+//!
+//! The order of the calls is the builder's: the bulkhead before the shedding decision (its
+//! load is the signal), retry last (it changes the layer's type). The layer itself applies
+//! them in the documented order.
+
+use policy_lang::WorkClass;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use super::duration;
+use super::handles::Handles;
+use crate::files::track;
+use crate::valid::Plan;
+
+/// The expression `operation_layer!` expands to (a critical operation: see
+/// [`crate::valid::validate_layer`]).
+pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
+    let h = Handles::of(plan);
+    let op = &plan.op;
+    let budget = plan
+        .deadline
+        .map_or_else(|| quote!(::policy::Deadline::MAX_BUDGET), duration);
+    let clone = |handle: &proc_macro2::Ident| quote!(::core::clone::Clone::clone(#handle));
+    let min_budget = plan.min_budget.map(|min| {
+        let min = duration(min);
+        quote!(.min_budget(#min))
+    });
+    let breaker = h.breaker.as_ref().map(|b| {
+        let b = clone(b);
+        quote!(.breaker(#b))
+    });
+    let bulkhead = h.bulkhead.as_ref().map(|b| {
+        let b = clone(b);
+        quote!(.bulkhead(#b))
+    });
+    let shed = h.shedder.as_ref().map(|s| {
+        let (s, cost) = (clone(s), duration(plan.expected_cost.unwrap_or_default()));
+        let class = match plan.class {
+            WorkClass::Deferred => quote!(::policy::WorkClass::Deferred),
+            WorkClass::Background => quote!(::policy::WorkClass::Background),
+            WorkClass::Critical => quote!(::policy::WorkClass::Critical),
+        };
+        quote!(.shed(#s, #class, #cost))
+    });
+    let retry = h.retry.as_ref().map(|r| {
+        let r = clone(r);
+        quote!(.retry(#r))
+    });
+    let tracked = track(&plan.files);
+    let setup = h.setup(op);
+    quote! {
+        {
+            #tracked
+            #setup
+            ::policy::layer::OperationLayer::new(#op, #budget)
+                #min_budget
+                #breaker
+                #bulkhead
+                #shed
+                #retry
+        }
+    }
+}

@@ -1,0 +1,36 @@
+fn layer() {
+    let layer = {
+        const _: &[u8] = ::core::include_bytes!(
+            "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
+        );
+        let (breaker, bulkhead, retry) = {
+            use ::core::time::Duration;
+            use ::policy::__private::Handle;
+            const BY: &str = ::core::concat!(
+                ::core::module_path!(), "::", "reindex_all"
+            );
+            static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY)
+                .open_after_failures(5, Duration::from_secs(30))
+                .cooldown(Duration::from_secs(20))
+                .sharing(::policy::Sharing::Openings {
+                    quorum: 1,
+                });
+            static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY)
+                .max_concurrent(4)
+                .max_queued(2);
+            static RETRY: Handle<::policy::RetryPolicy> = Handle::retry("transient", BY)
+                .attempts(3)
+                .backoff(Duration::from_millis(50), Duration::from_secs(1))
+                .attempt_timeout(Duration::from_millis(500));
+            (&*BREAKER, &*BULKHEAD, &*RETRY)
+        };
+        ::policy::layer::OperationLayer::new(
+                "reindex_all",
+                ::core::time::Duration::from_secs(1),
+            )
+            .min_budget(::core::time::Duration::from_millis(50))
+            .breaker(::core::clone::Clone::clone(breaker))
+            .bulkhead(::core::clone::Clone::clone(bulkhead))
+            .retry(::core::clone::Clone::clone(retry))
+    };
+}

@@ -1,0 +1,6 @@
+// The operation is looked up at compile time, so its name must be a string literal.
+const NAME: &str = "charge_card";
+
+fn main() {
+    let _layer = policy::operation_layer!(NAME);
+}
