@@ -414,15 +414,17 @@ impl BackgroundPool {
             .fetch_add(1, Ordering::Relaxed);
         match compartment {
             Some(compartment) => observe::shed(
+                "background",
                 &pool.name,
                 WorkClass::Background.as_str(),
-                reason.signal(),
+                &reason,
                 &format_args!("{reason} of `{compartment}`, which it yields to"),
             ),
             None => observe::shed(
+                "background",
                 &pool.name,
                 WorkClass::Background.as_str(),
-                reason.signal(),
+                &reason,
                 &format_args!("{reason} of its own capacity"),
             ),
         }

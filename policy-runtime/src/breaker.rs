@@ -77,6 +77,7 @@ pub enum OpenAfter {
         /// Failures that open the breaker (at least 1).
         count: u32,
         /// The sliding window they must fall inside.
+        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
         window: Duration,
     },
     /// Open when at least `ratio` of the calls inside `window` failed, once at least
@@ -89,6 +90,7 @@ pub enum OpenAfter {
         /// Calls the window must hold before the ratio means anything.
         min_calls: u32,
         /// The sliding window.
+        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
         window: Duration,
     },
 }
@@ -127,11 +129,16 @@ pub struct BreakerConfig {
     /// When it opens on its own counting.
     pub open_after: OpenAfter,
     /// How long an opening from counted failures lasts.
+    #[serde(rename = "cooldown_ms", serialize_with = "crate::observe::millis")]
     pub cooldown: Duration,
     /// What a shared store shares.
     pub sharing: Sharing,
     /// The longest opening a `Retry-After` may ask for: a [`Breaker::trip`] asking for more
     /// opens for this long, and a trip shared by another instance may not last longer.
+    #[serde(
+        rename = "max_retry_after_ms",
+        serialize_with = "crate::observe::millis"
+    )]
     pub max_retry_after: Duration,
 }
 
@@ -282,6 +289,7 @@ pub struct BreakerSnapshot {
     /// Its state now.
     pub state: BreakerState,
     /// How long it stays open, when open.
+    #[serde(rename = "open_for_ms", serialize_with = "crate::observe::millis_opt")]
     pub open_for: Option<Duration>,
     /// What opened it last.
     pub last_cause: Option<OpenCause>,
@@ -529,7 +537,7 @@ impl Breaker {
             .compare_exchange(until, 0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            observe::breaker_closed(&inner.name, "the cooldown elapsed; the next calls probe");
+            observe::breaker_closed(&inner.name, "cooldown");
         }
         Ok(())
     }
@@ -557,7 +565,7 @@ impl Breaker {
             return;
         }
         if inner.probation_until.swap(0, Ordering::AcqRel) != 0 {
-            observe::breaker_closed(&inner.name, "a probe succeeded");
+            observe::breaker_closed(&inner.name, "probe_succeeded");
             inner.store.probe_succeeded(self);
         }
     }
@@ -738,12 +746,7 @@ impl Breaker {
             inner.open_until.store(until_nanos, Ordering::Release);
             self.begin_opening(&mut slot, now, until_nanos, cause.clone());
         }
-        observe::breaker_opened(
-            &inner.name,
-            &cause,
-            cause.counted(),
-            Duration::from_nanos(until_nanos - now),
-        );
+        observe::breaker_opened(&inner.name, &cause, Duration::from_nanos(until_nanos - now));
         true
     }
 
@@ -785,7 +788,7 @@ impl Breaker {
 
     fn after_opening(&self, until: u64, open_for: Duration, cause: &OpenCause) {
         let inner = &*self.inner;
-        observe::breaker_opened(&inner.name, cause, cause.counted(), open_for);
+        observe::breaker_opened(&inner.name, cause, open_for);
         inner
             .store
             .opened(self, inner.clock.instant_at(until), cause);

@@ -205,8 +205,12 @@ impl fmt::Debug for Fallback {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct FallbackSnapshot {
-    /// The operation (an annotated function's, named as the registry knows it).
+    /// The operation (an annotated function's, named as the registry knows it: made unique by
+    /// the module path, `policy_demo::service::lookup_session`).
     pub operation: Arc<str>,
+    /// The operation's own name, without the module path (`lookup_session`): what a dashboard
+    /// shows.
+    pub display_name: Arc<str>,
     /// The function that answers, or `stale-if-error`.
     pub answered_by: Arc<str>,
     /// Answers given because the operation was refused.
@@ -265,8 +269,10 @@ impl Fallback {
         let (kind, detail) = reason_of(reason);
         tracing::info!(
             target: "policy",
+            operation = crate::observe::operation(),
+            mechanism = "fallback",
+            name = crate::observe::short_name(&self.operation),
             kind = "fallback",
-            name = &*self.operation,
             reason = kind,
             answered_by = &*self.answered_by,
             "`{}` answered by its fallback `{}`: {detail}",
@@ -288,10 +294,12 @@ impl Fallback {
         let (kind, detail) = reason_of(reason);
         tracing::warn!(
             target: "policy",
+            operation = crate::observe::operation(),
+            mechanism = "fallback",
+            name = crate::observe::short_name(&self.operation),
             kind = "stale",
-            name = &*self.operation,
             reason = kind,
-            age = ?age,
+            age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
             "`{}` served a stale result {} old: {detail}",
             self.operation,
             crate::error::Human(age)
@@ -309,6 +317,7 @@ impl Fallback {
     pub fn snapshot(&self) -> FallbackSnapshot {
         FallbackSnapshot {
             operation: self.operation.clone(),
+            display_name: crate::observe::short_name(&self.operation).into(),
             answered_by: self.answered_by.clone(),
             refused: self.counts.refused.load(Ordering::Relaxed),
             expired: self.counts.expired.load(Ordering::Relaxed),

@@ -102,10 +102,22 @@
 //!
 //! # Observability
 //!
-//! Every refusal, shed decision, retry and breaker transition is a tracing event (target
-//! `policy`) with the stable fields `kind`, `name` and `reason`; with the `metrics` feature
-//! they are counters too (see [`observe`]). [`Registry::snapshot`] returns every named
-//! mechanism's state, serializable for dashboards.
+//! Every refusal, shed decision, retry, breaker transition and task outcome is a tracing event
+//! (target `policy`) with these stable fields:
+//!
+//! | field       | holds                                                                         |
+//! |-------------|-------------------------------------------------------------------------------|
+//! | `operation` | the annotated function's operation, when the event happens inside its call    |
+//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background`, `platform` |
+//! | `name`      | the mechanism's name                                                          |
+//! | `kind`      | what happened (`breaker_opened`, `breaker_open`, `shed`, `retry`, `task_failed`...) |
+//! | `reason`    | a short code: `failures`, `retry_after`, `full`, `queue_timeout`, `load`, `budget`, `min_budget`, `deadline`... |
+//! | numbers     | their own fields, durations in milliseconds: `count`, `window_ms`, `remaining_ms`, `open_for_ms`, `load`, `threshold`, `attempt`, `delay_ms`... |
+//!
+//! The full table, event by event, is in [`observe`]. Each call of a function under
+//! `#[critical]` or `#[resilient]` is one INFO span named after its operation, with the fields
+//! `operation` and `class`. With the `metrics` feature the events are counters too.
+//! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards.
 //!
 //! # Time
 //!

@@ -767,3 +767,16 @@ pub fn retry_allowance(ratio: f64, floor_per_second: u32) -> Arc<RetryAllowance>
         ratio,
     ))
 }
+
+/// `tracing`, for the call's span in the expansion (`::policy::__private::tracing::info_span!`).
+pub use tracing;
+
+pub use crate::observe::Traced;
+
+/// One call of the operation `operation`, polled inside `span` (the expansion's
+/// `info_span!` named after the operation) with the operation in scope for the mechanisms'
+/// events (their `operation` field).
+#[inline(always)]
+pub fn traced<F: Future>(operation: &'static str, span: tracing::Span, call: F) -> Traced<F> {
+    Traced::new(operation, span, call)
+}

@@ -1,40 +1,223 @@
 //! One place that turns mechanism events into tracing events and metrics, so every event has
-//! the same stable field names: `kind`, `name` and `reason` (plus a few numbers named after
-//! what they measure).
+//! the same stable fields.
 //!
-//! | event                      | level | `kind`                     | metric (feature `metrics`)                   |
-//! |----------------------------|-------|----------------------------|----------------------------------------------|
-//! | a refusal                  | DEBUG | the [`RefusalKind`](crate::RefusalKind) | `policy_refusals_total{kind,name}` |
-//! | a shed decision            | DEBUG | `shed`                     | `policy_shed_total{name,class,reason}`       |
-//! | a breaker opens            | WARN  | `breaker_opened`           | `policy_breaker_openings_total{name}`        |
-//! | a breaker closes           | INFO  | `breaker_closed`           |                                              |
-//! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` (`asked_ms`, `cap_ms`) |                   |
-//! | a retry is started         | DEBUG | `retry`                    | `policy_retries_total{name}`                 |
-//! | retrying stops early       | INFO  | `retry_stopped`            | `policy_retry_stopped_total{name,reason}`    |
-//! | a deferred or background task ends well | TRACE | `task_finished` | `policy_tasks_total{class,outcome="finished"}` |
-//! | ... ends with an `Err`     | WARN  | `task_failed`              | `policy_tasks_total{class,outcome="failed"}` |
-//! | ... was refused (never ran) | INFO | `task_refused`             | `policy_tasks_total{class,outcome="refused"}` |
-//! | ... panics (caught)        | ERROR | `task_panicked`            | `policy_tasks_total{class,outcome="panicked"}` |
-//! | ... is dropped before its end | WARN | `task_abandoned`        | `policy_tasks_total{class,outcome="abandoned"}` |
-//! | a platform drained         | INFO  | `drain`                    |                                              |
-//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` |                                   |
+//! # Fields
+//!
+//! Every event (tracing target `policy`) carries:
+//!
+//! | field       | what it holds                                                              |
+//! |-------------|----------------------------------------------------------------------------|
+//! | `operation` | the annotated function's operation, when the event happens inside one      |
+//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background` or `platform` |
+//! | `name`      | the mechanism's name (the breaker's, the bulkhead's, the task's)           |
+//! | `kind`      | what happened, from the table below                                        |
+//! | `reason`    | a short, stable code (never a sentence): see each row                      |
+//!
+//! Numbers are fields of their own, durations in whole milliseconds with a `_ms` suffix; the
+//! event's message is a sentence for people and not part of the stable interface.
+//!
+//! | event                      | level | `kind`                     | `reason` codes | numbers | metric (feature `metrics`) |
+//! |----------------------------|-------|----------------------------|----------------|---------|----------------------------|
+//! | a refusal                  | DEBUG | the [`RefusalKind`](crate::RefusalKind) | [`RefusalReason::code`](crate::RefusalReason::code): `failures`, `failure_ratio`, `probe_failed`, `retry_after`, `shared`, `full`, `request_queue_full`, `queue_timeout`, `load`, `budget`, `min_budget`, `rate` | `remaining_ms`, `count`, `window_ms`, `max_concurrent`, `max_queued`, `waited_ms`, `load`, `threshold`, `expected_cost_ms`, `min_budget_ms`, `retry_after_ms` (those that apply) | `policy_refusals_total{kind,name}` |
+//! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` | `policy_shed_total{name,class,reason}` |
+//! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` | `policy_breaker_openings_total{name}` |
+//! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | | |
+//! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` | |
+//! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` | `policy_retries_total{name}` |
+//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` | `policy_retry_stopped_total{name,reason}` |
+//! | a deferred or background task ends well | TRACE | `task_finished` | `finished` | | `policy_tasks_total{class,outcome="finished"}` |
+//! | ... ends with an `Err`     | WARN  | `task_failed`              | `error` (the error's text in `error`) | | `policy_tasks_total{class,outcome="failed"}` |
+//! | ... was refused (never ran) | INFO | `task_refused`             | the refusal's code (its kind in `refused_by`) | | `policy_tasks_total{class,outcome="refused"}` |
+//! | ... panics (caught)        | ERROR | `task_panicked`            | `panic` (the message in `panic`) | | `policy_tasks_total{class,outcome="panicked"}` |
+//! | ... is dropped before its end | WARN | `task_abandoned`        | `shut_down`, `no_runtime`, `drain_deadline`, `dropped` or `abandoned` (the sentence in `detail`) | | `policy_tasks_total{class,outcome="abandoned"}` |
+//! | a platform drained         | INFO  | `drain`                    | `complete`, `drain_deadline` | `in_flight`, `finished`, `abandoned`, `drain_deadline_ms`, per-class totals | |
+//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | | |
 //!
 //! Task events carry `class` (`deferred` or `background`) and are emitted inside the task's
 //! span `task{name, class, request}`, so the request a failure came from is on the same line.
 //!
-//! All events use the tracing target `policy`.
+//! # Spans
+//!
+//! Every call of a function under `#[critical]` or `#[resilient]` runs inside one INFO span
+//! named after the operation, with the fields `operation` and `class` (`critical`); the
+//! mechanisms' events for that call are inside it and carry the same `operation`. Creating the
+//! span when no subscriber wants it costs one check of the call site's interest, and nothing is
+//! allocated.
 
+use std::cell::Cell;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::error::{Human, ResilienceError};
+use pin_project_lite::pin_project;
+
+use crate::error::{Human, OpenCause, RefusalReason, ResilienceError, ShedReason};
+
+thread_local! {
+    /// The operation whose call is being polled on this thread: two plain thread-local writes
+    /// per poll of a [`Traced`] future.
+    static OPERATION: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// The operation of the annotated call being polled on this thread, if any.
+pub(crate) fn operation() -> Option<&'static str> {
+    OPERATION.with(Cell::get)
+}
+
+pin_project! {
+    /// A call of an annotated function: polled inside its span, with its operation in scope
+    /// for the mechanisms' events.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Traced<F> {
+        operation: &'static str,
+        span: tracing::Span,
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F> Traced<F> {
+    pub(crate) fn new(operation: &'static str, span: tracing::Span, inner: F) -> Self {
+        Self {
+            operation,
+            span,
+            inner,
+        }
+    }
+}
+
+impl<F> fmt::Debug for Traced<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Traced")
+            .field("operation", &self.operation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Future> Future for Traced<F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let _entered = this.span.enter();
+        let outer = OPERATION.with(|op| op.replace(Some(*this.operation)));
+        let poll = this.inner.poll(cx);
+        OPERATION.with(|op| op.set(outer));
+        poll
+    }
+}
+
+/// An operation's own name from the name the registry knows it by: the expansion names an
+/// operation's shedder, fallback and pool `module::path::operation`, unique in the process;
+/// people read `operation`.
+pub(crate) fn short_name(registered: &str) -> &str {
+    registered.rsplit("::").next().unwrap_or(registered)
+}
+
+/// Whole milliseconds, saturating: the unit of every duration field.
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The numbers a refusal's reason carries, each its own field.
+#[derive(Default)]
+struct RefusalNumbers {
+    remaining_ms: Option<u64>,
+    count: Option<u32>,
+    window_ms: Option<u64>,
+    max_concurrent: Option<u32>,
+    max_queued: Option<u32>,
+    waited_ms: Option<u64>,
+    load: Option<f64>,
+    threshold: Option<f64>,
+    expected_cost_ms: Option<u64>,
+    min_budget_ms: Option<u64>,
+    retry_after_ms: Option<u64>,
+}
+
+impl RefusalNumbers {
+    fn of(reason: &RefusalReason) -> Self {
+        let mut n = Self::default();
+        match reason {
+            RefusalReason::BreakerOpen { remaining, cause } => {
+                n.remaining_ms = Some(ms(*remaining));
+                if let Some((count, window)) = cause.counted() {
+                    n.count = Some(count);
+                    n.window_ms = Some(ms(window));
+                }
+                if let OpenCause::Tripped { retry_after, .. } = cause {
+                    n.retry_after_ms = Some(ms(*retry_after));
+                }
+            }
+            RefusalReason::BulkheadFull {
+                max_concurrent,
+                max_queued,
+            } => {
+                n.max_concurrent = Some(*max_concurrent);
+                n.max_queued = Some(*max_queued);
+            }
+            RefusalReason::RequestQueueFull { max_per_request } => {
+                n.max_queued = Some(*max_per_request);
+            }
+            RefusalReason::BulkheadQueueTimeout { waited } => n.waited_ms = Some(ms(*waited)),
+            RefusalReason::Shed(shed) => n.shed(shed),
+            RefusalReason::InsufficientBudget {
+                remaining,
+                min_budget,
+            } => {
+                n.remaining_ms = Some(ms(*remaining));
+                n.min_budget_ms = Some(ms(*min_budget));
+            }
+            RefusalReason::RateLimited { retry_after, .. } => {
+                n.retry_after_ms = retry_after.map(ms);
+            }
+        }
+        n
+    }
+
+    fn shed(&mut self, shed: &ShedReason) {
+        match shed {
+            ShedReason::Load {
+                load, threshold, ..
+            } => {
+                self.load = Some(*load);
+                self.threshold = Some(*threshold);
+            }
+            ShedReason::Budget {
+                remaining,
+                expected_cost,
+            } => {
+                self.remaining_ms = Some(ms(*remaining));
+                self.expected_cost_ms = Some(ms(*expected_cost));
+            }
+        }
+    }
+}
 
 pub(crate) fn refused(refusal: &ResilienceError) {
+    let reason = refusal.reason();
+    let n = RefusalNumbers::of(reason);
     tracing::debug!(
         target: "policy",
-        kind = refusal.kind().as_str(),
+        operation = operation(),
+        mechanism = reason.mechanism(),
         name = refusal.name(),
-        reason = %refusal.reason(),
+        kind = refusal.kind().as_str(),
+        reason = reason.code(),
+        remaining_ms = n.remaining_ms,
+        count = n.count,
+        window_ms = n.window_ms,
+        max_concurrent = n.max_concurrent,
+        max_queued = n.max_queued,
+        waited_ms = n.waited_ms,
+        load = n.load,
+        threshold = n.threshold,
+        expected_cost_ms = n.expected_cost_ms,
+        min_budget_ms = n.min_budget_ms,
+        retry_after_ms = n.retry_after_ms,
         "{refusal}"
     );
     #[cfg(feature = "metrics")]
@@ -46,18 +229,29 @@ pub(crate) fn refused(refusal: &ResilienceError) {
     .increment(1);
 }
 
+/// A shed decision by `mechanism` (`shedder`, or `background` for the pool's own), with
+/// `detail` for the message.
 pub(crate) fn shed(
+    mechanism: &'static str,
     name: &str,
     class: &'static str,
-    reason: &'static str,
+    reason: &ShedReason,
     detail: &dyn fmt::Display,
 ) {
+    let mut n = RefusalNumbers::default();
+    n.shed(reason);
     tracing::debug!(
         target: "policy",
-        kind = "shed",
+        operation = operation(),
+        mechanism,
         name,
+        kind = "shed",
+        reason = reason.signal(),
         class,
-        reason,
+        load = n.load,
+        threshold = n.threshold,
+        remaining_ms = n.remaining_ms,
+        expected_cost_ms = n.expected_cost_ms,
         "shed {class} work for `{name}`: {detail}"
     );
     #[cfg(feature = "metrics")]
@@ -65,27 +259,28 @@ pub(crate) fn shed(
         "policy_shed_total",
         "name" => name.to_owned(),
         "class" => class,
-        "reason" => reason
+        "reason" => reason.signal()
     )
     .increment(1);
 }
 
-/// `counted` is the failure count and window of an opening from counted failures.
-pub(crate) fn breaker_opened(
-    name: &str,
-    cause: &dyn fmt::Display,
-    counted: Option<(u32, Duration)>,
-    open_for: Duration,
-) {
-    let (count, window) = counted.unzip();
+pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) {
+    let (count, window) = cause.counted().unzip();
+    let retry_after_ms = match cause {
+        OpenCause::Tripped { retry_after, .. } => Some(ms(*retry_after)),
+        _ => None,
+    };
     tracing::warn!(
         target: "policy",
-        kind = "breaker_opened",
+        operation = operation(),
+        mechanism = "breaker",
         name,
-        reason = %cause,
+        kind = "breaker_opened",
+        reason = cause.code(),
+        open_for_ms = ms(open_for),
         count,
-        window = window.map(tracing::field::debug),
-        open_for = ?open_for,
+        window_ms = window.map(ms),
+        retry_after_ms,
         "breaker `{name}` opened for {} after {cause}",
         Human(open_for)
     );
@@ -93,38 +288,56 @@ pub(crate) fn breaker_opened(
     metrics::counter!("policy_breaker_openings_total", "name" => name.to_owned()).increment(1);
 }
 
+/// `reason` is `cooldown` or `probe_succeeded`.
 pub(crate) fn breaker_closed(name: &str, reason: &'static str) {
+    let why = match reason {
+        "cooldown" => "the cooldown elapsed; the next calls probe",
+        _ => "a probe succeeded",
+    };
     tracing::info!(
         target: "policy",
-        kind = "breaker_closed",
+        operation = operation(),
+        mechanism = "breaker",
         name,
+        kind = "breaker_closed",
         reason,
-        "breaker `{name}` closed: {reason}"
+        "breaker `{name}` closed: {why}"
     );
 }
 
 pub(crate) fn retry_after_capped(name: &str, asked: Duration, cap: Duration) {
     tracing::info!(
         target: "policy",
-        kind = "retry_after_capped",
+        operation = operation(),
+        mechanism = "breaker",
         name,
-        reason = "longer than max_retry_after",
-        asked_ms = u64::try_from(asked.as_millis()).unwrap_or(u64::MAX),
-        cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX),
+        kind = "retry_after_capped",
+        reason = "max_retry_after",
+        asked_ms = ms(asked),
+        cap_ms = ms(cap),
         "breaker `{name}` was asked to back off for {} and opens for its cap of {}",
         Human(asked),
         Human(cap)
     );
 }
 
-pub(crate) fn retry(name: &str, attempt: u32, delay: Duration, error: &dyn fmt::Display) {
+/// `code` is what the attempt ended with (`failed`, `expired` or the refusal's kind).
+pub(crate) fn retry(
+    name: &str,
+    attempt: u32,
+    delay: Duration,
+    code: &'static str,
+    error: &dyn fmt::Display,
+) {
     tracing::debug!(
         target: "policy",
-        kind = "retry",
+        operation = operation(),
+        mechanism = "retry",
         name,
+        kind = "retry",
+        reason = code,
         attempt,
-        delay = ?delay,
-        reason = %error,
+        delay_ms = ms(delay),
         "retrying `{name}` (attempt {next}) in {} after: {error}",
         Human(delay),
         next = attempt + 1
@@ -133,14 +346,17 @@ pub(crate) fn retry(name: &str, attempt: u32, delay: Duration, error: &dyn fmt::
     metrics::counter!("policy_retries_total", "name" => name.to_owned()).increment(1);
 }
 
-pub(crate) fn retry_stopped(name: &str, reason: &'static str, attempt: u32) {
+/// `reason` is `deadline`, `budget` or `exhausted`; `why` the sentence for people.
+pub(crate) fn retry_stopped(name: &str, reason: &'static str, why: &'static str, attempt: u32) {
     tracing::info!(
         target: "policy",
-        kind = "retry_stopped",
+        operation = operation(),
+        mechanism = "retry",
         name,
+        kind = "retry_stopped",
         reason,
         attempt,
-        "stopped retrying `{name}` after attempt {attempt}: {reason}"
+        "stopped retrying `{name}` after attempt {attempt}: {why}"
     );
     #[cfg(feature = "metrics")]
     metrics::counter!(
@@ -171,8 +387,10 @@ pub(crate) fn deferred_without_layer(name: &str) {
 pub(crate) fn task_finished(name: &str, class: &'static str) {
     tracing::trace!(
         target: "policy",
-        kind = "task_finished",
+        mechanism = class,
         name,
+        kind = "task_finished",
+        reason = "finished",
         class,
         "{class} task `{name}` finished"
     );
@@ -183,10 +401,12 @@ pub(crate) fn task_finished(name: &str, class: &'static str) {
 pub(crate) fn task_failed(name: &str, class: &'static str, error: &str) {
     tracing::warn!(
         target: "policy",
-        kind = "task_failed",
+        mechanism = class,
         name,
+        kind = "task_failed",
+        reason = "error",
         class,
-        reason = error,
+        error,
         "{class} task `{name}` failed: {error}"
     );
     #[cfg(feature = "metrics")]
@@ -196,11 +416,12 @@ pub(crate) fn task_failed(name: &str, class: &'static str, error: &str) {
 pub(crate) fn task_refused(name: &str, class: &'static str, refusal: &ResilienceError) {
     tracing::info!(
         target: "policy",
-        kind = "task_refused",
+        mechanism = class,
         name,
+        kind = "task_refused",
+        reason = refusal.reason().code(),
         class,
         refused_by = refusal.kind().as_str(),
-        reason = %refusal.reason(),
         "{class} task `{name}` did not run: {refusal}"
     );
     #[cfg(feature = "metrics")]
@@ -210,24 +431,41 @@ pub(crate) fn task_refused(name: &str, class: &'static str, refusal: &Resilience
 pub(crate) fn task_panicked(name: &str, class: &'static str, message: &str) {
     tracing::error!(
         target: "policy",
-        kind = "task_panicked",
+        mechanism = class,
         name,
+        kind = "task_panicked",
+        reason = "panic",
         class,
-        reason = message,
+        panic = message,
         "{class} task `{name}` panicked: {message}"
     );
     #[cfg(feature = "metrics")]
     metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "panicked").increment(1);
 }
 
-pub(crate) fn task_abandoned(name: &str, class: &'static str, reason: &'static str) {
+/// The code of an abandonment's sentence (the ones the platform and the task use).
+fn abandon_code(detail: &str) -> &'static str {
+    match detail {
+        "handed over after the platform was shut down" => "shut_down",
+        "handed over outside a tokio runtime" => "no_runtime",
+        "the drain deadline passed" => "drain_deadline",
+        "dropped before it finished" => "dropped",
+        _ => "abandoned",
+    }
+}
+
+/// `detail` is the sentence given to [`Task::abandon`](crate::defer::Task::abandon).
+pub(crate) fn task_abandoned(name: &str, class: &'static str, detail: &'static str) {
+    let code = abandon_code(detail);
     tracing::warn!(
         target: "policy",
-        kind = "task_abandoned",
+        mechanism = class,
         name,
+        kind = "task_abandoned",
+        reason = code,
         class,
-        reason,
-        "{class} task `{name}` abandoned: {reason}"
+        detail,
+        "{class} task `{name}` abandoned: {detail}"
     );
     #[cfg(feature = "metrics")]
     metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "abandoned")
@@ -252,19 +490,21 @@ pub(crate) fn drained(
     deferred: ClassFields<'_>,
     background: ClassFields<'_>,
 ) {
-    let reason = if complete {
-        "everything in flight finished"
+    let (reason, why) = if complete {
+        ("complete", "everything in flight finished")
     } else {
-        "the drain deadline passed"
+        ("drain_deadline", "the drain deadline passed")
     };
     tracing::info!(
         target: "policy",
+        mechanism = "platform",
+        name = "platform",
         kind = "drain",
         reason,
         in_flight,
         finished,
         abandoned,
-        drain_deadline = ?drain_deadline,
+        drain_deadline_ms = ms(drain_deadline),
         deferred_scheduled = deferred.scheduled,
         deferred_finished = deferred.finished,
         deferred_abandoned = deferred.abandoned,
@@ -273,7 +513,7 @@ pub(crate) fn drained(
         background_finished = background.finished,
         background_abandoned = background.abandoned,
         background_in_flight = background.in_flight,
-        "drained deferred work within {}: {finished} finished, {abandoned} abandoned ({reason}); since start, deferred: {}; background: {}",
+        "drained deferred work within {}: {finished} finished, {abandoned} abandoned ({why}); since start, deferred: {}; background: {}",
         Human(drain_deadline),
         deferred.summary,
         background.summary
@@ -284,8 +524,33 @@ pub(crate) fn drained(
 pub(crate) fn shutdown_signal(signal: &'static str) {
     tracing::info!(
         target: "policy",
+        mechanism = "platform",
+        name = "platform",
         kind = "shutdown_signal",
+        reason = "signal",
         signal,
         "{signal} received: stopping"
     );
+}
+
+/// Serialises a duration as milliseconds, a number (fractional below a millisecond): how every
+/// duration in a [`Snapshot`](crate::Snapshot) and a refusal's reason is written, under a
+/// field name ending in `_ms`.
+pub(crate) fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+/// [`millis`], for a duration that may be absent (`null`).
+#[expect(
+    clippy::ref_option,
+    reason = "the signature serde's `serialize_with` calls"
+)]
+pub(crate) fn millis_opt<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => millis(d, s),
+        None => s.serialize_none(),
+    }
 }

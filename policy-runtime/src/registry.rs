@@ -190,9 +190,20 @@ fn get_or_insert<T: Clone>(map: &Map<T>, name: &str, make: impl FnOnce(Arc<str>)
 }
 
 /// Every named mechanism's state at one moment.
+///
+/// # JSON
+///
+/// Serialised (say, by the dashboard's `/policy`), it is an object whose first field is
+/// `"version": 1` ([`Snapshot::VERSION`]); a change to the shape that could break a reader
+/// raises it. Every duration is a number of milliseconds, fractional below a millisecond,
+/// under a field name ending in `_ms` (`open_for_ms`, `window_ms`, `cooldown_ms`). Rows are
+/// named by their policy names (a breaker's, a bulkhead's) or, for what the expansion makes
+/// per function, by the operation's own name (the `display_name` of a shedder or a fallback).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct Snapshot {
+    /// The JSON shape's version: [`Snapshot::VERSION`].
+    pub version: u32,
     /// Breakers, by name.
     pub breakers: Vec<BreakerSnapshot>,
     /// Bulkheads, by name.
@@ -218,6 +229,11 @@ pub struct Snapshot {
     /// Second configurations refused, in the order they came (see
     /// [One name, one configuration](self#one-name-one-configuration)).
     pub conflicts: Vec<Conflict>,
+}
+
+impl Snapshot {
+    /// The version of the JSON shape, its `version` field.
+    pub const VERSION: u32 = 1;
 }
 
 impl Registry {
@@ -391,6 +407,7 @@ impl Registry {
     /// Every named mechanism's state now, sorted by name.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
+            version: Snapshot::VERSION,
             breakers: read(&self.breakers)
                 .values()
                 .map(Breaker::snapshot)

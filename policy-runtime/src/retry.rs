@@ -483,9 +483,9 @@ impl RetryPolicy {
         }
     }
 
-    fn stop(&self, counter: &AtomicU64, reason: &'static str, attempt: u32) {
+    fn stop(&self, counter: &AtomicU64, code: &'static str, why: &'static str, attempt: u32) {
         counter.fetch_add(1, Ordering::Relaxed);
-        observe::retry_stopped(&self.name, reason, attempt);
+        observe::retry_stopped(&self.name, code, why, attempt);
     }
 }
 
@@ -587,6 +587,7 @@ where
                 // The budget ran out between attempts: the last attempt's error stands.
                 policy.stop(
                     &policy.stats.stopped_by_deadline,
+                    "deadline",
                     "the deadline passed",
                     number - 1,
                 );
@@ -628,13 +629,19 @@ where
             let budget = DeadlineExceeded::new(deadline.budget());
             policy.stop(
                 &policy.stats.stopped_by_deadline,
+                "deadline",
                 "the deadline passed",
                 number,
             );
             return Err(CallError::DeadlineExceeded(budget));
         }
         if number >= policy.attempts {
-            policy.stop(&policy.stats.exhausted, "every attempt was used", number);
+            policy.stop(
+                &policy.stats.exhausted,
+                "exhausted",
+                "every attempt was used",
+                number,
+            );
             return Err(error);
         }
         let delay = policy.backoff(number - 1);
@@ -643,6 +650,7 @@ where
         if delay + TIMER_TICK >= deadline.remaining() {
             policy.stop(
                 &policy.stats.stopped_by_deadline,
+                "deadline",
                 "the next pause would end past the deadline",
                 number,
             );
@@ -651,13 +659,19 @@ where
         if !policy.allowance.try_withdraw() {
             policy.stop(
                 &policy.stats.stopped_by_allowance,
+                "budget",
                 "the retry allowance is exhausted",
                 number,
             );
             return Err(error);
         }
         policy.stats.retries.fetch_add(1, Ordering::Relaxed);
-        observe::retry(&policy.name, number, delay, &ErrorKindOnly(&error));
+        let code = match &error {
+            CallError::Refused(refusal) => refusal.kind().as_str(),
+            CallError::DeadlineExceeded(_) => "expired",
+            CallError::Failed(_) => "failed",
+        };
+        observe::retry(&policy.name, number, delay, code, &ErrorKindOnly(&error));
         last_error = Some(error);
         tokio::time::sleep(delay).await;
     }
@@ -682,24 +696,37 @@ impl<E> fmt::Display for ErrorKindOnly<'_, E> {
 /// The loop's accounting, for the tower layer's own loop (`layer::retry`): one policy, one set
 /// of counters and events, whichever interface retried.
 impl RetryPolicy {
-    pub(crate) fn stopped_by_deadline(&self, reason: &'static str, attempt: u32) {
-        self.stop(&self.stats.stopped_by_deadline, reason, attempt);
+    pub(crate) fn stopped_by_deadline(&self, why: &'static str, attempt: u32) {
+        self.stop(&self.stats.stopped_by_deadline, "deadline", why, attempt);
     }
 
     pub(crate) fn stopped_by_allowance(&self, attempt: u32) {
         self.stop(
             &self.stats.stopped_by_allowance,
+            "budget",
             "the retry allowance is exhausted",
             attempt,
         );
     }
 
     pub(crate) fn exhausted(&self, attempt: u32) {
-        self.stop(&self.stats.exhausted, "every attempt was used", attempt);
+        self.stop(
+            &self.stats.exhausted,
+            "exhausted",
+            "every attempt was used",
+            attempt,
+        );
     }
 
-    pub(crate) fn retrying(&self, attempt: u32, delay: Duration, error: &dyn fmt::Display) {
+    /// `code` is what the attempt ended with: `failed`, `expired` or `transient_response`.
+    pub(crate) fn retrying(
+        &self,
+        attempt: u32,
+        delay: Duration,
+        code: &'static str,
+        error: &dyn fmt::Display,
+    ) {
         self.stats.retries.fetch_add(1, Ordering::Relaxed);
-        observe::retry(&self.name, attempt, delay, error);
+        observe::retry(&self.name, attempt, delay, code, error);
     }
 }

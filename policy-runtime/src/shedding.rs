@@ -214,8 +214,12 @@ impl PerClass {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct ShedderSnapshot {
-    /// The shedder's name.
+    /// The shedder's name: for an annotated function's, its operation's name made unique by
+    /// the module path (`policy_demo::service::publish_activity`).
     pub name: Arc<str>,
+    /// The name without the module path (`publish_activity`, the operation it decides for):
+    /// what a dashboard shows. The whole name for a shedder built by hand.
+    pub display_name: Arc<str>,
     /// Its thresholds.
     pub thresholds: Thresholds,
     /// Work shed for load, per class (critical is always 0).
@@ -279,7 +283,7 @@ impl Shedder {
                     ShedReason::Budget { .. } => &self.stats.shed_budget,
                 };
                 counters[class_index(class)].fetch_add(1, Ordering::Relaxed);
-                observe::shed(&self.name, class.as_str(), reason.signal(), &reason);
+                observe::shed("shedder", &self.name, class.as_str(), &reason, &reason);
                 Err(ResilienceError::new(
                     self.name.clone(),
                     RefusalReason::Shed(reason),
@@ -292,6 +296,7 @@ impl Shedder {
     pub fn snapshot(&self) -> ShedderSnapshot {
         ShedderSnapshot {
             name: self.name.clone(),
+            display_name: crate::observe::short_name(&self.name).into(),
             thresholds: self.thresholds,
             shed_load: PerClass::read(&self.stats.shed_load),
             shed_budget: PerClass::read(&self.stats.shed_budget),

@@ -217,7 +217,7 @@ async fn every_opening_logs_one_event_with_count_and_window() {
     let line = &openings[0];
     assert!(line.contains("name=\"payments\""), "{line}");
     assert!(line.contains("count=3"), "{line}");
-    assert!(line.contains("window=30s"), "{line}");
+    assert!(line.contains("window_ms=30000"), "{line}");
     // The refusal is an event too, naming its kind.
     assert_eq!(
         logs.lines_with(&["kind=\"breaker_open\"", "refused"]).len(),

@@ -2,7 +2,8 @@
 //! by `kind`, `name` and reason, and every breaker opening kept with its cause.
 //!
 //! The runtime makes every mechanism observable through events with stable fields (`kind`,
-//! `name`, `reason`, and for an opening `count` and `window`); this layer is all the demo
+//! `name`, a `reason` code, and for an opening `count`, `window_ms` and `open_for_ms`); this
+//! layer is all the demo
 //! needs to report refusals by kind, shed decisions by reason, retries spent and breaker
 //! openings with the count and window that opened them.
 //!
@@ -32,7 +33,7 @@ pub struct Opening {
     pub at: Duration,
     /// The breaker's name.
     pub breaker: String,
-    /// What opened it, as the runtime says it.
+    /// What opened it, in words made from the event's reason code and numbers.
     pub cause: String,
     /// Failures counted, when failures opened it.
     pub count: Option<u64>,
@@ -137,9 +138,11 @@ impl EventLog {
     }
 
     fn record(&self, fields: Fields) {
-        let Some(kind) = fields.kind else { return };
+        let Some(kind) = fields.kind.clone() else {
+            return;
+        };
         let phase = self.phase.load(Ordering::SeqCst);
-        let name = fields.name.unwrap_or_default();
+        let name = fields.name.clone().unwrap_or_default();
         let mut records = lock(&self.records);
         if kind == "breaker_opened" {
             if records.openings.len() >= MAX_OPENINGS {
@@ -150,7 +153,7 @@ impl EventLog {
                 phase,
                 at: self.started.elapsed(),
                 breaker: name.clone(),
-                cause: fields.reason.clone().unwrap_or_default(),
+                cause: fields.cause(),
                 count: fields.count,
                 window: fields.window.clone(),
                 open_for: fields.open_for.clone().unwrap_or_default(),
@@ -163,7 +166,12 @@ impl EventLog {
                 fields.class.unwrap_or_default(),
                 fields.reason.unwrap_or_default()
             ),
-            "retry_stopped" | "fallback" => fields.reason.unwrap_or_default(),
+            "retry_stopped" => match fields.reason.as_deref() {
+                Some("budget") => "the retry budget was spent".to_owned(),
+                Some("deadline") => "the next pause would end past the deadline".to_owned(),
+                other => other.unwrap_or_default().to_owned(),
+            },
+            "fallback" => fields.reason.unwrap_or_default(),
             _ => String::new(),
         };
         *records
@@ -212,17 +220,44 @@ struct Fields {
     count: Option<u64>,
     window: Option<String>,
     open_for: Option<String>,
+    retry_after: Option<String>,
+}
+
+/// A field in milliseconds, as a duration's debug form (`30s`, `250ms`).
+fn from_ms(value: &str) -> Option<String> {
+    value
+        .parse()
+        .ok()
+        .map(|ms| format!("{:?}", Duration::from_millis(ms)))
 }
 
 impl Fields {
+    /// An opening's cause in words, from its reason code and numbers.
+    fn cause(&self) -> String {
+        let count = self.count.unwrap_or_default();
+        let window = self.window.as_deref().unwrap_or("its window");
+        match self.reason.as_deref().unwrap_or_default() {
+            "failures" => format!("{count} failures within {window}"),
+            "failure_ratio" => format!("{count} failures, at or above its ratio, within {window}"),
+            "probe_failed" => "a probe failed right after the cooldown".to_owned(),
+            "retry_after" => format!(
+                "the dependency asked for {}",
+                self.retry_after.as_deref().unwrap_or("a pause")
+            ),
+            "shared" => "another instance".to_owned(),
+            other => other.to_owned(),
+        }
+    }
+
     fn set(&mut self, field: &Field, value: String) {
         match field.name() {
             "kind" => self.kind = Some(value),
             "name" => self.name = Some(value),
             "reason" => self.reason = Some(value),
             "class" => self.class = Some(value),
-            "window" => self.window = Some(value),
-            "open_for" => self.open_for = Some(value),
+            "window_ms" => self.window = from_ms(&value),
+            "open_for_ms" => self.open_for = from_ms(&value),
+            "retry_after_ms" => self.retry_after = from_ms(&value),
             "count" => self.count = value.parse().ok(),
             _ => {}
         }

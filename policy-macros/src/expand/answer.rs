@@ -8,7 +8,7 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned as _;
 
 use super::handles::Handles;
-use super::sequence::{admission, body, call_error_sequence, with_body};
+use super::sequence::{admission, body, call_error_sequence, traced, with_body};
 use super::{duration, local};
 use crate::files::track;
 use crate::func::Func;
@@ -102,15 +102,9 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
     });
     let tracked = track(&plan.files);
     let setup = h.setup(&plan.op);
-    with_body(
-        func,
-        &func.item.sig,
-        quote! {
-            #tracked
-            #carry
-            #setup
-            #stale_setup
-            let #kept = (#(::policy::__private::RetryArg::for_attempt(&#names),)*);
+    let call = traced(
+        plan,
+        quote!(::policy::__private::typed::<#ret, _>(async move {
             let #outcome = #carrier.attempt(async move {
                 #admission
                 #sequence
@@ -127,6 +121,18 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
                     ::core::result::Result::Err(#carrier.flatten(#reason))
                 }
             }
+        })),
+    );
+    with_body(
+        func,
+        &func.item.sig,
+        quote! {
+            #tracked
+            #carry
+            #setup
+            #stale_setup
+            let #kept = (#(::policy::__private::RetryArg::for_attempt(&#names),)*);
+            #call
         },
     )
 }

@@ -216,6 +216,13 @@ pub(super) fn awaited(func: &Func, plan: &Plan) -> TokenStream {
     };
     let tracked = track(&plan.files);
     let setup = h.setup(&plan.op);
+    let call = traced(
+        plan,
+        quote!(#carrier.body(async move {
+            #admission
+            #sequence
+        })),
+    );
     with_body(
         func,
         &func.item.sig,
@@ -223,10 +230,24 @@ pub(super) fn awaited(func: &Func, plan: &Plan) -> TokenStream {
             #tracked
             #carry
             #setup
-            #admission
-            #sequence
+            #call
         },
     )
+}
+
+/// The call of critical work, awaited inside its span: one INFO span named after the
+/// operation, with its `operation` and `class`, and the operation in scope for the
+/// mechanisms' events.
+pub(super) fn traced(plan: &Plan, call: TokenStream) -> TokenStream {
+    let op = &plan.op;
+    quote! {
+        ::policy::__private::traced(
+            #op,
+            ::policy::__private::tracing::info_span!(target: "policy", #op, operation = #op, class = "critical"),
+            #call,
+        )
+        .await
+    }
 }
 
 /// Deferred and background work: calling it schedules it and returns `()` at once.

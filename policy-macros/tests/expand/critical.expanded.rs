@@ -3,14 +3,27 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
     let carrier = ::policy::__private::carrier::<Result<DocId, AppError>>();
-    let deadline = ::policy::Deadline::for_operation(
+    ::policy::__private::traced(
             "save_document",
-            ::core::time::Duration::from_secs(2),
-            ::core::time::Duration::from_millis(200),
+            ::policy::__private::tracing::info_span!(
+                target : "policy", "save_document", operation = "save_document", class =
+                "critical"
+            ),
+            carrier
+                .body(async move {
+                    let deadline = ::policy::Deadline::for_operation(
+                            "save_document",
+                            ::core::time::Duration::from_secs(2),
+                            ::core::time::Duration::from_millis(200),
+                        )
+                        .map_err(carrier.refused)?;
+                    let ran = deadline
+                        .run_in_scope(
+                            carrier.body(async move { db().insert(doc).await }),
+                        )
+                        .await;
+                    carrier.ran(ran)
+                }),
         )
-        .map_err(carrier.refused)?;
-    let ran = deadline
-        .run_in_scope(carrier.body(async move { db().insert(doc).await }))
-        .await;
-    carrier.ran(ran)
+        .await
 }

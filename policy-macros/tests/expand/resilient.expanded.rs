@@ -23,35 +23,48 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
             .attempt_timeout(Duration::from_millis(500));
         (&*BREAKER, &*BULKHEAD, &*RETRY)
     };
-    let deadline = ::policy::Deadline::for_operation(
+    ::policy::__private::traced(
             "push_to_index",
-            ::core::time::Duration::from_secs(2),
-            ::core::time::Duration::ZERO,
-        )
-        .map_err(carrier.refused)?;
-    let outcome = ::policy::retry::retry_within_self_bounded(
-            &deadline,
-            retry,
-            ::policy::__private::classifier::<Result<(), SearchError>>(),
-            ::policy::Idempotent::claim(|::policy::retry::Attempt { deadline, .. }| {
-                let id = ::policy::__private::RetryArg::for_attempt(&id);
-                carrier
-                    .attempt(async move {
-                        breaker.check()?;
-                        let slot = bulkhead.acquire(&deadline).await?;
-                        let ran = deadline
-                            .run_in_scope(
+            ::policy::__private::tracing::info_span!(
+                target : "policy", "push_to_index", operation = "push_to_index", class =
+                "critical"
+            ),
+            carrier
+                .body(async move {
+                    let deadline = ::policy::Deadline::for_operation(
+                            "push_to_index",
+                            ::core::time::Duration::from_secs(2),
+                            ::core::time::Duration::ZERO,
+                        )
+                        .map_err(carrier.refused)?;
+                    let outcome = ::policy::retry::retry_within_self_bounded(
+                            &deadline,
+                            retry,
+                            ::policy::__private::classifier::<Result<(), SearchError>>(),
+                            ::policy::Idempotent::claim(|
+                                ::policy::retry::Attempt { deadline, .. }|
+                            {
+                                let id = ::policy::__private::RetryArg::for_attempt(&id);
                                 carrier
-                                    .body(async move {
-                                        search_client().put(id).await?;
-                                        Ok(())
-                                    }),
-                            )
-                            .await;
-                        breaker.observe(ran)
-                    })
-            }),
+                                    .attempt(async move {
+                                        breaker.check()?;
+                                        let slot = bulkhead.acquire(&deadline).await?;
+                                        let ran = deadline
+                                            .run_in_scope(
+                                                carrier
+                                                    .body(async move {
+                                                        search_client().put(id).await?;
+                                                        Ok(())
+                                                    }),
+                                            )
+                                            .await;
+                                        breaker.observe(ran)
+                                    })
+                            }),
+                        )
+                        .await;
+                    carrier.outcome(outcome)
+                }),
         )
-        .await;
-    carrier.outcome(outcome)
+        .await
 }

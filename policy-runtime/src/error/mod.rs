@@ -192,6 +192,7 @@ impl std::error::Error for ResilienceError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("stopped waiting after the {} budget ran out; the work may have run", Human(*.budget))]
 pub struct DeadlineExceeded {
+    #[serde(rename = "budget_ms", serialize_with = "crate::observe::millis")]
     budget: Duration,
 }
 

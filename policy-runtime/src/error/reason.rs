@@ -19,6 +19,7 @@ pub enum RefusalReason {
     /// The breaker is open for `remaining` more, because of `cause`.
     BreakerOpen {
         /// How long the breaker stays open from the moment of the refusal.
+        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
         remaining: Duration,
         /// What opened it.
         cause: OpenCause,
@@ -38,6 +39,7 @@ pub enum RefusalReason {
     /// The caller waited in the bulkhead's queue until its deadline, and no slot freed.
     BulkheadQueueTimeout {
         /// How long the caller waited in the queue.
+        #[serde(rename = "waited_ms", serialize_with = "crate::observe::millis")]
         waited: Duration,
     },
     /// The shedding decision dropped the work.
@@ -45,13 +47,19 @@ pub enum RefusalReason {
     /// Less than the minimum useful budget was left.
     InsufficientBudget {
         /// What was left of the deadline.
+        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
         remaining: Duration,
         /// The operation's stated minimum useful budget.
+        #[serde(rename = "min_budget_ms", serialize_with = "crate::observe::millis")]
         min_budget: Duration,
     },
     /// A rate limiter refused; `retry_after` says when a slot frees, when known.
     RateLimited {
         /// When the limiter expects to admit again, if it knows.
+        #[serde(
+            rename = "retry_after_ms",
+            serialize_with = "crate::observe::millis_opt"
+        )]
         retry_after: Option<Duration>,
         /// Why: over the rate, or the limiter's store failed and it fails closed.
         detail: Arc<str>,
@@ -69,6 +77,38 @@ impl RefusalReason {
             Self::Shed(_) => RefusalKind::Shed,
             Self::InsufficientBudget { .. } => RefusalKind::InsufficientBudget,
             Self::RateLimited { .. } => RefusalKind::RateLimited,
+        }
+    }
+}
+
+impl RefusalReason {
+    /// The reason as a short, stable code, the `reason` field of the refusal's tracing event:
+    /// the opening's cause for an open breaker (see [`OpenCause::code`]), `full`,
+    /// `request_queue_full`, `queue_timeout`, the shed signal (`load` or `budget`),
+    /// `min_budget` or `rate`.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::BreakerOpen { cause, .. } => cause.code(),
+            Self::BulkheadFull { .. } => "full",
+            Self::RequestQueueFull { .. } => "request_queue_full",
+            Self::BulkheadQueueTimeout { .. } => "queue_timeout",
+            Self::Shed(reason) => reason.signal(),
+            Self::InsufficientBudget { .. } => "min_budget",
+            Self::RateLimited { .. } => "rate",
+        }
+    }
+
+    /// The mechanism that refused, the `mechanism` field of the refusal's tracing event:
+    /// `breaker`, `bulkhead`, `deferred` (a request's after-response queue), `shedder`,
+    /// `deadline` or `rate_limiter`.
+    pub const fn mechanism(&self) -> &'static str {
+        match self {
+            Self::BreakerOpen { .. } => "breaker",
+            Self::BulkheadFull { .. } | Self::BulkheadQueueTimeout { .. } => "bulkhead",
+            Self::RequestQueueFull { .. } => "deferred",
+            Self::Shed(_) => "shedder",
+            Self::InsufficientBudget { .. } => "deadline",
+            Self::RateLimited { .. } => "rate_limiter",
         }
     }
 }
@@ -126,6 +166,7 @@ pub enum OpenCause {
         /// Failures counted in the window when it opened.
         count: u32,
         /// The window.
+        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
         window: Duration,
     },
     /// `failures` of `calls` inside `window`, at or above `ratio`.
@@ -137,6 +178,7 @@ pub enum OpenCause {
         /// The configured ratio.
         ratio: f64,
         /// The window.
+        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
         window: Duration,
     },
     /// A probe failed right after a cooldown: one failure reopens.
@@ -144,6 +186,7 @@ pub enum OpenCause {
     /// The dependency told us to back off for `retry_after`.
     Tripped {
         /// The instructed pause.
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::observe::millis")]
         retry_after: Duration,
         /// What the dependency said (say, `429 Too Many Requests`).
         reason: Arc<str>,
@@ -164,6 +207,20 @@ impl OpenCause {
                 failures, window, ..
             } => Some((*failures, *window)),
             _ => None,
+        }
+    }
+}
+
+impl OpenCause {
+    /// The cause as a short, stable code: `failures`, `failure_ratio`, `probe_failed`,
+    /// `retry_after` or `shared`.
+    pub const fn code(&self) -> &'static str {
+        match self {
+            Self::Failures { .. } => "failures",
+            Self::FailureRatio { .. } => "failure_ratio",
+            Self::ProbeFailed => "probe_failed",
+            Self::Tripped { .. } => "retry_after",
+            Self::Shared { .. } => "shared",
         }
     }
 }
@@ -215,8 +272,10 @@ pub enum ShedReason {
     /// The work's expected cost exceeds what is left of the deadline.
     Budget {
         /// What was left.
+        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
         remaining: Duration,
         /// What the work was expected to take.
+        #[serde(rename = "expected_cost_ms", serialize_with = "crate::observe::millis")]
         expected_cost: Duration,
     },
 }

@@ -159,7 +159,12 @@ where
                             policy.stopped_by_allowance(number);
                             Some(outcome)
                         } else {
-                            policy.retrying(number, delay, &OutcomeText(&outcome));
+                            let code = match &outcome {
+                                Ok(_) => "transient_response",
+                                Err(e) if e.is::<DeadlineExceeded>() => "expired",
+                                Err(_) => "failed",
+                            };
+                            policy.retrying(number, delay, code, &OutcomeText(&outcome));
                             *this.last = Some(outcome);
                             this.state.set(State::Pause {
                                 sleep: tokio::time::sleep(delay),

@@ -1,0 +1,435 @@
+//! Every mechanism's tracing events carry the documented, stable fields (`operation`,
+//! `mechanism`, `name`, `kind`, a short `reason` code and the numbers as their own fields), and
+//! an annotated call is one span named after its operation.
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test: a poisoned lock is a failed test"
+)]
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use policy_runtime::__macro_support::{traced, tracing as tr};
+use policy_runtime::defer::{AfterResponse, ImmediatePlatform, RequestId};
+use policy_runtime::retry::{Idempotent, retry_within};
+use policy_runtime::{
+    BackgroundPool, Breaker, Bulkhead, CallError, Deadline, RetryAllowance, RetryPolicy, Shedder,
+    Transient, WorkClass,
+};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// One event's fields as text, with the names of the spans it is inside (outermost first).
+#[derive(Debug, Clone, Default)]
+struct Captured {
+    fields: BTreeMap<String, String>,
+    spans: Vec<(String, BTreeMap<String, String>)>,
+}
+
+impl Captured {
+    fn get(&self, field: &str) -> Option<&str> {
+        self.fields.get(field).map(String::as_str)
+    }
+}
+
+#[derive(Default)]
+struct Fields(BTreeMap<String, String>);
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+thread_local! {
+    static EVENTS: RefCell<Option<Vec<Captured>>> = const { RefCell::new(None) };
+}
+
+/// Keeps each `policy` event, with its fields and its spans', for the thread that emitted it.
+struct Keep;
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Keep {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        ctx.span(id).unwrap().extensions_mut().insert(fields.0);
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if event.metadata().target() != "policy" {
+            return;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let spans = ctx
+            .event_scope(event)
+            .map(|scope| {
+                scope
+                    .from_root()
+                    .map(|span| {
+                        let fields = span
+                            .extensions()
+                            .get::<BTreeMap<String, String>>()
+                            .cloned()
+                            .unwrap_or_default();
+                        (span.name().to_owned(), fields)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        EVENTS.with(|events| {
+            if let Some(events) = &mut *events.borrow_mut() {
+                events.push(Captured {
+                    fields: fields.0,
+                    spans,
+                });
+            }
+        });
+    }
+}
+
+/// Runs `test` on a paused current-thread runtime and returns the `policy` events it emitted.
+fn events_of<F: std::future::Future<Output = ()>>(test: impl FnOnce() -> F) -> Vec<Captured> {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let subscriber = tracing_subscriber::registry().with(Keep);
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+    });
+    EVENTS.with(|events| *events.borrow_mut() = Some(Vec::new()));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(test());
+    EVENTS.with(|events| events.borrow_mut().take().unwrap())
+}
+
+/// The one event of `kind`, with the common fields checked against `expected`.
+fn one<'a>(events: &'a [Captured], kind: &str, expected: &[(&str, &str)]) -> &'a Captured {
+    let matching: Vec<&Captured> = events
+        .iter()
+        .filter(|e| e.get("kind") == Some(kind))
+        .collect();
+    assert_eq!(matching.len(), 1, "one `{kind}` event in {events:#?}");
+    let event = matching[0];
+    for (field, value) in expected {
+        assert_eq!(event.get(field), Some(*value), "`{field}` of {event:#?}");
+    }
+    // A code, not a sentence: no spaces, no digits.
+    let reason = event.get("reason").unwrap();
+    assert!(
+        reason.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+        "reason `{reason}` is a short code"
+    );
+    event
+}
+
+#[test]
+fn a_breaker_opening_its_refusals_and_its_closing_have_codes_and_numbers() {
+    let events = events_of(|| async {
+        let breaker = Breaker::builder("payments")
+            .open_after_failures(2, Duration::from_secs(10))
+            .cooldown(Duration::from_secs(5))
+            .build();
+        breaker.record_failure();
+        breaker.record_failure();
+        assert!(breaker.check().is_err());
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert!(breaker.check().is_ok());
+    });
+    let opened = one(
+        &events,
+        "breaker_opened",
+        &[
+            ("mechanism", "breaker"),
+            ("name", "payments"),
+            ("reason", "failures"),
+            ("count", "2"),
+            ("window_ms", "10000"),
+            ("open_for_ms", "5000"),
+        ],
+    );
+    assert_eq!(opened.get("operation"), None, "outside any call");
+    one(
+        &events,
+        "breaker_open",
+        &[
+            ("mechanism", "breaker"),
+            ("name", "payments"),
+            ("reason", "failures"),
+            ("remaining_ms", "5000"),
+            ("count", "2"),
+            ("window_ms", "10000"),
+        ],
+    );
+    one(
+        &events,
+        "breaker_closed",
+        &[
+            ("mechanism", "breaker"),
+            ("name", "payments"),
+            ("reason", "cooldown"),
+        ],
+    );
+}
+
+#[test]
+fn a_trip_past_the_cap_says_retry_after_with_the_asked_and_capped_pauses() {
+    let events = events_of(|| async {
+        let breaker = Breaker::builder("rates")
+            .max_retry_after(Duration::from_secs(3))
+            .build();
+        breaker.trip(Duration::from_secs(4), "429 Too Many Requests");
+    });
+    one(
+        &events,
+        "retry_after_capped",
+        &[
+            ("mechanism", "breaker"),
+            ("reason", "max_retry_after"),
+            ("asked_ms", "4000"),
+            ("cap_ms", "3000"),
+        ],
+    );
+    one(
+        &events,
+        "breaker_opened",
+        &[
+            ("reason", "retry_after"),
+            ("retry_after_ms", "4000"),
+            ("open_for_ms", "3000"),
+        ],
+    );
+}
+
+#[test]
+fn bulkhead_refusals_say_full_or_queue_timeout() {
+    let events = events_of(|| async {
+        let bulkhead = Bulkhead::builder("search")
+            .max_concurrent(1)
+            .max_queued(1)
+            .build();
+        let _held = bulkhead.try_acquire().unwrap();
+        let deadline = Deadline::after(Duration::from_millis(250));
+        let queued = bulkhead.acquire(&deadline);
+        let full = bulkhead.try_acquire();
+        assert!(full.is_err());
+        assert!(queued.await.is_err());
+    });
+    let (full, timeout): (Vec<Captured>, Vec<Captured>) = events
+        .into_iter()
+        .partition(|e| e.get("reason") == Some("full"));
+    one(
+        &full,
+        "bulkhead_full",
+        &[
+            ("mechanism", "bulkhead"),
+            ("name", "search"),
+            ("reason", "full"),
+            ("max_concurrent", "1"),
+            ("max_queued", "1"),
+        ],
+    );
+    // The queue timeout is the same kind, told apart by its reason.
+    let timeout = one(
+        &timeout,
+        "bulkhead_full",
+        &[("mechanism", "bulkhead"), ("reason", "queue_timeout")],
+    );
+    assert_eq!(timeout.get("waited_ms"), Some("250"));
+}
+
+#[test]
+fn shed_decisions_say_load_or_budget_with_their_numbers() {
+    let events = events_of(|| async {
+        let shedder = Shedder::new("checkout");
+        let d = Deadline::after(Duration::from_secs(1));
+        assert!(
+            shedder
+                .admit(WorkClass::Background, 0.9, &d, Duration::ZERO)
+                .is_err()
+        );
+        assert!(
+            shedder
+                .admit(WorkClass::Critical, 0.0, &d, Duration::from_secs(2))
+                .is_err()
+        );
+    });
+    let sheds: Vec<&Captured> = events
+        .iter()
+        .filter(|e| e.get("kind") == Some("shed"))
+        .collect();
+    assert_eq!(sheds.len(), 2, "{events:#?}");
+    let load = sheds[0];
+    assert_eq!(load.get("mechanism"), Some("shedder"));
+    assert_eq!(load.get("name"), Some("checkout"));
+    assert_eq!(load.get("reason"), Some("load"));
+    assert_eq!(load.get("class"), Some("background"));
+    assert_eq!(load.get("load"), Some("0.9"));
+    assert!(load.get("threshold").is_some());
+    let budget = sheds[1];
+    assert_eq!(budget.get("reason"), Some("budget"));
+    assert_eq!(budget.get("remaining_ms"), Some("1000"));
+    assert_eq!(budget.get("expected_cost_ms"), Some("2000"));
+}
+
+#[test]
+fn a_deadline_refusal_says_min_budget_and_carries_the_operation() {
+    let events = events_of(|| async {
+        let call = Deadline::after(Duration::from_millis(30)).scope(async {
+            Deadline::for_operation("lookup", Duration::from_secs(2), Duration::from_millis(50))
+        });
+        let span =
+            tr::info_span!(target: "policy", "lookup", operation = "lookup", class = "critical");
+        assert!(traced("lookup", span, call).await.is_err());
+    });
+    let refused = one(
+        &events,
+        "insufficient_budget",
+        &[
+            ("operation", "lookup"),
+            ("mechanism", "deadline"),
+            ("name", "lookup"),
+            ("reason", "min_budget"),
+            ("remaining_ms", "30"),
+            ("min_budget_ms", "50"),
+        ],
+    );
+    // Inside the call's one span, named after the operation, with its class.
+    assert_eq!(refused.spans.len(), 1, "{refused:#?}");
+    let (span, fields) = &refused.spans[0];
+    assert_eq!(span, "lookup");
+    assert_eq!(fields.get("operation").map(String::as_str), Some("lookup"));
+    assert_eq!(fields.get("class").map(String::as_str), Some("critical"));
+}
+
+#[derive(Debug)]
+struct Flaky;
+
+impl Transient for Flaky {
+    fn is_transient(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn retries_say_what_the_attempt_ended_with_and_stops_say_deadline_or_budget() {
+    let events = events_of(|| async {
+        let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(10), 1, 0.0));
+        let policy = RetryPolicy::builder("transient")
+            .attempts(5)
+            .backoff(Duration::from_millis(10), Duration::from_millis(10))
+            .allowance(allowance)
+            .build();
+        let deadline = Deadline::after(Duration::from_secs(5));
+        let call = retry_within(
+            &deadline,
+            &policy,
+            Idempotent::claim(|_| async { Err::<(), _>(CallError::Failed(Flaky)) }),
+        );
+        let span = tr::info_span!(target: "policy", "sync", operation = "sync", class = "critical");
+        assert!(traced("sync", span, call).await.is_err());
+    });
+    // The floor of one per second over ten seconds allows ten; five attempts use four.
+    let retries: Vec<&Captured> = events
+        .iter()
+        .filter(|e| e.get("kind") == Some("retry"))
+        .collect();
+    assert!(!retries.is_empty(), "{events:#?}");
+    for retry in &retries {
+        assert_eq!(retry.get("operation"), Some("sync"));
+        assert_eq!(retry.get("mechanism"), Some("retry"));
+        assert_eq!(retry.get("name"), Some("transient"));
+        assert_eq!(retry.get("reason"), Some("failed"));
+        assert!(retry.get("delay_ms").unwrap().parse::<u64>().unwrap() <= 10);
+        assert!(retry.get("attempt").is_some());
+    }
+
+    let stopped = events_of(|| async {
+        let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(10), 0, 0.0));
+        let policy = RetryPolicy::builder("none-left")
+            .allowance(allowance)
+            .build();
+        let _: Result<(), CallError<Flaky>> = retry_within(
+            &Deadline::after(Duration::from_secs(5)),
+            &policy,
+            Idempotent::claim(|_| async { Err(CallError::Failed(Flaky)) }),
+        )
+        .await;
+    });
+    one(
+        &stopped,
+        "retry_stopped",
+        &[
+            ("mechanism", "retry"),
+            ("name", "none-left"),
+            ("reason", "budget"),
+            ("attempt", "1"),
+        ],
+    );
+}
+
+#[derive(Debug)]
+struct IndexError;
+
+impl fmt::Display for IndexError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("search index unavailable: shard 3")
+    }
+}
+
+#[test]
+fn task_events_name_their_class_as_the_mechanism_and_keep_the_error_apart() {
+    let events = events_of(|| async {
+        let platform = ImmediatePlatform::new();
+        let after = AfterResponse::with_platform(RequestId::new("req-7"), platform.clone());
+        after.defer("index_document", async { Err::<(), _>(IndexError) });
+        after.release();
+        let pool = BackgroundPool::builder("media")
+            .max_concurrent(1)
+            .max_queued(0)
+            .platform(platform.clone())
+            .build();
+        pool.submit("transcode-1", tokio::time::sleep(Duration::from_secs(1)))
+            .unwrap();
+        assert!(pool.submit("transcode-2", async {}).is_err());
+        platform.settled().await;
+    });
+    let failed = one(
+        &events,
+        "task_failed",
+        &[
+            ("mechanism", "deferred"),
+            ("class", "deferred"),
+            ("name", "index_document"),
+            ("reason", "error"),
+            ("error", "search index unavailable: shard 3"),
+        ],
+    );
+    assert_eq!(
+        failed.spans.first().map(|(name, _)| name.as_str()),
+        Some("task")
+    );
+    one(
+        &events,
+        "shed",
+        &[
+            ("mechanism", "background"),
+            ("name", "media"),
+            ("class", "background"),
+            ("reason", "load"),
+            ("load", "1.0"),
+            ("threshold", "1.0"),
+        ],
+    );
+}
