@@ -374,8 +374,10 @@ pub(crate) fn deferred_without_layer(name: &str) {
     ONCE.call_once(|| {
         tracing::warn!(
             target: "policy",
-            kind = "no_after_response",
+            mechanism = "deferred",
             name,
+            kind = "no_after_response",
+            reason = "no_after_response_layer",
             "deferred task `{name}` started at once: no request's AfterResponse is in scope, so \
              it did not wait for a response (add `.layer(policy::AfterResponseLayer::new())` to \
              the router for work deferred in handlers; work deferred outside requests always \
