@@ -237,3 +237,60 @@ fn fmt_leaves_a_file_that_does_not_parse() {
         std::fs::read(corpus("bad/syntax.policy")).unwrap()
     );
 }
+
+/// The repository's own `.policy` files, formatted: the list `.ci/run` checks with `policy fmt
+/// --check` (`.ci/policy-files`).
+#[test]
+fn the_repositorys_own_policy_files_are_formatted() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let list = std::fs::read_to_string(root.join(".ci/policy-files")).unwrap();
+    let args: Vec<String> = list
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|item| path(&root.join(item)).to_owned())
+        .collect();
+    assert!(args.len() > 10, "{list}");
+    let mut command = vec!["fmt", "--check"];
+    command.extend(args.iter().map(String::as_str));
+    let output = policy(&command);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "not formatted (run `policy fmt` on them):\n{}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+}
+
+/// The README's `.policy` examples are what `policy fmt` writes: a reader who copies one and
+/// runs `policy fmt --check` sees no change. The examples are the README's `text` blocks that
+/// parse as policy files (its reports and outputs do not).
+#[test]
+fn the_readmes_policy_examples_are_formatted() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let dir = std::env::temp_dir().join(format!("policy-cli-{}-readme", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut examples = 0;
+    for (index, block) in readme.split("```text\n").skip(1).enumerate() {
+        let block = block.split("```").next().unwrap();
+        let file = dir.join(format!("example-{index}.policy"));
+        std::fs::write(&file, block).unwrap();
+        let check = policy(&["check", path(&file)]);
+        if stderr(&check).contains("policy::syntax") {
+            continue; // a report or an output, not a policy file
+        }
+        examples += 1;
+        let output = policy(&["fmt", "--check", path(&file)]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "README example {index} is not what `policy fmt` writes:\n{block}"
+        );
+    }
+    assert!(
+        examples >= 2,
+        "found {examples} policy examples in the README"
+    );
+}

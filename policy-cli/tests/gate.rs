@@ -162,6 +162,7 @@ fn the_table_shows_measured_ceiling_and_headroom_left_and_over_a_ceiling_exits_1
         "ceilings web\n\
          \x20 metric          measured  ceiling  headroom left\n\
          \x20 baseline_js_kb    1.7 kb   2.0 kb  0.3 kb (17.0%)\n\
+         \x20   can come down by 0.1 kb to 1.9 kb: measured 1.7 kb plus its 10% headroom; `--ratchet` writes it\n\
          \x20 doc_html_kb       0.6 kb   0.5 kb  over by 0.1 kb\n\n"
     );
     let err = stderr(&output);
@@ -267,6 +268,59 @@ fn without_ratchet_the_file_is_not_touched() {
     let output = gate_in(&fixtures(), &[policy.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(std::fs::read_to_string(&policy).unwrap(), WEB_POLICY);
+}
+
+#[test]
+fn without_ratchet_a_ceiling_far_above_its_measurement_says_how_far_it_can_come_down() {
+    let dir = scratch("far-above");
+    let policy = write(
+        &dir.join("web.policy"),
+        "ceilings web {\n    dir = \"web\"\n    baseline_js_kb at most 4kb measured 1.7kb headroom 10%\n    route_js_kb at most 2kb measured 2kb headroom 10%\n}\n",
+    );
+    let output = gate_in(&fixtures(), &[policy.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let out = stdout(&output);
+    // 1700 B × 1.1 = 1870 B: the ratchet would write 1.9kb, 2.1 kb under the 4kb ceiling.
+    assert!(
+        out.contains("    can come down by 2.1 kb to 1.9 kb: measured 1.7 kb plus its 10% headroom; `--ratchet` writes it\n"),
+        "{out}"
+    );
+    // A ceiling already within its headroom gets no such line.
+    assert_eq!(out.matches("can come down").count(), 1, "{out}");
+    let document = json(&gate_in(
+        &fixtures(),
+        &["--format", "json", policy.to_str().unwrap()],
+    ));
+    let rows = document["ceilings"].as_array().unwrap();
+    assert_eq!(rows[0]["can_lower_to"], "1.9kb", "{document}");
+    assert!(rows[1]["can_lower_to"].is_null(), "{document}");
+}
+
+#[test]
+fn binaries_under_target_are_read_from_cargos_target_directory() {
+    // A workspace whose target directory is elsewhere (`CARGO_TARGET_DIR`), as on a machine
+    // that shares one: `target/release/...` in the policy is read from there.
+    let root = workspace("target-dir", "");
+    let target = scratch("target-dir-elsewhere");
+    std::fs::create_dir_all(target.join("release")).unwrap();
+    std::fs::write(target.join("release/service"), vec![0u8; 1000]).unwrap();
+    let policy = write(
+        &root.join("gate.policy"),
+        "ceilings service {\n    binary \"target/release/service\" at most 1kb measured 1kb headroom 10%\n}\n",
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_policy"))
+        .args(["gate", "--format", "json", "--root"])
+        .arg(&root)
+        .arg(&policy)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        measured(&json(&output), "binary \"target/release/service\""),
+        1000
+    );
 }
 
 // ---- the quarantine ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ pub const MAX_SYNTAX_ERRORS: usize = 50;
 const STANZA_HELP: &str = "a stanza is written `KEYWORD NAME { key = value; ... }`, with its `{` on the same line as the keyword";
 const UNCLOSED_HELP: &str =
     "a stanza's body ends with `}` before the next stanza begins: add the missing `}`";
+const BLOCK_COMMENT_HELP: &str = "policy files have only `//` comments, each to the end of its line: start every comment line with `//`";
 const STATEMENT_HELP: &str =
     "a statement is `key = value` or a phrase such as `100 per 1m`; end it with `;` or a new line";
 
@@ -376,6 +377,16 @@ impl<'t> Reader<'t> {
             };
         let (found, len) = describe_at(self.text, offset);
         let mut help = help;
+        let rest = self.text.get(offset..).unwrap_or("");
+        if rest.starts_with("/*") || rest.starts_with("*/") {
+            let token = &rest[..2];
+            self.push_syntax(
+                format!("`{token}` is not a comment here: only `//` comments exist"),
+                Loc::span(self.source, offset, offset + 2),
+                BLOCK_COMMENT_HELP,
+            );
+            return;
+        }
         let message = match &error.variant {
             // A `{` where the body should go on or close: the stanza above was never closed.
             pest::error::ErrorVariant::ParsingError { positives, .. }
@@ -585,6 +596,23 @@ mod tests {
         assert_eq!(parsed.diagnostics.len(), 2, "{:?}", parsed.diagnostics);
         assert_eq!(parsed.file.stanzas.len(), 2);
         assert!(parsed.file.stanzas[0].has_errors);
+    }
+
+    #[test]
+    fn block_comments_are_said_to_not_exist() {
+        for text in [
+            "/* the budget */\nrequest { deadline = 1s }\n",
+            "request { deadline = 1s /* why */ }\n",
+            "/*\n  two lines\n*/\nrequest { deadline = 1s }\n",
+        ] {
+            let parsed = parse_str(text);
+            let first = parsed.diagnostics.first().expect("an error");
+            let message = first.to_string();
+            assert!(
+                message.contains("only `//` comments exist"),
+                "{text:?}: {message}"
+            );
+        }
     }
 
     #[test]

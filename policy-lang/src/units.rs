@@ -3,6 +3,8 @@
 //! Durations take `ms`, `s`, `m`, `h`; sizes `b`, `kb`, `mb`, `gb` (powers of 1024); ratios
 //! are a plain number (`0.25`) or a percentage (`25%`). Reading is strict (a missing or unknown
 //! unit is an error, never a guess); writing gives the shortest form that reads back the same.
+//! A duration is at most [`MAX_DURATION`] (a million hours): a longer one is an error naming
+//! that limit, where it is written.
 
 use std::time::Duration;
 
@@ -23,7 +25,17 @@ pub(crate) enum QuantityError {
     UnexpectedUnit(String),
     /// A fraction where a whole number is expected, or a number too large.
     NotWhole,
+    /// A duration longer than [`MAX_DURATION`].
+    TooLarge,
 }
+
+/// The longest duration the language accepts: a million hours (about 114 years). Longer ones
+/// are refused where they are written rather than overflowing the clock arithmetic of the
+/// runtime (an instant plus a deadline) when the call is made.
+pub const MAX_DURATION: Duration = Duration::from_secs(1_000_000 * 3600);
+
+/// [`MAX_DURATION`] as the language writes it, for messages.
+pub const MAX_DURATION_TEXT: &str = "1000000h";
 
 /// Units a duration takes.
 pub(crate) const DURATION_UNITS: &[&str] = &["ms", "s", "m", "h"];
@@ -52,7 +64,12 @@ impl Quantity {
         if self.is_negative() {
             return Err(QuantityError::Negative);
         }
-        Duration::try_from_secs_f64(self.magnitude() * scale).map_err(|_| QuantityError::NotWhole)
+        let duration = Duration::try_from_secs_f64(self.magnitude() * scale)
+            .map_err(|_| QuantityError::TooLarge)?;
+        if duration > MAX_DURATION {
+            return Err(QuantityError::TooLarge);
+        }
+        Ok(duration)
     }
 
     /// The quantity as a size in bytes: `b`, `kb`, `mb` or `gb` (powers of 1024).
@@ -189,6 +206,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         QuantityError::Negative => {
             format!("`{text}` is negative: a duration is zero or more")
         }
+        QuantityError::TooLarge => format!(
+            "`{text}` is too large: the longest duration accepted is `{MAX_DURATION_TEXT}` (about 114 years)"
+        ),
         _ => malformed(),
     })
 }
@@ -265,6 +285,27 @@ mod tests {
         assert_eq!(
             quantity("1", Some("tb")).as_size(),
             Err(QuantityError::UnknownUnit("tb".to_owned()))
+        );
+    }
+
+    #[test]
+    fn too_long_a_duration_says_so_and_names_the_longest() {
+        assert_eq!(
+            quantity("99999999999999999999", Some("h")).as_duration(),
+            Err(QuantityError::TooLarge)
+        );
+        assert_eq!(
+            quantity("1000001", Some("h")).as_duration(),
+            Err(QuantityError::TooLarge)
+        );
+        assert_eq!(
+            quantity(MAX_DURATION_TEXT.trim_end_matches('h'), Some("h")).as_duration(),
+            Ok(MAX_DURATION)
+        );
+        let message = parse_duration("99999999999999999999h").unwrap_err();
+        assert_eq!(
+            message,
+            "`99999999999999999999h` is too large: the longest duration accepted is `1000000h` (about 114 years)"
         );
     }
 

@@ -33,6 +33,7 @@ fn run(kind: AttrKind, args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Critical work: runs before the response, under a child of the current deadline, never
 /// shed for load. See the `policy` crate docs.
+#[doc = include_str!("keys.md")]
 #[proc_macro_attribute]
 pub fn critical(args: TokenStream, item: TokenStream) -> TokenStream {
     run(AttrKind::Critical, args, item)
@@ -40,6 +41,7 @@ pub fn critical(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Deferred work: calling the function schedules it to run after the response is finished
 /// and returns `()` at once. Must be `#[idempotent]`. See the `policy` crate docs.
+#[doc = include_str!("keys.md")]
 #[proc_macro_attribute]
 pub fn deferred(args: TokenStream, item: TokenStream) -> TokenStream {
     run(AttrKind::Deferred, args, item)
@@ -48,6 +50,7 @@ pub fn deferred(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Background work: calling the function hands it to the bounded background pool (shed first
 /// under pressure) and returns `()` at once. Must be `#[idempotent]`. See the `policy` crate
 /// docs.
+#[doc = include_str!("keys.md")]
 #[proc_macro_attribute]
 pub fn background(args: TokenStream, item: TokenStream) -> TokenStream {
     run(AttrKind::Background, args, item)
@@ -55,6 +58,7 @@ pub fn background(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Resilience mechanisms around a call: breaker, bulkhead, retry and deadline, each named in a
 /// `.policy` file or given inline. See the `policy` crate docs.
+#[doc = include_str!("keys.md")]
 #[proc_macro_attribute]
 pub fn resilient(args: TokenStream, item: TokenStream) -> TokenStream {
     run(AttrKind::Resilient, args, item)
@@ -78,6 +82,14 @@ pub fn operation(args: TokenStream, item: TokenStream) -> TokenStream {
 /// work, waited for at most until the current deadline:
 /// `#[policy::isolate(max_concurrent = 2, max_queued = 4, pool = "blocking")]`. The function
 /// then returns `Result<T, policy::isolate::IsolateError>`. See the `policy` crate docs.
+///
+/// # Keys
+///
+/// | key | type | default | what it does |
+/// |---|---|---|---|
+/// | `max_concurrent` | whole number | the file's, else unset | bodies running at once on the pool |
+/// | `max_queued` | whole number | the file's, else unset | calls waiting for a slot; past it, refused |
+/// | `pool` | `"blocking"` or `"rayon"` | `"blocking"` | tokio's blocking threads, or a dedicated rayon pool (feature `rayon`) |
 #[proc_macro_attribute]
 pub fn isolate(args: TokenStream, item: TokenStream) -> TokenStream {
     run(AttrKind::Isolate, args, item)

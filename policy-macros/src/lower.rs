@@ -30,6 +30,9 @@ pub(crate) struct Lowered {
     pub(crate) inline: InlineFlags,
     /// What is wrong in the files on their own (see [`Loaded::problems`]).
     pub(crate) problems: Vec<String>,
+    /// Where the file's operation this function bound to is declared (`policies/a.policy:3:11`,
+    /// relative to the package), when it bound to one.
+    pub(crate) bound: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -273,6 +276,41 @@ pub(crate) fn lower(
                 b.class.clone()
             }),
     };
+    // The attribute's class against the file's: a function the file declares `critical` is not
+    // made `deferred` by its attribute in silence (other values the attribute gives override
+    // the file's; see the `policy` crate docs, "Attributes and files").
+    if let (Some((attr_class, _, span)), Some(base)) = (args.class, &base)
+        && attr_class != base.class.value
+    {
+        let declared = set.sources().position(base.class.loc).map_or_else(
+            || "the policy files".to_owned(),
+            |p| format!("{}:{}:{}", p.file, p.line, p.column),
+        );
+        errors.at(
+            span,
+            format!(
+                "`#[{attr_class}]` on `{op}`, but `{declared}` declares operation `{op}` `{}` [policy::conflicting-classes]\nhelp: keep one class: change the attribute or the file; or bind the function to another operation with `#[policy::operation(\"...\")]`",
+                base.class.value
+            ),
+        );
+    }
+    let bound = base.as_ref().and_then(|base| {
+        let position = set.sources().position(base.name.loc)?;
+        let file = std::path::Path::new(position.file);
+        let file = std::env::var_os("CARGO_MANIFEST_DIR")
+            .and_then(|dir| {
+                file.strip_prefix(dir)
+                    .ok()
+                    .map(std::path::Path::to_path_buf)
+            })
+            .unwrap_or_else(|| file.to_path_buf());
+        Some(format!(
+            "{}:{}:{}",
+            file.display(),
+            position.line,
+            position.column
+        ))
+    });
     let mut operation = match &base {
         Some(base) => {
             let mut operation = base.clone();
@@ -363,6 +401,7 @@ pub(crate) fn lower(
         files,
         inline,
         problems,
+        bound,
     }
 }
 

@@ -48,6 +48,8 @@ pub(crate) struct Plan {
     pub(crate) per_attempt: Vec<(Ident, bool, Span)>,
     /// The pool, for isolated work.
     pub(crate) isolate: Option<Isolate>,
+    /// Where the file's operation it bound to is declared, if it bound to one.
+    pub(crate) bound: Option<String>,
 }
 
 /// A fallback function, stale-if-error, or both.
@@ -193,6 +195,16 @@ fn function_fits_its_class(args: &Args, func: &Func, errors: &mut Errors) {
             }
         }
         _ => {
+            if let Some(ty) = func.output()
+                && mentions_impl_trait(ty.to_token_stream())
+            {
+                errors.at(
+                    ty.span(),
+                    format!(
+                        "a `#[{attr_name}]` function must return `Result<T, E>` naming its types, not `impl Trait`: a refusal (`ResilienceError`) or an expiry (`DeadlineExceeded`) reaches the caller as `E`, and the expansion writes the return type out\nhelp: return `Result<T, E>` with `E: From<policy::ResilienceError> + From<policy::DeadlineExceeded>`, for a handler `async fn handler() -> Result<Json<Doc>, AppError>` (with `impl IntoResponse for AppError`), or keep the handler plain and call a `#[{attr_name}]` function from it"
+                    ),
+                );
+            }
             if func.output().is_none() && func.is_async() {
                 errors.at(
                     func.output_span(),
@@ -203,6 +215,15 @@ fn function_fits_its_class(args: &Args, func: &Func, errors: &mut Errors) {
             }
         }
     }
+}
+
+/// Whether a type has `impl Trait` in it (`impl IntoResponse`, `Result<impl Display, E>`).
+fn mentions_impl_trait(tokens: proc_macro2::TokenStream) -> bool {
+    tokens.into_iter().any(|token| match token {
+        proc_macro2::TokenTree::Ident(ident) => ident == "impl",
+        proc_macro2::TokenTree::Group(group) => mentions_impl_trait(group.stream()),
+        _ => false,
+    })
 }
 
 /// The fix as an attribute user writes it, where it differs from the `.policy` one.
@@ -337,6 +358,7 @@ fn mechanisms(lowered: &Lowered, operation: &OperationSpec) -> Plan {
         retry: named(&operation.retry).and_then(|n| spec.retries.get(&n).cloned()),
         inline: lowered.inline,
         files: lowered.files.clone(),
+        bound: lowered.bound.clone(),
         poll_budget: operation.poll_budget.as_ref().map(|b| b.value),
         answer: None,
         per_attempt: Vec::new(),

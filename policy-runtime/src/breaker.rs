@@ -62,14 +62,17 @@ use tokio::time::Instant;
 pub use crate::error::OpenCause;
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::observe;
-use crate::window::{Clock, Window, saturating_nanos};
+use crate::window::{Clock, MAX_RING, Ring, Window, saturating_nanos};
 
 /// When a breaker opens on its own counting.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "rule", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum OpenAfter {
-    /// Open when `count` failures fall inside a sliding `window`.
+    /// Open when `count` failures fall inside a sliding `window`: exactly (the times of the
+    /// last `count` failures are kept, and it opens when the oldest is younger than the
+    /// window), for counts up to 1024; a higher count is counted in ten buckets of a tenth of
+    /// the window, so a failure up to a tenth of the window older may still count.
     Failures {
         /// Failures that open the breaker (at least 1).
         count: u32,
@@ -78,7 +81,9 @@ pub enum OpenAfter {
         window: Duration,
     },
     /// Open when at least `ratio` of the calls inside `window` failed, once at least
-    /// `min_calls` calls were seen there.
+    /// `min_calls` calls were seen there. Calls are counted in ten buckets of a tenth of the
+    /// window (fixed memory whatever the traffic): a call younger than the window always
+    /// counts, one older than the window plus a tenth of it never does.
     FailureRatio {
         /// The failing share of calls that opens the breaker, in `(0, 1]`.
         ratio: f64,
@@ -318,6 +323,10 @@ struct Inner {
     /// Nanoseconds on `clock` until which one failure reopens; 0 when not on probation.
     probation_until: AtomicU64,
     window: Window,
+    /// A count breaker's last failure times (count mode up to [`MAX_RING`]): the exact window.
+    ring: Option<Ring>,
+    /// The rule's window, in nanoseconds.
+    window_nanos: u64,
     /// The last opening's cause. Held while an opening is written, so a refusal never sees an
     /// opening without its cause. Only openings and refusals take it.
     cause: Mutex<Option<OpenCause>>,
@@ -371,8 +380,10 @@ pub struct BreakerBuilder {
 }
 
 impl BreakerBuilder {
-    /// Open after `count` failures inside a sliding `window` (a count of 0 is taken as 1;
-    /// windows under 10 ms are counted in 1 ms buckets).
+    /// Open after `count` failures inside a sliding `window` (a count of 0 is taken as 1). Up
+    /// to 1024 the window is exact: the last `count` failure times are kept (one `AtomicU64`
+    /// each, allocated here), and failures 31 s apart never add up in a 30 s window; a higher
+    /// count is counted in buckets (see [`OpenAfter::Failures`]).
     pub fn open_after_failures(mut self, count: u32, window: Duration) -> Self {
         self.config.open_after = OpenAfter::Failures {
             count: count.max(1),
@@ -435,6 +446,13 @@ impl BreakerBuilder {
         let breaker = Breaker {
             inner: Arc::new(Inner {
                 window: Window::new(self.config.open_after.window()),
+                ring: match self.config.open_after {
+                    OpenAfter::Failures { count, .. } if count <= MAX_RING => {
+                        Some(Ring::new(count))
+                    }
+                    _ => None,
+                },
+                window_nanos: saturating_nanos(self.config.open_after.window()),
                 name: self.name,
                 config: self.config,
                 clock: Clock::new(),
@@ -577,9 +595,20 @@ impl Breaker {
                 Ordering::Relaxed,
             );
         }
+        let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        if let (Some(ring), OpenAfter::Failures { count, window }) =
+            (&inner.ring, inner.config.open_after)
+        {
+            if ring.record(now, inner.window_nanos) {
+                let cause = OpenCause::Failures { count, window };
+                self.open(now, inner.config.cooldown, cause);
+            } else {
+                inner.store.failure_recorded(self);
+            }
+            return;
+        }
         inner.window.record_hit(now);
         let counts = inner.window.counts(now);
-        let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         let cause = match inner.config.open_after {
             OpenAfter::Failures { count, window } if counts.hits >= u64::from(count) => {
                 Some(OpenCause::Failures {
@@ -750,6 +779,9 @@ impl Breaker {
             .probation_until
             .store(until.saturating_add(window), Ordering::Release);
         inner.window.clear();
+        if let Some(ring) = &inner.ring {
+            ring.clear();
+        }
         inner.stats.openings.fetch_add(1, Ordering::Relaxed);
         **slot = Some(cause);
     }
@@ -798,7 +830,10 @@ impl Breaker {
     pub fn snapshot(&self) -> BreakerSnapshot {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
-        let counts = inner.window.counts(now);
+        let mut counts = inner.window.counts(now);
+        if let Some(ring) = &inner.ring {
+            counts.hits = ring.count(now, inner.window_nanos);
+        }
         let state = self.state();
         let until = inner.open_until.load(Ordering::Acquire);
         BreakerSnapshot {

@@ -619,12 +619,55 @@ impl<E> UnitResult for Result<(), E> {
 /// logged with the task's name.
 pub type ScheduledResult<R> = Result<(), CallError<<R as UnitResult>::Error>>;
 
+/// The error of deferred or background work is logged, so it must be printable.
+#[diagnostic::on_unimplemented(
+    message = "the error of deferred or background work must implement `Display`: `{Self}` does not",
+    label = "nobody awaits this work: an `Err` is logged with the task's name, so its error must be printable",
+    note = "implement `std::fmt::Display` for `{Self}` (thiserror's `#[error(\"...\")]` does it)"
+)]
+pub trait LoggedError: std::fmt::Display {}
+
+impl<E: std::fmt::Display> LoggedError for E {}
+
+/// A deferred function's error with the way to print it, taken where its `Display` was checked
+/// ([`logged`]), so that the missing `Display` is one error there, in our words.
+pub struct Logged<E> {
+    error: E,
+    show: fn(&E, &mut std::fmt::Formatter<'_>) -> std::fmt::Result,
+}
+
+impl<E> std::fmt::Display for Logged<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (self.show)(&self.error, f)
+    }
+}
+
+impl<E> std::fmt::Debug for Logged<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (self.show)(&self.error, f)
+    }
+}
+
+/// How a deferred function's error is printed; checks, where the function is named, that it
+/// can be (the error's `Display`), so that a missing `Display` is one error, in our words.
+#[inline(always)]
+pub fn logged<E: LoggedError>() -> fn(&E, &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    <E as std::fmt::Display>::fmt
+}
+
 /// Deferred or background work's outcome, with its refusals told apart from its failures.
-pub async fn scheduled<E, F>(work: F) -> crate::defer::Scheduled<E>
+pub async fn scheduled<E, F>(
+    work: F,
+    show: fn(&E, &mut std::fmt::Formatter<'_>) -> std::fmt::Result,
+) -> crate::defer::Scheduled<Logged<E>>
 where
     F: Future<Output = Result<(), CallError<E>>>,
 {
-    crate::defer::Scheduled(work.await)
+    crate::defer::Scheduled(work.await.map_err(|error| match error {
+        CallError::Failed(error) => CallError::Failed(Logged { error, show }),
+        CallError::Refused(refusal) => CallError::Refused(refusal),
+        CallError::DeadlineExceeded(expired) => CallError::DeadlineExceeded(expired),
+    }))
 }
 
 /// A unit body as a result that cannot fail.

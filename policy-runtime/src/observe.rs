@@ -367,6 +367,25 @@ pub(crate) fn retry_stopped(name: &str, reason: &'static str, why: &'static str,
     .increment(1);
 }
 
+/// Deferred work with no request in scope starts at once: said once per process, since
+/// without `AfterResponseLayer` on the routes every deferral runs before the response.
+pub(crate) fn deferred_without_layer(name: &str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tracing::warn!(
+            target: "policy",
+            mechanism = "deferred",
+            name,
+            kind = "no_after_response",
+            reason = "no_after_response_layer",
+            "deferred task `{name}` started at once: no request's AfterResponse is in scope, so \
+             it did not wait for a response (add `.layer(policy::AfterResponseLayer::new())` to \
+             the router for work deferred in handlers; work deferred outside requests always \
+             starts at once, and this is said only once)"
+        );
+    });
+}
+
 pub(crate) fn task_finished(name: &str, class: &'static str) {
     tracing::trace!(
         target: "policy",

@@ -1,7 +1,13 @@
-//! A sliding window of two counters, lock-free and exact.
+//! Sliding windows, lock-free: [`Window`], two bucketed counters, and [`Ring`], the exact times
+//! of the last few failures.
 //!
 //! Internal plumbing shared by the breaker (failures and calls) and the retry allowance
-//! (retries and calls); it is not a mechanism of its own. The window is cut into
+//! (retries and calls); it is not a mechanism of its own.
+//!
+//! A count breaker (`5 failures within 30s`) keeps a [`Ring`] of its last `count` failure
+//! times and opens when the oldest of them is inside the window: exact, failures 31 s apart
+//! never add up in a 30 s window. A ratio breaker and the retry allowance count every call, so
+//! they use the bucketed [`Window`], with the slack below. The [`Window`] is cut into
 //! [`BUCKETS`] buckets; each bucket packs its epoch and its count into one `AtomicU64`, so an
 //! increment is one compare-and-swap and never loses a count to a concurrent rotation.
 //!
@@ -175,9 +181,82 @@ impl Window {
     }
 }
 
+/// The largest failure count kept as exact times; a count breaker with a higher threshold
+/// counts in a bucketed [`Window`] (slack: one bucket, a tenth of the window).
+pub(crate) const MAX_RING: u32 = 1024;
+
+/// The times of the last `len` failures, for a count breaker's exact window: one `AtomicU64`
+/// per failure of the threshold, allocated once when the breaker is built.
+///
+/// Concurrent failures each take their own slot (a `fetch_add` on the sequence), so none is
+/// lost; a failure whose slot write races the decision of another is seen by the next one.
+#[derive(Debug)]
+pub(crate) struct Ring {
+    /// Nanoseconds on the breaker's clock, plus 1 (0: empty).
+    times: Box<[AtomicU64]>,
+    next: AtomicU64,
+}
+
+impl Ring {
+    pub(crate) fn new(len: u32) -> Self {
+        Self {
+            times: (0..len.max(1)).map(|_| AtomicU64::new(0)).collect(),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    fn inside(time: u64, now_nanos: u64, window_nanos: u64) -> bool {
+        time != 0 && now_nanos.saturating_sub(time - 1) < window_nanos
+    }
+
+    /// Records a failure at `now_nanos`; true when it completes `len` failures inside the
+    /// window ending now (the oldest of the last `len` is younger than the window).
+    pub(crate) fn record(&self, now_nanos: u64, window_nanos: u64) -> bool {
+        let len = self.times.len() as u64;
+        let seq = self.next.fetch_add(1, Ordering::AcqRel);
+        // `len` is at most MAX_RING: the index is in range.
+        self.times[(seq % len) as usize].store(now_nanos.saturating_add(1), Ordering::Release);
+        // The slot after this one is the oldest of the last `len` (this one when `len` is 1).
+        let oldest = self.times[((seq + 1) % len) as usize].load(Ordering::Acquire);
+        Self::inside(oldest, now_nanos, window_nanos)
+    }
+
+    /// How many of the last `len` failures are inside the window ending at `now_nanos`.
+    pub(crate) fn count(&self, now_nanos: u64, window_nanos: u64) -> u64 {
+        self.times
+            .iter()
+            .filter(|time| Self::inside(time.load(Ordering::Acquire), now_nanos, window_nanos))
+            .count() as u64
+    }
+
+    /// Forgets every failure (a breaker that opened starts counting afresh).
+    pub(crate) fn clear(&self) {
+        for time in &*self.times {
+            time.store(0, Ordering::Release);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ring_is_exact_at_the_window_edge() {
+        let window = 30_000 * MS;
+        let ring = Ring::new(3);
+        assert!(!ring.record(0, window));
+        assert!(!ring.record(10_000 * MS, window));
+        // The oldest is 30 s old: not inside a 30 s window.
+        assert!(!ring.record(30_000 * MS, window));
+        assert_eq!(ring.count(30_000 * MS, window), 2);
+        // 10 s, 30 s and 39.999 s: all inside.
+        assert!(ring.record(39_999 * MS, window));
+        ring.clear();
+        assert_eq!(ring.count(39_999 * MS, window), 0);
+        let one = Ring::new(1);
+        assert!(one.record(5, window));
+    }
 
     const MS: u64 = 1_000_000;
 

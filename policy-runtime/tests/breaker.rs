@@ -50,6 +50,24 @@ async fn opens_at_the_threshold_and_refuses_naming_the_cause() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_count_window_is_exact_failures_31_s_apart_do_not_add_up_in_30_s() {
+    // Buckets of a tenth of the window would still count the first failure 31 s later.
+    let b = payments(2);
+    b.record_failure();
+    advance(31 * S).await;
+    b.record_failure();
+    assert_eq!(b.state(), BreakerState::Closed);
+    assert_eq!(b.snapshot().window_failures, 1);
+    // The edge itself: 30 s is not inside a 30 s window; 29.999 s is.
+    advance(30 * S).await;
+    b.record_failure();
+    assert_eq!(b.state(), BreakerState::Closed);
+    advance(29_999 * Duration::from_millis(1)).await;
+    b.record_failure();
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_window_forgets_old_failures() {
     let b = payments(3);
     // A slow drip: two failures, then a long quiet spell, then two more.

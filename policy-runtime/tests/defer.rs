@@ -229,14 +229,25 @@ async fn defer_outside_a_request_goes_to_the_process_platform_at_once() {
         defer::set_platform(ContainerPlatform::new()),
         Err(PlatformAlreadySet)
     );
+    let (logs, _guard) = common::capture();
     let ran = Arc::new(AtomicU64::new(0));
-    let r = ran.clone();
-    defer::defer("outside", async move {
-        r.fetch_add(1, Ordering::SeqCst);
-    });
-    assert_eq!(platform.handed_over(), 1, "handed over at once");
+    for _ in 0..2 {
+        let r = ran.clone();
+        defer::defer("outside", async move {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    assert_eq!(platform.handed_over(), 2, "handed over at once");
     platform.settled().await;
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    // Said once, with the fix: without the layer, work deferred in a handler runs at once.
+    let warned = logs.lines_with(&[
+        "WARN",
+        "kind=\"no_after_response\"",
+        "deferred task `outside` started at once",
+        ".layer(policy::AfterResponseLayer::new())",
+    ]);
+    assert_eq!(warned.len(), 1, "{}", logs.text());
     // Nothing to drain on a platform that keeps nothing itself.
     assert_eq!(
         defer::shutdown(Duration::from_secs(1)).await,

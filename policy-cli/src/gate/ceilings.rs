@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use policy_lang::{Ceiling, Located, Metric, Spec};
 use serde_json::{Value, json};
 
 use super::artifact::{self, ArtifactError};
+use super::graph::Workspace;
 use super::problem::{GateError, Problem};
 use super::{Gate, ratchet, web};
 
@@ -24,6 +25,10 @@ pub(super) struct Row {
     ceiling: u64,
     measured: Option<u64>,
     pub(super) lowered: Option<ratchet::Lowered>,
+    /// Without `--ratchet`: what the ratchet would lower the ceiling to, said in the table so
+    /// that a ceiling far above its measurement does not pass in silence.
+    could_lower: Option<ratchet::Lowered>,
+    headroom: f64,
 }
 
 impl Row {
@@ -59,7 +64,9 @@ impl Gate<'_> {
                     unit: ceiling.at_most.value.unit.clone(),
                     ceiling: ceiling.at_most.value.value,
                     measured,
+                    could_lower: if ratchet { None } else { lowered.clone() },
                     lowered: if ratchet { lowered } else { None },
+                    headroom: ceiling.headroom.value,
                 };
                 if row.over() {
                     self.over_ceiling(&row, ceiling);
@@ -178,6 +185,24 @@ impl Gate<'_> {
         self.problems.push(Problem::at(error, loc, "measured here"));
     }
 
+    /// Where a built binary is: a path under `target/` is read from Cargo's target directory
+    /// as `cargo metadata` reports it (so `CARGO_TARGET_DIR` and `build.target-dir` are
+    /// followed); any other path, or when there is no Cargo workspace at the root, is relative
+    /// to the root.
+    fn built(&mut self, path: &str) -> PathBuf {
+        let relative = Path::new(path);
+        let root = self.root;
+        if let Ok(rest) = relative.strip_prefix("target") {
+            let loaded = self
+                .workspace
+                .get_or_insert_with(|| Workspace::load(root).map_err(|error| error.0));
+            if let Ok(workspace) = loaded {
+                return workspace.target_directory().join(rest);
+            }
+        }
+        root.join(relative)
+    }
+
     /// The value of one ceiling's metric, or `None` (with a problem) when it cannot be measured.
     fn measure(&mut self, dir: Option<&Located<String>>, ceiling: &Ceiling) -> Option<u64> {
         let root = self.root;
@@ -199,14 +224,14 @@ impl Gate<'_> {
                 }
                 value
             }
-            Metric::Binary(path) => match artifact::binary_size(&root.join(path)) {
+            Metric::Binary(path) => match artifact::binary_size(&self.built(path)) {
                 Ok(size) => Some(size),
                 Err(error) => {
                     self.artifact_problem(ceiling, path, error);
                     None
                 }
             },
-            Metric::BinaryCode(path) => match artifact::code_size(&root.join(path)) {
+            Metric::BinaryCode(path) => match artifact::code_size(&self.built(path)) {
                 Ok(size) => Some(size),
                 Err(error) => {
                     self.artifact_problem(ceiling, path, error);
@@ -258,6 +283,7 @@ pub(super) fn row_json(row: &Row) -> Value {
         }),
         "over": row.over(),
         "lowered_to": row.lowered.as_ref().map(|l| l.ceiling.clone()),
+        "can_lower_to": row.could_lower.as_ref().map(|l| l.ceiling.clone()),
     })
 }
 
@@ -328,6 +354,18 @@ pub(super) fn print_ceilings(out: &mut dyn Write, rows: &[Row]) {
                         out,
                         "    ratcheted: at most {}, measured {}",
                         lowered.ceiling, lowered.measured
+                    );
+                }
+                if let Some(lower) = &row.could_lower {
+                    let unit = row.unit.as_deref();
+                    let _ = writeln!(
+                        out,
+                        "    can come down by {} to {}: measured {} plus its {:.0}% headroom; `--ratchet` writes it",
+                        size_text(row.ceiling.saturating_sub(lower.ceiling_value), unit),
+                        size_text(lower.ceiling_value, unit),
+                        row.measured
+                            .map_or_else(|| "-".to_owned(), |m| size_text(m, unit)),
+                        row.headroom * 100.0,
                     );
                 }
             }

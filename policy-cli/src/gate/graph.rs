@@ -382,6 +382,11 @@ impl Workspace {
         on
     }
 
+    /// Cargo's target directory for this workspace, as `cargo metadata` reports it.
+    pub(crate) fn target_directory(&self) -> &Path {
+        &self.target_directory
+    }
+
     /// The `.rlib`s of `packages` built in the target directory (release first, then debug),
     /// the newest of each: the compiled size the packages add, where they were built.
     pub(crate) fn rlib_bytes(&self, packages: &BTreeSet<usize>) -> (u64, usize) {

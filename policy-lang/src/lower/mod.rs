@@ -388,7 +388,10 @@ impl Lowering<'_> {
                 expected,
                 quantity,
                 quantity.loc,
-                "this duration is too long to represent".to_owned(),
+                format!(
+                    "it is too large: the longest duration accepted is `{}` (about 114 years)",
+                    crate::units::MAX_DURATION_TEXT
+                ),
             ),
         }
         None

@@ -50,6 +50,9 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     let mut class: Option<Located<WorkClass>> = None;
     let (mut idempotent, mut durable) = (None, None);
     let mut header_ok = true;
+    // An unknown flag is reported and left out; the rest of the operation is still read and
+    // validated, so a typo in the header does not hide the body's problems until it is fixed.
+    let mut flags_ok = true;
     for tag in &stanza.tags {
         if let Some(found) = WorkClass::from_name(&tag.text) {
             match &class {
@@ -75,7 +78,7 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         } else if tag.text == "durable" {
             durable = Some(tag.loc);
         } else {
-            header_ok = false;
+            flags_ok = false;
             let candidates = [
                 "critical",
                 "deferred",
@@ -83,6 +86,13 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
                 "idempotent",
                 "durable",
             ];
+            // Read as the flag it is closest to, so the misspelling is the only error it
+            // causes (not also "retried but not marked `idempotent`"); the build still fails.
+            match suggest::closest(&tag.text, FLAGS.iter().copied()) {
+                Some("idempotent") => idempotent = idempotent.or(Some(tag.loc)),
+                Some("durable") => durable = durable.or(Some(tag.loc)),
+                _ => {}
+            }
             lowering.push(Diagnostic::new(
                 Kind::UnknownFlag {
                     operation: operation_name.clone(),
@@ -94,7 +104,8 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             ));
         }
     }
-    if class.is_none() && header_ok {
+    // An unknown word may be the class misspelled (`deferd`): one error for it, not two.
+    if class.is_none() && header_ok && flags_ok {
         lowering.push(Diagnostic::new(
             Kind::MissingClass {
                 operation: operation_name.clone(),

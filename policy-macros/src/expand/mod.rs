@@ -34,6 +34,28 @@ use crate::valid::Plan;
 
 /// The expansion of a validated function.
 pub(crate) fn expand(func: &Func, plan: &Plan) -> TokenStream {
+    // A binding to a file's operation is said where the function is documented (its rustdoc
+    // page, an editor's hover), so that running behind the file's breaker and retry is never a
+    // surprise.
+    let bound;
+    let func = match &plan.bound {
+        Some(at) => {
+            let mut item = func.item.clone();
+            let text = format!(
+                " Policy: bound to the operation `{}` declared at `{at}`: what it declares applies, and the attribute's values override the file's.",
+                plan.op
+            );
+            let separator: syn::Attribute = syn::parse_quote!(#[doc = ""]);
+            let doc: syn::Attribute = syn::parse_quote!(#[doc = #text]);
+            if item.attrs.iter().any(|attr| attr.path().is_ident("doc")) {
+                item.attrs.push(separator);
+            }
+            item.attrs.push(doc);
+            bound = Func { item };
+            &bound
+        }
+        None => func,
+    };
     if let Some(isolate) = &plan.isolate {
         return isolate::expand(func, plan, isolate);
     }
@@ -201,6 +223,33 @@ mod tests {
             },
         );
         check("critical", &out);
+    }
+
+    #[test]
+    fn a_binding_by_name_is_said_in_the_functions_docs() {
+        let out = expand(
+            AttrKind::Critical,
+            quote!(deadline = "2s"),
+            quote! {
+                /// The price, from the pricing service.
+                async fn fetch_price(sku: u64) -> Result<u64, AppError> {
+                    pricing().get(sku).await
+                }
+            },
+        );
+        // Bound to the file's operation of the same name: its breaker applies, and the docs
+        // say where it was declared.
+        assert!(out.contains("breaker.check()"), "{out}");
+        assert!(
+            out.contains(
+                "/// Policy: bound to the operation `fetch_price` declared at `tests/expand/policies/search.policy:23:11`"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.starts_with("/// The price, from the pricing service.\n///\n/// Policy:"),
+            "{out}"
+        );
     }
 
     #[test]

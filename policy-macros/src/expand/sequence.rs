@@ -295,7 +295,10 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
     sig.output = syn::ReturnType::Default;
     let sig_span = func.item.sig.ident.span();
     let deferrable = quote_spanned! {sig_span=>
-        let #work = ::policy::__private::deferrable(::policy::__private::scheduled(#work));
+        let #work = ::policy::__private::deferrable(::policy::__private::scheduled(
+            #work,
+            ::policy::__private::logged(),
+        ));
     };
     let tracked = track(&plan.files);
     let setup = h.setup(&plan.op);

@@ -21,7 +21,9 @@ fn index_document(id: DocId) {
             .await;
         ::policy::CallError::from_run(ran)
     });
-    let work = ::policy::__private::deferrable(::policy::__private::scheduled(work));
+    let work = ::policy::__private::deferrable(
+        ::policy::__private::scheduled(work, ::policy::__private::logged()),
+    );
     ::policy::defer(
         ::core::concat!(::core::module_path!(), "::", "index_document"),
         work,

@@ -186,7 +186,9 @@ where
     match CURRENT.try_with(AfterResponse::clone) {
         Ok(after) => after.defer(name, work),
         Err(_) => {
-            let task = Task::new(name.into(), WorkClass::Deferred, None, None, work);
+            let name = name.into();
+            crate::observe::deferred_without_layer(&name);
+            let task = Task::new(name, WorkClass::Deferred, None, None, work);
             hand_over(platform(), task);
         }
     }

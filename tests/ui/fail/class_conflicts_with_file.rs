@@ -1,0 +1,11 @@
+include!("../support.rs");
+
+// `charge_card` is `critical` in the policy file: an attribute does not make it deferred.
+#[policy::deferred]
+#[policy::idempotent]
+async fn charge_card(order: u64) -> Result<(), AppError> {
+    let _ = order;
+    Ok(())
+}
+
+fn main() {}

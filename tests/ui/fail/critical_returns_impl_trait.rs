@@ -1,0 +1,8 @@
+include!("../support.rs");
+
+#[policy::critical(deadline = "1s")]
+async fn handler() -> impl std::fmt::Display {
+    "ok"
+}
+
+fn main() {}
