@@ -161,6 +161,25 @@ fn sub_folder(root: &Path, name: &str) -> PathBuf {
     dir
 }
 
+/// What every server here is started with: `port` on loopback only, `dir` as its folder, and no
+/// persistence. Each kind of server adds its own arguments after these.
+fn node_args(port: u16, dir: &str) -> Vec<String> {
+    [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        dir,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 /// A Redis Cluster on loopback: `primaries` primaries (three or more; the slots split evenly by
 /// `redis-cli --cluster create`), each with `replicas` replicas that take over when it dies.
 /// No persistence; every server is killed on drop.
@@ -194,30 +213,23 @@ impl RedisCluster {
                     .to_owned();
                 TcpNode::start(&node_dir, &|port| {
                     let bus = free_port();
-                    [
-                        "--port",
-                        &port.to_string(),
-                        "--cluster-port",
-                        &bus.to_string(),
-                        "--bind",
-                        "127.0.0.1",
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        &format!("{path}/nodes.conf"),
-                        // Fast enough to fail over within a test, slow enough that a loaded
-                        // machine does not look like a dead node.
-                        "--cluster-node-timeout",
-                        "2000",
-                        "--dir",
-                        &path,
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                    ]
-                    .map(str::to_owned)
-                    .to_vec()
+                    let mut args = node_args(port, &path);
+                    args.extend(
+                        [
+                            "--cluster-port",
+                            &bus.to_string(),
+                            "--cluster-enabled",
+                            "yes",
+                            "--cluster-config-file",
+                            &format!("{path}/nodes.conf"),
+                            // Fast enough to fail over within a test, slow enough that a loaded
+                            // machine does not look like a dead node.
+                            "--cluster-node-timeout",
+                            "2000",
+                        ]
+                        .map(str::to_owned),
+                    );
+                    args
                 })
             })
             .collect();
@@ -394,20 +406,7 @@ impl RedisSentinel {
                 .expect("a UTF-8 temporary path")
                 .to_owned();
             TcpNode::start(&node_dir, &|port| {
-                let mut args: Vec<String> = [
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--dir",
-                    &path,
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ]
-                .map(str::to_owned)
-                .to_vec();
+                let mut args = node_args(port, &path);
                 if let Some(primary) = replica_of {
                     args.extend(["--replicaof".to_owned(), "127.0.0.1".to_owned()]);
                     args.push(primary.to_string());
@@ -566,20 +565,7 @@ impl RedisTcpServer {
             .expect("a UTF-8 temporary path")
             .to_owned();
         let node = TcpNode::start(dir.path(), &|port| {
-            let mut args: Vec<String> = [
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                &path,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ]
-            .map(str::to_owned)
-            .to_vec();
+            let mut args = node_args(port, &path);
             args.extend(extra.iter().map(|a| (*a).to_owned()));
             args
         });
@@ -687,30 +673,23 @@ impl RedisTcpServer {
         let node = TcpNode::start(dir.path(), &|port| {
             let tls = free_port();
             tls_port.set(tls);
-            [
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                &path,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--tls-port",
-                &tls.to_string(),
-                "--tls-cert-file",
-                &format!("{path}/server.crt"),
-                "--tls-key-file",
-                &format!("{path}/server.key"),
-                "--tls-ca-cert-file",
-                &format!("{path}/ca.crt"),
-                "--tls-auth-clients",
-                "no",
-            ]
-            .map(str::to_owned)
-            .to_vec()
+            let mut args = node_args(port, &path);
+            args.extend(
+                [
+                    "--tls-port",
+                    &tls.to_string(),
+                    "--tls-cert-file",
+                    &format!("{path}/server.crt"),
+                    "--tls-key-file",
+                    &format!("{path}/server.key"),
+                    "--tls-ca-cert-file",
+                    &format!("{path}/ca.crt"),
+                    "--tls-auth-clients",
+                    "no",
+                ]
+                .map(str::to_owned),
+            );
+            args
         });
         Some(Self {
             node,
