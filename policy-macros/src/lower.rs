@@ -278,9 +278,12 @@ pub(crate) fn lower(
     };
     // The attribute's class against the file's: a function the file declares `critical` is not
     // made `deferred` by its attribute in silence (other values the attribute gives override
-    // the file's; see the `policy` crate docs, "Attributes and files").
+    // the file's; see the `policy` crate docs, "Attributes and files"). A durable operation
+    // made deferred or background is left to `policy::durable-not-critical`, which says why
+    // the work must be critical: one error for one mistake.
     if let (Some((attr_class, _, span)), Some(base)) = (args.class, &base)
         && attr_class != base.class.value
+        && !(base.is_durable() && attr_class != WorkClass::Critical)
     {
         let declared = set.sources().position(base.class.loc).map_or_else(
             || "the policy files".to_owned(),
