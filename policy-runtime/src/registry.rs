@@ -76,6 +76,8 @@ use crate::isolate::{
     IsolatedPool, IsolatedPoolBuilder, IsolatedPoolSnapshot, PollMonitor, PollMonitorSnapshot,
 };
 use crate::limiter::LimiterSnapshot;
+#[cfg(feature = "ratelimit")]
+use crate::limiter::{RateLimiter, RateLimiterBuilder};
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 
@@ -88,7 +90,10 @@ pub struct Registry {
     bulkheads: Map<Bulkhead>,
     retries: Map<Arc<RetryPolicy>>,
     shedders: Map<Arc<Shedder>>,
-    limiters: Map<Arc<dyn LimiterSource>>,
+    #[cfg(feature = "ratelimit")]
+    limiters: Map<RateLimiter>,
+    #[cfg(feature = "redis")]
+    limiter_store: RwLock<Option<crate::redis_store::RedisStore>>,
     fallbacks: Map<Arc<Fallback>>,
     isolated: Map<IsolatedPool>,
     polls: Map<Arc<PollMonitor>>,
@@ -138,13 +143,6 @@ impl fmt::Display for Conflict {
 }
 
 impl std::error::Error for Conflict {}
-
-/// Anything that reports a [`LimiterSnapshot`]; rate limiters register themselves with
-/// [`Registry::register_limiter`] to appear in the snapshot.
-pub trait LimiterSource: Send + Sync + fmt::Debug + 'static {
-    /// The limiter's state now.
-    fn limiter_snapshot(&self) -> LimiterSnapshot;
-}
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -245,7 +243,10 @@ impl Registry {
             bulkheads: RwLock::default(),
             retries: RwLock::default(),
             shedders: RwLock::default(),
+            #[cfg(feature = "ratelimit")]
             limiters: RwLock::default(),
+            #[cfg(feature = "redis")]
+            limiter_store: RwLock::default(),
             fallbacks: RwLock::default(),
             isolated: RwLock::default(),
             polls: RwLock::default(),
@@ -338,9 +339,40 @@ impl Registry {
         })
     }
 
-    /// Adds a rate limiter to the snapshot, under its name.
-    pub fn register_limiter(&self, name: &str, limiter: Arc<dyn LimiterSource>) {
-        write(&self.limiters).insert(Arc::from(name), limiter);
+    /// The rate limiter named `name`: `limit` calls per `per`, built with `configure` the
+    /// first time (feature `ratelimit`). It decides in this process, or across the fleet when
+    /// a [limiter store](Self::set_limiter_store) was set before it was built.
+    #[cfg(feature = "ratelimit")]
+    pub fn rate_limiter(
+        &self,
+        name: &str,
+        limit: u32,
+        per: std::time::Duration,
+        configure: impl FnOnce(RateLimiterBuilder) -> RateLimiterBuilder,
+    ) -> RateLimiter {
+        get_or_insert(&self.limiters, name, |name| {
+            let builder = RateLimiter::builder(name, limit, per);
+            #[cfg(feature = "redis")]
+            let builder = match read(&self.limiter_store).clone() {
+                Some(store) => builder.fleet(store),
+                None => builder,
+            };
+            configure(builder).build()
+        })
+    }
+
+    /// The rate limiter named `name`, if one was built.
+    #[cfg(feature = "ratelimit")]
+    pub fn find_rate_limiter(&self, name: &str) -> Option<RateLimiter> {
+        read(&self.limiters).get(name).cloned()
+    }
+
+    /// Makes rate limiters built from now on decide across the fleet through `store`
+    /// (feature `redis`), each with its own `on_timeout` and `on_error`; without one they
+    /// decide in this process. Set it at startup, before the first call builds a limiter.
+    #[cfg(feature = "redis")]
+    pub fn set_limiter_store(&self, store: crate::redis_store::RedisStore) {
+        *write(&self.limiter_store) = Some(store);
     }
 
     /// The breaker named `name`, if one was built.
@@ -421,10 +453,7 @@ impl Registry {
                 .values()
                 .map(|s| s.snapshot())
                 .collect(),
-            limiters: read(&self.limiters)
-                .values()
-                .map(|l| l.limiter_snapshot())
-                .collect(),
+            limiters: self.limiter_snapshots(),
             store: self.breaker_store().status(),
             fallbacks: read(&self.fallbacks)
                 .values()
@@ -439,5 +468,18 @@ impl Registry {
             background: crate::background::snapshots(),
             conflicts: read(&self.conflicts).clone(),
         }
+    }
+
+    #[cfg(feature = "ratelimit")]
+    fn limiter_snapshots(&self) -> Vec<LimiterSnapshot> {
+        read(&self.limiters)
+            .values()
+            .map(RateLimiter::snapshot)
+            .collect()
+    }
+
+    #[cfg(not(feature = "ratelimit"))]
+    fn limiter_snapshots(&self) -> Vec<LimiterSnapshot> {
+        Vec::new()
     }
 }
