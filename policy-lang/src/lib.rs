@@ -194,6 +194,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
+pub use lower::{OPERATION_FLAGS, OPERATION_STATEMENTS, stanza_keywords};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{

@@ -38,7 +38,8 @@ pub(super) fn body(
     }
 }
 
-/// Step 2: the deadline (refused below the minimum useful budget) and the shedding decision.
+/// Step 2: the deadline (refused below the minimum useful budget), the shedding decision, then
+/// the rate limit.
 /// `lift` goes between each refusal and its `?`: `.map_err(carrier.refused)` when the
 /// function's own error carries it, nothing when the sequence's error is a `CallError`.
 ///
@@ -68,9 +69,15 @@ pub(super) fn admission(
         let cost = duration(plan.expected_cost.unwrap_or_default());
         quote!(#shedder.admit(#class, #load, &#deadline, #cost) #lift ?;)
     });
+    // Then the rate limit, once per call: a refusal carries the wait that would admit it.
+    let limit = h
+        .ratelimit
+        .as_ref()
+        .map(|ratelimit| quote!(#ratelimit.acquire().await #lift ?;));
     quote! {
         let #deadline = ::policy::Deadline::for_operation(#op, #budget, #min_budget) #lift ?;
         #shed
+        #limit
     }
 }
 
