@@ -3,7 +3,8 @@
 //!
 //! 1. the mechanisms' handles, each registered once in a `static` ([`handles`]);
 //! 2. the operation's deadline, a child of the current one, refused below the minimum useful
-//!    budget; then the shedding decision, when there is one to make ([`sequence`]);
+//!    budget; then the shedding decision, when there is one to make; then the rate limit,
+//!    `ratelimit.acquire().await`, once per call, when the operation names one ([`sequence`]);
 //! 3. for each attempt (inside `retry_within_self_bounded` when retried): `breaker.check()`,
 //!    `bulkhead.acquire(..)`, `deadline.run_in_scope(body)`, then `breaker.observe(ran)`;
 //! 4. for critical work that has one, what answers when it cannot run: stale-if-error, its

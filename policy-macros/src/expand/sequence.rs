@@ -1,4 +1,5 @@
-//! Steps 2 and 3: the operation's deadline and the shedding decision, then each attempt:
+//! Steps 2 and 3: the operation's deadline, the shedding decision and the rate limit, then
+//! each attempt:
 //! `breaker.check()`, `bulkhead.acquire(..)`, `deadline.run_in_scope(body)`,
 //! `breaker.observe(ran)`; inside `retry_within_self_bounded` when retried. Critical work is
 //! awaited by its caller ([`awaited`]); deferred and background work is scheduled
