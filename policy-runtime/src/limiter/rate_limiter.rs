@@ -65,6 +65,7 @@ impl RateLimiter {
             on_timeout: FailMode::Local,
             on_error: FailMode::Local,
             local: None,
+            timeout: None,
             #[cfg(feature = "redis")]
             store: None,
         }
@@ -192,11 +193,20 @@ pub struct RateLimiterBuilder {
     on_timeout: FailMode,
     on_error: FailMode,
     local: Option<(u32, Duration)>,
+    timeout: Option<Duration>,
     #[cfg(feature = "redis")]
     store: Option<RedisStore>,
 }
 
 impl RateLimiterBuilder {
+    /// How long a fleet limiter's decision may wait for its store before `on_timeout`
+    /// decides (default 50 ms: [`RedisRateLimiterBuilder::timeout`](crate::redis_store::RedisRateLimiterBuilder::timeout));
+    /// an in-process limiter never waits and ignores it.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
     /// What a fleet limiter decides when its store answers too slowly (default
     /// [`FailMode::Local`]); an in-process limiter has no store and ignores it.
     pub fn on_timeout(mut self, mode: FailMode) -> Self {
@@ -231,12 +241,15 @@ impl RateLimiterBuilder {
         #[cfg(feature = "redis")]
         if let Some(store) = self.store {
             let (local_limit, local_per) = self.local.unwrap_or((self.limit, self.per));
-            let fleet = store
+            let mut fleet = store
                 .rate_limiter(self.name.clone(), self.limit, self.per)
                 .on_timeout(self.on_timeout)
                 .on_error(self.on_error)
-                .local_rate(local_limit, local_per)
-                .build();
+                .local_rate(local_limit, local_per);
+            if let Some(timeout) = self.timeout {
+                fleet = fleet.timeout(timeout);
+            }
+            let fleet = fleet.build();
             return RateLimiter {
                 inner: Arc::new(Inner {
                     name: self.name,
@@ -246,7 +259,8 @@ impl RateLimiterBuilder {
                 }),
             };
         }
-        let _ = (self.on_timeout, self.on_error, self.local);
+        // Without a store there is nothing to time out or fail: one rate, on this instance.
+        let _ = (self.on_timeout, self.on_error, self.local, self.timeout);
         RateLimiter {
             inner: Arc::new(Inner {
                 decides: Decides::InProcess {
