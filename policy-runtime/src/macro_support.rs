@@ -474,11 +474,11 @@ impl<F> Clone for RateLimit<F> {
 impl<F> RateLimit<F> {
     /// Does not compile without the `ratelimit` feature, with a message saying how to turn
     /// it on.
-    pub async fn acquire(&self) -> Result<(), ResilienceError>
+    pub fn acquire(&self) -> std::future::Ready<Result<(), ResilienceError>>
     where
         F: RatelimitFeature,
     {
-        Ok(())
+        std::future::ready(Ok(()))
     }
 }
 
