@@ -890,6 +890,16 @@ fn chart(run: &RunReport, route: Route, title: &str) -> String {
             TOP - 8.0,
             esc(phase.phase.name)
         );
+        // The pause before a phase that waited for a breaker's cooldown: no load, so no dots.
+        if let Some(waited) = phase.waited_for_cooldown.filter(|w| !w.is_zero()) {
+            let p0 = x((phase.started.saturating_sub(waited)).as_secs_f64());
+            let _ = write!(
+                svg,
+                r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#5b6475">paused: cooldown</text>"##,
+                (p0 + x0) / 2.0,
+                TOP - 8.0
+            );
+        }
         let stats = match route {
             Route::Save => &phase.save,
             Route::Read => &phase.read,
