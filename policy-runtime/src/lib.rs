@@ -121,7 +121,10 @@
 //! The full table, event by event, is in [`observe`]. Each call of a function under
 //! `#[critical]` or `#[resilient]` is one INFO span named after its operation, with the fields
 //! `operation` and `class`. With the `metrics` feature the events are counters too.
-//! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards.
+//! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards;
+//! with the `dashboard` feature, [`dashboard::router()`](crate::dashboard::router) serves it
+//! (`/policy`) and a page that renders it (`/dashboard`), mounted in your axum service in one
+//! line.
 //!
 //! # Time
 //!
@@ -164,6 +167,8 @@ pub mod __macro_support;
 pub mod background;
 pub mod breaker;
 pub mod bulkhead;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 pub mod deadline;
 pub mod defer;
 pub mod error;

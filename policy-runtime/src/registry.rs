@@ -92,6 +92,7 @@ pub struct Registry {
     shedders: Map<Arc<Shedder>>,
     #[cfg(feature = "ratelimit")]
     limiters: Map<RateLimiter>,
+    limiter_sources: Map<Arc<dyn LimiterSource>>,
     #[cfg(feature = "redis")]
     limiter_store: RwLock<Option<crate::redis_store::RedisStore>>,
     fallbacks: Map<Arc<Fallback>>,
@@ -143,6 +144,15 @@ impl fmt::Display for Conflict {
 }
 
 impl std::error::Error for Conflict {}
+
+/// Anything that reports a [`LimiterSnapshot`]: a rate limiter of your own registers itself
+/// with [`Registry::register_limiter`] to appear in the snapshot. (The runtime's own
+/// [`RateLimiter`](crate::limiter::RateLimiter)s, feature `ratelimit`, are there by name
+/// already: [`Registry::rate_limiter`].)
+pub trait LimiterSource: Send + Sync + fmt::Debug + 'static {
+    /// The limiter's state now.
+    fn limiter_snapshot(&self) -> LimiterSnapshot;
+}
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -245,6 +255,7 @@ impl Registry {
             shedders: RwLock::default(),
             #[cfg(feature = "ratelimit")]
             limiters: RwLock::default(),
+            limiter_sources: RwLock::default(),
             #[cfg(feature = "redis")]
             limiter_store: RwLock::default(),
             fallbacks: RwLock::default(),
@@ -361,6 +372,12 @@ impl Registry {
         })
     }
 
+    /// Adds a rate limiter of your own to the snapshot, under its name. A name the registry's
+    /// own [`rate_limiter`](Self::rate_limiter) already holds is listed once, as that limiter.
+    pub fn register_limiter(&self, name: &str, limiter: Arc<dyn LimiterSource>) {
+        write(&self.limiter_sources).insert(Arc::from(name), limiter);
+    }
+
     /// The rate limiter named `name`, if one was built.
     #[cfg(feature = "ratelimit")]
     pub fn find_rate_limiter(&self, name: &str) -> Option<RateLimiter> {
@@ -470,16 +487,17 @@ impl Registry {
         }
     }
 
-    #[cfg(feature = "ratelimit")]
+    /// The registry's own rate limiters and the ones registered by hand, sorted by name; a
+    /// name is listed once.
     fn limiter_snapshots(&self) -> Vec<LimiterSnapshot> {
-        read(&self.limiters)
-            .values()
-            .map(RateLimiter::snapshot)
-            .collect()
-    }
-
-    #[cfg(not(feature = "ratelimit"))]
-    fn limiter_snapshots(&self) -> Vec<LimiterSnapshot> {
-        Vec::new()
+        let mut rows: BTreeMap<Arc<str>, LimiterSnapshot> = read(&self.limiter_sources)
+            .iter()
+            .map(|(name, source)| (name.clone(), source.limiter_snapshot()))
+            .collect();
+        #[cfg(feature = "ratelimit")]
+        for (name, limiter) in read(&self.limiters).iter() {
+            rows.insert(name.clone(), limiter.snapshot());
+        }
+        rows.into_values().collect()
     }
 }

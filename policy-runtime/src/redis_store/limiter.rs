@@ -431,3 +431,9 @@ async fn probe(inner: Weak<Inner>) {
     }
     inner.probing.store(false, Ordering::Release);
 }
+
+impl crate::registry::LimiterSource for RedisRateLimiter {
+    fn limiter_snapshot(&self) -> LimiterSnapshot {
+        self.snapshot()
+    }
+}
