@@ -147,7 +147,7 @@ impl std::error::Error for Conflict {}
 
 /// Anything that reports a [`LimiterSnapshot`]: a rate limiter of your own registers itself
 /// with [`Registry::register_limiter`] to appear in the snapshot. (The runtime's own
-/// [`RateLimiter`](crate::limiter::RateLimiter)s, feature `ratelimit`, are there by name
+/// [rate limiters](crate::limiter::RateLimiter), feature `ratelimit`, are there by name
 /// already: [`Registry::rate_limiter`].)
 pub trait LimiterSource: Send + Sync + fmt::Debug + 'static {
     /// The limiter's state now.
