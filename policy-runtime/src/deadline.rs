@@ -512,6 +512,7 @@ pin_project! {
 impl<F: Future> Future for Run<F> {
     type Output = Result<F::Output, DeadlineExceeded>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if let Poll::Ready(out) = this.fut.poll(cx) {
