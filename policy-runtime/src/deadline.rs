@@ -171,6 +171,12 @@ impl Deadline {
         Duration::from_nanos(self.budget)
     }
 
+    /// The budget in nanoseconds, as held.
+    #[inline]
+    pub(crate) fn budget_nanos(&self) -> u64 {
+        self.budget
+    }
+
     /// What is left; zero once expired.
     pub fn remaining(&self) -> Duration {
         Duration::from_nanos(self.left_at(process_clock::now()))

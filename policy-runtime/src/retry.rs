@@ -214,14 +214,24 @@ struct Stripe(Window);
 /// Stripes of deposits: enough that the threads of a busy runtime rarely share one.
 const STRIPES: usize = 8;
 
-/// The stripe the current thread deposits into, handed out round-robin.
+/// The stripe the current thread deposits into, handed out round-robin on its first deposit.
+#[inline]
 fn stripe_index() -> usize {
+    use std::cell::Cell;
     use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+        // `STRIPES` until the thread's first deposit: a plain thread-local read after it.
+        static INDEX: Cell<usize> = const { Cell::new(STRIPES) };
     }
-    INDEX.with(|i| *i)
+    INDEX
+        .try_with(|index| {
+            if index.get() == STRIPES {
+                index.set(NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES);
+            }
+            index.get()
+        })
+        .unwrap_or(0)
 }
 
 impl fmt::Debug for RetryAllowance {
@@ -588,13 +598,13 @@ where
         // A caller's deadline may have been made long before: read the clock.
         Bound::Here => process_clock::now(),
     };
-    let first = if attempt_max >= deadline.budget() {
+    let first = if process_clock::nanos(attempt_max) >= deadline.budget_nanos() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
     } else {
         deadline.child_as_of(start, attempt_max)
     };
-    if first.budget().is_zero() {
+    if first.budget_nanos() == 0 {
         // Nothing left to start the first attempt with: the work never ran.
         let refusal = ResilienceError::new(
             policy.name.clone(),
