@@ -138,6 +138,7 @@ impl Deadline {
     pub const MAX_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
 
     /// A deadline `budget` from now (at most [`Deadline::MAX_BUDGET`]).
+    #[inline]
     pub fn after(budget: Duration) -> Self {
         Self::after_from(process_clock::now(), nanos(budget))
     }
@@ -195,6 +196,7 @@ impl Deadline {
 
     /// A child deadline: the smaller of `max` and what this deadline has left. A child can
     /// never outlive its parent, whatever it asks for.
+    #[inline]
     pub fn child(&self, max: Duration) -> Self {
         self.child_reserving(max, Duration::ZERO)
     }
@@ -202,6 +204,7 @@ impl Deadline {
     /// A child deadline that also holds `reserve` back for work after the child (writing the
     /// response, a compensating delete): the smaller of `max` and what is left minus `reserve`.
     /// When the reserve is larger than what is left, the child is already expired.
+    #[inline]
     pub fn child_reserving(&self, max: Duration, reserve: Duration) -> Self {
         let now = process_clock::now();
         let left = self.left_at(now).saturating_sub(nanos(reserve));
@@ -294,6 +297,7 @@ impl Deadline {
     /// assert_eq!(refused.unwrap_err().kind(), RefusalKind::InsufficientBudget);
     /// # }
     /// ```
+    #[inline]
     pub fn for_operation(
         operation: &str,
         max: Duration,
@@ -303,15 +307,22 @@ impl Deadline {
         if deadline.budget >= nanos(min_budget) && deadline.budget != 0 {
             return Ok(deadline);
         }
+        Err(Self::too_little(operation, deadline.budget(), min_budget))
+    }
+
+    /// The refusal of an operation granted less than its minimum, counted and logged.
+    #[cold]
+    #[inline(never)]
+    fn too_little(operation: &str, remaining: Duration, min_budget: Duration) -> ResilienceError {
         let refusal = ResilienceError::new(
             operation,
             RefusalReason::InsufficientBudget {
-                remaining: deadline.budget(),
+                remaining,
                 min_budget,
             },
         );
         crate::observe::refused(&refusal);
-        Err(refusal)
+        refusal
     }
 
     /// Polls `fut` until it completes or the deadline passes, whichever comes first.
@@ -380,6 +391,7 @@ impl Deadline {
     }
 
     /// A child of the current deadline, or, outside any scope, a fresh deadline of `max`.
+    #[inline]
     pub fn child_of_current(max: Duration) -> Self {
         match Self::current() {
             Some(parent) => parent.child(max),
@@ -482,6 +494,7 @@ pin_project! {
 struct Restore(Option<Deadline>);
 
 impl Drop for Restore {
+    #[inline]
     fn drop(&mut self) {
         let _ = CURRENT.try_with(|current| current.set(self.0));
     }
