@@ -117,7 +117,10 @@
 //! The full table, event by event, is in [`observe`]. Each call of a function under
 //! `#[critical]` or `#[resilient]` is one INFO span named after its operation, with the fields
 //! `operation` and `class`. With the `metrics` feature the events are counters too.
-//! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards.
+//! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards;
+//! with the `dashboard` feature, [`dashboard::router()`](crate::dashboard::router) serves it
+//! (`/policy`) and a page that renders it (`/dashboard`), mounted in your axum service in one
+//! line.
 //!
 //! # Time
 //!
@@ -146,7 +149,11 @@
 //! | task spans | [`defer`](mod@defer), [`background`](mod@background) | one tracing span per task in flight, closed when it ends |
 //! | the Redis store's breakers and openings | `redis_store` (feature `redis`) | one entry per attached breaker name; the openings it has heard of are bounded there (see its docs) |
 //! | metrics (feature `metrics`) | the recorder you install | label values are mechanism names, kinds and reason codes, never arguments |
-
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 #[doc(hidden)]
@@ -155,6 +162,8 @@ pub mod __macro_support;
 pub mod background;
 pub mod breaker;
 pub mod bulkhead;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 pub mod deadline;
 pub mod defer;
 pub mod error;

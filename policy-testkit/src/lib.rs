@@ -26,14 +26,23 @@
 //! # let _ = (url, prefix);
 //! ```
 //!
+//! [`browser::Chromium`] runs headless Chromium on a page and returns the DOM its scripts built
+//! (for the dashboard's tests).
+//!
 //! With feature `http`, `http` serves an axum router on loopback for tests of tower layers that
 //! must see a response as a connection does, with a real client and a streaming body.
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![allow(
     clippy::expect_used,
     clippy::panic,
     reason = "test support: failing to set up is a failed test"
 )]
 
+pub mod browser;
 #[cfg(feature = "http")]
 pub mod http;
 
