@@ -153,6 +153,7 @@ impl fmt::Debug for BulkheadPermit<'_> {
 }
 
 impl Drop for BulkheadPermit<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.inner.release();
     }
@@ -205,6 +206,7 @@ impl fmt::Debug for Acquire<'_> {
 impl<'a> std::future::Future for Acquire<'a> {
     type Output = Result<BulkheadPermit<'a>, ResilienceError>;
 
+    #[inline]
     fn poll(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
