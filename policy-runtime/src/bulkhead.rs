@@ -468,6 +468,7 @@ impl Bulkhead {
     /// A free slot now, or `None`, and nothing else: no refusal counted or logged, no queue
     /// joined. The tower layer's admitted path, which decides itself what a full
     /// compartment means for the call.
+    #[cfg(feature = "tower")]
     #[inline]
     pub(crate) fn take_free_owned(&self) -> Option<OwnedBulkheadPermit> {
         self.inner.try_take().then(|| OwnedBulkheadPermit {

@@ -727,6 +727,7 @@ impl<E> fmt::Display for ErrorKindOnly<'_, E> {
 
 /// The loop's accounting, for the tower layer's own loop (`layer::retry`): one policy, one set
 /// of counters and events, whichever interface retried.
+#[cfg(feature = "tower")]
 impl RetryPolicy {
     pub(crate) fn stopped_by_deadline(&self, why: &'static str, attempt: u32) {
         self.stop(&self.stats.stopped_by_deadline, "deadline", why, attempt);
