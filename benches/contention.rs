@@ -13,6 +13,12 @@
 //! shares nothing, so it scales by 2 exactly when both cores were free for the bench.
 //!
 //! Writes the numbers to `target/contention.json` for `benches/summarize.py`.
+//!
+//! Then, on one thread, the per-call goals of BENCHMARKS.md (`#[resilient]` and `#[critical]`
+//! against tower's `ConcurrencyLimit` + `Timeout` and tokio's `timeout`, ready at once and
+//! waiting once) by the same method: the contenders in interleaved rounds, each kept at its
+//! fastest round, so a ratio is not decided by which contender ran while a neighbour built.
+//! Written to `target/interleaved.json`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -29,6 +35,16 @@ use policy::Deadline;
 use common::{Contender, Op, REQUEST_BUDGET, contenders, runtime};
 
 const THREADS: usize = 2;
+/// Rounds of the one-thread goal timing.
+const GOAL_ROUNDS: usize = 15;
+/// The one-thread goal timing's contenders.
+const GOAL: [Contender; 5] = [
+    Contender::Bare,
+    Contender::ResilientExpansion,
+    Contender::CriticalExpansion,
+    Contender::TowerClTimeout,
+    Contender::TokioTimeout,
+];
 const ROUNDS: usize = 9;
 /// Each contender's share of a round.
 const PER_RUN: Duration = Duration::from_millis(100);
@@ -70,6 +86,58 @@ where
             .unwrap_or_default()
     });
     (threads as u64 * n) as f64 / slowest.as_secs_f64()
+}
+
+/// The goals' contenders on one thread, interleaved: nanoseconds per call of each one's fastest
+/// round, printed and returned as JSON.
+fn goal_timing() -> String {
+    let rt = runtime();
+    let request = rt.block_on(async { Deadline::after(REQUEST_BUDGET) });
+    let mut json = String::from("{");
+    println!("one thread: nanoseconds per call, fastest of {GOAL_ROUNDS} interleaved rounds");
+    for (k, op) in Op::ALL.into_iter().enumerate() {
+        let mut all = contenders(op);
+        let n: u64 = if op == Op::Ready { 20_000 } else { 5_000 };
+        for who in GOAL {
+            all.drive(&rt, request, who, n);
+        }
+        let mut best = [f64::INFINITY; GOAL.len()];
+        for _ in 0..GOAL_ROUNDS {
+            for (i, &who) in GOAL.iter().enumerate() {
+                let per_call = all.drive(&rt, request, who, n).as_nanos() as f64 / n as f64;
+                best[i] = best[i].min(per_call);
+            }
+        }
+        let at = |c: Contender| best[GOAL.iter().position(|&g| g == c).unwrap_or(0)];
+        let (tower, timeout) = (at(Contender::TowerClTimeout), at(Contender::TokioTimeout));
+        println!();
+        println!(
+            "| {} | ns/call | / tower CL+Timeout | / tokio `timeout` |",
+            op.name()
+        );
+        println!("|---|---:|---:|---:|");
+        if k > 0 {
+            json.push(',');
+        }
+        json.push_str(&format!("\"{}\":{{", op.name()));
+        for (i, &who) in GOAL.iter().enumerate() {
+            println!(
+                "| {} | {:.1} | {:.2} | {:.2} |",
+                who.name(),
+                best[i],
+                best[i] / tower,
+                best[i] / timeout
+            );
+            if i > 0 {
+                json.push(',');
+            }
+            json.push_str(&format!("\"{}\":{:.2}", who.name(), best[i]));
+        }
+        json.push('}');
+    }
+    json.push('}');
+    println!();
+    json
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -153,7 +221,10 @@ fn main() {
     } else {
         println!("control: the bare call scaled by {scaling:.2} from one thread to two");
     }
+    println!();
+    let goals = goal_timing();
     if std::path::Path::new("target").is_dir() {
         std::fs::write("target/contention.json", json).expect("write target/contention.json");
+        std::fs::write("target/interleaved.json", goals).expect("write target/interleaved.json");
     }
 }

@@ -680,6 +680,7 @@ impl Breaker {
     }
 
     /// Records an outcome: a success, or a failure.
+    #[inline]
     pub fn record(&self, success: bool) {
         if success {
             self.record_success();

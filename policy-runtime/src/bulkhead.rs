@@ -153,6 +153,7 @@ impl fmt::Debug for BulkheadPermit<'_> {
 }
 
 impl Drop for BulkheadPermit<'_> {
+    #[inline]
     fn drop(&mut self) {
         self.inner.release();
     }
@@ -205,6 +206,7 @@ impl fmt::Debug for Acquire<'_> {
 impl<'a> std::future::Future for Acquire<'a> {
     type Output = Result<BulkheadPermit<'a>, ResilienceError>;
 
+    #[inline]
     fn poll(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -466,6 +468,7 @@ impl Bulkhead {
     /// A free slot now, or `None`, and nothing else: no refusal counted or logged, no queue
     /// joined. The tower layer's admitted path, which decides itself what a full
     /// compartment means for the call.
+    #[cfg(feature = "tower")]
     #[inline]
     pub(crate) fn take_free_owned(&self) -> Option<OwnedBulkheadPermit> {
         self.inner.try_take().then(|| OwnedBulkheadPermit {

@@ -56,17 +56,77 @@ thread_local! {
     static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
 }
 
-/// A point in time, with the budget it was granted. Cheap to copy.
+/// The process clock every deadline is held on: signed nanoseconds since one instant of
+/// tokio's clock (paused in tests), taken the first time a deadline is made. Comparing,
+/// clamping and shortening deadlines is then integer arithmetic; only reading the clock and
+/// arming a timer convert between instants and nanoseconds.
+pub(crate) mod process_clock {
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    static BASE: OnceLock<Instant> = OnceLock::new();
+
+    #[inline]
+    fn base() -> Instant {
+        *BASE.get_or_init(Instant::now)
+    }
+
+    /// `d` in nanoseconds, saturating.
+    #[inline]
+    pub(crate) fn nanos(d: Duration) -> u64 {
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn signed(d: Duration) -> i64 {
+        i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+    }
+
+    /// `at` on the process clock (negative before its base: another runtime's paused clock
+    /// may run behind the one that took it).
+    #[inline]
+    pub(crate) fn nanos_of(at: Instant) -> i64 {
+        let base = base();
+        match at.checked_duration_since(base) {
+            Some(after) => signed(after),
+            None => -signed(base.duration_since(at)),
+        }
+    }
+
+    /// Now, on the process clock: one clock read.
+    #[inline]
+    pub(crate) fn now() -> i64 {
+        nanos_of(Instant::now())
+    }
+
+    /// The instant `nanos` stands for.
+    pub(crate) fn instant_of(nanos: i64) -> Instant {
+        let base = base();
+        let offset = Duration::from_nanos(nanos.unsigned_abs());
+        if nanos >= 0 {
+            base.checked_add(offset).unwrap_or(base)
+        } else {
+            base.checked_sub(offset).unwrap_or(base)
+        }
+    }
+}
+
+use process_clock::nanos;
+
+/// A point in time, with the budget it was granted. Cheap to copy: two integers.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Deadline {
-    at: Instant,
-    budget: Duration,
+    /// When it expires, on the [process clock](process_clock).
+    at: i64,
+    /// The budget it was granted, in nanoseconds (at most [`Deadline::MAX_BUDGET`]).
+    budget: u64,
 }
 
 impl fmt::Debug for Deadline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Deadline")
-            .field("budget", &self.budget)
+            .field("budget", &self.budget())
             .field("remaining", &self.remaining())
             .finish()
     }
@@ -78,14 +138,17 @@ impl Deadline {
     pub const MAX_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
 
     /// A deadline `budget` from now (at most [`Deadline::MAX_BUDGET`]).
+    #[inline]
     pub fn after(budget: Duration) -> Self {
-        Self::after_from(Instant::now(), budget)
+        Self::after_from(process_clock::now(), nanos(budget))
     }
 
-    fn after_from(now: Instant, budget: Duration) -> Self {
-        let budget = budget.min(Self::MAX_BUDGET);
+    #[inline]
+    fn after_from(now: i64, budget: u64) -> Self {
+        let budget = budget.min(nanos(Self::MAX_BUDGET));
         Self {
-            at: now + budget,
+            // The budget is at most a day: it fits an i64.
+            at: now.saturating_add(budget as i64),
             budget,
         }
     }
@@ -93,32 +156,47 @@ impl Deadline {
     /// A deadline at `at`; its budget is what is left from now (at most
     /// [`Deadline::MAX_BUDGET`]).
     pub fn at(at: Instant) -> Self {
-        let now = Instant::now();
-        Self::after_from(now, at.saturating_duration_since(now))
+        let now = process_clock::now();
+        let left = process_clock::nanos_of(at).saturating_sub(now).max(0);
+        Self::after_from(now, left.unsigned_abs())
     }
 
     /// The instant it expires.
     pub fn instant(&self) -> Instant {
-        self.at
+        process_clock::instant_of(self.at)
     }
 
     /// The budget it was granted when created.
+    #[inline]
     pub fn budget(&self) -> Duration {
+        Duration::from_nanos(self.budget)
+    }
+
+    /// The budget in nanoseconds, as held.
+    #[inline]
+    pub(crate) fn budget_nanos(&self) -> u64 {
         self.budget
     }
 
     /// What is left; zero once expired.
     pub fn remaining(&self) -> Duration {
-        self.at.saturating_duration_since(Instant::now())
+        Duration::from_nanos(self.left_at(process_clock::now()))
+    }
+
+    /// Nanoseconds left at `now`; zero once expired.
+    #[inline]
+    fn left_at(&self, now: i64) -> u64 {
+        self.at.saturating_sub(now).max(0).unsigned_abs()
     }
 
     /// True once the deadline has passed.
     pub fn is_expired(&self) -> bool {
-        Instant::now() >= self.at
+        process_clock::now() >= self.at
     }
 
     /// A child deadline: the smaller of `max` and what this deadline has left. A child can
     /// never outlive its parent, whatever it asks for.
+    #[inline]
     pub fn child(&self, max: Duration) -> Self {
         self.child_reserving(max, Duration::ZERO)
     }
@@ -126,36 +204,40 @@ impl Deadline {
     /// A child deadline that also holds `reserve` back for work after the child (writing the
     /// response, a compensating delete): the smaller of `max` and what is left minus `reserve`.
     /// When the reserve is larger than what is left, the child is already expired.
+    #[inline]
     pub fn child_reserving(&self, max: Duration, reserve: Duration) -> Self {
-        let now = Instant::now();
-        let left = self
-            .at
-            .saturating_duration_since(now)
-            .saturating_sub(reserve);
-        let granted = max.min(left);
+        let now = process_clock::now();
+        let left = self.left_at(now).saturating_sub(nanos(reserve));
+        self.granting(now, nanos(max).min(left))
+    }
+
+    /// The child granted `granted` nanoseconds from `now`.
+    #[inline]
+    fn granting(&self, now: i64, granted: u64) -> Self {
         Self {
             // An expired parent's child expires with it, not now.
-            at: (now + granted).min(self.at),
+            at: now
+                .saturating_add(i64::try_from(granted).unwrap_or(i64::MAX))
+                .min(self.at),
             budget: granted,
         }
     }
 
-    /// The moment the deadline was created (its instant minus its budget): a time the caller
-    /// already read, for code that must not read the clock again right after creating it.
-    pub(crate) fn created_at(&self) -> Instant {
-        self.at.checked_sub(self.budget).unwrap_or(self.at)
+    /// The moment the deadline was created (its expiry minus its budget), on the process
+    /// clock: a time the caller already read, for code that must not read the clock again
+    /// right after creating it.
+    #[inline]
+    pub(crate) fn created_nanos(&self) -> i64 {
+        // The budget is at most a day: it fits an i64.
+        self.at.saturating_sub(self.budget as i64)
     }
 
-    /// [`Deadline::child`] as of `now`, a moment the caller read: no clock read here. With a
-    /// `now` in the past, the child is granted less, never more: it still never outlives its
-    /// parent.
-    pub(crate) fn child_as_of(&self, now: Instant, max: Duration) -> Self {
-        let left = self.at.saturating_duration_since(now);
-        let granted = max.min(left);
-        Self {
-            at: (now + granted).min(self.at),
-            budget: granted,
-        }
+    /// [`Deadline::child`] as of `now` (on the process clock), a moment the caller read: no
+    /// clock read here. With a `now` in the past, the child is granted less, never more: it
+    /// still never outlives its parent.
+    #[inline]
+    pub(crate) fn child_as_of(&self, now: i64, max: Duration) -> Self {
+        self.granting(now, nanos(max).min(self.left_at(now)))
     }
 
     /// Refuses to start an operation with less than its minimum useful budget left.
@@ -215,24 +297,32 @@ impl Deadline {
     /// assert_eq!(refused.unwrap_err().kind(), RefusalKind::InsufficientBudget);
     /// # }
     /// ```
+    #[inline]
     pub fn for_operation(
         operation: &str,
         max: Duration,
         min_budget: Duration,
     ) -> Result<Self, ResilienceError> {
         let deadline = Self::child_of_current(max);
-        if deadline.budget >= min_budget && !deadline.budget.is_zero() {
+        if deadline.budget >= nanos(min_budget) && deadline.budget != 0 {
             return Ok(deadline);
         }
+        Err(Self::too_little(operation, deadline.budget(), min_budget))
+    }
+
+    /// The refusal of an operation granted less than its minimum, counted and logged.
+    #[cold]
+    #[inline(never)]
+    fn too_little(operation: &str, remaining: Duration, min_budget: Duration) -> ResilienceError {
         let refusal = ResilienceError::new(
             operation,
             RefusalReason::InsufficientBudget {
-                remaining: deadline.budget,
+                remaining,
                 min_budget,
             },
         );
         crate::observe::refused(&refusal);
-        Err(refusal)
+        refusal
     }
 
     /// Polls `fut` until it completes or the deadline passes, whichever comes first.
@@ -301,6 +391,7 @@ impl Deadline {
     }
 
     /// A child of the current deadline, or, outside any scope, a fresh deadline of `max`.
+    #[inline]
     pub fn child_of_current(max: Duration) -> Self {
         match Self::current() {
             Some(parent) => parent.child(max),
@@ -403,6 +494,7 @@ pin_project! {
 struct Restore(Option<Deadline>);
 
 impl Drop for Restore {
+    #[inline]
     fn drop(&mut self) {
         let _ = CURRENT.try_with(|current| current.set(self.0));
     }
@@ -439,17 +531,18 @@ pin_project! {
 impl<F: Future> Future for Run<F> {
     type Output = Result<F::Output, DeadlineExceeded>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if let Poll::Ready(out) = this.fut.poll(cx) {
             return Poll::Ready(Ok(out));
         }
-        let expired = || Poll::Ready(Err(DeadlineExceeded::new(this.deadline.budget)));
+        let expired = || Poll::Ready(Err(DeadlineExceeded::new(this.deadline.budget())));
         if this.sleep.is_none() {
             // First Pending: only now is a timer worth arming. A deadline already past fires
             // on the timer's first poll, so no clock read is needed here.
             this.sleep
-                .set(Some(tokio::time::sleep_until(this.deadline.at)));
+                .set(Some(tokio::time::sleep_until(this.deadline.instant())));
         }
         match this.sleep.as_pin_mut().map(|s| s.poll(cx)) {
             Some(Poll::Ready(())) => expired(),

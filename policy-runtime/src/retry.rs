@@ -68,7 +68,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, process_clock};
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::observe;
 use crate::window::{Clock, Window, saturating_nanos};
@@ -214,14 +214,24 @@ struct Stripe(Window);
 /// Stripes of deposits: enough that the threads of a busy runtime rarely share one.
 const STRIPES: usize = 8;
 
-/// The stripe the current thread deposits into, handed out round-robin.
+/// The stripe the current thread deposits into, handed out round-robin on its first deposit.
+#[inline]
 fn stripe_index() -> usize {
+    use std::cell::Cell;
     use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+        // `STRIPES` until the thread's first deposit: a plain thread-local read after it.
+        static INDEX: Cell<usize> = const { Cell::new(STRIPES) };
     }
-    INDEX.with(|i| *i)
+    INDEX
+        .try_with(|index| {
+            if index.get() == STRIPES {
+                index.set(NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES);
+            }
+            index.get()
+        })
+        .unwrap_or(0)
 }
 
 impl fmt::Debug for RetryAllowance {
@@ -277,10 +287,11 @@ impl RetryAllowance {
         self.deposit_at(self.clock.now_nanos());
     }
 
-    /// Counts one call made at `at` (a moment the caller already read: no clock read here).
+    /// Counts one call made at `at` on the deadlines' process clock (a moment the caller
+    /// already read, such as when the call's deadline was made: no clock read here).
     #[inline]
-    pub(crate) fn deposit_at_instant(&self, at: tokio::time::Instant) {
-        self.deposit_at(self.clock.nanos_at(at));
+    pub(crate) fn deposit_as_of(&self, at: i64) {
+        self.deposit_at(self.clock.nanos_at_process(at));
     }
 
     #[inline]
@@ -496,33 +507,33 @@ impl RetryPolicy {
 /// left), which is also in scope as [`Deadline::current`]. Returns the success, or the last
 /// error: a refusal at once, a final `DeadlineExceeded` when the request's deadline passed, or
 /// the function's own error.
-pub async fn retry_within<T, E, F, Fut>(
+pub fn retry_within<T, E, F, Fut>(
     deadline: &Deadline,
     policy: &RetryPolicy,
     op: Idempotent<F>,
-) -> Result<T, CallError<E>>
+) -> impl Future<Output = Result<T, CallError<E>>>
 where
     E: Transient,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    retry_within_by(deadline, policy, E::is_transient, op).await
+    retry_loop(deadline, policy, E::is_transient, op, Bound::Here)
 }
 
 /// Like [`retry_within`], with a classifier for the function's own errors instead of the
 /// [`Transient`] trait.
-pub async fn retry_within_by<T, E, F, Fut, C>(
+pub fn retry_within_by<T, E, F, Fut, C>(
     deadline: &Deadline,
     policy: &RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
-) -> Result<T, CallError<E>>
+) -> impl Future<Output = Result<T, CallError<E>>>
 where
     C: Fn(&E) -> bool,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    retry_loop(deadline, policy, is_transient, op, Bound::Here).await
+    retry_loop(deadline, policy, is_transient, op, Bound::Here)
 }
 
 /// Like [`retry_within_by`], for an operation that bounds each attempt itself: it runs its
@@ -531,18 +542,22 @@ where
 /// instead of two, and the operation sees its own expiry (to record it in a breaker). This is
 /// what the attribute macros expand to; an operation that does not bound its attempts is not
 /// bounded here.
-pub async fn retry_within_self_bounded<T, E, F, Fut, C>(
+///
+/// `deadline` must be fresh (made just before, as the expansion's `Deadline::for_operation`
+/// is): the first attempt's timeout and the allowance's deposit count from the moment it was
+/// made, so that a call whose first attempt succeeds reads no clock here.
+pub fn retry_within_self_bounded<T, E, F, Fut, C>(
     deadline: &Deadline,
     policy: &RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
-) -> Result<T, CallError<E>>
+) -> impl Future<Output = Result<T, CallError<E>>>
 where
     C: Fn(&E) -> bool,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    retry_loop(deadline, policy, is_transient, op, Bound::ByOperation).await
+    retry_loop(deadline, policy, is_transient, op, Bound::ByOperation)
 }
 
 /// Who bounds each attempt.
@@ -554,6 +569,13 @@ enum Bound {
     ByOperation,
 }
 
+/// The first attempt set up before the loop, then the loop: attempt, and only when it failed
+/// in a way worth repeating, the retry's decisions and its pause.
+///
+/// A call whose first attempt succeeds pays for no retry decision, no clock read and no
+/// backoff: the attempt's deadline and the allowance's deposit both use the moment the call's
+/// deadline was made (for the expansion's own deadline), and the attempt's future shares its
+/// place in the loop's state with the pause.
 async fn retry_loop<T, E, F, Fut, C>(
     deadline: &Deadline,
     policy: &RetryPolicy,
@@ -567,52 +589,46 @@ where
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
     let mut op = op.op;
-    let mut number = 0u32;
-    let mut last_error: Option<CallError<E>> = None;
     let attempt_max = policy.attempt_timeout.unwrap_or(Deadline::MAX_BUDGET);
+    let start = match bound {
+        // The expansion passes the operation's deadline, made just before: the first attempt
+        // starts as it was made (a moment already read), no clock read on the path of a call
+        // that succeeds first time.
+        Bound::ByOperation => deadline.created_nanos(),
+        // A caller's deadline may have been made long before: read the clock.
+        Bound::Here => process_clock::now(),
+    };
+    let first = if process_clock::nanos(attempt_max) >= deadline.budget_nanos() {
+        // The attempt may take all of it: the attempt's deadline is the call's.
+        *deadline
+    } else {
+        deadline.child_as_of(start, attempt_max)
+    };
+    if first.budget_nanos() == 0 {
+        // Nothing left to start the first attempt with: the work never ran.
+        let refusal = ResilienceError::new(
+            policy.name.clone(),
+            RefusalReason::InsufficientBudget {
+                remaining: Duration::ZERO,
+                min_budget: Duration::ZERO,
+            },
+        );
+        observe::refused(&refusal);
+        return Err(CallError::Refused(refusal));
+    }
+    policy.allowance.deposit_as_of(start);
+    let mut attempt = Attempt {
+        number: 1,
+        deadline: first,
+    };
     loop {
-        number += 1;
-        let child = if number > 1 {
-            deadline.child(attempt_max)
-        } else if attempt_max >= deadline.budget() {
-            // The attempt may take all of it: the attempt's deadline is the call's.
-            *deadline
-        } else {
-            // The first attempt starts as the deadline was made (a moment already read): no
-            // clock read on the path of a call that succeeds first time.
-            deadline.child_as_of(deadline.created_at(), attempt_max)
-        };
-        if child.budget().is_zero() {
-            if let Some(error) = last_error {
-                // The budget ran out between attempts: the last attempt's error stands.
-                policy.stop(
-                    &policy.stats.stopped_by_deadline,
-                    "deadline",
-                    "the deadline passed",
-                    number - 1,
-                );
-                return Err(error);
-            }
-            // Nothing left to start the first attempt with: the work never ran.
-            let refusal = ResilienceError::new(
-                policy.name.clone(),
-                RefusalReason::InsufficientBudget {
-                    remaining: Duration::ZERO,
-                    min_budget: Duration::ZERO,
-                },
-            );
-            observe::refused(&refusal);
-            return Err(CallError::Refused(refusal));
-        }
-        if number == 1 {
-            policy.allowance.deposit_at_instant(deadline.created_at());
-        }
-        let attempt = Attempt {
-            number,
-            deadline: child,
-        };
         let outcome = match bound {
-            Bound::Here => child.run(child.scope(op(attempt))).await,
+            Bound::Here => {
+                attempt
+                    .deadline
+                    .run(attempt.deadline.scope(op(attempt)))
+                    .await
+            }
             Bound::ByOperation => Ok(op(attempt).await),
         };
         let error = match outcome {
@@ -624,6 +640,8 @@ where
             Ok(Err(error)) => error,
             Err(expired) => CallError::DeadlineExceeded(expired),
         };
+        // From here on the attempt failed and may be repeated.
+        let number = attempt.number;
         if matches!(error, CallError::DeadlineExceeded(_)) && deadline.is_expired() {
             // The request's own deadline passed, not just the attempt's.
             let budget = DeadlineExceeded::new(deadline.budget());
@@ -672,8 +690,22 @@ where
             CallError::Failed(_) => "failed",
         };
         observe::retry(&policy.name, number, delay, code, &ErrorKindOnly(&error));
-        last_error = Some(error);
         tokio::time::sleep(delay).await;
+        let child = deadline.child(attempt_max);
+        if child.budget().is_zero() {
+            // The budget ran out during the pause: the last attempt's error stands.
+            policy.stop(
+                &policy.stats.stopped_by_deadline,
+                "deadline",
+                "the deadline passed",
+                number,
+            );
+            return Err(error);
+        }
+        attempt = Attempt {
+            number: number + 1,
+            deadline: child,
+        };
     }
 }
 
@@ -695,6 +727,7 @@ impl<E> fmt::Display for ErrorKindOnly<'_, E> {
 
 /// The loop's accounting, for the tower layer's own loop (`layer::retry`): one policy, one set
 /// of counters and events, whichever interface retried.
+#[cfg(feature = "tower")]
 impl RetryPolicy {
     pub(crate) fn stopped_by_deadline(&self, why: &'static str, attempt: u32) {
         self.stop(&self.stats.stopped_by_deadline, "deadline", why, attempt);

@@ -22,6 +22,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::deadline::process_clock;
+
 /// Buckets per window. The array holds one more, for the bucket being filled.
 pub(crate) const BUCKETS: u64 = 10;
 const SLOTS: usize = BUCKETS as usize + 1;
@@ -31,31 +33,42 @@ const COUNT_BITS: u32 = 24;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 const EPOCH_MASK: u64 = (1 << (64 - COUNT_BITS)) - 1;
 
-/// Nanoseconds since a mechanism's creation, on tokio's clock (paused in tests).
+/// Nanoseconds since a mechanism's creation, on tokio's clock (paused in tests), kept as an
+/// offset on the deadlines' [process clock](crate::deadline::process_clock) so a moment a
+/// deadline already holds converts with one subtraction.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
-    base: Instant,
+    base: i64,
 }
 
 impl Clock {
     pub(crate) fn new() -> Self {
         Self {
-            base: Instant::now(),
+            base: process_clock::now(),
         }
     }
 
     /// Now, as nanoseconds since the clock's base. Never 0 after the first nanosecond; callers
     /// that use 0 as "unset" add 1 where it matters.
     pub(crate) fn now_nanos(&self) -> u64 {
-        self.nanos_at(Instant::now())
+        self.nanos_at_process(process_clock::now())
     }
 
     pub(crate) fn nanos_at(&self, at: Instant) -> u64 {
-        saturating_nanos(at.saturating_duration_since(self.base))
+        self.nanos_at_process(process_clock::nanos_of(at))
+    }
+
+    /// A moment on the process clock, as nanoseconds since this clock's base (0 before it).
+    #[inline]
+    pub(crate) fn nanos_at_process(&self, at: i64) -> u64 {
+        at.saturating_sub(self.base).max(0).unsigned_abs()
     }
 
     pub(crate) fn instant_at(&self, nanos: u64) -> Instant {
-        self.base + Duration::from_nanos(nanos)
+        process_clock::instant_of(
+            self.base
+                .saturating_add(i64::try_from(nanos).unwrap_or(i64::MAX)),
+        )
     }
 }
 
@@ -73,6 +86,9 @@ struct Slot {
 #[derive(Debug)]
 pub(crate) struct Window {
     bucket_nanos: u64,
+    /// The epoch most recently computed: an event inside it takes it with two
+    /// multiplications instead of a 64-bit division. A hint only, checked before use.
+    recent_epoch: AtomicU64,
     slots: [Slot; SLOTS],
 }
 
@@ -117,12 +133,22 @@ impl Window {
         let bucket_nanos = (saturating_nanos(window) / BUCKETS).max(MIN_BUCKET_NANOS);
         Self {
             bucket_nanos,
+            recent_epoch: AtomicU64::new(0),
             slots: Default::default(),
         }
     }
 
+    #[inline]
     fn epoch(&self, now_nanos: u64) -> u64 {
-        now_nanos / self.bucket_nanos
+        let recent = self.recent_epoch.load(Ordering::Relaxed);
+        // `recent` was once `now / bucket_nanos` for some `now`: the product cannot overflow.
+        let start = recent.wrapping_mul(self.bucket_nanos);
+        if now_nanos >= start && now_nanos - start < self.bucket_nanos {
+            return recent;
+        }
+        let epoch = now_nanos / self.bucket_nanos;
+        self.recent_epoch.store(epoch, Ordering::Relaxed);
+        epoch
     }
 
     fn slot(&self, epoch: u64) -> &Slot {
@@ -145,6 +171,7 @@ impl Window {
     }
 
     /// Counts one call that was not a hit.
+    #[inline]
     pub(crate) fn record_call(&self, now_nanos: u64) {
         let epoch = self.epoch(now_nanos);
         bump(&self.slot(epoch).calls, epoch);

@@ -83,6 +83,7 @@ where
 {
     type Output = Result<Response<DeadlineBody<B>>, E>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let (Some(fut), Some(deadline)) = (this.fut.as_pin_mut(), *this.deadline) else {
