@@ -490,14 +490,21 @@ impl Registry {
     /// The registry's own rate limiters and the ones registered by hand, sorted by name; a
     /// name is listed once.
     fn limiter_snapshots(&self) -> Vec<LimiterSnapshot> {
-        let mut rows: BTreeMap<Arc<str>, LimiterSnapshot> = read(&self.limiter_sources)
+        let sources = read(&self.limiter_sources);
+        let rows = sources
             .iter()
-            .map(|(name, source)| (name.clone(), source.limiter_snapshot()))
-            .collect();
+            .map(|(name, source)| (name.clone(), source.limiter_snapshot()));
         #[cfg(feature = "ratelimit")]
-        for (name, limiter) in read(&self.limiters).iter() {
-            rows.insert(name.clone(), limiter.snapshot());
-        }
-        rows.into_values().collect()
+        let limiters = read(&self.limiters);
+        #[cfg(feature = "ratelimit")]
+        let rows = rows.chain(
+            limiters
+                .iter()
+                .map(|(name, limiter)| (name.clone(), limiter.snapshot())),
+        );
+        // Collected by name: the registry's own limiter, listed last, wins a shared name.
+        rows.collect::<BTreeMap<Arc<str>, LimiterSnapshot>>()
+            .into_values()
+            .collect()
     }
 }
