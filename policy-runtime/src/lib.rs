@@ -159,6 +159,7 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
+mod instruments;
 pub mod isolate;
 #[cfg(feature = "tower")]
 pub mod layer;

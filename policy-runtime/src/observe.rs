@@ -66,23 +66,157 @@ pub(crate) fn operation() -> Option<&'static str> {
     OPERATION.with(Cell::get)
 }
 
+/// One annotated operation's calls: its name and, with the `metrics` feature, its metric
+/// handles, registered at its first call and kept. The expansion keeps one in a `static` per
+/// annotated function and hands it to every call's [`Traced`].
+pub struct Calls {
+    operation: &'static str,
+    #[cfg(feature = "metrics")]
+    metrics: std::sync::OnceLock<crate::instruments::CallMetrics>,
+}
+
+impl Calls {
+    /// The calls of the operation `operation`.
+    pub const fn new(operation: &'static str) -> Self {
+        Self {
+            operation,
+            #[cfg(feature = "metrics")]
+            metrics: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The operation's name.
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    #[cfg(feature = "metrics")]
+    #[inline]
+    fn metrics(&self) -> &crate::instruments::CallMetrics {
+        self.metrics
+            .get_or_init(|| crate::instruments::CallMetrics::new(self.operation))
+    }
+}
+
+impl fmt::Debug for Calls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Calls")
+            .field("operation", &self.operation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an annotated call returns: a `Result`, whose `Ok` is the `ok` outcome of its metrics.
+pub trait CallOutput {
+    /// Whether the call succeeded.
+    fn succeeded(&self) -> bool;
+}
+
+impl<T, E> CallOutput for Result<T, E> {
+    #[inline(always)]
+    fn succeeded(&self) -> bool {
+        self.is_ok()
+    }
+}
+
+#[cfg(feature = "metrics")]
+mod meter {
+    use std::cell::Cell;
+
+    use crate::error::RefusalKind;
+    use crate::instruments::CallOutcome;
+
+    /// What the mechanisms said about the call being polled on this thread: how its error
+    /// was made (a refusal, an expiry), and how many retries it started.
+    #[derive(Clone, Copy, Default)]
+    pub(super) struct Mark {
+        pub(super) outcome: Option<CallOutcome>,
+        pub(super) retries: u32,
+    }
+
+    thread_local! {
+        pub(super) static MARK: Cell<Mark> = const { Cell::new(Mark { outcome: None, retries: 0 }) };
+    }
+
+    pub(crate) fn refused(kind: RefusalKind) {
+        MARK.with(|m| {
+            m.set(Mark {
+                outcome: Some(CallOutcome::Refused(kind)),
+                ..m.get()
+            });
+        });
+    }
+
+    pub(crate) fn expired() {
+        MARK.with(|m| {
+            m.set(Mark {
+                outcome: Some(CallOutcome::Expired),
+                ..m.get()
+            });
+        });
+    }
+
+    pub(super) fn retried() {
+        MARK.with(|m| {
+            let mark = m.get();
+            m.set(Mark {
+                retries: mark.retries.saturating_add(1),
+                ..mark
+            });
+        });
+    }
+
+    /// One call's measure, across its polls.
+    #[derive(Default)]
+    pub(crate) struct Meter {
+        pub(super) started: Option<tokio::time::Instant>,
+        pub(super) mark: Mark,
+    }
+}
+
+/// A refusal became the error of the call being polled (its metrics' `refused` outcome).
+#[inline]
+pub(crate) fn call_refused(kind: crate::RefusalKind) {
+    #[cfg(feature = "metrics")]
+    meter::refused(kind);
+    #[cfg(not(feature = "metrics"))]
+    let _ = kind;
+}
+
+/// An expiry became the error of the call being polled (its metrics' `expired` outcome).
+#[inline]
+pub(crate) fn call_expired() {
+    #[cfg(feature = "metrics")]
+    meter::expired();
+}
+
+/// One call's measure: nothing without the `metrics` feature.
+#[cfg(not(feature = "metrics"))]
+#[derive(Default)]
+struct Meter;
+
+#[cfg(feature = "metrics")]
+use meter::Meter;
+
 pin_project! {
     /// A call of an annotated function: polled inside its span, with its operation in scope
-    /// for the mechanisms' events.
+    /// for the mechanisms' events, and measured for its operation's metrics.
     #[must_use = "futures do nothing unless polled"]
     pub struct Traced<F> {
-        operation: &'static str,
+        calls: &'static Calls,
         span: tracing::Span,
+        meter: Meter,
         #[pin]
         inner: F,
     }
 }
 
 impl<F> Traced<F> {
-    pub(crate) fn new(operation: &'static str, span: tracing::Span, inner: F) -> Self {
+    pub(crate) fn new(calls: &'static Calls, span: tracing::Span, inner: F) -> Self {
         Self {
-            operation,
+            calls,
             span,
+            meter: Meter::default(),
             inner,
         }
     }
@@ -91,21 +225,55 @@ impl<F> Traced<F> {
 impl<F> fmt::Debug for Traced<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Traced")
-            .field("operation", &self.operation)
+            .field("operation", &self.calls.operation)
             .finish_non_exhaustive()
     }
 }
 
-impl<F: Future> Future for Traced<F> {
+impl<F> Future for Traced<F>
+where
+    F: Future,
+    F::Output: CallOutput,
+{
     type Output = F::Output;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let _entered = this.span.enter();
-        let outer = OPERATION.with(|op| op.replace(Some(*this.operation)));
+        let outer = OPERATION.with(|op| op.replace(Some(this.calls.operation)));
+        #[cfg(feature = "metrics")]
+        let metrics = this.calls.metrics();
+        #[cfg(feature = "metrics")]
+        let outer_mark = if metrics.live {
+            if this.meter.started.is_none() {
+                this.meter.started = Some(tokio::time::Instant::now());
+            }
+            Some(meter::MARK.with(|m| m.replace(meter::Mark::default())))
+        } else {
+            None
+        };
         let poll = this.inner.poll(cx);
         OPERATION.with(|op| op.set(outer));
+        #[cfg(feature = "metrics")]
+        if let Some(outer_mark) = outer_mark {
+            let mark = meter::MARK.with(|m| m.replace(outer_mark));
+            let meter = &mut *this.meter;
+            if mark.outcome.is_some() {
+                meter.mark.outcome = mark.outcome;
+            }
+            meter.mark.retries = meter.mark.retries.saturating_add(mark.retries);
+            if let Poll::Ready(output) = &poll {
+                use crate::instruments::CallOutcome;
+                let outcome = if output.succeeded() {
+                    CallOutcome::Ok
+                } else {
+                    meter.mark.outcome.unwrap_or(CallOutcome::Failed)
+                };
+                let took = meter.started.map(|s| s.elapsed()).unwrap_or_default();
+                metrics.ended(outcome, took, meter.mark.retries.saturating_add(1));
+            }
+        }
         poll
     }
 }
@@ -220,13 +388,6 @@ pub(crate) fn refused(refusal: &ResilienceError) {
         retry_after_ms = n.retry_after_ms,
         "{refusal}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!(
-        "policy_refusals_total",
-        "kind" => refusal.kind().as_str(),
-        "name" => refusal.name().to_owned()
-    )
-    .increment(1);
 }
 
 /// A shed decision by `mechanism` (`shedder`, or `background` for the pool's own), with
@@ -254,14 +415,6 @@ pub(crate) fn shed(
         expected_cost_ms = n.expected_cost_ms,
         "shed {class} work for `{name}`: {detail}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!(
-        "policy_shed_total",
-        "name" => name.to_owned(),
-        "class" => class,
-        "reason" => reason.signal()
-    )
-    .increment(1);
 }
 
 pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) {
@@ -284,8 +437,6 @@ pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) 
         "breaker `{name}` opened for {} after {cause}",
         Human(open_for)
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_breaker_openings_total", "name" => name.to_owned()).increment(1);
 }
 
 /// `reason` is `cooldown` or `probe_succeeded`.
@@ -343,7 +494,7 @@ pub(crate) fn retry(
         next = attempt + 1
     );
     #[cfg(feature = "metrics")]
-    metrics::counter!("policy_retries_total", "name" => name.to_owned()).increment(1);
+    meter::retried();
 }
 
 /// `reason` is `deadline`, `budget` or `exhausted`; `why` the sentence for people.
@@ -358,13 +509,6 @@ pub(crate) fn retry_stopped(name: &str, reason: &'static str, why: &'static str,
         attempt,
         "stopped retrying `{name}` after attempt {attempt}: {why}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!(
-        "policy_retry_stopped_total",
-        "name" => name.to_owned(),
-        "reason" => reason
-    )
-    .increment(1);
 }
 
 /// Deferred work with no request in scope starts at once: said once per process, since
@@ -396,8 +540,6 @@ pub(crate) fn task_finished(name: &str, class: &'static str) {
         class,
         "{class} task `{name}` finished"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "finished").increment(1);
 }
 
 pub(crate) fn task_failed(name: &str, class: &'static str, error: &str) {
@@ -411,8 +553,6 @@ pub(crate) fn task_failed(name: &str, class: &'static str, error: &str) {
         error,
         "{class} task `{name}` failed: {error}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "failed").increment(1);
 }
 
 pub(crate) fn task_refused(name: &str, class: &'static str, refusal: &ResilienceError) {
@@ -426,8 +566,6 @@ pub(crate) fn task_refused(name: &str, class: &'static str, refusal: &Resilience
         refused_by = refusal.kind().as_str(),
         "{class} task `{name}` did not run: {refusal}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "refused").increment(1);
 }
 
 pub(crate) fn task_panicked(name: &str, class: &'static str, message: &str) {
@@ -441,8 +579,6 @@ pub(crate) fn task_panicked(name: &str, class: &'static str, message: &str) {
         panic = message,
         "{class} task `{name}` panicked: {message}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "panicked").increment(1);
 }
 
 /// The code of an abandonment's sentence (the ones the platform and the task use).
@@ -469,9 +605,6 @@ pub(crate) fn task_abandoned(name: &str, class: &'static str, detail: &'static s
         detail,
         "{class} task `{name}` abandoned: {detail}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "abandoned")
-        .increment(1);
 }
 
 /// One class's totals since start, as the drain event's fields, and as a sentence.
