@@ -16,22 +16,22 @@
 //! Numbers are fields of their own, durations in whole milliseconds with a `_ms` suffix; the
 //! event's message is a sentence for people and not part of the stable interface.
 //!
-//! | event                      | level | `kind`                     | `reason` codes | numbers | metric (feature `metrics`) |
-//! |----------------------------|-------|----------------------------|----------------|---------|----------------------------|
-//! | a refusal                  | DEBUG | the [`RefusalKind`](crate::RefusalKind) | [`RefusalReason::code`](crate::RefusalReason::code): `failures`, `failure_ratio`, `probe_failed`, `retry_after`, `shared`, `full`, `request_queue_full`, `queue_timeout`, `load`, `budget`, `min_budget`, `rate` | `remaining_ms`, `count`, `window_ms`, `max_concurrent`, `max_queued`, `waited_ms`, `load`, `threshold`, `expected_cost_ms`, `min_budget_ms`, `retry_after_ms` (those that apply) | `policy_refusals_total{kind,name}` |
-//! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` | `policy_shed_total{name,class,reason}` |
-//! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` | `policy_breaker_openings_total{name}` |
-//! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | | |
-//! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` | |
-//! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` | `policy_retries_total{name}` |
-//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` | `policy_retry_stopped_total{name,reason}` |
-//! | a deferred or background task ends well | TRACE | `task_finished` | `finished` | | `policy_tasks_total{class,outcome="finished"}` |
-//! | ... ends with an `Err`     | WARN  | `task_failed`              | `error` (the error's text in `error`) | | `policy_tasks_total{class,outcome="failed"}` |
-//! | ... was refused (never ran) | INFO | `task_refused`             | the refusal's code (its kind in `refused_by`) | | `policy_tasks_total{class,outcome="refused"}` |
-//! | ... panics (caught)        | ERROR | `task_panicked`            | `panic` (the message in `panic`) | | `policy_tasks_total{class,outcome="panicked"}` |
-//! | ... is dropped before its end | WARN | `task_abandoned`        | `shut_down`, `no_runtime`, `drain_deadline`, `dropped` or `abandoned` (the sentence in `detail`) | | `policy_tasks_total{class,outcome="abandoned"}` |
-//! | a platform drained         | INFO  | `drain`                    | `complete`, `drain_deadline` | `in_flight`, `finished`, `abandoned`, `drain_deadline_ms`, per-class totals | |
-//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | | |
+//! | event                      | level | `kind`                     | `reason` codes | numbers |
+//! |----------------------------|-------|----------------------------|----------------|---------|
+//! | a refusal                  | DEBUG | the [`RefusalKind`](crate::RefusalKind) | [`RefusalReason::code`](crate::RefusalReason::code): `failures`, `failure_ratio`, `probe_failed`, `retry_after`, `shared`, `full`, `request_queue_full`, `queue_timeout`, `load`, `budget`, `min_budget`, `rate` | `remaining_ms`, `count`, `window_ms`, `max_concurrent`, `max_queued`, `waited_ms`, `load`, `threshold`, `expected_cost_ms`, `min_budget_ms`, `retry_after_ms` (those that apply) |
+//! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` |
+//! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` |
+//! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | |
+//! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` |
+//! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` |
+//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` |
+//! | a deferred or background task ends well | TRACE | `task_finished` | `finished` | |
+//! | ... ends with an `Err`     | WARN  | `task_failed`              | `error` (the error's text in `error`) | |
+//! | ... was refused (never ran) | INFO | `task_refused`             | the refusal's code (its kind in `refused_by`) | |
+//! | ... panics (caught)        | ERROR | `task_panicked`            | `panic` (the message in `panic`) | |
+//! | ... is dropped before its end | WARN | `task_abandoned`        | `shut_down`, `no_runtime`, `drain_deadline`, `dropped` or `abandoned` (the sentence in `detail`) | |
+//! | a platform drained         | INFO  | `drain`                    | `complete`, `drain_deadline` | `in_flight`, `finished`, `abandoned`, `drain_deadline_ms`, per-class totals |
+//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | |
 //!
 //! Task events carry `class` (`deferred` or `background`) and are emitted inside the task's
 //! span `task{name, class, request}`, so the request a failure came from is on the same line.
@@ -43,6 +43,54 @@
 //! mechanisms' events for that call are inside it and carry the same `operation`. Creating the
 //! span when no subscriber wants it costs one check of the call site's interest, and nothing is
 //! allocated.
+//!
+//! # Metrics
+//!
+//! With the feature `metrics` every mechanism records through the [`metrics`](https://docs.rs/metrics) facade, so any
+//! exporter works (`metrics-exporter-prometheus`, the demo's `/metrics`). Install the recorder
+//! before the first call: each mechanism registers its handles once, when it is built, and each
+//! annotated operation at its first call; a call then only uses them and never looks a metric
+//! up by name (nothing is allocated, nothing is locked). Handles registered before a recorder
+//! was installed stay silent (the facade's rule).
+//!
+//! **Names.** Prometheus' form of OpenTelemetry's names: words joined by `_`, the unit as the
+//! last word (`_seconds`; `_total` for counters; counts of things have none). The facade's
+//! main exporter is Prometheus', which would turn OTel's dots into underscores anyway, so
+//! writing `policy_call_duration_seconds` rather than `policy.call.duration` keeps one spelling
+//! in the code, these docs, a scrape and a dashboard query. Durations are seconds (f64), as
+//! both conventions say.
+//!
+//! **Labels** are bounded by the program: `operation` (an annotated function's operation),
+//! `name` (a mechanism's name, as in the [snapshot](crate::Snapshot); a shedder and a fallback
+//! by their operation's own name, its `display_name`), and codes from fixed sets (`kind`,
+//! `reason`, `outcome`, `class`, `mechanism`). Never an argument or a request's data.
+//!
+//! | metric | type | labels | unit | what it counts |
+//! |---|---|---|---|---|
+//! | `policy_call_duration_seconds` | histogram | `operation`, `outcome` (`ok`, `failed`, `expired`, `refused`), `refused_by` (the [`RefusalKind`](crate::RefusalKind), on `refused` only) | seconds | one value per call of a `#[critical]` or `#[resilient]` function, from its first poll to its end; `failed` is the function's own error, `expired` a [`DeadlineExceeded`](crate::DeadlineExceeded), `refused` a refusal (the work never ran). A fallback's or a stale answer is `ok` |
+//! | `policy_call_attempts` | histogram | `operation` | attempts | attempts per call: 1, plus one per retry |
+//! | `policy_breaker_state` | gauge | `name` | state | 0 closed, 1 on probation (the cooldown ended; the next outcome decides), 2 open; set at each transition the breaker sees (it sees an opening end at the next call) |
+//! | `policy_breaker_openings_total` | counter | `name` | openings | every opening: counted failures, trips, a probe failing, shared openings (the snapshot's `openings`) |
+//! | `policy_refusals_total` | counter | `mechanism` (`breaker`, `bulkhead`), `name`, `kind`, `reason` ([`RefusalReason::code`](crate::RefusalReason::code)) | refusals | a breaker's refusals by the cause of the opening (the snapshot's `refusals`), a bulkhead's by `full` and `queue_timeout` (its `refused_full`, `refused_queue_timeout`); every reason is registered at zero when the mechanism is built. A refusal by a deadline's minimum budget has no mechanism to count it: it is the call's `refused` outcome with `refused_by="insufficient_budget"` |
+//! | `policy_bulkhead_in_flight` | gauge | `name` | calls | calls holding one of its slots |
+//! | `policy_bulkhead_queued` | gauge | `name` | calls | calls waiting for a slot |
+//! | `policy_shed_total` | counter | `mechanism` (`shedder`, or `background` for a pool's own), `name`, `class`, `reason` (`load`, `budget`) | decisions | decisions to shed; admissions are not counted (that would be a contended write on every call) |
+//! | `policy_retries_total` | counter | `name` (the retry policy) | retries | retries started, by the attribute's loop and the tower layer's alike |
+//! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`) | stops | retrying stopped before success |
+//! | `policy_retry_budget_balance` | gauge | `name` | retries | what the policy's allowance still grants in its window; set when a retry draws from it or retrying stops |
+//! | `policy_tasks_total` | counter | `class` (`deferred`, `background`), `outcome` (`finished`, `failed`, `refused`, `panicked`, `abandoned`) | tasks | tasks ended, by how |
+//! | `policy_tasks_waiting` | gauge | `class` | tasks | the queue: deferred tasks made and not started (waiting for their response, or for a slot of the process's bound), background tasks submitted and waiting for their pool's slot |
+//! | `policy_task_start_delay_seconds` | histogram | `class` | seconds | from hand-over to start: for deferred work from its response's end (or its deferral, outside a request), for background work from its submission to its slot |
+//! | `policy_fallbacks_total` | counter | `name` (the operation), `reason` (`failed`, `deadline_exceeded`, a refusal's kind) | answers | calls answered by their fallback |
+//! | `policy_stale_total` | counter | `name`, `reason` (as above) | answers | calls answered with a stale result |
+//! | `policy_polls_over_budget_total` | counter | `name` | polls | polls that computed longer than their budget |
+//!
+//! **Cost.** With the feature off, none of this exists. With it on and no recorder installed,
+//! an admitted call pays a few branches on empty handles and nothing else: an operation sees at
+//! its first call that nobody listens (the facade's stand-in recorder) and never reads the
+//! clock for its duration. BENCHMARKS.md has the row. With a recorder, each call reads the
+//! clock twice and records two histogram values, and each bulkhead slot taken and given back
+//! adds two gauge updates: whatever the recorder's handles cost.
 
 use std::cell::Cell;
 use std::fmt;
