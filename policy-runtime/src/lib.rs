@@ -117,9 +117,9 @@
 //! The full table, event by event, is in [`observe`]. Each call of a function under
 //! `#[critical]` or `#[resilient]` is one INFO span named after its operation, with the fields
 //! `operation` and `class`. With the `metrics` feature every mechanism also records through
-the `metrics` facade: call durations by outcome, attempts, breaker state and openings,
-refusals, bulkhead occupancy, shed decisions, retries and the allowance's balance, and tasks;
-names, types, labels and units are in [`observe`'s Metrics](observe#metrics).
+//! the `metrics` facade: call durations by outcome, attempts, breaker state and openings,
+//! refusals, bulkhead occupancy, shed decisions, retries and the allowance's balance, and tasks;
+//! names, types, labels and units are in [`observe`'s Metrics](observe#metrics).
 //! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards.
 //!
 //! # Time
