@@ -204,7 +204,7 @@ impl BackgroundPoolBuilder {
     /// Builds the pool.
     pub fn build(self) -> BackgroundPool {
         let pool = Arc::new(Pool {
-            shed_metrics: ShedMetrics::new("background", &self.name),
+            shed_metrics: ShedMetrics::new("background", &self.name, &[WorkClass::Background]),
             name: self.name,
             max_concurrent: self.max_concurrent,
             max_queued: self.max_queued,

@@ -365,48 +365,44 @@ impl BulkheadMetrics {
     }
 }
 
-const CLASSES: [WorkClass; 3] = [
-    WorkClass::Critical,
-    WorkClass::Deferred,
-    WorkClass::Background,
-];
-
-fn class_index(class: WorkClass) -> usize {
-    CLASSES.iter().position(|c| *c == class).unwrap_or(0)
-}
-
 /// `policy_shed_total{mechanism, name, class, reason}`: a shedder's (or a background pool's)
-/// decisions to shed, per class and reason.
+/// decisions to shed, per class and reason: the pairs it can shed, registered when it is
+/// built (critical work is never shed for load).
 #[derive(Debug)]
 pub(crate) struct ShedMetrics {
-    /// `[load, budget]`, each per class.
-    counters: [[Counter; 3]; 2],
+    counters: Vec<(WorkClass, &'static str, Counter)>,
 }
 
 impl ShedMetrics {
-    pub(crate) fn new(mechanism: &'static str, name: &str) -> Self {
-        let per_class = |reason: &'static str| {
-            CLASSES.map(|class| {
-                counter(
-                    SHED,
-                    &[
-                        ("mechanism", mechanism),
-                        ("name", name),
-                        ("class", class.as_str()),
-                        ("reason", reason),
-                    ],
-                )
-            })
-        };
-        Self {
-            counters: [per_class("load"), per_class("budget")],
+    /// For the classes `classes` that `mechanism` decides for.
+    pub(crate) fn new(mechanism: &'static str, name: &str, classes: &[WorkClass]) -> Self {
+        let mut counters = Vec::new();
+        for &class in classes {
+            for reason in ["load", "budget"] {
+                if class == WorkClass::Critical && reason == "load" {
+                    continue;
+                }
+                let pairs = [
+                    ("mechanism", mechanism),
+                    ("name", name),
+                    ("class", class.as_str()),
+                    ("reason", reason),
+                ];
+                counters.push((class, reason, counter(SHED, &pairs)));
+            }
         }
+        Self { counters }
     }
 
     /// `reason` is `load` or `budget`.
     pub(crate) fn shed(&self, class: WorkClass, reason: &str) {
-        let by_reason = &self.counters[usize::from(reason == "budget")];
-        by_reason[class_index(class)].increment();
+        if let Some((_, _, counter)) = self
+            .counters
+            .iter()
+            .find(|(c, r, _)| *c == class && *r == reason)
+        {
+            counter.increment();
+        }
     }
 }
 

@@ -240,7 +240,7 @@ impl Shedder {
     pub fn with_thresholds(name: impl Into<Arc<str>>, thresholds: Thresholds) -> Self {
         let name = name.into();
         Self {
-            metrics: ShedMetrics::new("shedder", observe::short_name(&name)),
+            metrics: ShedMetrics::new("shedder", observe::short_name(&name), &WorkClass::ALL),
             name,
             thresholds,
             stats: Stats::default(),
