@@ -205,7 +205,13 @@ fn a_breaker_fault_is_recorded_as_documented_and_agrees_with_the_snapshot() {
             "{seen:#?}"
         );
 
-        // After the cooldown the breaker is on probation; a success closes it.
+        // After the cooldown the breaker is on probation: a failure reopens it at once...
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(matches!(metered_lookup(true).await, Err(AppError::Down)));
+        let seen = Recorded::take(&snapshotter);
+        assert_eq!(seen.gauge("policy_breaker_state", &name), 2.0, "open again");
+        assert_eq!(seen.counter("policy_breaker_openings_total", &name), 1);
+        // ... and after the next cooldown a success closes it.
         tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(metered_lookup(false).await.unwrap(), 7);
         let seen = Recorded::take(&snapshotter);
