@@ -8,7 +8,7 @@
 //! | field       | what it holds                                                              |
 //! |-------------|----------------------------------------------------------------------------|
 //! | `operation` | the annotated function's operation, when the event happens inside one      |
-//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background` or `platform` |
+//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background`, `platform`, `fallback` or `store` (the Redis store) |
 //! | `name`      | the mechanism's name (the breaker's, the bulkhead's, the task's)           |
 //! | `kind`      | what happened, from the table below                                        |
 //! | `reason`    | a short, stable code (never a sentence): see each row                      |
@@ -32,6 +32,12 @@
 //! | ... is dropped before its end | WARN | `task_abandoned`        | `shut_down`, `no_runtime`, `drain_deadline`, `dropped` or `abandoned` (the sentence in `detail`) | |
 //! | a platform drained         | INFO  | `drain`                    | `complete`, `drain_deadline` | `in_flight`, `finished`, `abandoned`, `drain_deadline_ms`, per-class totals |
 //! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | |
+//! | the Redis store became unreachable (feature `redis`; `mechanism` `store`, `name` `redis`) | WARN | `store_unavailable` | `timeout`, `connection_refused`, `connection_dropped`, `io_error`, `node_lost` or `error` (the sentence in `detail`) | `instance` |
+//! | ... reachable again | INFO | `store_recovered` | `reachable` | `instance` |
+//! | ... its queue of reports is full | WARN | `store_backlog` | `queue_full` | `instance` |
+//! | a fleet rate limiter decides without Redis (`mechanism` `rate_limiter`) | WARN | `limiter_degraded` | `timeout`, `error` | `mode` |
+//! | ... decides with Redis again | INFO | `limiter_recovered` | `reachable` | |
+//! | ... admits a call it could not check (fails open) | DEBUG | `limiter_failed_open` | `timeout`, `error` | |
 //!
 //! Task events carry `class` (`deferred` or `background`) and are emitted inside the task's
 //! span `task{name, class, request}`, so the request a failure came from is on the same line.

@@ -325,6 +325,7 @@ impl Inner {
             };
             tracing::warn!(
                 target: "policy",
+                mechanism = "rate_limiter",
                 kind = "limiter_degraded",
                 name = &*self.name,
                 reason = failure.reason(),
@@ -345,9 +346,10 @@ impl Inner {
         if self.retry_at.swap(0, Ordering::AcqRel) != 0 {
             tracing::info!(
                 target: "policy",
+                mechanism = "rate_limiter",
                 kind = "limiter_recovered",
                 name = &*self.name,
-                reason = "reachable again",
+                reason = "reachable",
                 "rate limiter `{}` decides with redis again",
                 self.name
             );
@@ -376,9 +378,10 @@ impl Inner {
                 self.stats.failed_open.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(
                     target: "policy",
+                    mechanism = "rate_limiter",
                     kind = "limiter_failed_open",
                     name = &*self.name,
-                    reason = what,
+                    reason = failure.reason(),
                     "rate limiter `{}` admits the call: {what} and it fails open",
                     self.name
                 );
