@@ -32,6 +32,8 @@
 //! | ... is dropped before its end | WARN | `task_abandoned`        | `shut_down`, `no_runtime`, `drain_deadline`, `dropped` or `abandoned` (the sentence in `detail`) | |
 //! | a platform drained         | INFO  | `drain`                    | `complete`, `drain_deadline` | `in_flight`, `finished`, `abandoned`, `drain_deadline_ms`, per-class totals |
 //! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | |
+//! | the request's deadline passed before the handler answered (`DeadlineLayer`, feature `http`; `mechanism` `deadline`, `name` `request`) | DEBUG | `deadline_exceeded` | `expired` | `budget_ms` |
+//! | ... a deadline header that does not parse, ignored | DEBUG | `deadline_header_ignored` | `unparsable_header` | `header`, `value` |
 //! | the Redis store became unreachable (feature `redis`; `mechanism` `store`, `name` `redis`) | WARN | `store_unavailable` | `timeout`, `connection_refused`, `connection_dropped`, `io_error`, `node_lost` or `error` (the sentence in `detail`) | `instance` |
 //! | ... reachable again | INFO | `store_recovered` | `reachable` | `instance` |
 //! | ... its queue of reports is full | WARN | `store_backlog` | `queue_full` | `instance` |
