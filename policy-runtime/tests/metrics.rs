@@ -360,3 +360,47 @@ fn tasks_count_their_outcomes_their_queue_and_their_wait_to_start() {
         );
     });
 }
+
+#[cfg(feature = "redis")]
+#[test]
+fn a_fleet_limiter_counts_its_refusals() {
+    use policy_runtime::limiter::FailMode;
+    use policy_runtime::redis_store::RedisStore;
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    // Sockets, and real time: the store's connection attempts are real.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // Port 1 on loopback: nothing listens, so the limiter decides without Redis, closed.
+        let store = RedisStore::builder()
+            .timeout(Duration::from_millis(100))
+            .connect("redis://127.0.0.1:1/")
+            .await
+            .unwrap();
+        let limiter = store
+            .rate_limiter("metered_exports", 5, Duration::from_secs(60))
+            .on_error(FailMode::Closed)
+            .on_timeout(FailMode::Closed)
+            .build();
+        for _ in 0..2 {
+            let refusal = limiter.acquire().await.unwrap_err();
+            assert_eq!(refusal.kind(), RefusalKind::RateLimited);
+        }
+        let seen = Recorded::take(&snapshotter);
+        let refused = seen.counter(
+            "policy_refusals_total",
+            &[
+                ("mechanism", "rate_limiter"),
+                ("name", "metered_exports"),
+                ("kind", "rate_limited"),
+                ("reason", "rate"),
+            ],
+        );
+        assert_eq!(refused, 2);
+        assert_eq!(limiter.snapshot().failed_closed, 2);
+    });
+}

@@ -10,7 +10,8 @@ use std::time::Duration;
 use redis::Script;
 
 use super::{RedisStore, describe, hash_tag};
-use crate::error::{Human, RefusalReason, ResilienceError};
+use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
+use crate::instruments::Refusals;
 use crate::limiter::{FailMode, LimiterSnapshot, LocalRate};
 use crate::observe;
 use crate::window::{Clock, saturating_nanos};
@@ -104,6 +105,12 @@ impl RedisRateLimiterBuilder {
         let (local_limit, local_per) = self.local;
         RedisRateLimiter {
             inner: Arc::new(Inner {
+                refusals: Refusals::new(
+                    "rate_limiter",
+                    &self.name,
+                    RefusalKind::RateLimited,
+                    &["rate"],
+                ),
                 key: format!(
                     "{}:ratelimit:{}",
                     self.store.shared.prefix,
@@ -198,6 +205,8 @@ struct Inner {
     /// The [`Failure`] that made the limiter decide locally.
     degraded_by: AtomicU8,
     probing: AtomicBool,
+    /// `policy_refusals_total` for this limiter (feature `metrics`).
+    refusals: Refusals,
     stats: LimiterStats,
 }
 
@@ -269,6 +278,7 @@ impl RedisRateLimiter {
                     },
                 );
                 observe::refused(&refusal);
+                inner.refusals.count("rate");
                 Err(refusal)
             }
             Ok(Err(error)) => {
@@ -371,6 +381,7 @@ impl Inner {
                 },
             );
             observe::refused(&refusal);
+            self.refusals.count("rate");
             Err(refusal)
         };
         match mode {
