@@ -1,4 +1,7 @@
 #![doc = include_str!("../README.md")]
+#![doc = "\n# Feature flags\n\n"]
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub use policy_macros::{

@@ -34,7 +34,11 @@
 //! Nothing here grows with traffic: the image manifest is built once at startup from the files
 //! given and fixed after, a response's rewriting holds at most one unfinished tag
 //! (`ImageDimensionsLayer::max_buffered`, 1 MiB by default), and the locality map has one row per service named in the environment.
-
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod html;

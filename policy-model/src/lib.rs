@@ -19,7 +19,11 @@
 //! assert_eq!(FailMode::from_name("local"), Some(FailMode::Local));
 //! assert_eq!(FailMode::Closed.as_str(), "closed");
 //! ```
-
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 use std::fmt;

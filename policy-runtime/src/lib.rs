@@ -149,7 +149,11 @@
 //! | task spans | [`defer`](mod@defer), [`background`](mod@background) | one tracing span per task in flight, closed when it ends |
 //! | the Redis store's breakers and openings | `redis_store` (feature `redis`) | one entry per attached breaker name; the openings it has heard of are bounded there (see its docs) |
 //! | metrics (feature `metrics`) | the recorder you install | label values are mechanism names, kinds and reason codes, never arguments |
-
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 #[doc(hidden)]

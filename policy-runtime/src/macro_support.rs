@@ -474,6 +474,9 @@ pub trait CarriesRefusals: Sized {
     fn expired(expired: DeadlineExceeded) -> Self;
 }
 
+// `do_not_recommend`: a type missing either `From` (or both) is one error, in the words above,
+// instead of one per missing impl followed by rustc's list of the type's other `From` impls.
+#[diagnostic::do_not_recommend]
 impl<E> CarriesRefusals for E
 where
     E: From<ResilienceError> + From<DeadlineExceeded>,

@@ -28,6 +28,11 @@
 //!
 //! With feature `http`, `http` serves an axum router on loopback for tests of tower layers that
 //! must see a response as a connection does, with a real client and a streaming body.
+//!
+//! # Feature flags
+//!
+#![doc = document_features::document_features!()]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![allow(
     clippy::expect_used,
     clippy::panic,
