@@ -269,3 +269,62 @@ fn retries_are_attempts_and_an_expiry_is_its_own_outcome() {
         assert_eq!(slow, [0.05]);
     });
 }
+
+#[policy::critical(deadline = "1s", min_budget = "500ms")]
+async fn metered_inner() -> Result<(), AppError> {
+    Ok(())
+}
+
+#[policy::critical(deadline = "300ms")]
+async fn metered_outer() -> Result<(), AppError> {
+    // 300 ms left, below the inner operation's 500 ms minimum: refused, and ignored here.
+    assert!(matches!(metered_inner().await, Err(AppError::Refused(_))));
+    Err(AppError::Down)
+}
+
+#[test]
+fn an_inner_call_nobody_listens_to_does_not_change_the_outer_calls_outcome() {
+    // The inner operation's first call happens before any recorder: it stays silent.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(async {
+            assert!(matches!(metered_inner().await, Ok(())));
+        });
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    with_recorder(&recorder, async {
+        assert!(matches!(metered_outer().await, Err(AppError::Down)));
+        let seen = Recorded::take(&snapshotter);
+        // The outer call failed with its own error; the inner refusal was the inner call's.
+        assert_eq!(
+            seen.histogram(
+                "policy_call_duration_seconds",
+                &[("operation", "metered_outer"), ("outcome", "failed")],
+            ),
+            [0.0]
+        );
+        assert!(
+            seen.histogram(
+                "policy_call_duration_seconds",
+                &[
+                    ("operation", "metered_outer"),
+                    ("outcome", "refused"),
+                    ("refused_by", "insufficient_budget"),
+                ],
+            )
+            .is_empty()
+        );
+        assert!(
+            seen.get(
+                MetricKind::Histogram,
+                "policy_call_duration_seconds",
+                &[("operation", "metered_inner"), ("outcome", "ok")],
+            )
+            .is_none(),
+            "the inner operation registered without a recorder"
+        );
+    });
+}

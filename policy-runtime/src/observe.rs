@@ -301,19 +301,19 @@ where
         #[cfg(feature = "metrics")]
         let metrics = this.calls.metrics();
         #[cfg(feature = "metrics")]
-        let outer_mark = if metrics.live {
-            if this.meter.started.is_none() {
-                this.meter.started = Some(tokio::time::Instant::now());
-            }
-            Some(meter::MARK.with(|m| m.replace(meter::Mark::default())))
-        } else {
-            None
-        };
+        if metrics.live && this.meter.started.is_none() {
+            this.meter.started = Some(tokio::time::Instant::now());
+        }
+        // Saved and restored whether or not anyone listens to this operation, so what the
+        // mechanisms note during this poll never reaches an enclosing call's measure.
+        #[cfg(feature = "metrics")]
+        let outer_mark = meter::MARK.with(|m| m.replace(meter::Mark::default()));
         let poll = this.inner.poll(cx);
         OPERATION.with(|op| op.set(outer));
         #[cfg(feature = "metrics")]
-        if let Some(outer_mark) = outer_mark {
-            let mark = meter::MARK.with(|m| m.replace(outer_mark));
+        let mark = meter::MARK.with(|m| m.replace(outer_mark));
+        #[cfg(feature = "metrics")]
+        if metrics.live {
             let meter = &mut *this.meter;
             if mark.outcome.is_some() {
                 meter.mark.outcome = mark.outcome;
