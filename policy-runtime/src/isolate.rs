@@ -190,8 +190,11 @@ impl IsolatedPoolBuilder {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct IsolatedPoolSnapshot {
-    /// The pool's name.
+    /// The pool's name: for an annotated function's, its operation's name made unique by the
+    /// module path (`policy_demo::service::compute_embedding`).
     pub name: Arc<str>,
+    /// The name without the module path (`compute_embedding`): what a dashboard shows.
+    pub display_name: Arc<str>,
     /// Where its work runs.
     pub kind: PoolKind,
     /// Its slots, queue and refusals.
@@ -314,6 +317,7 @@ impl IsolatedPool {
         let s = &self.inner.stats;
         IsolatedPoolSnapshot {
             name: self.inner.name.clone(),
+            display_name: crate::observe::short_name(&self.inner.name).into(),
             kind: self.inner.kind,
             slots: self.inner.slots.snapshot(),
             finished: s.finished.load(Ordering::Relaxed),
@@ -338,8 +342,11 @@ pub struct PollMonitor {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct PollMonitorSnapshot {
-    /// What is monitored (the annotated function).
+    /// What is monitored: for an annotated function, its operation's name made unique by the
+    /// module path (`policy_demo::service::embed`).
     pub name: Arc<str>,
+    /// The name without the module path (`embed`, the operation): what a dashboard shows.
+    pub display_name: Arc<str>,
     /// The budget per poll.
     #[serde(rename = "budget_ms", serialize_with = "crate::observe::millis")]
     pub budget: Duration,
@@ -400,6 +407,7 @@ impl PollMonitor {
     pub fn snapshot(&self) -> PollMonitorSnapshot {
         PollMonitorSnapshot {
             name: self.name.clone(),
+            display_name: crate::observe::short_name(&self.name).into(),
             budget: self.budget,
             polls: self.polls.load(Ordering::Relaxed),
             over_budget: self.over_budget.load(Ordering::Relaxed),

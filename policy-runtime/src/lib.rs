@@ -120,7 +120,10 @@
 //! the `metrics` facade: call durations by outcome, attempts, breaker state and openings,
 //! refusals, bulkhead occupancy, shed decisions, retries and the allowance's balance, and tasks;
 //! names, types, labels and units are in [`observe`'s Metrics](observe#metrics).
-//! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards.
+//! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards;
+//! with the `dashboard` feature, [`dashboard::router()`](crate::dashboard::router) serves it
+//! (`/policy`) and a page that renders it (`/dashboard`), mounted in your axum service in one
+//! line.
 //!
 //! # Time
 //!
@@ -162,6 +165,8 @@ pub mod __macro_support;
 pub mod background;
 pub mod breaker;
 pub mod bulkhead;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 pub mod deadline;
 pub mod defer;
 pub mod error;

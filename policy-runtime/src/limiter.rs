@@ -63,6 +63,26 @@ pub struct LimiterSnapshot {
     pub degraded: bool,
 }
 
+impl LimiterSnapshot {
+    /// A view of the limiter `name` with every counter at zero: the start for a
+    /// [`LimiterSource`](crate::registry::LimiterSource) of your own, which sets the fields it
+    /// counts.
+    pub fn new(name: impl Into<Arc<str>>) -> Self {
+        Self {
+            name: name.into(),
+            admitted: 0,
+            refused: 0,
+            failed_open: 0,
+            failed_closed: 0,
+            local_admitted: 0,
+            local_refused: 0,
+            store_calls: 0,
+            probes: 0,
+            degraded: false,
+        }
+    }
+}
+
 #[cfg(feature = "redis")]
 pub use local::LocalRate;
 

@@ -26,6 +26,9 @@
 //! # let _ = (url, prefix);
 //! ```
 //!
+//! [`browser::Chromium`] runs headless Chromium on a page and returns the DOM its scripts built
+//! (for the dashboard's tests).
+//!
 //! With feature `http`, `http` serves an axum router on loopback for tests of tower layers that
 //! must see a response as a connection does, with a real client and a streaming body.
 //!
@@ -39,6 +42,7 @@
     reason = "test support: failing to set up is a failed test"
 )]
 
+pub mod browser;
 #[cfg(feature = "http")]
 pub mod http;
 

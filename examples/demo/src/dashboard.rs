@@ -1,18 +1,17 @@
-//! The live dashboard: `GET /policy` (the registry's snapshot as JSON: every breaker, bulkhead,
-//! shedder, retry, rate limiter, fallback and deferred queue), `GET /dashboard` (a page that
-//! renders it and refreshes itself every second), `GET /locality` (where this instance and
-//! its services run, derived from the environment: regions only, never a host or a
-//! credential), and the small static page at `/`.
+//! The live dashboard and the pages: the library's dashboard router (`GET /policy`, the
+//! registry's snapshot as JSON: every breaker, bulkhead, shedder, retry, rate limiter, fallback
+//! and deferred queue; `GET /dashboard`, a page that renders it and refreshes itself every
+//! second), mounted as any service would, in one line; `GET /locality` (where this instance
+//! and its services run, derived from the environment: regions only, never a host or a
+//! credential); and the small static page at `/`.
 
 use axum::Router;
 use axum::extract::Path;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Json, Response};
 use axum::routing::get;
-use policy::Registry;
 use policy::locality::LocalityMap;
 
-const DASHBOARD: &str = include_str!("../static/dashboard.html");
 const INDEX: &str = include_str!("../static/index.html");
 const LATENCY_PNG: &[u8] = include_bytes!("../static/latency.png");
 const LATENCY_WEBP: &[u8] = include_bytes!("../static/latency.webp");
@@ -24,17 +23,9 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         // The page's images, at the paths the page names: the `static/` folder is the site's
         // root, so `policy assets examples/demo/static` audits exactly what is served.
         .route("/{file}", get(asset))
-        .route("/policy", get(snapshot))
-        .route("/dashboard", get(|| async { Html(DASHBOARD) }))
         .route("/locality", get(locality))
-}
-
-async fn snapshot() -> Response {
-    (
-        [(header::CACHE_CONTROL, "no-store")],
-        Json(Registry::global().snapshot()),
-    )
-        .into_response()
+        // `/policy` and `/dashboard`, from the runtime (feature `dashboard`).
+        .merge(policy::dashboard::router())
 }
 
 async fn locality() -> Json<LocalityMap> {

@@ -41,6 +41,12 @@ pub struct Opening {
     pub window: Option<String>,
     /// How long it opened for.
     pub open_for: String,
+    /// The event's reason code (`failures`, `probe_failed`, `retry_after`, `shared`...).
+    pub reason: String,
+    /// How long it opened for, in milliseconds.
+    pub open_for_ms: Option<u64>,
+    /// What the dependency asked for, in milliseconds, when its `Retry-After` opened it.
+    pub retry_after_ms: Option<u64>,
 }
 
 /// Events of one kind, name and detail.
@@ -157,6 +163,9 @@ impl EventLog {
                 count: fields.count,
                 window: fields.window.clone(),
                 open_for: fields.open_for.clone().unwrap_or_default(),
+                reason: fields.reason.clone().unwrap_or_default(),
+                open_for_ms: fields.open_for_ms,
+                retry_after_ms: fields.retry_after_ms,
             });
         }
         let detail = match kind.as_str() {
@@ -220,7 +229,9 @@ struct Fields {
     count: Option<u64>,
     window: Option<String>,
     open_for: Option<String>,
+    open_for_ms: Option<u64>,
     retry_after: Option<String>,
+    retry_after_ms: Option<u64>,
 }
 
 /// A field in milliseconds, as a duration's debug form (`30s`, `250ms`).
@@ -256,8 +267,14 @@ impl Fields {
             "reason" => self.reason = Some(value),
             "class" => self.class = Some(value),
             "window_ms" => self.window = from_ms(&value),
-            "open_for_ms" => self.open_for = from_ms(&value),
-            "retry_after_ms" => self.retry_after = from_ms(&value),
+            "open_for_ms" => {
+                self.open_for = from_ms(&value);
+                self.open_for_ms = value.parse().ok();
+            }
+            "retry_after_ms" => {
+                self.retry_after = from_ms(&value);
+                self.retry_after_ms = value.parse().ok();
+            }
             "count" => self.count = value.parse().ok(),
             _ => {}
         }

@@ -124,7 +124,7 @@ async fn run_scenario(cli: &Cli) -> Result<(), DemoError> {
     );
     let run = scenario::run(&options).await?;
     print!("{}", report::tables(&run));
-    println!("\nWhat this run showed:");
+    println!("\nThe promises, each judged on this run's numbers against its threshold:");
     for finding in report::findings(&run) {
         println!("  - {finding}");
     }

@@ -45,6 +45,15 @@ fn tidy(debug: &str) -> String {
     }
 }
 
+/// `count` and `noun`, the noun plural unless the count is one (`1 call`, `9 calls`).
+fn count_of(count: u64, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
 fn join_or_none(items: Vec<String>) -> String {
     if items.is_empty() {
         "none".to_owned()
@@ -170,6 +179,16 @@ fn background(phase: &PhaseReport) -> String {
     )
 }
 
+/// The instance a provider's caller header names, in words.
+fn instance(caller: &str) -> String {
+    match caller {
+        "a" => "the first instance".to_owned(),
+        "b" => "the second instance".to_owned(),
+        "" => "a caller that did not say which instance".to_owned(),
+        other => format!("instance {other}"),
+    }
+}
+
 fn providers(phase: &PhaseReport) -> String {
     let mut parts = Vec::new();
     for (name, max) in &phase.provider_max_in_flight {
@@ -177,16 +196,32 @@ fn providers(phase: &PhaseReport) -> String {
             .provider_calls
             .iter()
             .filter(|c| c.provider == *name && c.calls.received > 0)
-            .map(|c| format!("{} from {}", c.calls.received, c.caller))
+            .map(|c| {
+                format!(
+                    "{} from {}",
+                    count_of(c.calls.received, "call"),
+                    instance(&c.caller)
+                )
+            })
             .collect();
         let calls = if calls.is_empty() {
-            "0".to_owned()
+            "0 calls".to_owned()
         } else {
             calls.join(", ")
         };
         parts.push(format!("{name} {calls} (at most {max} at once)"));
     }
     parts.join(" · ")
+}
+
+/// The pause before a phase that waited for a breaker's cooldown, in words.
+fn pause(phase: &PhaseReport) -> Option<String> {
+    let waited = phase.waited_for_cooldown?;
+    let breaker = phase.phase.after_cooldown_of.unwrap_or("its");
+    Some(format!(
+        "started after a {} pause (no load, every provider healthy) until the `{breaker}` breaker's opening from the phase before had ended, so its first calls reach the provider",
+        secs(waited)
+    ))
 }
 
 fn route_row(label: &str, stats: &RouteStats) -> String {
@@ -214,6 +249,9 @@ pub fn tables(run: &RunReport) -> String {
             secs(phase.started),
             secs(phase.ended)
         );
+        if let Some(line) = pause(phase) {
+            let _ = writeln!(out, "  {line}");
+        }
         let _ = writeln!(
             out,
             "  {:<9}{:>9}  {:>9}  {:>9}  {:>9}   outcomes",
@@ -317,134 +355,436 @@ fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64().max(1e-9)
 }
 
-/// What the numbers show, in a few sentences, each computed from the run.
-pub fn findings(run: &RunReport) -> Vec<String> {
-    let mut out = Vec::new();
-    let healthy = run.phase("healthy");
-    if let (Some(healthy), Some(slow)) = (healthy, run.phase("search slow")) {
-        let longest_index = slow
-            .provider_max_in_flight
-            .iter()
-            .find(|(name, _)| *name == "search")
-            .map_or(0, |(_, n)| *n);
-        out.push(format!(
-            "The user waited only for critical work: with search {}, saves answered with a p99 of {} (healthy: {}); search never had more than {longest_index} of our calls at once.",
-            slow.phase.search,
+/// Whether a promise was kept in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Judgement {
+    /// The measured numbers are within the threshold.
+    Kept,
+    /// They are not: the promise was broken in this run (or the machine was too busy to keep
+    /// it; the numbers say which).
+    NotKept,
+    /// The run has no phase or data to judge it on.
+    NotJudged,
+}
+
+impl Judgement {
+    fn of(kept: bool) -> Self {
+        if kept { Self::Kept } else { Self::NotKept }
+    }
+
+    /// How the report writes it: `KEPT`, `NOT KEPT`, `NOT JUDGED`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Kept => "KEPT",
+            Self::NotKept => "NOT KEPT",
+            Self::NotJudged => "NOT JUDGED",
+        }
+    }
+}
+
+/// One headline of the report: a promise, the threshold it is judged by (stated in the code
+/// below and in the report), what the run measured, and the judgement that follows from them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Kept, not kept, or not judged.
+    pub judgement: Judgement,
+    /// The promise, in a few words.
+    pub promise: &'static str,
+    /// The threshold, in words, with its numbers.
+    pub threshold: String,
+    /// What the run measured, in words, with its numbers.
+    pub measured: String,
+}
+
+impl Verdict {
+    fn new(
+        kept: bool,
+        promise: &'static str,
+        threshold: impl Into<String>,
+        measured: impl Into<String>,
+    ) -> Self {
+        Self {
+            judgement: Judgement::of(kept),
+            promise,
+            threshold: threshold.into(),
+            measured: measured.into(),
+        }
+    }
+
+    fn not_judged(promise: &'static str, why: impl Into<String>) -> Self {
+        Self {
+            judgement: Judgement::NotJudged,
+            promise,
+            threshold: String::new(),
+            measured: why.into(),
+        }
+    }
+
+    /// Whether the promise was kept.
+    pub fn kept(&self) -> bool {
+        self.judgement == Judgement::Kept
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {}. Measured: {}.",
+            self.judgement.label(),
+            self.promise,
+            self.measured
+        )?;
+        if !self.threshold.is_empty() {
+            write!(f, " Threshold: {}.", self.threshold)?;
+        }
+        Ok(())
+    }
+}
+
+/// A save that waited for the slow provider would take at least its delay; saves are judged
+/// against this share of it.
+pub const SLOW_SAVE_SHARE_OF_DELAY: f64 = 0.5;
+/// The read route's p99 in a phase where search is sick may be at most this many times its
+/// healthy p99...
+pub const READ_P99_FACTOR: u32 = 3;
+/// ...plus this: with ~60 reads a phase the p99 is the slowest read, and one scheduler hiccup on
+/// a loaded 2-core machine costs a few milliseconds. A failure of isolation would show the
+/// provider's 600 ms, far above it.
+pub const READ_P99_SLACK: Duration = Duration::from_millis(10);
+/// How far the breaker's opening may be from the `Retry-After` the provider sent.
+pub const RETRY_AFTER_TOLERANCE: Duration = Duration::from_millis(50);
+
+fn calls_to(phase: &PhaseReport, provider: &str) -> u64 {
+    phase
+        .provider_calls
+        .iter()
+        .filter(|c| c.provider == provider)
+        .map(|c| c.calls.received)
+        .sum()
+}
+
+fn critical_work_only(run: &RunReport) -> Verdict {
+    const PROMISE: &str = "the user waited only for critical work";
+    let (Some(healthy), Some(slow)) = (run.phase("healthy"), run.phase("search slow")) else {
+        return Verdict::not_judged(PROMISE, "the run has no `healthy` and `search slow` phases");
+    };
+    let crate::providers::Mode::Slow { delay } = slow.phase.search else {
+        return Verdict::not_judged(PROMISE, "search is not slow in `search slow`");
+    };
+    let bound = delay.mul_f64(SLOW_SAVE_SHARE_OF_DELAY);
+    let slots = run.search_limits.slots;
+    let in_flight = slow
+        .provider_max_in_flight
+        .iter()
+        .find(|(name, _)| *name == "search")
+        .map_or(0, |(_, n)| *n);
+    let all_ok = slow.save.ok == slow.save.count;
+    Verdict::new(
+        slow.save.p99 <= bound && all_ok && in_flight <= slots,
+        PROMISE,
+        format!(
+            "with search taking {} per call, the save's p99 at most {} ({}% of it), every save answered, and search never holding more than the `search` bulkhead's {slots} calls",
+            ms(delay),
+            ms(bound),
+            SLOW_SAVE_SHARE_OF_DELAY * 100.0
+        ),
+        format!(
+            "save p99 {} (healthy: {}), {} of {} saves answered, at most {in_flight} search calls at once",
             ms(slow.save.p99),
-            ms(healthy.save.p99)
-        ));
-        let reads: Vec<String> = run
-            .phases
-            .iter()
-            .filter(|p| p.phase.name.starts_with("search"))
-            .map(|p| {
-                format!(
-                    "{} {} (×{:.1})",
-                    p.phase.name,
-                    ms(p.read.p99),
-                    ratio(p.read.p99, healthy.read.p99)
-                )
-            })
-            .collect();
-        out.push(format!(
-            "Nothing unrelated slowed down: the read route's p99 was {} while healthy, and {} while search was sick.",
-            ms(healthy.read.p99),
-            reads.join(", ")
-        ));
+            ms(healthy.save.p99),
+            slow.save.ok,
+            slow.save.count
+        ),
+    )
+}
+
+fn unrelated_unaffected(run: &RunReport) -> Verdict {
+    const PROMISE: &str = "nothing unrelated slowed down";
+    let Some(healthy) = run.phase("healthy") else {
+        return Verdict::not_judged(PROMISE, "the run has no `healthy` phase");
+    };
+    let bound = healthy.read.p99 * READ_P99_FACTOR + READ_P99_SLACK;
+    let sick: Vec<&PhaseReport> = run
+        .phases
+        .iter()
+        .filter(|p| p.phase.name.starts_with("search"))
+        .collect();
+    if sick.is_empty() {
+        return Verdict::not_judged(PROMISE, "the run has no phase where search is sick");
     }
-    if let Some(down) = run.phase("search down") {
-        let refused: u64 = down
-            .refusals
-            .iter()
-            .filter(|c| c.kind == "breaker_open" && c.name == "search")
-            .map(|c| c.count)
-            .sum();
-        let calls: u64 = down
-            .provider_calls
-            .iter()
-            .filter(|c| c.provider == "search")
-            .map(|c| c.calls.received)
-            .sum();
-        let first = down
-            .openings
-            .iter()
-            .find(|o| o.breaker == "search")
-            .map_or_else(
-                || "it never opened".to_owned(),
-                |o| format!("it opened on {}", o.cause),
-            );
-        out.push(format!(
-            "A sick dependency cost a bounded amount: while search was down {first}, refused {refused} calls without paying a timeout, and search received {calls} calls in the whole phase."
-        ));
+    let over: Vec<&str> = sick
+        .iter()
+        .filter(|p| p.read.p99 > bound || p.read.ok < p.read.count)
+        .map(|p| p.phase.name)
+        .collect();
+    let measured: Vec<String> = sick
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} (×{:.1}, {} of {} answered)",
+                p.phase.name,
+                ms(p.read.p99),
+                ratio(p.read.p99, healthy.read.p99),
+                p.read.ok,
+                p.read.count
+            )
+        })
+        .collect();
+    let mut measured = format!(
+        "the read route's p99 was {} while healthy; {}",
+        ms(healthy.read.p99),
+        measured.join(", ")
+    );
+    if !over.is_empty() {
+        let _ = write!(measured, "; over the bound: {}", over.join(", "));
     }
-    if let Some(shared) = &run.shared {
-        out.push(format!(
-            "Two instances shared one breaker: the second instance took {} saves while the first instance's opening held, refused {} index attempts, and made {} calls to the sick provider.",
+    Verdict::new(
+        over.is_empty(),
+        PROMISE,
+        format!(
+            "in every phase where search is sick, every read answered and the read p99 at most {READ_P99_FACTOR}× its healthy p99 + {} = {}",
+            ms(READ_P99_SLACK),
+            ms(bound)
+        ),
+        measured,
+    )
+}
+
+fn bounded_cost(run: &RunReport) -> Verdict {
+    const PROMISE: &str = "a sick dependency cost a bounded amount";
+    let Some(down) = run.phase("search down") else {
+        return Verdict::not_judged(PROMISE, "the run has no `search down` phase");
+    };
+    let refused: u64 = down
+        .refusals
+        .iter()
+        .filter(|c| c.kind == "breaker_open" && c.name == "search")
+        .map(|c| c.count)
+        .sum();
+    let calls = calls_to(down, "search");
+    let openings: Vec<&crate::events::Opening> = down
+        .openings
+        .iter()
+        .filter(|o| o.breaker == "search")
+        .collect();
+    let limits = run.search_limits;
+    let per_opening = u64::from(limits.failures_to_open + limits.slots);
+    let bound = per_opening * openings.len() as u64;
+    let first = openings.first().map_or_else(
+        || "the breaker never opened".to_owned(),
+        |o| format!("the breaker opened on {}", o.cause),
+    );
+    Verdict::new(
+        !openings.is_empty() && refused > 0 && calls <= bound,
+        PROMISE,
+        format!(
+            "the breaker opens and refuses, and search receives at most {per_opening} calls per opening (the {} failures that open it and the `search` bulkhead's {} calls in flight): {bound} for {}",
+            limits.failures_to_open,
+            limits.slots,
+            count_of(openings.len() as u64, "opening")
+        ),
+        format!(
+            "while search was down {first}, refused {} without paying a timeout, and search received {} in the whole phase",
+            count_of(refused, "call"),
+            count_of(calls, "call")
+        ),
+    )
+}
+
+fn retry_after_honoured(run: &RunReport) -> Verdict {
+    const PROMISE: &str = "a 429's Retry-After was honoured";
+    let Some(limited) = run.phase("search 429") else {
+        return Verdict::not_judged(PROMISE, "the run has no `search 429` phase");
+    };
+    let crate::providers::Mode::RateLimited { retry_after } = limited.phase.search else {
+        return Verdict::not_judged(PROMISE, "search does not answer 429 in `search 429`");
+    };
+    let calls = calls_to(limited, "search");
+    let asked = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+    let tolerance = u64::try_from(RETRY_AFTER_TOLERANCE.as_millis()).unwrap_or(u64::MAX);
+    let trips: Vec<&crate::events::Opening> = limited
+        .openings
+        .iter()
+        .filter(|o| o.breaker == "search" && o.reason == "retry_after")
+        .collect();
+    let as_asked = |o: &&crate::events::Opening| {
+        o.open_for_ms
+            .is_some_and(|m| m.abs_diff(asked) <= tolerance)
+    };
+    let opened_for: Vec<String> = trips.iter().map(|o| tidy(&o.open_for)).collect();
+    let waited = limited
+        .waited_for_cooldown
+        .map(|w| {
+            format!(
+                " (it started after a {} pause for the breaker's cooldown)",
+                secs(w)
+            )
+        })
+        .unwrap_or_default();
+    Verdict::new(
+        calls > 0 && !trips.is_empty() && trips.iter().all(as_asked),
+        PROMISE,
+        format!(
+            "search is reached (at least one call), and every opening it causes lasts its Retry-After, {}, within {}",
+            ms(retry_after),
+            ms(RETRY_AFTER_TOLERANCE)
+        ),
+        format!(
+            "search received {} in the phase{waited}; the breaker opened on its Retry-After {}{}",
+            count_of(calls, "call"),
+            match trips.len() {
+                0 => "never".to_owned(),
+                1 => "once".to_owned(),
+                n => format!("{n} times"),
+            },
+            if opened_for.is_empty() {
+                String::new()
+            } else {
+                format!(", for {}", opened_for.join(", "))
+            }
+        ),
+    )
+}
+
+fn shared_opening(run: &RunReport) -> Option<Verdict> {
+    let shared = run.shared.as_ref()?;
+    Some(Verdict::new(
+        shared.saves > 0 && shared.calls_to_search == 0,
+        "two instances shared one breaker",
+        "the second instance, while the first instance's opening holds, takes saves and makes 0 calls to the sick provider",
+        format!(
+            "the second instance took {} saves while the first instance's opening held, refused {} index attempts, and made {} calls to the sick provider",
             shared.saves, shared.refusals, shared.calls_to_search
-        ));
-    }
+        ),
+    ))
+}
+
+fn burst_sheds_optional_work(run: &RunReport) -> Verdict {
+    const PROMISE: &str = "under the burst, critical work was never shed";
     let critical: u64 = run.phases.iter().map(|p| p.critical_shed_for_load).sum();
-    if let Some(burst) = run.phase("burst") {
-        let refused: u64 = burst
-            .save
-            .others
-            .iter()
-            .filter(|(label, _)| label.starts_with("503"))
-            .map(|(_, n)| n)
-            .sum();
-        let shed: u64 = burst.shed.iter().map(|c| c.count).sum();
-        out.push(format!(
-            "Under the burst, {critical} critical requests were shed for load in the whole run; {refused} saves were refused visibly (a 503 naming the full bulkhead) and {shed} pieces of optional work were shed, each with its reason. Reads kept a p50 of {} (their p99, {}, is the waves competing for the same two cores).",
+    let Some(burst) = run.phase("burst") else {
+        return Verdict::not_judged(PROMISE, "the run has no `burst` phase");
+    };
+    let not_ok = burst.save.count - burst.save.ok;
+    let visible: u64 = burst
+        .save
+        .others
+        .iter()
+        .filter(|(label, _)| label.starts_with("503"))
+        .map(|(_, n)| n)
+        .sum();
+    let shed: u64 = burst.shed.iter().map(|c| c.count).sum();
+    Verdict::new(
+        critical == 0 && visible == not_ok,
+        PROMISE,
+        "0 critical requests shed for load in the whole run, and every save not answered refused visibly (a 503 with its reason)",
+        format!(
+            "{critical} critical requests shed for load; {visible} of the {not_ok} saves not answered were a 503 naming the full bulkhead; {shed} pieces of optional work shed, each with its reason; reads p50 {} and p99 {} during the burst",
             ms(burst.read.p50),
             ms(burst.read.p99)
-        ));
-    }
+        ),
+    )
+}
+
+fn deferred_after_response(run: &RunReport) -> Verdict {
     let (after, total) = run.phases.iter().fold((0, 0), |(a, t), p| {
         let d = &p.deferred;
         (a + d.after, t + d.after + d.before + d.unmatched)
     });
-    out.push(format!(
-        "Deferred work ran after its response: {after} of {total} deferred tasks started after their response was finished."
-    ));
-    if let Some(sessions) = run.phase("sessions down") {
-        let degraded: u64 = sessions
-            .save
-            .others
-            .iter()
-            .filter(|(label, _)| *label == Outcome::Degraded.label())
-            .map(|(_, n)| n)
-            .sum();
-        let answered: u64 = sessions
-            .fallbacks
-            .iter()
-            .map(|f| f.failed + f.refused + f.expired)
-            .sum();
-        out.push(format!(
-            "With the session store down, {answered} session lookups degraded to anonymous (never wider than the token's claim), so {degraded} saves were answered 503 with the reason (retry, not sign in again), and reads went on (p99 {})."
-        , ms(sessions.read.p99)));
-    }
+    Verdict::new(
+        after == total && total > 0,
+        "deferred work ran after its response",
+        "every deferred task starts after its own response was finished (and there was some)",
+        format!("{after} of {total} deferred tasks started after their response was finished"),
+    )
+}
+
+fn sessions_degrade(run: &RunReport) -> Verdict {
+    const PROMISE: &str = "with the session store down, sessions degraded and reads went on";
+    let Some(sessions) = run.phase("sessions down") else {
+        return Verdict::not_judged(PROMISE, "the run has no `sessions down` phase");
+    };
+    let degraded: u64 = sessions
+        .save
+        .others
+        .iter()
+        .filter(|(label, _)| *label == Outcome::Degraded.label())
+        .map(|(_, n)| n)
+        .sum();
+    let answered: u64 = sessions
+        .fallbacks
+        .iter()
+        .map(|f| f.failed + f.refused + f.expired)
+        .sum();
+    Verdict::new(
+        answered > 0
+            && degraded + sessions.save.ok == sessions.save.count
+            && sessions.read.ok == sessions.read.count,
+        PROMISE,
+        "session lookups answered by the fallback (anonymous, never wider than the token's claim), every save answered or refused as anonymous with the reason, and every read answered",
+        format!(
+            "{answered} session lookups degraded to anonymous; {degraded} of {} saves answered 503 with the reason (retry, not sign in again); {} of {} reads answered (p99 {})",
+            sessions.save.count,
+            sessions.read.ok,
+            sessions.read.count,
+            ms(sessions.read.p99)
+        ),
+    )
+}
+
+fn one_budget(run: &RunReport) -> Verdict {
+    const PROMISE: &str = "every request got one budget, carried to its providers";
     let most = most_given(run);
     let given: Vec<String> = most
         .iter()
         .filter(|(_, _, count)| *count > 0)
         .map(|(name, max, count)| format!("{name} at most {} over {count} calls", ms(*max)))
         .collect();
-    if !given.is_empty() {
-        let over = most
-            .iter()
-            .filter(|(_, max, _)| *max > run.request_budget)
-            .count();
-        let verdict = if over == 0 {
-            "none was ever given more than the request had".to_owned()
-        } else {
-            format!("{over} providers were given more than the request had")
-        };
-        out.push(format!(
-            "Every request got one budget ({} from demo.policy's request stanza), and the provider calls carried what was left of it: {}; {verdict}.",
-            ms(run.request_budget),
-            given.join(", ")
-        ));
+    if given.is_empty() {
+        return Verdict::not_judged(PROMISE, "no provider call carried a budget");
     }
+    let over: Vec<&str> = most
+        .iter()
+        .filter(|(_, max, _)| *max > run.request_budget)
+        .map(|(name, _, _)| *name)
+        .collect();
+    let mut measured = given.join(", ");
+    if over.is_empty() {
+        measured.push_str("; none was ever given more than the request had");
+    } else {
+        let _ = write!(
+            measured,
+            "; given more than the request had: {}",
+            over.join(", ")
+        );
+    }
+    Verdict::new(
+        over.is_empty(),
+        PROMISE,
+        format!(
+            "no provider call is given more than the request's {} (demo.policy's request stanza)",
+            ms(run.request_budget)
+        ),
+        measured,
+    )
+}
+
+/// The report's headlines: each promise judged on the run's numbers against its threshold.
+pub fn findings(run: &RunReport) -> Vec<Verdict> {
+    let mut out = vec![
+        critical_work_only(run),
+        unrelated_unaffected(run),
+        bounded_cost(run),
+        retry_after_honoured(run),
+    ];
+    out.extend(shared_opening(run));
+    out.extend([
+        burst_sheds_optional_work(run),
+        deferred_after_response(run),
+        sessions_degrade(run),
+        one_budget(run),
+    ]);
     out
 }
 
@@ -460,6 +800,24 @@ fn esc(text: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text written for the terminal, as HTML: escaped, and each `name` in backticks (Markdown's
+/// code span) as `<code>name</code>`; an unpaired backtick is dropped, so none reaches the page.
+pub fn rich(text: &str) -> String {
+    let pieces: Vec<&str> = text.split('`').collect();
+    // Pieces at odd positions were between a pair of backticks, unless the last is unpaired.
+    let paired = pieces.len() % 2 == 1;
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, piece) in pieces.iter().enumerate() {
+        let last = i + 1 == pieces.len();
+        if i % 2 == 1 && (paired || !last) {
+            let _ = write!(out, "<code>{}</code>", esc(piece));
+        } else {
+            out.push_str(&esc(piece));
         }
     }
     out
@@ -532,6 +890,16 @@ fn chart(run: &RunReport, route: Route, title: &str) -> String {
             TOP - 8.0,
             esc(phase.phase.name)
         );
+        // The pause before a phase that waited for a breaker's cooldown: no load, so no dots.
+        if let Some(waited) = phase.waited_for_cooldown.filter(|w| !w.is_zero()) {
+            let p0 = x((phase.started.saturating_sub(waited)).as_secs_f64());
+            let _ = write!(
+                svg,
+                r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#5b6475">paused: cooldown</text>"##,
+                (p0 + x0) / 2.0,
+                TOP - 8.0
+            );
+        }
         let stats = match route {
             Route::Save => &phase.save,
             Route::Read => &phase.read,
@@ -602,6 +970,9 @@ fn html_phase(index: usize, count: usize, phase: &PhaseReport) -> String {
         secs(phase.started),
         secs(phase.ended)
     );
+    if let Some(line) = pause(phase) {
+        let _ = write!(out, "<p class=\"muted\">{}</p>", rich(&line));
+    }
     out.push_str("<table><thead><tr><th>route</th><th class=\"num\">requests</th><th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">max</th><th>outcomes</th></tr></thead><tbody>");
     let mut routes = vec![("save", &phase.save), ("read", &phase.read)];
     if let Some(b) = &phase.save_on_b {
@@ -638,7 +1009,7 @@ fn html_phase(index: usize, count: usize, phase: &PhaseReport) -> String {
             out,
             "<tr><th>{}</th><td>{}</td></tr>",
             esc(label),
-            esc(&text)
+            rich(&text)
         );
     }
     out.push_str("</tbody></table>");
@@ -666,6 +1037,8 @@ th, td {{ text-align: left; padding: 4px 8px; border-bottom: 1px solid #e3e7ef; 
 td.num, th.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 table.facts th {{ width: 200px; color: #5b6475; font-weight: 600; }}
 .findings li {{ margin: 4px 0; }}
+.findings li.kept strong {{ color: #067647; }} .findings li.broken strong {{ color: #b42318; }} .findings li.unjudged strong {{ color: #b54708; }}
+code {{ font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: #f2f4f7; padding: 0 3px; border-radius: 3px; }}
 .legend .swatch {{ display: inline-block; width: 12px; height: 12px; margin: 0 4px 0 10px; border: 1px solid #c9cfdb; vertical-align: -2px; }}
 </style>
 </head>
@@ -688,8 +1061,27 @@ pub fn html(run: &RunReport) -> String {
         secs(run.elapsed)
     );
     body.push_str("<ul class=\"findings\">");
-    for finding in findings(run) {
-        let _ = write!(body, "<li>{}</li>", esc(&finding));
+    for verdict in findings(run) {
+        let class = match verdict.judgement {
+            Judgement::Kept => "kept",
+            Judgement::NotKept => "broken",
+            Judgement::NotJudged => "unjudged",
+        };
+        let _ = write!(
+            body,
+            "<li class=\"{class}\"><strong>{}</strong>: {}. Measured: {}.",
+            verdict.judgement.label(),
+            rich(verdict.promise),
+            rich(&verdict.measured)
+        );
+        if !verdict.threshold.is_empty() {
+            let _ = write!(
+                body,
+                " <span class=\"muted\">Threshold: {}.</span>",
+                rich(&verdict.threshold)
+            );
+        }
+        body.push_str("</li>");
     }
     body.push_str("</ul>");
     body.push_str(&chart(
@@ -717,7 +1109,7 @@ pub fn html(run: &RunReport) -> String {
             shared.saves,
             secs(shared.window),
             shared.refusals,
-            esc(&shared.cause),
+            rich(&shared.cause),
             shared.calls_to_search,
             shared.calls_to_search_from_a,
         );
@@ -968,7 +1360,7 @@ pub fn soak_html(run: &SoakReport) -> String {
             "<tr><th>{}</th><td><strong>{}</strong> {}</td></tr>",
             esc(check.name),
             if check.passed { "pass" } else { "FAIL" },
-            esc(&check.detail)
+            rich(&check.detail)
         );
     }
     body.push_str("</tbody></table>");
@@ -1036,4 +1428,24 @@ pub fn soak_html(run: &SoakReport) -> String {
         body.push_str("</tbody></table>");
     }
     page("policy demo soak report", &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rich;
+
+    #[test]
+    fn backticks_become_code_and_never_reach_the_page() {
+        assert_eq!(
+            rich("breaker `search` at 3.8 s"),
+            "breaker <code>search</code> at 3.8 s"
+        );
+        assert_eq!(
+            rich("`a<b>` and `c`"),
+            "<code>a&lt;b&gt;</code> and <code>c</code>"
+        );
+        // An unpaired backtick is dropped, the text kept.
+        assert_eq!(rich("`a` and `b"), "<code>a</code> and b");
+        assert_eq!(rich("no code"), "no code");
+    }
 }

@@ -1,6 +1,7 @@
-//! The live dashboard in a real browser: headless Chromium opens `/dashboard` while the
-//! service runs a fault phase, and the page shows the `search` breaker as open. The screenshot
-//! is kept at `target/demo-dashboard.png`.
+//! The live dashboard in a real browser: headless Chromium opens `/dashboard` (the runtime's
+//! dashboard router, merged into the demo's) while the service runs a fault phase, and the
+//! page shows the `search` breaker as open, and the demo's shedder and isolated pool by their
+//! operation's name. The screenshot is kept at `target/demo-dashboard.png`.
 //!
 //! Under `CI=true` a missing `chromium` fails the test (`.ci/run` installs it); elsewhere the
 //! test is skipped with a message on stderr.
@@ -11,7 +12,6 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -22,72 +22,11 @@ use policy_demo::client::{self, http_client};
 use policy_demo::providers::Mode;
 use policy_demo::service::token_for;
 use policy_demo::stack::{self, Instance, Providers};
-use tokio::process::Command;
-
-fn chromium() -> Option<&'static str> {
-    let found = std::process::Command::new("chromium")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Some("chromium");
-    }
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "chromium is not installed, and CI=true: install it (apt-get install -y chromium); .ci/run does"
-    );
-    eprintln!("SKIPPED: chromium is not installed (install it to run the dashboard test)");
-    None
-}
-
-/// Runs headless Chromium on `url` with `extra` flags; returns its stdout.
-async fn browse(chromium: &str, profile: &Path, url: &str, extra: &[String]) -> String {
-    let output = tokio::time::timeout(
-        Duration::from_secs(90),
-        Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--virtual-time-budget=5000",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .args(extra)
-            .arg(url)
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("chromium finishes within 90 s")
-    .expect("chromium runs");
-    assert!(
-        output.status.success(),
-        "chromium failed: {}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// The opening tag of the table row the dashboard renders for the breaker `name`.
-fn breaker_row<'a>(dom: &'a str, name: &str) -> Option<&'a str> {
-    let at = dom.find(&format!("data-breaker=\"{name}\""))?;
-    let start = dom[..at].rfind("<tr")?;
-    let end = at + dom[at..].find("</tr>")?;
-    Some(&dom[start..end])
-}
+use policy_testkit::browser::{self, Chromium};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_the_search_breaker_open_in_a_real_browser() {
-    let Some(chromium) = chromium() else {
+    let Some(chromium) = Chromium::find() else {
         return;
     };
     let db = stack::prepare_database(None, 20).await.expect("the store");
@@ -151,10 +90,14 @@ async fn the_dashboard_shows_the_search_breaker_open_in_a_real_browser() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let profile = tempfile::tempdir().expect("a browser profile directory");
     let url = format!("{base}/dashboard");
-    let dom = browse(chromium, profile.path(), &url, &["--dump-dom".to_owned()]).await;
-    let row = breaker_row(&dom, "search")
+    let dom = {
+        let (chromium, url) = (chromium.clone(), url.clone());
+        tokio::task::spawn_blocking(move || chromium.dump_dom(&url, Duration::from_secs(5)))
+            .await
+            .expect("the browser ran")
+    };
+    let row = browser::row(&dom, "data-breaker", "search")
         .unwrap_or_else(|| panic!("the page shows no `search` breaker:\n{dom}"));
     assert!(row.contains("data-state=\"open\""), "{row}");
     assert!(
@@ -165,24 +108,29 @@ async fn the_dashboard_shows_the_search_breaker_open_in_a_real_browser() {
         row.contains("the dependency asked for"),
         "the cause is shown: {row}"
     );
+    // The demo's per-function shedder, by its operation's name, not `policy_demo::service::...`.
+    let shedders = browser::table_body(&dom, "shedders").expect("the shedders table");
+    let publish = browser::row(shedders, "data-name", "publish_activity")
+        .unwrap_or_else(|| panic!("no `publish_activity` shedder:\n{shedders}"));
+    assert!(publish.contains(">publish_activity</td>"), "{publish}");
+    let isolated = browser::table_body(&dom, "isolated").expect("the isolated table");
+    let embedding = browser::row(isolated, "data-name", "compute_embedding")
+        .unwrap_or_else(|| panic!("no `compute_embedding` pool:\n{isolated}"));
+    assert!(embedding.contains(">compute_embedding</td>"), "{embedding}");
 
     // The artifact: a screenshot of the page, kept under target/.
     let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .map_or_else(|| PathBuf::from("target"), Path::to_path_buf);
     let screenshot = target.join("demo-dashboard.png");
-    let _ = std::fs::remove_file(&screenshot);
-    browse(
-        chromium,
-        profile.path(),
-        &url,
-        &[
-            format!("--screenshot={}", screenshot.display()),
-            "--window-size=1280,1100".to_owned(),
-            "--hide-scrollbars".to_owned(),
-        ],
-    )
-    .await;
+    {
+        let screenshot = screenshot.clone();
+        tokio::task::spawn_blocking(move || {
+            chromium.screenshot(&url, Duration::from_secs(5), &screenshot, (1280, 1400));
+        })
+        .await
+        .expect("the browser ran");
+    }
     let size = std::fs::metadata(&screenshot).map_or(0, |m| m.len());
     assert!(size > 10_000, "a screenshot of {size} bytes");
     eprintln!("the dashboard's screenshot: {}", screenshot.display());

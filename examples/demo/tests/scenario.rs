@@ -15,6 +15,13 @@ fn phase<'a>(run: &'a RunReport, name: &str) -> &'a scenario::PhaseReport {
         .unwrap_or_else(|| panic!("the scenario has a `{name}` phase"))
 }
 
+fn phase_mut<'a>(run: &'a mut RunReport, name: &str) -> &'a mut scenario::PhaseReport {
+    run.phases
+        .iter_mut()
+        .find(|p| p.phase.name == name)
+        .unwrap_or_else(|| panic!("the scenario has a `{name}` phase"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_short_scenario_keeps_the_seeds_promises() {
     let run = scenario::run(&Options {
@@ -152,9 +159,124 @@ async fn the_short_scenario_keeps_the_seeds_promises() {
         .find(|(name, _)| *name == "sessions")
         .expect("the session store's budgets");
     assert!(lookups.max <= Duration::from_millis(150), "{lookups:?}");
-    let report = policy_demo::report::findings(&run).join("\n");
+    let report: Vec<String> = policy_demo::report::findings(&run)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let report = report.join("\n");
     assert!(
         report.contains("none was ever given more than the request had"),
         "{report}"
     );
+
+    // The 429 phase reaches the provider (the breaker `search down` opened had its cooldown
+    // first), and the provider's Retry-After opens the breaker for exactly that long.
+    let limited = phase(&run, "search 429");
+    let calls: u64 = limited
+        .provider_calls
+        .iter()
+        .filter(|c| c.provider == "search")
+        .map(|c| c.calls.received)
+        .sum();
+    assert!(
+        calls > 0,
+        "the `search 429` phase never reached the provider: {:?}",
+        limited.provider_calls
+    );
+    let trip = limited
+        .openings
+        .iter()
+        .find(|o| o.breaker == "search" && o.reason == "retry_after")
+        .unwrap_or_else(|| panic!("no opening on Retry-After: {:?}", limited.openings));
+    assert_eq!(trip.retry_after_ms, Some(2000), "{trip:?}");
+    assert!(
+        trip.open_for_ms.is_some_and(|m| m.abs_diff(2000) <= 50),
+        "{trip:?}"
+    );
+
+    the_reports_headlines_are_verdicts_on_the_measured_numbers(&run);
+}
+
+/// The headlines are verdicts: computed from the run against a stated threshold, and they say
+/// when a promise was not kept. The same run, with one number made to break a promise, turns
+/// that verdict to NOT KEPT. (Called from the test above: the scenario runs once per process.)
+fn the_reports_headlines_are_verdicts_on_the_measured_numbers(run: &RunReport) {
+    use policy_demo::report::{self, Judgement};
+
+    let verdicts = report::findings(run);
+    for verdict in &verdicts {
+        eprintln!("{verdict}");
+        assert_ne!(verdict.judgement, Judgement::NotJudged, "{verdict}");
+        assert!(!verdict.threshold.is_empty(), "{verdict}");
+        assert!(
+            verdict.to_string().contains("Threshold: "),
+            "the report states the threshold: {verdict}"
+        );
+    }
+    let judged = |run: &RunReport, promise: &str| {
+        report::findings(run)
+            .into_iter()
+            .find(|v| v.promise == promise)
+            .unwrap_or_else(|| panic!("no verdict on `{promise}`"))
+    };
+    let unrelated = "nothing unrelated slowed down";
+    let critical = "the user waited only for critical work";
+    let retry_after = "a 429's Retry-After was honoured";
+    let bounded = "a sick dependency cost a bounded amount";
+
+    // The read route slow while search is down: the isolation promise is broken, and said so.
+    let mut broken = run.clone();
+    let down = phase_mut(&mut broken, "search down");
+    down.read.p99 = Duration::from_millis(900);
+    let verdict = judged(&broken, unrelated);
+    assert_eq!(verdict.judgement, Judgement::NotKept, "{verdict}");
+    assert!(
+        verdict.measured.contains("over the bound: search down"),
+        "{verdict}"
+    );
+    assert_eq!(
+        judged(&broken, critical).judgement,
+        judged(run, critical).judgement
+    );
+
+    // Saves waiting for the slow provider.
+    let mut broken = run.clone();
+    let slow = phase_mut(&mut broken, "search slow");
+    slow.save.p99 = Duration::from_millis(650);
+    assert_eq!(judged(&broken, critical).judgement, Judgement::NotKept);
+
+    // A 429 phase that never reached the provider shows nothing of Retry-After.
+    let mut broken = run.clone();
+    let limited = phase_mut(&mut broken, "search 429");
+    limited.provider_calls.retain(|c| c.provider != "search");
+    limited.openings.clear();
+    let verdict = judged(&broken, retry_after);
+    assert_eq!(verdict.judgement, Judgement::NotKept, "{verdict}");
+    assert!(
+        verdict.measured.contains("search received 0 calls"),
+        "{verdict}"
+    );
+
+    // A provider that kept getting calls after the breaker opened.
+    let mut broken = run.clone();
+    let down = phase_mut(&mut broken, "search down");
+    for c in down
+        .provider_calls
+        .iter_mut()
+        .filter(|c| c.provider == "search")
+    {
+        c.calls.received += 1000;
+    }
+    assert_eq!(judged(&broken, bounded).judgement, Judgement::NotKept);
+
+    // The HTML has no Markdown left in it: names in backticks are `<code>`.
+    let html = report::html(run);
+    assert!(!html.contains('`'), "a backtick in the HTML report");
+    assert!(html.contains("<code>search</code>"));
+    assert!(html.contains("<strong>KEPT</strong>") || html.contains("<strong>NOT KEPT</strong>"));
+
+    // Provider calls say which instance made them, in words.
+    let tables = report::tables(run);
+    assert!(tables.contains("calls from the first instance"), "{tables}");
+    assert!(!tables.contains(" from a "), "{tables}");
 }

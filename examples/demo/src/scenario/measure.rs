@@ -111,6 +111,9 @@ pub struct BackgroundCount {
 pub struct PhaseReport {
     /// The phase.
     pub phase: Phase,
+    /// How long the load paused before it for a breaker's opening to end
+    /// ([`Phase::after_cooldown_of`]).
+    pub waited_for_cooldown: Option<Duration>,
     /// When it started, from the start of the first phase.
     pub started: Duration,
     /// When it ended.
@@ -165,6 +168,38 @@ pub struct RunReport {
     pub skipped: u64,
     /// The request's budget every route stamped (`demo.policy`'s `request` stanza).
     pub request_budget: Duration,
+    /// The `search` breaker's and bulkhead's limits, as configured (`demo.policy`), read from
+    /// the registry after the run: what the report's bound on a sick provider's cost is made of.
+    pub search_limits: SearchLimits,
+}
+
+/// What bounds the calls a sick search provider gets while its breaker counts failures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchLimits {
+    /// Failures that open the `search` breaker (its `open_after` count; 0 if it is not a count).
+    pub failures_to_open: u32,
+    /// Calls the `search` bulkhead lets run at once.
+    pub slots: u32,
+}
+
+impl SearchLimits {
+    /// The limits of the registry's `search` breaker and bulkhead (zero for one not built).
+    pub fn of(registry: &Registry) -> Self {
+        let failures_to_open =
+            registry
+                .find_breaker("search")
+                .map_or(0, |b| match b.snapshot().config.open_after {
+                    policy::OpenAfter::Failures { count, .. } => count,
+                    _ => 0,
+                });
+        let slots = registry
+            .find_bulkhead("search")
+            .map_or(0, |b| b.snapshot().max_concurrent);
+        Self {
+            failures_to_open,
+            slots,
+        }
+    }
 }
 
 impl RunReport {
@@ -221,6 +256,7 @@ pub(super) fn phase_report(
     );
     PhaseReport {
         phase: phase.clone(),
+        waited_for_cooldown: None,
         started,
         ended: stage.load.t0.elapsed(),
         save: RouteStats::default(),

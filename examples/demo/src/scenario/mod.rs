@@ -29,7 +29,8 @@ mod second;
 
 pub use load::{Outcome, Route, SEED_DOCUMENTS, Sample};
 pub use measure::{
-    BackgroundCount, FallbackCount, PhaseReport, ProviderCalls, RouteStats, RunReport, percentile,
+    BackgroundCount, FallbackCount, PhaseReport, ProviderCalls, RouteStats, RunReport,
+    SearchLimits, percentile,
 };
 pub use phases::{BURST_EVERY, BURST_WAVE, Phase, READ_RATE, SAVE_RATE, phases};
 pub use second::SharedReport;
@@ -158,6 +159,7 @@ pub async fn run(options: &Options) -> Result<RunReport, DemoError> {
         shared,
         skipped: load.skipped.load(Ordering::Relaxed),
         request_budget: crate::model::request_deadline()?,
+        search_limits: SearchLimits::of(policy::Registry::global()),
     })
 }
 
@@ -169,6 +171,10 @@ async fn run_phase(
     phase: &Phase,
 ) -> (PhaseReport, Option<SharedReport>) {
     let providers = stage.providers;
+    let waited = match phase.after_cooldown_of {
+        Some(breaker) => Some(wait_for_cooldown(stage, breaker).await),
+        None => None,
+    };
     providers.search.set_mode(phase.search);
     providers.notifier.set_mode(phase.notifier);
     providers.sessions.set_mode(phase.sessions);
@@ -195,6 +201,38 @@ async fn run_phase(
     if let (Some(window), Some(second)) = (b_window, stage.second) {
         shared = Some(second::shared_report(stage.load, &second.url, index, window).await);
     }
-    let report = measure::phase_report(stage, index, phase, started, &before, &after, &counts);
+    let mut report = measure::phase_report(stage, index, phase, started, &before, &after, &counts);
+    report.waited_for_cooldown = waited;
     (report, shared)
+}
+
+/// The longest pause before a phase for a breaker's opening to end; past it the phase starts
+/// anyway (and its report shows the provider's calls it got, perhaps none).
+const MAX_COOLDOWN_WAIT: Duration = Duration::from_secs(10);
+
+/// Pauses between phases, with no load sent and every provider healthy, until `breaker` is no
+/// longer open (its cooldown is over; the next call probes it). Returns how long that took.
+async fn wait_for_cooldown(stage: &Stage<'_>, breaker: &str) -> Duration {
+    let started = tokio::time::Instant::now();
+    for p in stage.providers.all() {
+        p.set_mode(crate::providers::Mode::Healthy);
+    }
+    let Some(breaker) = policy::Registry::global().find_breaker(breaker) else {
+        return Duration::ZERO;
+    };
+    while breaker.state() == policy::breaker::BreakerState::Open
+        && started.elapsed() < MAX_COOLDOWN_WAIT
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let waited = started.elapsed();
+    if stage.progress && !waited.is_zero() {
+        println!(
+            "
+  (paused {:.1} s, no load, every provider healthy, until the `{}` breaker's opening ended)",
+            waited.as_secs_f64(),
+            breaker.name()
+        );
+    }
+    waited
 }

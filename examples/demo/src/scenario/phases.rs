@@ -40,6 +40,10 @@ pub struct Phase {
     pub burst: bool,
     /// With Redis: the second instance takes saves while the shared opening holds.
     pub second_instance: bool,
+    /// The breaker this phase needs closed to show what it names: before it starts, the load
+    /// pauses and every provider is healthy until that breaker's opening (from the phase before)
+    /// has ended, so the phase's first calls reach the provider.
+    pub after_cooldown_of: Option<&'static str>,
 }
 
 /// The phases, in order.
@@ -58,6 +62,7 @@ pub fn phases(short: bool, redis: bool) -> Vec<Phase> {
         sessions,
         burst,
         second_instance: false,
+        after_cooldown_of: None,
     };
     vec![
         phase(
@@ -91,13 +96,19 @@ pub fn phases(short: bool, redis: bool) -> Vec<Phase> {
                 false,
             )
         },
-        phase(
-            "search 429",
-            "the search provider answers 429 with Retry-After: 2",
-            Mode::rate_limited(Duration::from_secs(2)),
-            Mode::Healthy,
-            false,
-        ),
+        // The breaker `search down` opened is still open when that phase ends (its cooldown,
+        // 3 s, outlasts a short phase): without the wait, this phase's calls would all be
+        // refused and the provider's Retry-After never seen.
+        Phase {
+            after_cooldown_of: Some("search"),
+            ..phase(
+                "search 429",
+                "the search provider answers 429 with Retry-After: 2",
+                Mode::rate_limited(Duration::from_secs(2)),
+                Mode::Healthy,
+                false,
+            )
+        },
         phase(
             "burst",
             "waves of 32 saves at once, twice a second, on top of the steady load",

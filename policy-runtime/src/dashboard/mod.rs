@@ -1,0 +1,117 @@
+//! The live dashboard, as an axum [`Router`] to mount in your own service (feature
+//! `dashboard`).
+//!
+//! One line adds two routes:
+//!
+//! | route        | answers                                                                     |
+//! |--------------|-----------------------------------------------------------------------------|
+//! | `/policy`    | the registry's [`Snapshot`] as JSON (`Cache-Control: no-store`)              |
+//! | `/dashboard` | a page that renders it as tables and reads it again every second            |
+//!
+//! The page is embedded in the binary (no files to ship) and reads the JSON beside it by a
+//! relative address, so the router works merged at the root (`/dashboard`, `/policy`) or nested
+//! under a prefix (`.nest("/ops", dashboard::router())`: `/ops/dashboard`, `/ops/policy`).
+//! Neither route needs any state of yours: the router is generic over the state, so it merges
+//! into a `Router<AppState>` too.
+//!
+//! ```
+//! use axum::Router;
+//! use axum::routing::get;
+//! # use tower::ServiceExt as _;
+//!
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .merge(policy_runtime::dashboard::router());
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! # let request = axum::http::Request::get("/policy").body(axum::body::Body::empty()).unwrap();
+//! # let response = app.oneshot(request).await.unwrap();
+//! # assert_eq!(response.status(), 200);
+//! # let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+//! # let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+//! # assert_eq!(json["version"], 1);
+//! # });
+//! ```
+//!
+//! # The JSON
+//!
+//! `/policy` is [`Registry::snapshot`] serialised: an object whose first field is
+//! `"version": 1` ([`Snapshot::VERSION`], raised by any change that could break a reader; new
+//! fields may be added within a version). Every duration is a number of milliseconds
+//! (fractional below one) under a name ending in `_ms`. Every row is named by its policy's name
+//! (breakers, bulkheads, retry policies, rate limiters, background pools) or, for what the
+//! attributes make per function (shedders, fallbacks, isolated pools, poll monitors), by the
+//! operation's own name in
+//! `display_name`, with the registry's unique `module::path::operation` in `name`. Its fields:
+//!
+//! | field        | one entry per                            | holds |
+//! |--------------|------------------------------------------|-------|
+//! | `breakers`   | breaker ([`BreakerSnapshot`](crate::breaker::BreakerSnapshot)) | `name`, `state` (`closed`, `open`, `probation`), `open_for_ms`, `last_cause` (`cause`: `failures`, `failure_ratio`, `probe_failed`, `tripped`, `shared`, with its numbers), `config` (`open_after`, `cooldown_ms`...), `openings`, `refusals`, `failures` |
+//! | `bulkheads`  | bulkhead ([`BulkheadSnapshot`](crate::bulkhead::BulkheadSnapshot)) | `name`, `max_concurrent`, `max_queued`, `running`, `queued`, `load`, `refused_full`, `refused_queue_timeout` |
+//! | `retries`    | retry policy ([`RetrySnapshot`](crate::retry::RetrySnapshot)) | `name`, `attempts`, `retries`, `stopped_by_allowance`, `stopped_by_deadline`, `exhausted`, `allowance` |
+//! | `shedders`   | shedder ([`ShedderSnapshot`](crate::shedding::ShedderSnapshot)) | `name`, `display_name`, `thresholds`, `shed_load` and `shed_budget` per class |
+//! | `limiters`   | rate limiter ([`LimiterSnapshot`](crate::limiter::LimiterSnapshot)) | `name`, `admitted`, `refused`, what it decided while its store failed, `degraded` |
+//! | `fallbacks`  | operation with a fallback ([`FallbackSnapshot`](crate::fallback::FallbackSnapshot)) | `operation`, `display_name`, `answered_by`, `refused`, `expired`, `failed`, `stale` |
+//! | `isolated`   | pool for CPU work ([`IsolatedPoolSnapshot`](crate::isolate::IsolatedPoolSnapshot)) | `name`, `display_name`, `kind`, `slots` (a bulkhead's fields), `finished`, `panicked`, `unwaited` |
+//! | `polls`      | poll monitor ([`PollMonitorSnapshot`](crate::isolate::PollMonitorSnapshot)) | `name`, `display_name`, `budget_ms`, `polls`, `over_budget`, `longest_ms` |
+//! | `deferred`   | (one object: the process's deferred work) | `queued`, `running`, `finished`, `failed`, `panicked`, `abandoned`... |
+//! | `background` | live background pool                     | `name`, its slots, `load`, `shed_load`, `shed_pressure` and its tasks' outcomes |
+//! | `store`      | (one object: the breaker store)          | `kind`, `healthy`, `instance`, `sent`, `failed`, `received` |
+//! | `conflicts`  | second configuration refused             | `kind`, `name`, `first` and `second` (`origin`, `settings`) |
+//!
+//! # Which registry
+//!
+//! [`router`] serves [`Registry::global`], the one the attribute macros and `.policy`
+//! operations use; [`router_for`] serves another (say, a test's). Deferred work and background
+//! pools are the process's whichever registry is asked.
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+
+use crate::registry::{Registry, Snapshot};
+
+/// The page: tables rendered from the JSON beside it, read again every second.
+const PAGE: &str = include_str!("dashboard.html");
+
+/// The dashboard's two routes (`/policy`, `/dashboard`) over [`Registry::global`]: merge them
+/// into your router, or nest them under a prefix. See the [module docs](self).
+pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    router_for(Registry::global())
+}
+
+/// The same routes over `registry`.
+pub fn router_for<S: Clone + Send + Sync + 'static>(registry: &'static Registry) -> Router<S> {
+    Router::new()
+        .route("/policy", get(move || async move { snapshot(registry) }))
+        .route("/dashboard", get(|| async { page() }))
+}
+
+/// The snapshot's JSON, never cached: each refresh is the state now.
+fn snapshot(registry: &Registry) -> Response {
+    json(&registry.snapshot())
+}
+
+fn json(snapshot: &Snapshot) -> Response {
+    match serde_json::to_vec(snapshot) {
+        Ok(body) => (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            body,
+        )
+            .into_response(),
+        // Nothing in a snapshot fails to serialise (maps have string keys, floats become
+        // `null` at worst); should that change, say so instead of an empty page.
+        Err(error) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the policy snapshot could not be serialised: {error}"),
+        )
+            .into_response(),
+    }
+}
+
+fn page() -> Response {
+    ([(header::CACHE_CONTROL, "no-cache")], Html(PAGE)).into_response()
+}

@@ -1,0 +1,234 @@
+//! The dashboard router (feature `dashboard`): its JSON as a client reads it, and its page in
+//! headless Chromium, nested under a prefix as a user might mount it. The page renders every
+//! table with each row named by its policy or operation name, and a breaker that opens after
+//! the page's first read shows as open within two refreshes.
+//!
+//! Under `CI=true` a missing `chromium` fails the browser test (`.ci/run` installs it);
+//! elsewhere it is skipped with a message on stderr.
+#![cfg(feature = "dashboard")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests: a failed unwrap is a failed test"
+)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use policy_runtime::background::BackgroundPool;
+use policy_runtime::limiter::LimiterSnapshot;
+use policy_runtime::registry::LimiterSource;
+use policy_runtime::shedding::Thresholds;
+use policy_runtime::{Registry, dashboard};
+use policy_testkit::browser::{self, Chromium};
+use policy_testkit::http::Server;
+use tower::ServiceExt as _;
+
+#[derive(Debug)]
+struct Uploads;
+
+impl LimiterSource for Uploads {
+    fn limiter_snapshot(&self) -> LimiterSnapshot {
+        let mut snapshot = LimiterSnapshot::new("uploads");
+        snapshot.admitted = 12;
+        snapshot.refused = 3;
+        snapshot
+    }
+}
+
+/// A registry with one of everything the page has a table for, named as the attribute macros
+/// name them (`module::path::operation` for what they make per function).
+fn populated() -> &'static Registry {
+    let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+    registry.breaker("search", |b| {
+        b.open_after_failures(3, Duration::from_secs(30))
+            .cooldown(Duration::from_secs(20))
+    });
+    registry.bulkhead("search", |b| b.max_concurrent(4).max_queued(2));
+    registry.retry("transient", |r| r.attempts(3));
+    registry.shedder(
+        "my_service::handlers::publish_activity",
+        Thresholds::DEFAULT,
+    );
+    registry.register_limiter("uploads", Arc::new(Uploads));
+    registry.fallback("my_service::session::lookup_session", "anonymous");
+    registry.isolated_pool("my_service::render::render_pdf", |p| p);
+    registry.poll_monitor("my_service::render::embed", Duration::from_millis(5));
+    registry
+        .declare("breaker", "search", "my_service::a", "3 in 30s")
+        .unwrap();
+    registry
+        .declare("breaker", "search", "my_service::b", "5 in 30s")
+        .unwrap_err();
+    registry
+}
+
+async fn get(app: &Router, path: &str) -> (StatusCode, Vec<(String, String)>, String) {
+    let request = Request::get(path).body(Body::empty()).unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+        .collect();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, String::from_utf8(body.to_vec()).unwrap())
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[tokio::test]
+async fn the_json_is_versioned_in_milliseconds_and_named_by_operation() {
+    let registry = populated();
+    let app: Router = Router::new().nest("/ops", dashboard::router_for(registry));
+
+    let (status, headers, body) = get(&app, "/ops/policy").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header(&headers, "content-type"), Some("application/json"));
+    assert_eq!(header(&headers, "cache-control"), Some("no-store"));
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["version"], 1);
+    let search = &json["breakers"][0];
+    assert_eq!(search["name"], "search");
+    assert_eq!(search["config"]["cooldown_ms"], 20_000.0, "{search}");
+    assert_eq!(
+        search["config"]["open_after"]["window_ms"], 30_000.0,
+        "{search}"
+    );
+    assert_eq!(json["shedders"][0]["display_name"], "publish_activity");
+    assert_eq!(json["fallbacks"][0]["display_name"], "lookup_session");
+    assert_eq!(json["polls"][0]["display_name"], "embed");
+    assert_eq!(json["isolated"][0]["display_name"], "render_pdf");
+    assert_eq!(json["polls"][0]["budget_ms"], 5.0);
+    assert_eq!(json["limiters"][0]["refused"], 3);
+    assert_eq!(json["conflicts"][0]["second"]["origin"], "my_service::b");
+
+    let (status, headers, page) = get(&app, "/ops/dashboard").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        header(&headers, "content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    // Relative, so the page finds its JSON under whatever prefix it is mounted.
+    assert!(
+        page.contains("fetch(\"policy\""),
+        "the page reads `policy` beside it"
+    );
+
+    // Merged at the root, the same routes are `/policy` and `/dashboard`.
+    let root: Router = Router::new().merge(dashboard::router_for(registry));
+    assert_eq!(get(&root, "/policy").await.0, StatusCode::OK);
+    assert_eq!(get(&root, "/dashboard").await.0, StatusCode::OK);
+}
+
+/// The registry the browser test serves, and how many times the page asked for its JSON.
+static SERVED: OnceLock<&'static Registry> = OnceLock::new();
+static READS: AtomicU32 = AtomicU32::new(0);
+
+/// Serves the page's first three reads of the JSON, opening the `search` breaker right after
+/// the first; later reads answer 503 (which the page shows, keeping its last tables), so the
+/// DOM Chromium dumps is what the page rendered from the third read.
+async fn three_reads(request: Request, next: Next) -> Response {
+    if request.uri().path() != "/ops/policy" {
+        return next.run(request).await;
+    }
+    let read = READS.fetch_add(1, Ordering::SeqCst) + 1;
+    if read > 3 {
+        return (StatusCode::SERVICE_UNAVAILABLE, "enough").into_response();
+    }
+    let response = next.run(request).await;
+    if read == 1 {
+        let registry = SERVED.get().unwrap();
+        registry
+            .find_breaker("search")
+            .unwrap()
+            .trip(Duration::from_secs(60), "429 from the provider");
+    }
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes() {
+    let Some(chromium) = Chromium::find() else {
+        return;
+    };
+    let registry = *SERVED.get_or_init(populated);
+    let _embeddings = BackgroundPool::builder("embeddings").build();
+    assert_eq!(
+        registry.find_breaker("search").unwrap().snapshot().state,
+        policy_runtime::breaker::BreakerState::Closed,
+        "closed when the page first reads it"
+    );
+    let app = Router::new()
+        .nest("/ops", dashboard::router_for(registry))
+        .layer(middleware::from_fn(three_reads));
+    let server = Server::start(app).await;
+    let url = server.url("/ops/dashboard");
+
+    // Five seconds of the page's time: five reads at one a second, the last two refused.
+    let dom = tokio::task::spawn_blocking(move || chromium.dump_dom(&url, Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let reads = READS.load(Ordering::SeqCst);
+    assert!(reads >= 4, "the page read its JSON {reads} times in 5 s");
+    assert!(
+        dom.contains("data-refreshes=\"3\""),
+        "three reads rendered: {dom}"
+    );
+    assert!(dom.contains("policy answered 503"), "the refusal is shown");
+
+    // The breaker opened after the first read; by the third it shows as open.
+    let breaker = browser::row(&dom, "data-breaker", "search")
+        .unwrap_or_else(|| panic!("no `search` breaker row:\n{dom}"));
+    assert!(breaker.contains("data-state=\"open\""), "{breaker}");
+    assert!(
+        breaker.contains(">open<"),
+        "the badge reads open: {breaker}"
+    );
+    assert!(
+        breaker.contains("the dependency asked for 1 min")
+            || breaker.contains("the dependency asked for 60 s"),
+        "the cause is shown: {breaker}"
+    );
+
+    // Every table rendered its row, named by the policy or the operation, never a module path.
+    for (table, name) in [
+        ("breakers", "search"),
+        ("bulkheads", "search"),
+        ("shedders", "publish_activity"),
+        ("retries", "transient"),
+        ("limiters", "uploads"),
+        ("fallbacks", "lookup_session"),
+        ("isolated", "render_pdf"),
+        ("polls", "embed"),
+        ("work", "background: embeddings"),
+        ("store", "in_process"),
+        ("conflicts", "search"),
+    ] {
+        let body = browser::table_body(&dom, table)
+            .unwrap_or_else(|| panic!("no table `{table}`:\n{dom}"));
+        let row = browser::row(body, "data-name", name)
+            .unwrap_or_else(|| panic!("table `{table}` has no row `{name}`:\n{body}"));
+        let first_cell = row.split("<td").nth(1).unwrap_or_default();
+        assert!(
+            first_cell.contains(&format!(">{name}</td>")),
+            "table `{table}`: the row is called `{name}`: {row}"
+        );
+    }
+    server.stop().await;
+}
