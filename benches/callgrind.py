@@ -13,6 +13,10 @@ clock read's own cost is not in the instruction count: it is counted apart (call
 With `--layers`, the `layers` bench binary instead (`cargo bench --features http --bench layers
 --no-run`): our deadline + bulkhead + breaker layers (`ours`) against tower's Timeout + LoadShed +
 ConcurrencyLimit (`tower`), the bare `service_fn` subtracted.
+
+With `--metrics`, the `metrics` bench binary in both of its builds (`cargo bench --bench metrics
+--no-run` and the same with `--features metrics`): the `#[resilient]` and `#[critical]`
+expansions with the `metrics` feature off and on (no recorder installed), and the difference.
 """
 import glob
 import os
@@ -81,8 +85,66 @@ def profile(bin_path, name, op, n):
     return total, calls
 
 
+METRICS_CONTENDERS = ["resilient_expansion", "critical_expansion"]
+
+
+def metrics_builds():
+    """Both builds of the `metrics` bench binary, by the name each prints for `--build`."""
+    builds = {}
+    paths = [
+        p for p in glob.glob("target/release/deps/metrics-*")
+        if os.access(p, os.X_OK) and not p.endswith(".d")
+    ]
+    for path in sorted(paths, key=os.path.getmtime):
+        out = subprocess.run([path, "--build"], capture_output=True, text=True)
+        name = out.stdout.strip()
+        if name in ("metrics_on", "metrics_off"):
+            builds[name] = path
+    missing = {"metrics_on", "metrics_off"} - builds.keys()
+    if missing:
+        sys.exit(f"no {', '.join(sorted(missing))} build: run `cargo bench --bench metrics "
+                 "--no-run` with and without `--features metrics`")
+    return builds
+
+
+def profile_metrics(bin_path, name, op, n):
+    with tempfile.NamedTemporaryFile(suffix=".callgrind", delete=False) as f:
+        out = f.name
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+         "--toggle-collect=*profiled_loop*", bin_path, "--profile", name, op, str(n)],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    total = 0
+    with open(out) as f:
+        for line in f:
+            if line.startswith("totals:") or line.startswith("summary:"):
+                total = int(line.split()[1])
+    os.unlink(out)
+    return total
+
+
+def main_metrics(n):
+    builds = metrics_builds()
+    print(f"callgrind, {n} calls each, bare operation subtracted\n")
+    print("| operation | contender | instructions/call, metrics off | on (no recorder) | on − off |")
+    print("|---|---|---:|---:|---:|")
+    for op in ["ready", "waits_once"]:
+        per = {}
+        for build, path in builds.items():
+            bare = profile_metrics(path, "bare", op, n)
+            for name in METRICS_CONTENDERS:
+                per[(build, name)] = (profile_metrics(path, name, op, n) - bare) / n
+        for name in METRICS_CONTENDERS:
+            off, on = per[("metrics_off", name)], per[("metrics_on", name)]
+            print(f"| {op} | {name} | {off:.0f} | {on:.0f} | {on - off:+.0f} |")
+
+
 def main():
     args = sys.argv[1:]
+    if "--metrics" in args:
+        args = [a for a in args if a != "--metrics"]
+        main_metrics(int(args[0]) if args else 20000)
+        return
     layers = "--layers" in args
     args = [a for a in args if a != "--layers"]
     n = int(args[0]) if args else 20000

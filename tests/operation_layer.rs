@@ -254,3 +254,57 @@ async fn the_layer_applies_the_operations_settings_from_the_file() {
     assert_eq!(broken.calls.load(Ordering::SeqCst), seen);
     assert_eq!(entries("shared_index"), 1);
 }
+
+// ---- One span per layer call, named after the operation (issue 20) ----
+
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_layer_call_is_one_span_named_after_its_operation() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .without_time()
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let service = tower::service_fn(|x: u32| async move { Ok::<_, BoxError>(x) });
+            let mut layered = policy::operation_layer!("spanned_lookup").layer(service);
+            // 10 ms left of the request, below the operation's 100 ms minimum: refused.
+            let refused = Deadline::after(Duration::from_millis(10))
+                .scope(async { layered.ready().await.unwrap().call(1).await })
+                .await
+                .unwrap_err();
+            assert_eq!(refusal(&refused), RefusalKind::InsufficientBudget);
+        });
+    });
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let refused: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("kind=\"insufficient_budget\""))
+        .collect();
+    assert_eq!(refused.len(), 1, "{text}");
+    assert!(
+        refused[0].contains("spanned_lookup{operation=\"spanned_lookup\" class=\"critical\"}:"),
+        "{text}"
+    );
+}

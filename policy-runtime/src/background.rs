@@ -83,6 +83,7 @@ use crate::deadline::Deadline;
 use crate::defer::{DeferredOutcome, Platform, RequestId, Task, TaskStats, class_totals};
 use crate::error::ShedReason;
 use crate::error::{RefusalReason, ResilienceError};
+use crate::instruments::{ShedMetrics, TaskMetrics};
 use crate::observe;
 use crate::shedding::{Decision, Thresholds, decide};
 use policy_model::WorkClass;
@@ -103,6 +104,7 @@ struct Pool {
     shed_load: AtomicU64,
     shed_pressure: AtomicU64,
     stats: Arc<TaskStats>,
+    shed_metrics: ShedMetrics,
 }
 
 /// A bounded pool for background work. Cloning is cheap and clones share the pool.
@@ -202,6 +204,7 @@ impl BackgroundPoolBuilder {
     /// Builds the pool.
     pub fn build(self) -> BackgroundPool {
         let pool = Arc::new(Pool {
+            shed_metrics: ShedMetrics::new("background", &self.name, &[WorkClass::Background]),
             name: self.name,
             max_concurrent: self.max_concurrent,
             max_queued: self.max_queued,
@@ -227,6 +230,37 @@ struct Admitted(Arc<Pool>);
 impl Drop for Admitted {
     fn drop(&mut self) {
         self.0.admitted.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A submitted task waiting for its pool's slot, for the `background` class's waiting gauge
+/// and its wait to start (feature `metrics`); no longer waiting once started or dropped.
+struct Waiting {
+    #[cfg(feature = "metrics")]
+    since: Option<tokio::time::Instant>,
+}
+
+impl Waiting {
+    fn new() -> Self {
+        TaskMetrics::of(WorkClass::Background).waiting(1.0);
+        Self {
+            #[cfg(feature = "metrics")]
+            since: Some(tokio::time::Instant::now()),
+        }
+    }
+
+    /// It got its slot.
+    fn started(self) {
+        #[cfg(feature = "metrics")]
+        if let Some(since) = self.since {
+            TaskMetrics::of(WorkClass::Background).started_after(since.elapsed());
+        }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        TaskMetrics::of(WorkClass::Background).waiting(-1.0);
     }
 }
 
@@ -323,6 +357,7 @@ impl BackgroundPool {
         let admitted = Admitted(pool.clone());
         let slots = pool.slots.clone();
         let running_pool = pool.clone();
+        let waiting = Waiting::new();
         let work = async move {
             let _admitted = admitted;
             // The semaphore is never closed, so this only fails if it were; then the work
@@ -330,6 +365,7 @@ impl BackgroundPool {
             let Ok(_slot) = slots.acquire_owned().await else {
                 return Ran(None);
             };
+            waiting.started();
             running_pool.running.fetch_add(1, Ordering::AcqRel);
             let _running = Running(running_pool);
             Ran(Some(work.await))
@@ -409,6 +445,8 @@ impl BackgroundPool {
     fn shed(&self, reason: ShedReason, compartment: Option<&str>) -> ResilienceError {
         let pool = &self.inner;
         pool.stats.shed.fetch_add(1, Ordering::Relaxed);
+        pool.shed_metrics
+            .shed(WorkClass::Background, reason.signal());
         class_totals(WorkClass::Background)
             .shed
             .fetch_add(1, Ordering::Relaxed);

@@ -61,6 +61,7 @@ use tokio::time::Instant;
 
 pub use crate::error::OpenCause;
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
+use crate::instruments::BreakerMetrics;
 use crate::observe;
 use crate::window::{Clock, MAX_RING, Ring, Window, saturating_nanos};
 
@@ -332,6 +333,7 @@ struct Inner {
     cause: Mutex<Option<OpenCause>>,
     store: Arc<dyn BreakerStore>,
     stats: Stats,
+    metrics: BreakerMetrics,
 }
 
 /// A named circuit breaker. Cloning is cheap and clones share state.
@@ -453,7 +455,6 @@ impl BreakerBuilder {
                     _ => None,
                 },
                 window_nanos: saturating_nanos(self.config.open_after.window()),
-                name: self.name,
                 config: self.config,
                 clock: Clock::new(),
                 open_until: AtomicU64::new(0),
@@ -461,6 +462,8 @@ impl BreakerBuilder {
                 cause: Mutex::new(None),
                 store: self.store,
                 stats: Stats::default(),
+                metrics: BreakerMetrics::new(&self.name),
+                name: self.name,
             }),
         };
         breaker.inner.store.attach(&breaker);
@@ -528,6 +531,7 @@ impl Breaker {
                 },
             );
             observe::refused(&refusal);
+            inner.metrics.refusals.count(refusal.reason().code());
             return Err(refusal);
         }
         // The cooldown is over: close, so the next checks are one load again. The winner of
@@ -538,6 +542,7 @@ impl Breaker {
             .is_ok()
         {
             observe::breaker_closed(&inner.name, "cooldown");
+            inner.metrics.closed("cooldown");
         }
         Ok(())
     }
@@ -566,6 +571,7 @@ impl Breaker {
         }
         if inner.probation_until.swap(0, Ordering::AcqRel) != 0 {
             observe::breaker_closed(&inner.name, "probe_succeeded");
+            inner.metrics.closed("probe_succeeded");
             inner.store.probe_succeeded(self);
         }
     }
@@ -588,12 +594,13 @@ impl Breaker {
                 return;
             }
             // Probation lapsed without a verdict: back to plain counting.
-            let _ = inner.probation_until.compare_exchange(
-                probation,
-                0,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            );
+            if inner
+                .probation_until
+                .compare_exchange(probation, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                inner.metrics.closed("lapsed");
+            }
         }
         let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         if let (Some(ring), OpenAfter::Failures { count, window }) =
@@ -748,6 +755,7 @@ impl Breaker {
             self.begin_opening(&mut slot, now, until_nanos, cause.clone());
         }
         observe::breaker_opened(&inner.name, &cause, Duration::from_nanos(until_nanos - now));
+        inner.metrics.opened();
         true
     }
 
@@ -790,6 +798,7 @@ impl Breaker {
     fn after_opening(&self, until: u64, open_for: Duration, cause: &OpenCause) {
         let inner = &*self.inner;
         observe::breaker_opened(&inner.name, cause, open_for);
+        inner.metrics.opened();
         inner
             .store
             .opened(self, inner.clock.instant_at(until), cause);

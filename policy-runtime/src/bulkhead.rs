@@ -50,6 +50,7 @@ use tokio::time::Instant;
 
 use crate::deadline::Deadline;
 use crate::error::{RefusalReason, ResilienceError};
+use crate::instruments::BulkheadMetrics;
 use crate::observe;
 
 const RUNNING: u64 = 1;
@@ -79,6 +80,7 @@ struct Inner {
     /// Wakes a queued caller when a slot frees.
     freed: Notify,
     stats: Stats,
+    metrics: BulkheadMetrics,
 }
 
 /// A named bulkhead. Cloning is cheap and clones share the compartment.
@@ -127,6 +129,7 @@ impl BulkheadBuilder {
     pub fn build(self) -> Bulkhead {
         Bulkhead {
             inner: Arc::new(Inner {
+                metrics: BulkheadMetrics::new(&self.name),
                 name: self.name,
                 max_concurrent: self.max_concurrent,
                 max_queued: self.max_queued,
@@ -268,7 +271,10 @@ impl Inner {
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    self.metrics.took_slot();
+                    return true;
+                }
                 Err(actual) => current = actual,
             }
         }
@@ -287,7 +293,10 @@ impl Inner {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    self.metrics.queued(1.0);
+                    return true;
+                }
                 Err(actual) => current = actual,
             }
         }
@@ -306,7 +315,11 @@ impl Inner {
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    self.metrics.queued(-1.0);
+                    self.metrics.took_slot();
+                    return true;
+                }
                 Err(actual) => current = actual,
             }
         }
@@ -314,6 +327,7 @@ impl Inner {
 
     fn leave_queue(&self) {
         let before = self.state.fetch_sub(QUEUED, Ordering::AcqRel);
+        self.metrics.queued(-1.0);
         // If a slot is free and others still wait, make sure one of them hears of it.
         if running(before) < self.max_concurrent && queued(before) > 1 {
             self.freed.notify_one();
@@ -323,12 +337,14 @@ impl Inner {
     #[inline]
     fn release(&self) {
         let before = self.state.fetch_sub(RUNNING, Ordering::Release);
+        self.metrics.released_slot();
         if queued(before) > 0 {
             self.freed.notify_one();
         }
     }
 
     fn refuse(&self, reason: RefusalReason) -> ResilienceError {
+        self.metrics.refusals.count(reason.code());
         let refusal = ResilienceError::new(self.name.clone(), reason);
         observe::refused(&refusal);
         refusal

@@ -144,6 +144,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 
 use crate::error::CallError;
+use crate::instruments::FallbackMetrics;
 
 /// A value that grants privileges, ordered by inclusion.
 pub trait Privileges {
@@ -190,6 +191,7 @@ pub struct Fallback {
     operation: Arc<str>,
     answered_by: Arc<str>,
     counts: Counts,
+    metrics: FallbackMetrics,
 }
 
 impl fmt::Debug for Fallback {
@@ -235,8 +237,10 @@ fn reason_of<E>(reason: &CallError<E>) -> (&'static str, String) {
 impl Fallback {
     /// A fallback for `operation`, answered by `answered_by`.
     pub fn new(operation: impl Into<Arc<str>>, answered_by: impl Into<Arc<str>>) -> Self {
+        let operation = operation.into();
         Self {
-            operation: operation.into(),
+            metrics: FallbackMetrics::new(crate::observe::short_name(&operation)),
+            operation,
             answered_by: answered_by.into(),
             counts: Counts::default(),
         }
@@ -279,13 +283,7 @@ impl Fallback {
             self.operation,
             self.answered_by
         );
-        #[cfg(feature = "metrics")]
-        metrics::counter!(
-            "policy_fallbacks_total",
-            "name" => self.operation.to_string(),
-            "reason" => kind
-        )
-        .increment(1);
+        self.metrics.fallback(kind);
     }
 
     /// Records (count and event) that a stale result answers for `reason`.
@@ -304,13 +302,7 @@ impl Fallback {
             self.operation,
             crate::error::Human(age)
         );
-        #[cfg(feature = "metrics")]
-        metrics::counter!(
-            "policy_stale_total",
-            "name" => self.operation.to_string(),
-            "reason" => kind
-        )
-        .increment(1);
+        self.metrics.stale(kind);
     }
 
     /// A point-in-time view, for dashboards.

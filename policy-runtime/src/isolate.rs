@@ -335,6 +335,7 @@ pub struct PollMonitor {
     polls: AtomicU64,
     over_budget: AtomicU64,
     longest_nanos: AtomicU64,
+    over_budget_metric: crate::instruments::Counter,
 }
 
 /// A point-in-time view of a poll monitor, for dashboards.
@@ -361,8 +362,10 @@ pub struct PollMonitorSnapshot {
 impl PollMonitor {
     /// A monitor for `name` with a budget per poll.
     pub fn new(name: impl Into<Arc<str>>, budget: Duration) -> Self {
+        let name = name.into();
         Self {
-            name: name.into(),
+            over_budget_metric: crate::instruments::polls_over_budget(&name),
+            name,
             budget,
             polls: AtomicU64::new(0),
             over_budget: AtomicU64::new(0),
@@ -396,9 +399,7 @@ impl PollMonitor {
                 Human(took),
                 Human(self.budget)
             );
-            #[cfg(feature = "metrics")]
-            metrics::counter!("policy_polls_over_budget_total", "name" => self.name.to_string())
-                .increment(1);
+            self.over_budget_metric.increment();
         }
     }
 

@@ -120,7 +120,10 @@
 //!
 //! The full table, event by event, is in [`observe`]. Each call of a function under
 //! `#[critical]` or `#[resilient]` is one INFO span named after its operation, with the fields
-//! `operation` and `class`. With the `metrics` feature the events are counters too.
+//! `operation` and `class`. With the `metrics` feature every mechanism also records through
+//! the `metrics` facade: call durations by outcome, attempts, breaker state and openings,
+//! refusals, bulkhead occupancy, shed decisions, retries and the allowance's balance, and tasks;
+//! names, types, labels and units are in [`observe`'s Metrics](observe#metrics).
 //! [`Registry::snapshot`] returns every named mechanism's state, serializable for dashboards;
 //! with the `dashboard` feature, [`dashboard::router()`](crate::dashboard::router) serves it
 //! (`/policy`) and a page that renders it (`/dashboard`), mounted in your axum service in one
@@ -173,6 +176,7 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
+mod instruments;
 pub mod isolate;
 #[cfg(feature = "tower")]
 pub mod layer;

@@ -704,9 +704,23 @@ where
     R::Error: CarriesRefusals,
 {
     Carrier {
-        refused: <R::Error as CarriesRefusals>::refused,
-        expired: <R::Error as CarriesRefusals>::expired,
+        refused: refused_call::<R::Error>,
+        expired: expired_call::<R::Error>,
     }
+}
+
+/// A refusal as the call's error, noted as its outcome for its metrics (`refused`, by kind).
+#[inline(always)]
+fn refused_call<E: CarriesRefusals>(refusal: ResilienceError) -> E {
+    crate::observe::call_refused(refusal.kind());
+    E::refused(refusal)
+}
+
+/// An expiry as the call's error, noted as its outcome for its metrics (`expired`).
+#[inline(always)]
+fn expired_call<E: CarriesRefusals>(expired: DeadlineExceeded) -> E {
+    crate::observe::call_expired();
+    E::expired(expired)
 }
 
 /// The return type of a function under `#[critical]` or `#[resilient]`.
@@ -902,12 +916,17 @@ pub fn retry_allowance(ratio: f64, floor_per_second: u32) -> Arc<RetryAllowance>
 /// `tracing`, for the call's span in the expansion (`::policy::__private::tracing::info_span!`).
 pub use tracing;
 
-pub use crate::observe::Traced;
+pub use crate::observe::{CallOutput, Calls, Traced};
 
-/// One call of the operation `operation`, polled inside `span` (the expansion's
-/// `info_span!` named after the operation) with the operation in scope for the mechanisms'
-/// events (their `operation` field).
+/// One call of the operation of `calls` (the expansion's `static`, one per annotated
+/// function), polled inside `span` (the expansion's `info_span!` named after the operation)
+/// with the operation in scope for the mechanisms' events (their `operation` field), and
+/// measured for its metrics (feature `metrics`).
 #[inline(always)]
-pub fn traced<F: Future>(operation: &'static str, span: tracing::Span, call: F) -> Traced<F> {
-    Traced::new(operation, span, call)
+pub fn traced<F>(calls: &'static Calls, span: tracing::Span, call: F) -> Traced<F>
+where
+    F: Future,
+    F::Output: CallOutput,
+{
+    Traced::new(calls, span, call)
 }

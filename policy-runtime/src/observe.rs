@@ -8,7 +8,7 @@
 //! | field       | what it holds                                                              |
 //! |-------------|----------------------------------------------------------------------------|
 //! | `operation` | the annotated function's operation, when the event happens inside one      |
-//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background` or `platform` |
+//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background`, `platform`, `fallback` or `store` (the Redis store) |
 //! | `name`      | the mechanism's name (the breaker's, the bulkhead's, the task's)           |
 //! | `kind`      | what happened, from the table below                                        |
 //! | `reason`    | a short, stable code (never a sentence): see each row                      |
@@ -16,22 +16,30 @@
 //! Numbers are fields of their own, durations in whole milliseconds with a `_ms` suffix; the
 //! event's message is a sentence for people and not part of the stable interface.
 //!
-//! | event                      | level | `kind`                     | `reason` codes | numbers | metric (feature `metrics`) |
-//! |----------------------------|-------|----------------------------|----------------|---------|----------------------------|
-//! | a refusal                  | DEBUG | the [`RefusalKind`](crate::RefusalKind) | [`RefusalReason::code`](crate::RefusalReason::code): `failures`, `failure_ratio`, `probe_failed`, `retry_after`, `shared`, `full`, `request_queue_full`, `queue_timeout`, `load`, `budget`, `min_budget`, `rate` | `remaining_ms`, `count`, `window_ms`, `max_concurrent`, `max_queued`, `waited_ms`, `load`, `threshold`, `expected_cost_ms`, `min_budget_ms`, `retry_after_ms` (those that apply) | `policy_refusals_total{kind,name}` |
-//! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` | `policy_shed_total{name,class,reason}` |
-//! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` | `policy_breaker_openings_total{name}` |
-//! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | | |
-//! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` | |
-//! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` | `policy_retries_total{name}` |
-//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` | `policy_retry_stopped_total{name,reason}` |
-//! | a deferred or background task ends well | TRACE | `task_finished` | `finished` | | `policy_tasks_total{class,outcome="finished"}` |
-//! | ... ends with an `Err`     | WARN  | `task_failed`              | `error` (the error's text in `error`) | | `policy_tasks_total{class,outcome="failed"}` |
-//! | ... was refused (never ran) | INFO | `task_refused`             | the refusal's code (its kind in `refused_by`) | | `policy_tasks_total{class,outcome="refused"}` |
-//! | ... panics (caught)        | ERROR | `task_panicked`            | `panic` (the message in `panic`) | | `policy_tasks_total{class,outcome="panicked"}` |
-//! | ... is dropped before its end | WARN | `task_abandoned`        | `shut_down`, `no_runtime`, `drain_deadline`, `dropped` or `abandoned` (the sentence in `detail`) | | `policy_tasks_total{class,outcome="abandoned"}` |
-//! | a platform drained         | INFO  | `drain`                    | `complete`, `drain_deadline` | `in_flight`, `finished`, `abandoned`, `drain_deadline_ms`, per-class totals | |
-//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | | |
+//! | event                      | level | `kind`                     | `reason` codes | numbers |
+//! |----------------------------|-------|----------------------------|----------------|---------|
+//! | a refusal                  | DEBUG | the [`RefusalKind`](crate::RefusalKind) | [`RefusalReason::code`](crate::RefusalReason::code): `failures`, `failure_ratio`, `probe_failed`, `retry_after`, `shared`, `full`, `request_queue_full`, `queue_timeout`, `load`, `budget`, `min_budget`, `rate` | `remaining_ms`, `count`, `window_ms`, `max_concurrent`, `max_queued`, `waited_ms`, `load`, `threshold`, `expected_cost_ms`, `min_budget_ms`, `retry_after_ms` (those that apply) |
+//! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` |
+//! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` |
+//! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | |
+//! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` |
+//! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` |
+//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` |
+//! | a deferred or background task ends well | TRACE | `task_finished` | `finished` | |
+//! | ... ends with an `Err`     | WARN  | `task_failed`              | `error` (the error's text in `error`) | |
+//! | ... was refused (never ran) | INFO | `task_refused`             | the refusal's code (its kind in `refused_by`) | |
+//! | ... panics (caught)        | ERROR | `task_panicked`            | `panic` (the message in `panic`) | |
+//! | ... is dropped before its end | WARN | `task_abandoned`        | `shut_down`, `no_runtime`, `drain_deadline`, `dropped` or `abandoned` (the sentence in `detail`) | |
+//! | a platform drained         | INFO  | `drain`                    | `complete`, `drain_deadline` | `in_flight`, `finished`, `abandoned`, `drain_deadline_ms`, per-class totals |
+//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | |
+//! | the request's deadline passed before the handler answered (`DeadlineLayer`, feature `http`; `mechanism` `deadline`, `name` `request`) | DEBUG | `deadline_exceeded` | `expired` | `budget_ms` |
+//! | ... a deadline header that does not parse, ignored | DEBUG | `deadline_header_ignored` | `unparsable_header` | `header`, `value` |
+//! | the Redis store became unreachable (feature `redis`; `mechanism` `store`, `name` `redis`) | WARN | `store_unavailable` | `timeout`, `connection_refused`, `connection_dropped`, `io_error`, `node_lost` or `error` (the sentence in `detail`) | `instance` |
+//! | ... reachable again | INFO | `store_recovered` | `reachable` | `instance` |
+//! | ... its queue of reports is full | WARN | `store_backlog` | `queue_full` | `instance` |
+//! | a fleet rate limiter decides without Redis (`mechanism` `rate_limiter`) | WARN | `limiter_degraded` | `timeout`, `error` | `mode` |
+//! | ... decides with Redis again | INFO | `limiter_recovered` | `reachable` | |
+//! | ... admits a call it could not check (fails open) | DEBUG | `limiter_failed_open` | `timeout`, `error` | |
 //!
 //! Task events carry `class` (`deferred` or `background`) and are emitted inside the task's
 //! span `task{name, class, request}`, so the request a failure came from is on the same line.
@@ -43,6 +51,55 @@
 //! mechanisms' events for that call are inside it and carry the same `operation`. Creating the
 //! span when no subscriber wants it costs one check of the call site's interest, and nothing is
 //! allocated.
+//!
+//! # Metrics
+//!
+//! With the feature `metrics` every mechanism records through the [`metrics`](https://docs.rs/metrics) facade, so any
+//! exporter works (`metrics-exporter-prometheus`, the demo's `/metrics`). Install the recorder
+//! before the first call: each mechanism registers its handles once, when it is built, and each
+//! annotated operation at its first call; a call then only uses them and never looks a metric
+//! up by name (nothing is allocated, nothing is locked). Handles registered before a recorder
+//! was installed stay silent (the facade's rule).
+//!
+//! **Names.** Prometheus' form of OpenTelemetry's names: words joined by `_`, the unit as the
+//! last word (`_seconds`; `_total` for counters; counts of things have none). The facade's
+//! main exporter is Prometheus', which would turn OTel's dots into underscores anyway, so
+//! writing `policy_call_duration_seconds` rather than `policy.call.duration` keeps one spelling
+//! in the code, these docs, a scrape and a dashboard query. Durations are seconds (f64), as
+//! both conventions say.
+//!
+//! **Labels** are bounded by the program: `operation` (an annotated function's operation),
+//! `name` (a mechanism's name, as in the [snapshot](crate::Snapshot); a shedder and a fallback
+//! by their operation's own name, its `display_name`), and codes from fixed sets (`kind`,
+//! `reason`, `outcome`, `class`, `mechanism`). Never an argument or a request's data.
+//!
+//! | metric | type | labels | unit | what it counts |
+//! |---|---|---|---|---|
+//! | `policy_call_duration_seconds` | histogram | `operation`, `outcome` (`ok`, `failed`, `expired`, `refused`), `refused_by` (the [`RefusalKind`](crate::RefusalKind), on `refused` only) | seconds | one value per call of a `#[critical]` or `#[resilient]` function, from its first poll to its end; `failed` is the function's own error, `expired` a [`DeadlineExceeded`](crate::DeadlineExceeded), `refused` a refusal (the work never ran). A fallback's or a stale answer is `ok` |
+//! | `policy_call_attempts` | histogram | `operation` | attempts | attempts per call: 1, plus one per retry |
+//! | `policy_breaker_state` | gauge | `name` | state | 0 closed, 1 on probation (the cooldown ended; the next outcome decides), 2 open; set at each transition the breaker sees (it sees an opening end at the next call) |
+//! | `policy_breaker_openings_total` | counter | `name` | openings | every opening: counted failures, trips, a probe failing, shared openings (the snapshot's `openings`) |
+//! | `policy_refusals_total` | counter | `mechanism` (`breaker`, `bulkhead`, `rate_limiter`), `name`, `kind`, `reason` ([`RefusalReason::code`](crate::RefusalReason::code)) | refusals | a breaker's refusals by the cause of the opening (the snapshot's `refusals`), a bulkhead's by `full` and `queue_timeout` (its `refused_full`, `refused_queue_timeout`), a rate limiter's (`rate`, feature `ratelimit`: over its rate, in process or through Redis, or refused while Redis is away); every reason is registered at zero when the mechanism is built. A refusal by a deadline's minimum budget has no mechanism to count it: it is the call's `refused` outcome with `refused_by="insufficient_budget"` |
+//! | `policy_bulkhead_in_flight` | gauge | `name` | calls | calls holding one of its slots |
+//! | `policy_bulkhead_queued` | gauge | `name` | calls | calls waiting for a slot |
+//! | `policy_shed_total` | counter | `mechanism` (`shedder`, or `background` for a pool's own), `name`, `class`, `reason` (`load`, `budget`) | decisions | decisions to shed; admissions are not counted (that would be a contended write on every call) |
+//! | `policy_retries_total` | counter | `name` (the retry policy) | retries | retries started, by the attribute's loop and the tower layer's alike |
+//! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`) | stops | retrying stopped before success |
+//! | `policy_retry_budget_balance` | gauge | `name` | retries | what the policy's allowance still grants in its window; set when a retry draws from it or retrying stops |
+//! | `policy_tasks_total` | counter | `class` (`deferred`, `background`), `outcome` (`finished`, `failed`, `refused`, `panicked`, `abandoned`) | tasks | tasks ended, by how |
+//! | `policy_tasks_waiting` | gauge | `class` | tasks | the queue: deferred tasks made and not started (waiting for their response, or for a slot of the process's bound), background tasks submitted and waiting for their pool's slot |
+//! | `policy_task_start_delay_seconds` | histogram | `class` | seconds | from hand-over to start: for deferred work from its response's end (or its deferral, outside a request), for background work from its submission to its slot |
+//! | `policy_fallbacks_total` | counter | `name` (the operation), `reason` (`failed`, `deadline_exceeded`, a refusal's kind) | answers | calls answered by their fallback |
+//! | `policy_stale_total` | counter | `name`, `reason` (as above) | answers | calls answered with a stale result |
+//! | `policy_polls_over_budget_total` | counter | `name` | polls | polls that computed longer than their budget |
+//!
+//! **Cost.** With the feature off, none of this exists. With it on and no recorder installed,
+//! an admitted call pays a few branches on empty handles and two thread-local writes per poll
+//! (the notes of its outcome, kept apart from an enclosing call's): an operation sees at its
+//! first call that nobody listens (the facade's stand-in recorder) and never reads the clock
+//! for its duration. BENCHMARKS.md has the row (about 4 to 10 ns per call). With a recorder, each call reads the
+//! clock twice and records two histogram values, and each bulkhead slot taken and given back
+//! adds two gauge updates: whatever the recorder's handles cost.
 
 use std::cell::Cell;
 use std::fmt;
@@ -66,23 +123,157 @@ pub(crate) fn operation() -> Option<&'static str> {
     OPERATION.with(Cell::get)
 }
 
+/// One annotated operation's calls: its name and, with the `metrics` feature, its metric
+/// handles, registered at its first call and kept. The expansion keeps one in a `static` per
+/// annotated function and hands it to every call's [`Traced`].
+pub struct Calls {
+    operation: &'static str,
+    #[cfg(feature = "metrics")]
+    metrics: std::sync::OnceLock<crate::instruments::CallMetrics>,
+}
+
+impl Calls {
+    /// The calls of the operation `operation`.
+    pub const fn new(operation: &'static str) -> Self {
+        Self {
+            operation,
+            #[cfg(feature = "metrics")]
+            metrics: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The operation's name.
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    #[cfg(feature = "metrics")]
+    #[inline]
+    fn metrics(&self) -> &crate::instruments::CallMetrics {
+        self.metrics
+            .get_or_init(|| crate::instruments::CallMetrics::new(self.operation))
+    }
+}
+
+impl fmt::Debug for Calls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Calls")
+            .field("operation", &self.operation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an annotated call returns: a `Result`, whose `Ok` is the `ok` outcome of its metrics.
+pub trait CallOutput {
+    /// Whether the call succeeded.
+    fn succeeded(&self) -> bool;
+}
+
+impl<T, E> CallOutput for Result<T, E> {
+    #[inline(always)]
+    fn succeeded(&self) -> bool {
+        self.is_ok()
+    }
+}
+
+#[cfg(feature = "metrics")]
+mod meter {
+    use std::cell::Cell;
+
+    use crate::error::RefusalKind;
+    use crate::instruments::CallOutcome;
+
+    /// What the mechanisms said about the call being polled on this thread: how its error
+    /// was made (a refusal, an expiry), and how many retries it started.
+    #[derive(Clone, Copy, Default)]
+    pub(super) struct Mark {
+        pub(super) outcome: Option<CallOutcome>,
+        pub(super) retries: u32,
+    }
+
+    thread_local! {
+        pub(super) static MARK: Cell<Mark> = const { Cell::new(Mark { outcome: None, retries: 0 }) };
+    }
+
+    pub(crate) fn refused(kind: RefusalKind) {
+        MARK.with(|m| {
+            m.set(Mark {
+                outcome: Some(CallOutcome::Refused(kind)),
+                ..m.get()
+            });
+        });
+    }
+
+    pub(crate) fn expired() {
+        MARK.with(|m| {
+            m.set(Mark {
+                outcome: Some(CallOutcome::Expired),
+                ..m.get()
+            });
+        });
+    }
+
+    pub(super) fn retried() {
+        MARK.with(|m| {
+            let mark = m.get();
+            m.set(Mark {
+                retries: mark.retries.saturating_add(1),
+                ..mark
+            });
+        });
+    }
+
+    /// One call's measure, across its polls.
+    #[derive(Default)]
+    pub(crate) struct Meter {
+        pub(super) started: Option<tokio::time::Instant>,
+        pub(super) mark: Mark,
+    }
+}
+
+/// A refusal became the error of the call being polled (its metrics' `refused` outcome).
+#[inline]
+pub(crate) fn call_refused(kind: crate::RefusalKind) {
+    #[cfg(feature = "metrics")]
+    meter::refused(kind);
+    #[cfg(not(feature = "metrics"))]
+    let _ = kind;
+}
+
+/// An expiry became the error of the call being polled (its metrics' `expired` outcome).
+#[inline]
+pub(crate) fn call_expired() {
+    #[cfg(feature = "metrics")]
+    meter::expired();
+}
+
+/// One call's measure: nothing without the `metrics` feature.
+#[cfg(not(feature = "metrics"))]
+#[derive(Default)]
+struct Meter;
+
+#[cfg(feature = "metrics")]
+use meter::Meter;
+
 pin_project! {
     /// A call of an annotated function: polled inside its span, with its operation in scope
-    /// for the mechanisms' events.
+    /// for the mechanisms' events, and measured for its operation's metrics.
     #[must_use = "futures do nothing unless polled"]
     pub struct Traced<F> {
-        operation: &'static str,
+        calls: &'static Calls,
         span: tracing::Span,
+        meter: Meter,
         #[pin]
         inner: F,
     }
 }
 
 impl<F> Traced<F> {
-    pub(crate) fn new(operation: &'static str, span: tracing::Span, inner: F) -> Self {
+    pub(crate) fn new(calls: &'static Calls, span: tracing::Span, inner: F) -> Self {
         Self {
-            operation,
+            calls,
             span,
+            meter: Meter::default(),
             inner,
         }
     }
@@ -91,21 +282,55 @@ impl<F> Traced<F> {
 impl<F> fmt::Debug for Traced<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Traced")
-            .field("operation", &self.operation)
+            .field("operation", &self.calls.operation)
             .finish_non_exhaustive()
     }
 }
 
-impl<F: Future> Future for Traced<F> {
+impl<F> Future for Traced<F>
+where
+    F: Future,
+    F::Output: CallOutput,
+{
     type Output = F::Output;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let _entered = this.span.enter();
-        let outer = OPERATION.with(|op| op.replace(Some(*this.operation)));
+        let outer = OPERATION.with(|op| op.replace(Some(this.calls.operation)));
+        #[cfg(feature = "metrics")]
+        let metrics = this.calls.metrics();
+        #[cfg(feature = "metrics")]
+        if metrics.live && this.meter.started.is_none() {
+            this.meter.started = Some(tokio::time::Instant::now());
+        }
+        // Saved and restored whether or not anyone listens to this operation, so what the
+        // mechanisms note during this poll never reaches an enclosing call's measure.
+        #[cfg(feature = "metrics")]
+        let outer_mark = meter::MARK.with(|m| m.replace(meter::Mark::default()));
         let poll = this.inner.poll(cx);
         OPERATION.with(|op| op.set(outer));
+        #[cfg(feature = "metrics")]
+        let mark = meter::MARK.with(|m| m.replace(outer_mark));
+        #[cfg(feature = "metrics")]
+        if metrics.live {
+            let meter = &mut *this.meter;
+            if mark.outcome.is_some() {
+                meter.mark.outcome = mark.outcome;
+            }
+            meter.mark.retries = meter.mark.retries.saturating_add(mark.retries);
+            if let Poll::Ready(output) = &poll {
+                use crate::instruments::CallOutcome;
+                let outcome = if output.succeeded() {
+                    CallOutcome::Ok
+                } else {
+                    meter.mark.outcome.unwrap_or(CallOutcome::Failed)
+                };
+                let took = meter.started.map(|s| s.elapsed()).unwrap_or_default();
+                metrics.ended(outcome, took, meter.mark.retries.saturating_add(1));
+            }
+        }
         poll
     }
 }
@@ -220,13 +445,6 @@ pub(crate) fn refused(refusal: &ResilienceError) {
         retry_after_ms = n.retry_after_ms,
         "{refusal}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!(
-        "policy_refusals_total",
-        "kind" => refusal.kind().as_str(),
-        "name" => refusal.name().to_owned()
-    )
-    .increment(1);
 }
 
 /// A shed decision by `mechanism` (`shedder`, or `background` for the pool's own), with
@@ -254,14 +472,6 @@ pub(crate) fn shed(
         expected_cost_ms = n.expected_cost_ms,
         "shed {class} work for `{name}`: {detail}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!(
-        "policy_shed_total",
-        "name" => name.to_owned(),
-        "class" => class,
-        "reason" => reason.signal()
-    )
-    .increment(1);
 }
 
 pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) {
@@ -284,8 +494,6 @@ pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) 
         "breaker `{name}` opened for {} after {cause}",
         Human(open_for)
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_breaker_openings_total", "name" => name.to_owned()).increment(1);
 }
 
 /// `reason` is `cooldown` or `probe_succeeded`.
@@ -343,7 +551,7 @@ pub(crate) fn retry(
         next = attempt + 1
     );
     #[cfg(feature = "metrics")]
-    metrics::counter!("policy_retries_total", "name" => name.to_owned()).increment(1);
+    meter::retried();
 }
 
 /// `reason` is `deadline`, `budget` or `exhausted`; `why` the sentence for people.
@@ -358,13 +566,6 @@ pub(crate) fn retry_stopped(name: &str, reason: &'static str, why: &'static str,
         attempt,
         "stopped retrying `{name}` after attempt {attempt}: {why}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!(
-        "policy_retry_stopped_total",
-        "name" => name.to_owned(),
-        "reason" => reason
-    )
-    .increment(1);
 }
 
 /// Deferred work with no request in scope starts at once: said once per process, since
@@ -396,8 +597,6 @@ pub(crate) fn task_finished(name: &str, class: &'static str) {
         class,
         "{class} task `{name}` finished"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "finished").increment(1);
 }
 
 pub(crate) fn task_failed(name: &str, class: &'static str, error: &str) {
@@ -411,8 +610,6 @@ pub(crate) fn task_failed(name: &str, class: &'static str, error: &str) {
         error,
         "{class} task `{name}` failed: {error}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "failed").increment(1);
 }
 
 pub(crate) fn task_refused(name: &str, class: &'static str, refusal: &ResilienceError) {
@@ -426,8 +623,6 @@ pub(crate) fn task_refused(name: &str, class: &'static str, refusal: &Resilience
         refused_by = refusal.kind().as_str(),
         "{class} task `{name}` did not run: {refusal}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "refused").increment(1);
 }
 
 pub(crate) fn task_panicked(name: &str, class: &'static str, message: &str) {
@@ -441,8 +636,6 @@ pub(crate) fn task_panicked(name: &str, class: &'static str, message: &str) {
         panic = message,
         "{class} task `{name}` panicked: {message}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "panicked").increment(1);
 }
 
 /// The code of an abandonment's sentence (the ones the platform and the task use).
@@ -469,9 +662,6 @@ pub(crate) fn task_abandoned(name: &str, class: &'static str, detail: &'static s
         detail,
         "{class} task `{name}` abandoned: {detail}"
     );
-    #[cfg(feature = "metrics")]
-    metrics::counter!("policy_tasks_total", "class" => class, "outcome" => "abandoned")
-        .increment(1);
 }
 
 /// One class's totals since start, as the drain event's fields, and as a sentence.

@@ -70,6 +70,7 @@ use serde::Serialize;
 
 use crate::deadline::{Deadline, process_clock};
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
+use crate::instruments::RetryMetrics;
 use crate::observe;
 use crate::window::{Clock, Window, saturating_nanos};
 
@@ -324,6 +325,13 @@ impl RetryAllowance {
         true
     }
 
+    /// The retries the window still allows: allowed less withdrawn, for the
+    /// `policy_retry_budget_balance` gauge.
+    fn balance(&self) -> u64 {
+        let counts = self.counts(self.clock.now_nanos());
+        self.allowed(counts.calls).saturating_sub(counts.hits)
+    }
+
     /// A point-in-time view.
     pub fn snapshot(&self) -> RetryAllowanceSnapshot {
         let counts = self.counts(self.clock.now_nanos());
@@ -353,6 +361,7 @@ pub struct RetryPolicy {
     attempt_timeout: Option<Duration>,
     allowance: Arc<RetryAllowance>,
     stats: Stats,
+    metrics: RetryMetrics,
 }
 
 impl fmt::Debug for RetryPolicy {
@@ -411,6 +420,7 @@ impl RetryPolicyBuilder {
     /// Builds the policy.
     pub fn build(self) -> RetryPolicy {
         RetryPolicy {
+            metrics: RetryMetrics::new(&self.name),
             name: self.name,
             attempts: self.attempts,
             base: self.base,
@@ -497,6 +507,7 @@ impl RetryPolicy {
     fn stop(&self, counter: &AtomicU64, code: &'static str, why: &'static str, attempt: u32) {
         counter.fetch_add(1, Ordering::Relaxed);
         observe::retry_stopped(&self.name, code, why, attempt);
+        self.metrics.stopped(code, self.allowance.balance());
     }
 }
 
@@ -690,6 +701,7 @@ where
             CallError::Failed(_) => "failed",
         };
         observe::retry(&policy.name, number, delay, code, &ErrorKindOnly(&error));
+        policy.metrics.retried(policy.allowance.balance());
         tokio::time::sleep(delay).await;
         let child = deadline.child(attempt_max);
         if child.budget().is_zero() {
@@ -761,5 +773,6 @@ impl RetryPolicy {
     ) {
         self.stats.retries.fetch_add(1, Ordering::Relaxed);
         observe::retry(&self.name, attempt, delay, code, error);
+        self.metrics.retried(self.allowance.balance());
     }
 }

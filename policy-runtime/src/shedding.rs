@@ -46,6 +46,7 @@ use serde::Serialize;
 use crate::deadline::Deadline;
 pub use crate::error::ShedReason;
 use crate::error::{RefusalReason, ResilienceError};
+use crate::instruments::ShedMetrics;
 use crate::observe;
 use policy_model::WorkClass;
 
@@ -178,6 +179,7 @@ pub struct Shedder {
     name: Arc<str>,
     thresholds: Thresholds,
     stats: Stats,
+    metrics: ShedMetrics,
 }
 
 impl fmt::Debug for Shedder {
@@ -236,8 +238,10 @@ impl Shedder {
 
     /// A shedder with the given thresholds.
     pub fn with_thresholds(name: impl Into<Arc<str>>, thresholds: Thresholds) -> Self {
+        let name = name.into();
         Self {
-            name: name.into(),
+            metrics: ShedMetrics::new("shedder", observe::short_name(&name), &WorkClass::ALL),
+            name,
             thresholds,
             stats: Stats::default(),
         }
@@ -284,6 +288,7 @@ impl Shedder {
                 };
                 counters[class_index(class)].fetch_add(1, Ordering::Relaxed);
                 observe::shed("shedder", &self.name, class.as_str(), &reason, &reason);
+                self.metrics.shed(class, reason.signal());
                 Err(ResilienceError::new(
                     self.name.clone(),
                     RefusalReason::Shed(reason),

@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy_runtime::__macro_support::{traced, tracing as tr};
+use policy_runtime::__macro_support::{Calls, traced, tracing as tr};
 use policy_runtime::defer::{AfterResponse, ImmediatePlatform, RequestId};
 use policy_runtime::retry::{Idempotent, retry_within};
 use policy_runtime::{
@@ -291,7 +291,8 @@ fn a_deadline_refusal_says_min_budget_and_carries_the_operation() {
         });
         let span =
             tr::info_span!(target: "policy", "lookup", operation = "lookup", class = "critical");
-        assert!(traced("lookup", span, call).await.is_err());
+        static LOOKUP: Calls = Calls::new("lookup");
+        assert!(traced(&LOOKUP, span, call).await.is_err());
     });
     let refused = one(
         &events,
@@ -338,7 +339,8 @@ fn retries_say_what_the_attempt_ended_with_and_stops_say_deadline_or_budget() {
             Idempotent::claim(|_| async { Err::<(), _>(CallError::Failed(Flaky)) }),
         );
         let span = tr::info_span!(target: "policy", "sync", operation = "sync", class = "critical");
-        assert!(traced("sync", span, call).await.is_err());
+        static SYNC: Calls = Calls::new("sync");
+        assert!(traced(&SYNC, span, call).await.is_err());
     });
     // The floor of one per second over ten seconds allows ten; five attempts use four.
     let retries: Vec<&Captured> = events

@@ -150,6 +150,37 @@ async fn a_bad_header_is_a_debug_event_naming_it() {
     assert!(lines[0].contains("DEBUG"), "{}", lines[0]);
 }
 
+/// The layer's events carry the stable fields of every event (`mechanism`, `name`, `kind`, a
+/// short `reason`), as the mechanisms' do.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_layer_events_carry_mechanism_name_kind_and_reason() {
+    let (captured, _guard) = common::capture();
+    let svc = DeadlineLayer::new(Duration::from_millis(100)).layer(tower::service_fn(
+        |_: Request<Body>| async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok::<_, Infallible>(axum::http::Response::new(Body::empty()))
+        },
+    ));
+    let request = Request::get("/")
+        .header("x-deadline-ms", "soon")
+        .body(Body::empty())
+        .unwrap();
+    let response = svc.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    for (kind, reason) in [
+        ("deadline_header_ignored", "unparsable_header"),
+        ("deadline_exceeded", "expired"),
+    ] {
+        let lines = captured.lines_with(&[
+            "mechanism=\"deadline\"",
+            "name=\"request\"",
+            &format!("kind=\"{kind}\""),
+            &format!("reason=\"{reason}\""),
+        ]);
+        assert_eq!(lines.len(), 1, "{kind}: {}", captured.text());
+    }
+}
+
 /// Service A: a 300 ms budget; calls B through hyper's client with the propagation layer and
 /// answers with what B answered.
 fn service_a(b_url: String, budget: Duration) -> Router {

@@ -1023,3 +1023,66 @@ async fn a_registry_limiter_with_a_limiter_store_decides_for_the_fleet_and_honou
     assert_eq!(row("unbounded").scope, "fleet");
     assert_eq!(row("unbounded").refused, 1);
 }
+
+// ---- The store's and the limiter's events carry the stable fields (issue 20) ----
+
+#[tokio::test]
+async fn store_and_limiter_events_carry_their_mechanism_and_a_reason_code() {
+    // Port 1 on loopback: nothing listens there, so every command is refused.
+    let dead = "redis://127.0.0.1:1/";
+    let (logs, _guard) = common::capture();
+    let store = Arc::new(
+        RedisStore::builder()
+            .timeout(Duration::from_millis(100))
+            .connect(dead)
+            .await
+            .unwrap(),
+    );
+    let b = breaker(&store, Sharing::TripsOnly);
+    b.trip(Duration::from_secs(5), "429");
+    let limiter = store
+        .rate_limiter("metered_signups", 5, Duration::from_secs(60))
+        .on_error(FailMode::Open)
+        .on_timeout(FailMode::Open)
+        .build();
+    assert!(limiter.acquire().await.is_ok(), "fails open");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let outage = logs.lines_with(&["kind=\"store_unavailable\""]);
+    assert!(!outage.is_empty(), "{}", logs.text());
+    assert!(
+        outage[0].contains("mechanism=\"store\"") && outage[0].contains("name=\"redis\""),
+        "{}",
+        outage[0]
+    );
+    // A short code, the sentence apart in `detail`.
+    assert!(
+        [
+            "connection_refused",
+            "timeout",
+            "connection_dropped",
+            "io_error",
+            "error"
+        ]
+        .iter()
+        .any(|code| outage[0].contains(&format!("reason=\"{code}\""))),
+        "{}",
+        outage[0]
+    );
+    assert!(outage[0].contains("detail="), "{}", outage[0]);
+    for kind in ["limiter_degraded", "limiter_failed_open"] {
+        let lines = logs.lines_with(&[&format!("kind=\"{kind}\"")]);
+        assert_eq!(lines.len(), 1, "{kind}: {}", logs.text());
+        assert!(
+            lines[0].contains("mechanism=\"rate_limiter\"")
+                && lines[0].contains("name=\"metered_signups\""),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("reason=\"error\"") || lines[0].contains("reason=\"timeout\""),
+            "{}",
+            lines[0]
+        );
+    }
+}

@@ -28,6 +28,7 @@ pub mod client;
 pub mod dashboard;
 pub mod db;
 pub mod events;
+pub mod metrics;
 pub mod model;
 pub mod providers;
 pub mod report;

@@ -844,6 +844,7 @@ pub fn router(app: Services, deadline: DeadlineLayer) -> Router {
         .route("/documents", post(save))
         .route("/documents/{id}", get(read))
         .merge(dashboard::routes())
+        .merge(crate::metrics::routes())
         .with_state(app)
         // Innermost: the handler and its response body run with the request's deadline in
         // scope; a request arriving with too little left is answered before the handler runs.

@@ -99,6 +99,8 @@ impl Providers {
 /// Opens the store (a temporary file unless `path` is given), creates its tables, chooses the
 /// background pool, and seeds `seed` documents for the read route.
 pub async fn prepare_database(path: Option<&Path>, seed: u32) -> Result<Arc<Database>, DemoError> {
+    // Before the first mechanism is built (the `database` bulkhead, below): see `metrics`.
+    crate::metrics::install();
     let db = Arc::new(match path {
         Some(path) => Database::open(path)?,
         None => Database::temporary()?,

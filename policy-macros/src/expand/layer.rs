@@ -6,6 +6,7 @@
 //!     const _: &[u8] = ::core::include_bytes!("…/policies/service.policy");
 //!     let (breaker, bulkhead, retry) = { /* the statics, as in an attribute's expansion */ };
 //!     ::policy::layer::OperationLayer::new("index_document", Duration::from_millis(300))
+//!         .span(|_| info_span!(target: "policy", "index_document", operation = "index_document", class = "critical"))
 //!         .min_budget(Duration::from_millis(50))
 //!         .breaker(::core::clone::Clone::clone(breaker))
 //!         .bulkhead(::core::clone::Clone::clone(bulkhead))
@@ -71,6 +72,7 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
             #tracked
             #setup
             ::policy::layer::OperationLayer::new(#op, #budget)
+                .span(|_| ::policy::__private::tracing::info_span!(target: "policy", #op, operation = #op, class = "critical"))
                 #min_budget
                 #breaker
                 #bulkhead

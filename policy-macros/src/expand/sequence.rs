@@ -250,7 +250,10 @@ pub(super) fn traced(plan: &Plan, call: TokenStream) -> TokenStream {
     let op = &plan.op;
     quote! {
         ::policy::__private::traced(
-            #op,
+            {
+                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(#op);
+                &CALLS
+            },
             ::policy::__private::tracing::info_span!(target: "policy", #op, operation = #op, class = "critical"),
             #call,
         )

@@ -4,7 +4,12 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
     );
     let carrier = ::policy::__private::carrier::<Result<DocId, AppError>>();
     ::policy::__private::traced(
-            "save_document",
+            {
+                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                    "save_document",
+                );
+                &CALLS
+            },
             ::policy::__private::tracing::info_span!(
                 target : "policy", "save_document", operation = "save_document", class =
                 "critical"

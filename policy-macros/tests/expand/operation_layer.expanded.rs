@@ -28,6 +28,12 @@ fn layer() {
                 "reindex_all",
                 ::core::time::Duration::from_secs(1),
             )
+            .span(|_| {
+                ::policy::__private::tracing::info_span!(
+                    target : "policy", "reindex_all", operation = "reindex_all", class =
+                    "critical"
+                )
+            })
             .min_budget(::core::time::Duration::from_millis(50))
             .breaker(::core::clone::Clone::clone(breaker))
             .bulkhead(::core::clone::Clone::clone(bulkhead))

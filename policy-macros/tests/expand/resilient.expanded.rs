@@ -24,7 +24,12 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
         (&*BREAKER, &*BULKHEAD, &*RETRY)
     };
     ::policy::__private::traced(
-            "push_to_index",
+            {
+                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                    "push_to_index",
+                );
+                &CALLS
+            },
             ::policy::__private::tracing::info_span!(
                 target : "policy", "push_to_index", operation = "push_to_index", class =
                 "critical"

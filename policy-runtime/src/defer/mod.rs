@@ -200,6 +200,7 @@ fn hand_over(platform: &dyn Platform, mut task: Task) {
     match limits::bound().admit() {
         Ok(admission) => {
             task.admit(admission);
+            task.handed_over();
             platform.keep_alive(task);
         }
         Err(refusal) => {

@@ -14,6 +14,7 @@ use tracing::Span;
 
 use super::RequestId;
 use super::limits::Admission;
+use crate::instruments::TaskMetrics;
 use crate::observe;
 use policy_model::WorkClass;
 
@@ -181,6 +182,10 @@ pub struct Task {
     /// Its place in the bound of deferred work, once admitted: it starts when this holds a slot.
     admission: Option<Admission>,
     started: bool,
+    /// When a deferred task was handed over to run (its response's end), for the time it
+    /// waited to start (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    handed_over: Option<tokio::time::Instant>,
     abandon_reason: &'static str,
     /// `None` once the work ended.
     work: Option<Pin<Box<dyn Future<Output = Outcome> + Send>>>,
@@ -237,12 +242,24 @@ impl Task {
             },
             admission: None,
             started: false,
+            #[cfg(feature = "metrics")]
+            handed_over: None,
             abandon_reason: "dropped before it finished",
             work: Some(Box::pin(Attached { work })),
         };
         task.counts.add(|s| &s.scheduled);
         task.counts.add(|s| &s.in_flight);
+        task.counts.waiting(1.0);
         task
+    }
+
+    /// The task is handed over to run now: a deferred task's response is finished (or it had
+    /// none). Its wait to start is measured from here.
+    pub(crate) fn handed_over(&mut self) {
+        #[cfg(feature = "metrics")]
+        {
+            self.handed_over = Some(tokio::time::Instant::now());
+        }
     }
 
     /// The task's name.
@@ -283,6 +300,8 @@ impl Task {
         let _entered = self.span.enter();
         if self.started {
             self.counts.sub(|s| &s.running);
+        } else {
+            self.counts.waiting(-1.0);
         }
         self.work = None;
         self.counts
@@ -311,22 +330,37 @@ impl Counts {
         }
     }
 
+    /// A deferred task began (`1`) or ended (`-1`) waiting to start. A background task
+    /// waits for its pool's slot, which the pool counts.
+    fn waiting(&self, change: f64) {
+        if self.class == WorkClass::Deferred {
+            TaskMetrics::of(self.class).waiting(change);
+        }
+    }
+
     /// Counts and logs how the task `name` ended (its work is already dropped).
     fn end(&self, name: &str, outcome: Outcome) {
         self.add(|s| &s.finished);
         let class = self.class.as_str();
+        let metrics = TaskMetrics::of(self.class);
         match outcome {
-            Outcome::Succeeded => observe::task_finished(name, class),
+            Outcome::Succeeded => {
+                metrics.ended("finished");
+                observe::task_finished(name, class);
+            }
             Outcome::Refused(refusal) => {
                 self.add(|s| &s.refused);
+                metrics.ended("refused");
                 observe::task_refused(name, class, &refusal);
             }
             Outcome::Failed(error) => {
                 self.add(|s| &s.failed);
+                metrics.ended("failed");
                 observe::task_failed(name, class, &error);
             }
             Outcome::Panicked(message) => {
                 self.add(|s| &s.panicked);
+                metrics.ended("panicked");
                 observe::task_panicked(name, class, &message);
             }
         }
@@ -351,6 +385,11 @@ impl Future for Task {
         if !this.started {
             this.started = true;
             this.counts.add(|s| &s.running);
+            this.counts.waiting(-1.0);
+            #[cfg(feature = "metrics")]
+            if let Some(handed_over) = this.handed_over {
+                TaskMetrics::of(this.class).started_after(handed_over.elapsed());
+            }
         }
         let outcome = ready!(work.as_mut().poll(cx));
         // Drop the work now, and whatever it holds (a pool's slot), not when the platform
@@ -371,8 +410,11 @@ impl Drop for Task {
         let _entered = self.span.enter();
         if self.started {
             self.counts.sub(|s| &s.running);
+        } else {
+            self.counts.waiting(-1.0);
         }
         self.counts.add(|s| &s.abandoned);
+        TaskMetrics::of(self.class).ended("abandoned");
         observe::task_abandoned(&self.name, self.class.as_str(), self.abandon_reason);
         // The work itself drops after this, inside the span.
         self.work = None;

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{FailMode, LimiterSnapshot, LocalRate};
-use crate::error::{Human, RefusalReason, ResilienceError};
+use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
+use crate::instruments::Refusals;
 use crate::observe;
 #[cfg(feature = "redis")]
 use crate::redis_store::{RedisRateLimiter, RedisStore};
@@ -36,6 +37,8 @@ enum Decides {
         detail: Arc<str>,
         admitted: AtomicU64,
         refused: AtomicU64,
+        /// `policy_refusals_total` for this limiter (feature `metrics`).
+        refusals: Refusals,
     },
     /// GCRA in Redis, with the fleet limiter's own counts and fail modes.
     #[cfg(feature = "redis")]
@@ -124,6 +127,7 @@ impl RateLimiter {
                 detail,
                 admitted,
                 refused,
+                refusals,
             } => Some(match rate.check() {
                 Ok(()) => {
                     admitted.fetch_add(1, Ordering::Relaxed);
@@ -131,6 +135,7 @@ impl RateLimiter {
                 }
                 Err(wait) => {
                     refused.fetch_add(1, Ordering::Relaxed);
+                    refusals.count("rate");
                     let refusal = ResilienceError::new(
                         self.inner.name.clone(),
                         RefusalReason::RateLimited {
@@ -278,6 +283,12 @@ impl RateLimiterBuilder {
                     )),
                     admitted: AtomicU64::new(0),
                     refused: AtomicU64::new(0),
+                    refusals: Refusals::new(
+                        "rate_limiter",
+                        &self.name,
+                        RefusalKind::RateLimited,
+                        &["rate"],
+                    ),
                 },
                 name: self.name,
                 limit: self.limit,
@@ -292,7 +303,6 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "test code")]
 
     use super::*;
-    use crate::RefusalKind;
 
     #[tokio::test(start_paused = true)]
     async fn admits_n_per_second_then_refuses_with_the_wait_then_refills() {

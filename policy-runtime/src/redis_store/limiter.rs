@@ -10,7 +10,8 @@ use std::time::Duration;
 use redis::Script;
 
 use super::{RedisStore, describe, hash_tag};
-use crate::error::{Human, RefusalReason, ResilienceError};
+use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
+use crate::instruments::Refusals;
 use crate::limiter::{FailMode, LimiterSnapshot, LocalRate};
 use crate::observe;
 use crate::window::{Clock, saturating_nanos};
@@ -104,6 +105,12 @@ impl RedisRateLimiterBuilder {
         let (local_limit, local_per) = self.local;
         RedisRateLimiter {
             inner: Arc::new(Inner {
+                refusals: Refusals::new(
+                    "rate_limiter",
+                    &self.name,
+                    RefusalKind::RateLimited,
+                    &["rate"],
+                ),
                 key: format!(
                     "{}:ratelimit:{}",
                     self.store.shared.prefix,
@@ -202,6 +209,8 @@ struct Inner {
     /// The [`Failure`] that made the limiter decide locally.
     degraded_by: AtomicU8,
     probing: AtomicBool,
+    /// `policy_refusals_total` for this limiter (feature `metrics`).
+    refusals: Refusals,
     stats: LimiterStats,
 }
 
@@ -273,6 +282,7 @@ impl RedisRateLimiter {
                     },
                 );
                 observe::refused(&refusal);
+                inner.refusals.count("rate");
                 Err(refusal)
             }
             Ok(Err(error)) => {
@@ -332,6 +342,7 @@ impl Inner {
             };
             tracing::warn!(
                 target: "policy",
+                mechanism = "rate_limiter",
                 kind = "limiter_degraded",
                 name = &*self.name,
                 reason = failure.reason(),
@@ -352,9 +363,10 @@ impl Inner {
         if self.retry_at.swap(0, Ordering::AcqRel) != 0 {
             tracing::info!(
                 target: "policy",
+                mechanism = "rate_limiter",
                 kind = "limiter_recovered",
                 name = &*self.name,
-                reason = "reachable again",
+                reason = "reachable",
                 "rate limiter `{}` decides with redis again",
                 self.name
             );
@@ -376,6 +388,7 @@ impl Inner {
                 },
             );
             observe::refused(&refusal);
+            self.refusals.count("rate");
             Err(refusal)
         };
         match mode {
@@ -383,9 +396,10 @@ impl Inner {
                 self.stats.failed_open.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(
                     target: "policy",
+                    mechanism = "rate_limiter",
                     kind = "limiter_failed_open",
                     name = &*self.name,
-                    reason = what,
+                    reason = failure.reason(),
                     "rate limiter `{}` admits the call: {what} and it fails open",
                     self.name
                 );

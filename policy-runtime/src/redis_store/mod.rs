@@ -305,16 +305,31 @@ fn describe(error: &RedisError) -> String {
     }
 }
 
+/// The `reason` code of an outage, from what [`describe`] (or a caller) said of it; the
+/// sentence itself is the event's `detail`.
+fn outage_code(what: &str) -> &'static str {
+    match what {
+        "timed out" => "timeout",
+        "connection refused" => "connection_refused",
+        "connection dropped" => "connection_dropped",
+        "i/o error" => "io_error",
+        "a connection to a cluster node was lost" => "node_lost",
+        _ => "error",
+    }
+}
+
 impl Shared {
     /// Logs the start of an outage once. Counts nothing: callers count what failed.
     fn mark_unhealthy(&self, what: &str) {
         if self.healthy.swap(false, Ordering::AcqRel) {
             tracing::warn!(
                 target: "policy",
+                mechanism = "store",
                 kind = "store_unavailable",
                 name = "redis",
                 instance = &*self.instance,
-                reason = what,
+                reason = outage_code(what),
+                detail = what,
                 "redis is unreachable ({what}): breakers keep working from their in-process mirrors; sharing is paused until it returns"
             );
         }
@@ -326,10 +341,11 @@ impl Shared {
             self.backlog_warned.store(false, Ordering::Release);
             tracing::info!(
                 target: "policy",
+                mechanism = "store",
                 kind = "store_recovered",
                 name = "redis",
                 instance = &*self.instance,
-                reason = "reachable again",
+                reason = "reachable",
                 "redis is reachable again: re-syncing breaker state"
             );
             let _ = self.commands.try_send(breaker::Command::Resync);
@@ -344,10 +360,11 @@ impl Shared {
             if !self.backlog_warned.swap(true, Ordering::AcqRel) {
                 tracing::warn!(
                     target: "policy",
+                    mechanism = "store",
                     kind = "store_backlog",
                     name = "redis",
                     instance = &*self.instance,
-                    reason = "queue full",
+                    reason = "queue_full",
                     "redis store queue is full: dropping reports; the mirror keeps its state and the next re-sync repairs Redis"
                 );
             }

@@ -105,7 +105,9 @@ where
                 tracing::debug!(
                     target: "policy",
                     mechanism = "deadline",
+                    name = "request",
                     kind = "deadline_exceeded",
+                    reason = "expired",
                     budget_ms = deadline.budget().as_millis() as u64,
                     "stopped waiting for the handler at the request's deadline"
                 );

@@ -72,9 +72,11 @@ fn read(
         tracing::debug!(
             target: "policy",
             mechanism = "deadline",
+            name = "request",
+            kind = "deadline_header_ignored",
+            reason = "unparsable_header",
             header = name,
             value = ?value,
-            reason = "unparsable_header",
             "ignored a deadline header that does not parse; the configured budget applies"
         );
     }

@@ -12,6 +12,7 @@ use crate::layer::BoxError;
 pin_project! {
     /// The response future of [`OperationService`](super::OperationService).
     pub struct ResponseFuture<F> {
+        span: tracing::Span,
         #[pin]
         state: State<F>,
     }
@@ -28,14 +29,22 @@ pin_project! {
 impl<F> ResponseFuture<F> {
     pub(super) fn running(fut: Scope<Run<F>>) -> Self {
         Self {
+            span: tracing::Span::none(),
             state: State::Running { fut },
         }
     }
 
     pub(super) fn refused(refusal: ResilienceError) -> Self {
         Self {
+            span: tracing::Span::none(),
             state: State::Refused { refusal },
         }
+    }
+
+    /// Polled inside `span`, the call's.
+    pub(super) fn in_span(mut self, span: tracing::Span) -> Self {
+        self.span = span;
+        self
     }
 }
 
@@ -53,7 +62,9 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
+        let this = self.project();
+        let _entered = this.span.enter();
+        match this.state.project() {
             StateProj::Running { fut } => Poll::Ready(match ready!(fut.poll(cx)) {
                 Ok(outcome) => outcome.map_err(Into::into),
                 Err(expired) => Err(expired.into()),

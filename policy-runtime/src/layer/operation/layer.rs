@@ -12,6 +12,16 @@ use crate::layer::shedding::ShedService;
 use crate::layer::{RetryLayer, ShedLayer};
 use crate::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
 
+/// Makes the span one call of an operation runs in, given the operation's name.
+pub type CallSpan = fn(&str) -> tracing::Span;
+
+/// The span of a call of an operation built by hand: INFO, named `operation` (a span's name is
+/// fixed where it is written, and a layer's operation is named at run time), with the fields
+/// `operation` (its name) and `class` (`critical`), as the attribute's.
+fn operation_span(name: &str) -> tracing::Span {
+    tracing::info_span!(target: "policy", "operation", operation = name, class = "critical")
+}
+
 /// An operation without retry: layers any service.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoRetry;
@@ -24,6 +34,7 @@ pub struct WithRetry(RetryLayer);
 #[derive(Debug, Clone)]
 pub struct OperationLayer<R = NoRetry> {
     name: Arc<str>,
+    span: CallSpan,
     deadline: Duration,
     min_budget: Duration,
     breaker: Option<Breaker>,
@@ -40,6 +51,7 @@ impl OperationLayer {
     pub fn new(name: &str, deadline: Duration) -> Self {
         Self {
             name: Arc::from(name),
+            span: operation_span,
             deadline,
             min_budget: Duration::ZERO,
             breaker: None,
@@ -51,10 +63,20 @@ impl OperationLayer {
         }
     }
 
+    /// Each call runs in the span `span` makes (INFO, target `policy`): what
+    /// `policy::operation_layer!` sets, so the span is named after the operation as the
+    /// attribute's is (`info_span!(target: "policy", "index_document", operation =
+    /// "index_document", class = "critical")`). By default the span is named `operation`.
+    pub fn span(mut self, span: CallSpan) -> Self {
+        self.span = span;
+        self
+    }
+
     /// Retries each call under `policy`; the layer then wraps only an [`Idempotent`] service.
     pub fn retry(self, policy: Arc<RetryPolicy>) -> OperationLayer<WithRetry> {
         OperationLayer {
             name: self.name,
+            span: self.span,
             deadline: self.deadline,
             min_budget: self.min_budget,
             breaker: self.breaker,
@@ -159,7 +181,13 @@ impl<R> OperationLayer<R> {
             Some(shed) => Optional::Applied(shed.layer(inner)),
             None => Optional::Skipped(inner),
         };
-        OperationService::new(inner, self.name.clone(), self.deadline, self.min_budget)
+        OperationService::new(
+            inner,
+            self.name.clone(),
+            self.span,
+            self.deadline,
+            self.min_budget,
+        )
     }
 }
 

@@ -27,6 +27,11 @@
 //! are compile errors saying to use the attribute. This crate does not read `.policy` files
 //! itself: the macro does, at compile time.
 //!
+//! Each call runs in one INFO span (target `policy`) with the fields `operation` and `class`
+//! (`critical`), the mechanisms' events inside it: named after the operation when the layer
+//! comes from `operation_layer!` (as an attribute's call span is), `operation` when built by
+//! hand ([`OperationLayer::span`] names it).
+//!
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::layer::{BoxError, OperationLayer};
@@ -55,6 +60,6 @@ mod optional;
 mod service;
 
 pub use future::ResponseFuture;
-pub use layer::{NoRetry, OperationLayer, WithRetry};
+pub use layer::{CallSpan, NoRetry, OperationLayer, WithRetry};
 pub use optional::{Optional, OptionalFuture};
 pub use service::OperationService;

@@ -5,6 +5,7 @@ use std::time::Duration;
 use tower_service::Service;
 
 use super::ResponseFuture;
+use super::layer::CallSpan;
 use crate::Deadline;
 use crate::layer::BoxError;
 
@@ -14,15 +15,23 @@ use crate::layer::BoxError;
 pub struct OperationService<S> {
     inner: S,
     name: Arc<str>,
+    span: CallSpan,
     deadline: Duration,
     min_budget: Duration,
 }
 
 impl<S> OperationService<S> {
-    pub(super) fn new(inner: S, name: Arc<str>, deadline: Duration, min_budget: Duration) -> Self {
+    pub(super) fn new(
+        inner: S,
+        name: Arc<str>,
+        span: CallSpan,
+        deadline: Duration,
+        min_budget: Duration,
+    ) -> Self {
         Self {
             inner,
             name,
+            span,
             deadline,
             min_budget,
         }
@@ -45,12 +54,17 @@ where
 
     #[inline]
     fn call(&mut self, request: Request) -> Self::Future {
-        match Deadline::for_operation(&self.name, self.deadline, self.min_budget) {
+        // One span per call, entered here and at each poll: the mechanisms' events are inside.
+        let span = (self.span)(&self.name);
+        let entered = span.enter();
+        let future = match Deadline::for_operation(&self.name, self.deadline, self.min_budget) {
             Ok(deadline) => {
                 let fut = deadline.sync_scope(|| self.inner.call(request));
                 ResponseFuture::running(deadline.scope(deadline.run(fut)))
             }
             Err(refusal) => ResponseFuture::refused(refusal),
-        }
+        };
+        drop(entered);
+        future.in_span(span)
     }
 }
