@@ -29,7 +29,12 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
         (&*BREAKER, &*RATELIMIT, &*SHEDDER)
     };
     ::policy::__private::traced(
-            "sign_up",
+            {
+                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                    "sign_up",
+                );
+                &CALLS
+            },
             ::policy::__private::tracing::info_span!(
                 target : "policy", "sign_up", operation = "sign_up", class = "critical"
             ),
