@@ -250,7 +250,7 @@ pub(crate) fn call_expired() {
 /// One call's measure: nothing without the `metrics` feature.
 #[cfg(not(feature = "metrics"))]
 #[derive(Default)]
-struct Meter;
+struct Meter {}
 
 #[cfg(feature = "metrics")]
 use meter::Meter;
