@@ -328,3 +328,62 @@ fn an_inner_call_nobody_listens_to_does_not_change_the_outer_calls_outcome() {
         );
     });
 }
+
+/// A `.policy` operation as a tower layer is measured as an attribute's call is: its
+/// duration by outcome (the breaker's refusals told apart from the service's failures) and
+/// its attempts.
+#[cfg(feature = "tower")]
+#[test]
+fn an_operation_layer_call_is_measured_like_an_attribute_call() {
+    use tower::{Layer, Service, ServiceExt};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    with_recorder(&recorder, async {
+        let failing = tower::service_fn(|fail: bool| async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if fail {
+                Err::<u32, _>(policy::layer::BoxError::from("down"))
+            } else {
+                Ok(7)
+            }
+        });
+        let mut service = policy::operation_layer!("metered_layer").layer(failing);
+        for fail in [false, true, true, true] {
+            let _ = service.ready().await.unwrap().call(fail).await;
+        }
+        let seen = Recorded::take(&snapshotter);
+        let duration = |outcome: &str| {
+            seen.histogram(
+                "policy_call_duration_seconds",
+                &[("operation", "metered_layer"), ("outcome", outcome)],
+            )
+        };
+        assert_eq!(duration("ok"), [0.02]);
+        // Two failures open the breaker; the third call is refused without running.
+        assert_eq!(duration("failed"), [0.02, 0.02]);
+        let refused = seen.histogram(
+            "policy_call_duration_seconds",
+            &[
+                ("operation", "metered_layer"),
+                ("outcome", "refused"),
+                ("refused_by", "breaker_open"),
+            ],
+        );
+        assert_eq!(refused, [0.0]);
+        assert_eq!(
+            seen.histogram("policy_call_attempts", &[("operation", "metered_layer")]),
+            [1.0; 4]
+        );
+        let snapshot = Registry::global().snapshot();
+        let breaker = snapshot
+            .breakers
+            .iter()
+            .find(|b| &*b.name == "metered_layer")
+            .unwrap();
+        assert_eq!(
+            (breaker.openings, breaker.refusals, breaker.failures),
+            (1, 1, 2)
+        );
+    });
+}

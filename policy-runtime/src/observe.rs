@@ -75,7 +75,7 @@
 //!
 //! | metric | type | labels | unit | what it counts |
 //! |---|---|---|---|---|
-//! | `policy_call_duration_seconds` | histogram | `operation`, `outcome` (`ok`, `failed`, `expired`, `refused`), `refused_by` (the [`RefusalKind`](crate::RefusalKind), on `refused` only) | seconds | one value per call of a `#[critical]` or `#[resilient]` function, from its first poll to its end; `failed` is the function's own error, `expired` a [`DeadlineExceeded`](crate::DeadlineExceeded), `refused` a refusal (the work never ran). A fallback's or a stale answer is `ok` |
+//! | `policy_call_duration_seconds` | histogram | `operation`, `outcome` (`ok`, `failed`, `expired`, `refused`), `refused_by` (the [`RefusalKind`](crate::RefusalKind), on `refused` only) | seconds | one value per call of a `#[critical]` or `#[resilient]` function (or of an [`OperationLayer`](crate::layer::OperationLayer) given [`calls`](crate::layer::OperationLayer::calls), as `policy::operation_layer!` does), from its first poll to its end; `failed` is the function's own error, `expired` a [`DeadlineExceeded`](crate::DeadlineExceeded), `refused` a refusal (the work never ran). A fallback's or a stale answer is `ok` |
 //! | `policy_call_attempts` | histogram | `operation` | attempts | attempts per call: 1, plus one per retry |
 //! | `policy_breaker_state` | gauge | `name` | state | 0 closed, 1 on probation (the cooldown ended; the next outcome decides), 2 open; set at each transition the breaker sees (it sees an opening end at the next call) |
 //! | `policy_breaker_openings_total` | counter | `name` | openings | every opening: counted failures, trips, a probe failing, shared openings (the snapshot's `openings`) |

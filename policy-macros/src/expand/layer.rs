@@ -7,6 +7,7 @@
 //!     let (breaker, bulkhead, retry) = { /* the statics, as in an attribute's expansion */ };
 //!     ::policy::layer::OperationLayer::new("index_document", Duration::from_millis(300))
 //!         .span(|_| info_span!(target: "policy", "index_document", operation = "index_document", class = "critical"))
+//!         .calls({ static CALLS: Calls = Calls::new("index_document"); &CALLS })
 //!         .min_budget(Duration::from_millis(50))
 //!         .breaker(::core::clone::Clone::clone(breaker))
 //!         .bulkhead(::core::clone::Clone::clone(bulkhead))
@@ -73,6 +74,10 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
             #setup
             ::policy::layer::OperationLayer::new(#op, #budget)
                 .span(|_| ::policy::__private::tracing::info_span!(target: "policy", #op, operation = #op, class = "critical"))
+                .calls({
+                    static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(#op);
+                    &CALLS
+                })
                 #min_budget
                 #breaker
                 #bulkhead

@@ -34,6 +34,12 @@ fn layer() {
                     "critical"
                 )
             })
+            .calls({
+                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                    "reindex_all",
+                );
+                &CALLS
+            })
             .min_budget(::core::time::Duration::from_millis(50))
             .breaker(::core::clone::Clone::clone(breaker))
             .bulkhead(::core::clone::Clone::clone(bulkhead))

@@ -10,6 +10,7 @@ use crate::layer::bulkhead::BulkheadService;
 use crate::layer::retry::{ClaimedIdempotent, RetryService, TransientErrors};
 use crate::layer::shedding::ShedService;
 use crate::layer::{RetryLayer, ShedLayer};
+use crate::observe::Calls;
 use crate::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
 
 /// Makes the span one call of an operation runs in, given the operation's name.
@@ -35,6 +36,7 @@ pub struct WithRetry(RetryLayer);
 pub struct OperationLayer<R = NoRetry> {
     name: Arc<str>,
     span: CallSpan,
+    calls: Option<&'static Calls>,
     deadline: Duration,
     min_budget: Duration,
     breaker: Option<Breaker>,
@@ -52,6 +54,7 @@ impl OperationLayer {
         Self {
             name: Arc::from(name),
             span: operation_span,
+            calls: None,
             deadline,
             min_budget: Duration::ZERO,
             breaker: None,
@@ -72,11 +75,33 @@ impl OperationLayer {
         self
     }
 
+    /// Each call is measured for the metrics of `calls`' operation (feature `metrics`): its
+    /// duration by outcome (`ok`, `failed`, `expired`, `refused` by kind) and its attempts,
+    /// as an attribute's call is (see [`observe`](crate::observe)'s "Metrics"). The handles
+    /// live in the `static`, registered at the first call. `policy::operation_layer!` sets
+    /// it; a layer built by hand without it still has its mechanisms' metrics, and no call
+    /// duration.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::layer::OperationLayer;
+    /// use policy_runtime::observe::Calls;
+    ///
+    /// static CHECKOUT: Calls = Calls::new("checkout");
+    /// let layer = OperationLayer::new("checkout", Duration::from_secs(1)).calls(&CHECKOUT);
+    /// # let _ = layer;
+    /// ```
+    pub fn calls(mut self, calls: &'static Calls) -> Self {
+        self.calls = Some(calls);
+        self
+    }
+
     /// Retries each call under `policy`; the layer then wraps only an [`Idempotent`] service.
     pub fn retry(self, policy: Arc<RetryPolicy>) -> OperationLayer<WithRetry> {
         OperationLayer {
             name: self.name,
             span: self.span,
+            calls: self.calls,
             deadline: self.deadline,
             min_budget: self.min_budget,
             breaker: self.breaker,
@@ -185,6 +210,7 @@ impl<R> OperationLayer<R> {
             inner,
             self.name.clone(),
             self.span,
+            self.calls,
             self.deadline,
             self.min_budget,
         )

@@ -30,7 +30,10 @@
 //! Each call runs in one INFO span (target `policy`) with the fields `operation` and `class`
 //! (`critical`), the mechanisms' events inside it: named after the operation when the layer
 //! comes from `operation_layer!` (as an attribute's call span is), `operation` when built by
-//! hand ([`OperationLayer::span`] names it).
+//! hand ([`OperationLayer::span`] names it). With [`OperationLayer::calls`] (which
+//! `operation_layer!` sets) each call is also measured for the operation's metrics, as an
+//! attribute's call is: its duration by outcome (a refusal or an expiry told apart from the
+//! service's own error, whichever layer inside made it) and its attempts.
 //!
 //! ```
 //! use std::time::Duration;

@@ -5,9 +5,11 @@ use std::time::Duration;
 use tower_service::Service;
 
 use super::ResponseFuture;
+use super::future::Outcome;
 use super::layer::CallSpan;
 use crate::Deadline;
 use crate::layer::BoxError;
+use crate::observe::Calls;
 
 /// The service [`OperationLayer`](super::OperationLayer) makes: the operation's deadline
 /// around the rest of the sequence.
@@ -16,6 +18,7 @@ pub struct OperationService<S> {
     inner: S,
     name: Arc<str>,
     span: CallSpan,
+    calls: Option<&'static Calls>,
     deadline: Duration,
     min_budget: Duration,
 }
@@ -25,6 +28,7 @@ impl<S> OperationService<S> {
         inner: S,
         name: Arc<str>,
         span: CallSpan,
+        calls: Option<&'static Calls>,
         deadline: Duration,
         min_budget: Duration,
     ) -> Self {
@@ -32,6 +36,7 @@ impl<S> OperationService<S> {
             inner,
             name,
             span,
+            calls,
             deadline,
             min_budget,
         }
@@ -57,14 +62,17 @@ where
         // One span per call, entered here and at each poll: the mechanisms' events are inside.
         let span = (self.span)(&self.name);
         let entered = span.enter();
-        let future = match Deadline::for_operation(&self.name, self.deadline, self.min_budget) {
+        let outcome = match Deadline::for_operation(&self.name, self.deadline, self.min_budget) {
             Ok(deadline) => {
                 let fut = deadline.sync_scope(|| self.inner.call(request));
-                ResponseFuture::running(deadline.scope(deadline.run(fut)))
+                Outcome::running(deadline.scope(deadline.run(fut)))
             }
-            Err(refusal) => ResponseFuture::refused(refusal),
+            Err(refusal) => Outcome::refused(refusal),
         };
         drop(entered);
-        future.in_span(span)
+        match self.calls {
+            Some(calls) => ResponseFuture::measured(calls, span, outcome),
+            None => ResponseFuture::spanned(span, outcome),
+        }
     }
 }
