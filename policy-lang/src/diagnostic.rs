@@ -429,6 +429,27 @@ pub enum Kind {
         operation: String,
     },
 
+    /// A rate limit guarding critical work that leaves a failure mode of its store implicit.
+    #[error(
+        "ratelimit `{ratelimit}` guards critical operation `{operation}` but does not choose {missing}"
+    )]
+    #[diagnostic(
+        code("policy::ratelimit-fail-mode-unset"),
+        help(
+            "what critical work does when the limiter's store is slow or down is a decision, not a default: `closed` refuses (a limiter guarding unbounded work), `open` admits (best-effort work), `local` enforces this instance's own rate; for example add {example}"
+        )
+    )]
+    RatelimitFailModeUnset {
+        /// The rate limit.
+        ratelimit: String,
+        /// The first critical operation it guards.
+        operation: String,
+        /// `` `on_timeout` ``, `` `on_error` ``, or both.
+        missing: String,
+        /// The settings to add, as an example.
+        example: String,
+    },
+
     /// An isolated operation that also names another mechanism, or is not critical.
     #[error("isolated operation `{operation}` also sets `{other}`")]
     #[diagnostic(

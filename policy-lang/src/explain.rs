@@ -38,15 +38,16 @@ pub enum Step {
         /// What it usually costs, weighed against the remaining budget.
         expected_cost: Option<Duration>,
     },
-    /// The rate limit admits the call once, before any attempt.
+    /// The rate limit admits the call once, after the deadline and shedding and before any
+    /// attempt: in process on each instance, or across the fleet with a limiter store.
     RateLimit {
         /// Its name.
         name: String,
         /// Its rate.
         rate: Rate,
-        /// What happens when its store is slow.
+        /// What happens when its fleet store is slow (`local` when not set).
         on_timeout: FailMode,
-        /// What happens when its store is down.
+        /// What happens when its fleet store is down (`local` when not set).
         on_error: FailMode,
         /// The rate this instance keeps alone while the store fails, when a mode is `local`
         /// (the fleet's rate unless set).
@@ -183,8 +184,8 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
         steps.push(Step::RateLimit {
             name: ratelimit.name.value.clone(),
             rate: ratelimit.rate.value,
-            on_timeout: ratelimit.on_timeout.value,
-            on_error: ratelimit.on_error.value,
+            on_timeout: ratelimit.timeout_mode(),
+            on_error: ratelimit.error_mode(),
             local_rate: ratelimit
                 .local_rate
                 .as_ref()
@@ -333,7 +334,7 @@ impl fmt::Display for Step {
             } => {
                 write!(
                     f,
-                    "ratelimit `{name}`: {} per {}; when the limiter is slow: {on_timeout}, when it is down: {on_error}",
+                    "ratelimit `{name}`: admit {} per {}, refuse past that with the wait; on each instance, or across the fleet with a limiter store: when the store is slow: {on_timeout}, when it is down: {on_error}",
                     rate.count,
                     format_duration(rate.per)
                 )?;

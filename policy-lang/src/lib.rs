@@ -75,7 +75,7 @@
 //! | `bulkhead NAME` | `max_concurrent` (≥ 1), `max_queued` (default 0) |
 //! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `allowance = P% + N/s` (the share of recent calls its retries may add, across requests, and a floor per second) |
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
-//! | `ratelimit NAME` | `N per D`, `on_timeout = open\|closed\|local`, `on_error = open\|closed\|local` (`local`: this instance enforces a rate of its own while the store fails), optional `local_rate = N per D` (default: the fleet's rate) |
+//! | `ratelimit NAME` | `N per D` (on each instance, or across the fleet with a limiter store); for the fleet's store, `on_timeout = open\|closed\|local` and `on_error = open\|closed\|local` (`local`, the default: this instance enforces a rate of its own while the store fails; a limiter guarding critical work must choose both), optional `local_rate = N per D` (default: the fleet's rate) |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error`, `poll_budget` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string), `fallback_on_failure` (the fallback also answers the work's own failures), `isolate = blocking\|rayon[(max_concurrent = N, max_queued = N)]` (CPU work on a pool of its own; nothing else may be set) |
 //! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`; no longer used by `policy assets`, kept so policies still parse), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
@@ -139,6 +139,7 @@
 //! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
 //! | `policy::fallback-on-scheduled` | `fallback` or `stale_if_error` on deferred or background work, which answers nobody | remove it: the work's failures are logged |
 //! | `policy::isolate-stands-alone` | an isolated operation that also sets a mechanism, a deadline or a fallback, or is not critical | move them to the operation that calls it |
+//! | `policy::ratelimit-fail-mode-unset` | a rate limit guarding critical work without `on_timeout` or `on_error` (they default to `local`) | choose both: `closed`, `open` or `local` |
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
 //! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
@@ -193,6 +194,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Kind, Label, Report, render_plain};
+pub use lower::{OPERATION_FLAGS, OPERATION_STATEMENTS, stanza_keywords};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{

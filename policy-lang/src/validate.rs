@@ -32,6 +32,7 @@ const RULES: &[Rule] = &[
     shedding_thresholds_in_range,
     shedding_thresholds_ordered,
     critical_never_shed_for_load,
+    critical_ratelimit_chooses_fail_modes,
     fallbacks_answer_a_caller,
     isolate_stands_alone,
     backoff_base_within_cap,
@@ -609,6 +610,52 @@ fn isolate_stands_alone(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 .with_label(isolate.loc, "isolated here"),
             );
         }
+    }
+}
+
+/// `policy::ratelimit-fail-mode-unset`: a rate limit guarding critical work says what happens
+/// when its store is slow (`on_timeout`) and when it is down (`on_error`); best-effort work may
+/// leave them to the default (`local`). Once per rate limit, at the first critical operation.
+fn critical_ratelimit_chooses_fail_modes(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    let mut reported = std::collections::HashSet::new();
+    for operation in &spec.operations {
+        if operation.class.value != WorkClass::Critical {
+            continue;
+        }
+        let Some(reference) = &operation.ratelimit else {
+            continue;
+        };
+        let Some(ratelimit) = spec.ratelimits.get(&reference.value) else {
+            continue;
+        };
+        let missing: Vec<&str> = [
+            ("on_timeout", ratelimit.on_timeout.is_none()),
+            ("on_error", ratelimit.on_error.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(key, unset)| unset.then_some(key))
+        .collect();
+        if missing.is_empty() || !reported.insert(ratelimit.name.value.as_str()) {
+            continue;
+        }
+        let quoted: Vec<String> = missing.iter().map(|key| format!("`{key}`")).collect();
+        let example: Vec<String> = missing
+            .iter()
+            .map(|key| format!("{key} = closed"))
+            .collect();
+        out.push(
+            Diagnostic::new(
+                Kind::RatelimitFailModeUnset {
+                    ratelimit: ratelimit.name.value.clone(),
+                    operation: operation.name.value.clone(),
+                    missing: quoted.join(" and "),
+                    example: format!("`{}`", example.join("; ")),
+                },
+                ratelimit.name.loc,
+                "its store's failures left to the default",
+            )
+            .with_label(reference.loc, "guards critical work here"),
+        );
     }
 }
 

@@ -33,6 +33,7 @@ const COMMON_KEYS: &[&str] = &[
     "breaker",
     "bulkhead",
     "retry",
+    "ratelimit",
     "durable",
     "shed_at",
     "fallback",
@@ -157,6 +158,8 @@ pub(crate) struct Args {
     pub(crate) breaker: Option<Ref<InlineBreaker>>,
     pub(crate) bulkhead: Option<Ref<InlineBulkhead>>,
     pub(crate) retry: Option<Ref<InlineRetry>>,
+    /// A rate limit of the policy files, by name.
+    pub(crate) ratelimit: Option<Spanned<String>>,
     pub(crate) fallback: Option<Spanned<String>>,
     pub(crate) fallback_on_failure: Option<Span>,
     pub(crate) stale_if_error: Option<Spanned<Duration>>,
@@ -558,6 +561,16 @@ impl Args {
                             errors.at(span, "`durable` is set twice: keep one");
                         }
                         self.durable = Some(span);
+                    }
+                    "ratelimit" => {
+                        if !meta.input.peek(Token![=]) {
+                            errors.at(
+                                span,
+                                "a rate limit is named, not written inline: `ratelimit = \"signups\"`, declared in the policy files as `ratelimit signups { 100 per 1m; on_timeout = open; on_error = closed }`",
+                            );
+                            return skip_value(&meta);
+                        }
+                        set_once(&mut self.ratelimit, name(&meta)?, span, &key, errors);
                     }
                     "breaker" => {
                         let r = reference(&meta, errors, inline_breaker)?;

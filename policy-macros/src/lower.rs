@@ -357,6 +357,10 @@ pub(crate) fn lower(
         &mut locs,
     );
 
+    if let Some(ratelimit) = &args.ratelimit {
+        operation.ratelimit = Some(locs.located(ratelimit));
+    }
+
     let mut inline = InlineFlags::default();
     match &args.breaker {
         Some(Ref::Named(name)) => operation.breaker = Some(locs.located(name)),

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy_lang::{
-    BreakerSpec, BulkheadSpec, Diagnostic, Loc, OperationSpec, PoolKind, RetrySpec, WorkClass,
+    BreakerSpec, BulkheadSpec, Diagnostic, Loc, OperationSpec, PoolKind, RatelimitSpec, RetrySpec,
+    WorkClass,
 };
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{ToTokens, quote_spanned};
@@ -38,6 +39,8 @@ pub(crate) struct Plan {
     pub(crate) breaker: Option<BreakerSpec>,
     pub(crate) bulkhead: Option<BulkheadSpec>,
     pub(crate) retry: Option<RetrySpec>,
+    /// The rate limit that admits each call, after the deadline and shedding.
+    pub(crate) ratelimit: Option<RatelimitSpec>,
     pub(crate) inline: InlineFlags,
     pub(crate) files: Vec<PathBuf>,
     /// The budget per poll of the function's body, when monitored.
@@ -356,6 +359,7 @@ fn mechanisms(lowered: &Lowered, operation: &OperationSpec) -> Plan {
         breaker: named(&operation.breaker).and_then(|n| spec.breakers.get(&n).cloned()),
         bulkhead: named(&operation.bulkhead).and_then(|n| spec.bulkheads.get(&n).cloned()),
         retry: named(&operation.retry).and_then(|n| spec.retries.get(&n).cloned()),
+        ratelimit: named(&operation.ratelimit).and_then(|n| spec.ratelimits.get(&n).cloned()),
         inline: lowered.inline,
         files: lowered.files.clone(),
         bound: lowered.bound.clone(),

@@ -1,6 +1,6 @@
 //! The mechanisms behind `policy`, each distinct and observable.
 //!
-//! Five questions, five modules, and the value is in keeping them apart:
+//! One question, one module, and the value is in keeping them apart:
 //!
 //! | question | module | refuses with |
 //! |---|---|---|
@@ -9,11 +9,15 @@
 //! | is this work worth doing under the current pressure? | [`shedding`] (a pure function) | [`RefusalKind::Shed`], with its reason |
 //! | is this failure worth repeating, out of whose budget? | [`retry`] | never retries a refusal |
 //! | how long may this take? | [`deadline`] | [`RefusalKind::InsufficientBudget`] before start, [`DeadlineExceeded`] after |
+//! | may this start once more in this period? | [`limiter`] (feature `ratelimit`) | [`RefusalKind::RateLimited`], with the wait that would admit it |
 //!
 //! Work the user does not wait for has two more: [`defer`](mod@defer) runs work after the response is
 //! finished (its failures attached before the hand-over, logged, never rethrown), and
-//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure, and
-//! [`limiter`] (with `redis_store`, feature `redis`) bounds a rate across the fleet.
+//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure.
+//! The [`limiter`] (feature `ratelimit`) bounds a rate: in this process (GCRA from `governor`),
+//! or across the fleet through `redis_store` (feature `redis`). An annotated function or a
+//! `.policy` operation that names one asks it once per call, after the deadline and the
+//! shedding decision and before the breaker.
 //!
 //! Each mechanism is also a tower layer ([`layer`], feature `tower`; the request's deadline,
 //! its axum extractor and outgoing propagation with `http`): one folder per mechanism under
@@ -143,6 +147,7 @@
 //! | background pools, for the snapshot | [`background`](mod@background) | one weak reference per live pool; dropped pools are pruned whenever a pool is built |
 //! | a breaker's failure window | [`breaker`] | fixed: 11 buckets of two counters, whatever the traffic, and for a count breaker the times of its last `count` failures (one `AtomicU64` each, up to 1024); plus the cause of its last opening |
 //! | a retry allowance's windows | [`RetryAllowance`] | fixed: one window of retries and 8 striped windows of calls |
+//! | a rate limiter | [`limiter`] (feature `ratelimit`) | fixed: one `AtomicU64` (governor's theoretical arrival time) and two counters per named limiter |
 //! | a bulkhead's queue | [`bulkhead`] | `max_queued` waiters; past it a call is refused at once |
 //! | a background pool | [`BackgroundPool`] | `max_concurrent + max_queued` tasks admitted; the rest are shed at submission |
 //! | an isolated pool | [`isolate::IsolatedPool`] | its `max_concurrent` slots and `max_queued` places (a bulkhead) |

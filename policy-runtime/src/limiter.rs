@@ -1,9 +1,45 @@
-//! May this capability run once more in this period, fleet-wide? A rate limiter.
+//! May this capability run once more in this period? A rate limiter (feature `ratelimit`).
 //!
-//! A bulkhead bounds one instance; some capabilities need a rate across the whole fleet (sign
-//! ups per minute, calls to a provider with a global quota). The limiter keeps its state in a
-//! shared store ([`RedisRateLimiter`] with the `redis` feature), so its own failure is a
-//! decision to take in advance, and there are two of them:
+//! A bulkhead bounds how many calls run at once; a rate limiter bounds how many start per
+//! period (sign ups per minute, calls to a provider with a quota). [`RateLimiter`] is one
+//! named limiter with one state, whichever interface names it: the attributes
+//! (`ratelimit = "signups"`), a `.policy` operation (`ratelimit = signups`), the tower layer
+//! ([`RateLimitLayer`](crate::layer::RateLimitLayer)) and hand-written code share the
+//! [registry](crate::Registry::rate_limiter)'s entry. It decides in one of two places:
+//!
+//! - **In this process** (the default): GCRA from the `governor` crate on tokio's clock, a
+//!   burst of the whole `limit`, then one call every `per / limit`. Admitting is one
+//!   compare-and-swap on one atomic and allocates nothing; a refusal says when the next call
+//!   would be admitted. It bounds **one instance**: ten instances admit ten times the rate.
+//! - **Across the fleet**, when a Redis store is set for limiters
+//!   ([`Registry::set_limiter_store`](crate::Registry::set_limiter_store), feature `redis`):
+//!   the same GCRA in one Lua round trip on the Redis server's clock ([`RedisRateLimiter`]).
+//!
+//! A refused call is a [`ResilienceError`](crate::ResilienceError) of kind
+//! [`RateLimited`](crate::RefusalKind::RateLimited) whose
+//! [`retry_after`](crate::ResilienceError::retry_after) is the wait that would admit it
+//! (`retry_after_ms` in JSON and in the refusal's event): the work never ran.
+//!
+//! ```
+//! use std::time::Duration;
+//! use policy_runtime::{RefusalKind, Registry};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let registry = Registry::new();
+//! let signups = registry.rate_limiter("signups", 2, Duration::from_secs(1), |l| l);
+//! signups.acquire().await.unwrap();
+//! signups.acquire().await.unwrap();
+//! let refusal = signups.acquire().await.unwrap_err();
+//! assert_eq!(refusal.kind(), RefusalKind::RateLimited);
+//! assert_eq!(refusal.retry_after(), Some(Duration::from_millis(500)));
+//! assert_eq!(registry.snapshot().limiters[0].refused, 1);
+//! # }
+//! ```
+//!
+//! # When the fleet's store fails
+//!
+//! A fleet limiter's own failure is a decision to take in advance, and there are two of them:
 //!
 //! - **`on_timeout`**: the store answered too slowly.
 //! - **`on_error`**: the store could not be reached at all.
@@ -11,7 +47,7 @@
 //! Each is one of three [`FailMode`]s:
 //!
 //! - [`FailMode::Local`] (the default): this instance enforces a rate of its own
-//!   (`LocalRate`, with the `redis` feature), so an outage of the store degrades the fleet-wide limit to a
+//!   (`LocalRate`), so an outage of the store degrades the fleet-wide limit to a
 //!   per-instance one, neither all admitted nor all refused. With `n` instances the fleet then
 //!   admits up to `n` times the local rate: set it to the fleet's rate divided by the usual
 //!   number of instances when that matters.
@@ -21,12 +57,12 @@
 //!   unleash it).
 //!
 //! The seed keeps timeout and error separate because a slow store and a dead store are
-//! different situations for the same capability.
-//!
-//! Its refusals are [`ResilienceError`](crate::ResilienceError)s of kind
-//! [`RateLimited`](crate::RefusalKind::RateLimited).
+//! different situations for the same capability. A `.policy` limiter that guards critical work
+//! must choose both explicitly (`policy::ratelimit-fail-mode-unset`). An in-process limiter has
+//! no store, so it never needs either.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -43,7 +79,14 @@ pub use policy_model::FailMode;
 pub struct LimiterSnapshot {
     /// The limiter's name.
     pub name: Arc<str>,
-    /// Calls admitted by the store's decision.
+    /// `in_process` or `fleet` (through the Redis store).
+    pub scope: &'static str,
+    /// Calls allowed per period.
+    pub limit: u32,
+    /// The period.
+    #[serde(rename = "per_ms", serialize_with = "crate::observe::millis")]
+    pub per: Duration,
+    /// Calls admitted by the rate (in this process, or by the store's decision).
     pub admitted: u64,
     /// Calls refused for being over the rate.
     pub refused: u64,
@@ -64,12 +107,15 @@ pub struct LimiterSnapshot {
 }
 
 impl LimiterSnapshot {
-    /// A view of the limiter `name` with every counter at zero: the start for a
-    /// [`LimiterSource`](crate::registry::LimiterSource) of your own, which sets the fields it
-    /// counts.
+    /// A view of the limiter `name` with every counter at zero, in process, with no rate: the
+    /// start for a [`LimiterSource`](crate::registry::LimiterSource) of your own, which sets the
+    /// fields it knows (its `limit` and `per`, its counts).
     pub fn new(name: impl Into<Arc<str>>) -> Self {
         Self {
             name: name.into(),
+            scope: "in_process",
+            limit: 0,
+            per: Duration::ZERO,
             admitted: 0,
             refused: 0,
             failed_open: 0,
@@ -83,10 +129,15 @@ impl LimiterSnapshot {
     }
 }
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "ratelimit")]
 pub use local::LocalRate;
+#[cfg(feature = "ratelimit")]
+pub use rate_limiter::{RateLimiter, RateLimiterBuilder};
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "ratelimit")]
+mod rate_limiter;
+
+#[cfg(feature = "ratelimit")]
 mod local {
     use std::fmt;
     use std::num::NonZeroU32;

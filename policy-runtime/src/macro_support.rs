@@ -18,6 +18,7 @@ use crate::bulkhead::Bulkhead;
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
+use crate::limiter::FailMode;
 use crate::registry::Registry;
 use crate::retry::{RetryAllowance, RetryPolicy, Transient};
 use crate::shedding::{Shedder, Thresholds};
@@ -383,6 +384,133 @@ impl Handle<RetryPolicy> {
     /// A `.policy` file's `allowance = R% + N/s`: [`retry_allowance`].
     pub const fn allowance(mut self, ratio: f64, floor_per_second: u32) -> Self {
         self.settings.allowance = Some((ratio, floor_per_second));
+        self
+    }
+}
+
+/// What an expansion declares of a rate limiter: its rate, its two fail modes and its local
+/// rate, as the `.policy` stanza sets them.
+#[derive(Debug, Clone, Copy)]
+pub struct RateLimitSettings {
+    rate: (u32, Duration),
+    on_timeout: Option<FailMode>,
+    on_error: Option<FailMode>,
+    local_rate: Option<(u32, Duration)>,
+}
+
+/// The rate limiter an expansion's handle holds: [`RateLimiter`](crate::limiter::RateLimiter)
+/// (feature `ratelimit`).
+#[cfg(feature = "ratelimit")]
+pub type RateLimit = crate::limiter::RateLimiter;
+
+#[cfg(feature = "ratelimit")]
+impl Register for crate::limiter::RateLimiter {
+    const KIND: &'static str = "rate limiter";
+    type Settings = RateLimitSettings;
+    const NONE: RateLimitSettings = RateLimitSettings {
+        rate: (1, Duration::from_secs(1)),
+        on_timeout: None,
+        on_error: None,
+        local_rate: None,
+    };
+    type Handle = crate::limiter::RateLimiter;
+    fn register(name: &'static str, settings: RateLimitSettings) -> Self::Handle {
+        let (limit, per) = settings.rate;
+        Registry::global().rate_limiter(name, limit, per, |mut limiter| {
+            if let Some(mode) = settings.on_timeout {
+                limiter = limiter.on_timeout(mode);
+            }
+            if let Some(mode) = settings.on_error {
+                limiter = limiter.on_error(mode);
+            }
+            if let Some((limit, per)) = settings.local_rate {
+                limiter = limiter.local_rate(limit, per);
+            }
+            limiter
+        })
+    }
+}
+
+/// Without the `ratelimit` feature there is no limiter; using `ratelimit` is then one error
+/// that says how to turn it on.
+#[cfg(not(feature = "ratelimit"))]
+#[diagnostic::on_unimplemented(
+    message = "`ratelimit` needs the `ratelimit` feature of `policy`",
+    label = "a rate limit is used here",
+    note = "turn it on in Cargo.toml: `policy = {{ version = \"..\", features = [\"ratelimit\"] }}`"
+)]
+pub trait RatelimitFeature {}
+
+/// Stands in for the limiter when the `ratelimit` feature is off; it cannot admit a call (see
+/// [`RatelimitFeature`]).
+#[cfg(not(feature = "ratelimit"))]
+#[derive(Debug)]
+pub struct RateLimit<F = ()>(std::marker::PhantomData<F>);
+
+#[cfg(not(feature = "ratelimit"))]
+impl Register for RateLimit {
+    const KIND: &'static str = "rate limiter";
+    type Settings = RateLimitSettings;
+    const NONE: RateLimitSettings = RateLimitSettings {
+        rate: (1, Duration::from_secs(1)),
+        on_timeout: None,
+        on_error: None,
+        local_rate: None,
+    };
+    type Handle = RateLimit;
+    fn register(_name: &'static str, _settings: RateLimitSettings) -> RateLimit {
+        RateLimit(std::marker::PhantomData)
+    }
+}
+
+#[cfg(not(feature = "ratelimit"))]
+impl<F> Clone for RateLimit<F> {
+    fn clone(&self) -> Self {
+        RateLimit(std::marker::PhantomData)
+    }
+}
+
+#[cfg(not(feature = "ratelimit"))]
+impl<F> RateLimit<F> {
+    /// Does not compile without the `ratelimit` feature, with a message saying how to turn
+    /// it on.
+    pub fn acquire(&self) -> std::future::Ready<Result<(), ResilienceError>>
+    where
+        F: RatelimitFeature,
+    {
+        std::future::ready(Ok(()))
+    }
+}
+
+/// The settings of a [`RateLimiterBuilder`](crate::limiter::RateLimiterBuilder), declared in
+/// a `static`.
+impl Handle<RateLimit> {
+    /// The rate limiter `name`, declared by `origin`.
+    pub const fn ratelimit(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// `limit` calls per `per`: [`RateLimiter::builder`](crate::limiter::RateLimiter::builder).
+    pub const fn rate(mut self, limit: u32, per: Duration) -> Self {
+        self.settings.rate = (limit, per);
+        self
+    }
+
+    /// [`RateLimiterBuilder::on_timeout`](crate::limiter::RateLimiterBuilder::on_timeout).
+    pub const fn on_timeout(mut self, mode: FailMode) -> Self {
+        self.settings.on_timeout = Some(mode);
+        self
+    }
+
+    /// [`RateLimiterBuilder::on_error`](crate::limiter::RateLimiterBuilder::on_error).
+    pub const fn on_error(mut self, mode: FailMode) -> Self {
+        self.settings.on_error = Some(mode);
+        self
+    }
+
+    /// [`RateLimiterBuilder::local_rate`](crate::limiter::RateLimiterBuilder::local_rate).
+    pub const fn local_rate(mut self, limit: u32, per: Duration) -> Self {
+        self.settings.local_rate = Some((limit, per));
         self
     }
 }

@@ -79,7 +79,7 @@
 //! | `policy_call_attempts` | histogram | `operation` | attempts | attempts per call: 1, plus one per retry |
 //! | `policy_breaker_state` | gauge | `name` | state | 0 closed, 1 on probation (the cooldown ended; the next outcome decides), 2 open; set at each transition the breaker sees (it sees an opening end at the next call) |
 //! | `policy_breaker_openings_total` | counter | `name` | openings | every opening: counted failures, trips, a probe failing, shared openings (the snapshot's `openings`) |
-//! | `policy_refusals_total` | counter | `mechanism` (`breaker`, `bulkhead`, `rate_limiter`), `name`, `kind`, `reason` ([`RefusalReason::code`](crate::RefusalReason::code)) | refusals | a breaker's refusals by the cause of the opening (the snapshot's `refusals`), a bulkhead's by `full` and `queue_timeout` (its `refused_full`, `refused_queue_timeout`), a fleet rate limiter's (`rate`, feature `redis`: over its rate, or refused while Redis is away); every reason is registered at zero when the mechanism is built. A refusal by a deadline's minimum budget has no mechanism to count it: it is the call's `refused` outcome with `refused_by="insufficient_budget"` |
+//! | `policy_refusals_total` | counter | `mechanism` (`breaker`, `bulkhead`, `rate_limiter`), `name`, `kind`, `reason` ([`RefusalReason::code`](crate::RefusalReason::code)) | refusals | a breaker's refusals by the cause of the opening (the snapshot's `refusals`), a bulkhead's by `full` and `queue_timeout` (its `refused_full`, `refused_queue_timeout`), a rate limiter's (`rate`, feature `ratelimit`: over its rate, in process or through Redis, or refused while Redis is away); every reason is registered at zero when the mechanism is built. A refusal by a deadline's minimum budget has no mechanism to count it: it is the call's `refused` outcome with `refused_by="insufficient_budget"` |
 //! | `policy_bulkhead_in_flight` | gauge | `name` | calls | calls holding one of its slots |
 //! | `policy_bulkhead_queued` | gauge | `name` | calls | calls waiting for a slot |
 //! | `policy_shed_total` | counter | `mechanism` (`shedder`, or `background` for a pool's own), `name`, `class`, `reason` (`load`, `budget`) | decisions | decisions to shed; admissions are not counted (that would be a contended write on every call) |
@@ -250,7 +250,7 @@ pub(crate) fn call_expired() {
 /// One call's measure: nothing without the `metrics` feature.
 #[cfg(not(feature = "metrics"))]
 #[derive(Default)]
-struct Meter;
+struct Meter {}
 
 #[cfg(feature = "metrics")]
 use meter::Meter;

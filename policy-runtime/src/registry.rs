@@ -76,6 +76,8 @@ use crate::isolate::{
     IsolatedPool, IsolatedPoolBuilder, IsolatedPoolSnapshot, PollMonitor, PollMonitorSnapshot,
 };
 use crate::limiter::LimiterSnapshot;
+#[cfg(feature = "ratelimit")]
+use crate::limiter::{RateLimiter, RateLimiterBuilder};
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 
@@ -88,7 +90,11 @@ pub struct Registry {
     bulkheads: Map<Bulkhead>,
     retries: Map<Arc<RetryPolicy>>,
     shedders: Map<Arc<Shedder>>,
-    limiters: Map<Arc<dyn LimiterSource>>,
+    #[cfg(feature = "ratelimit")]
+    limiters: Map<RateLimiter>,
+    limiter_sources: Map<Arc<dyn LimiterSource>>,
+    #[cfg(feature = "redis")]
+    limiter_store: RwLock<Option<crate::redis_store::RedisStore>>,
     fallbacks: Map<Arc<Fallback>>,
     isolated: Map<IsolatedPool>,
     polls: Map<Arc<PollMonitor>>,
@@ -139,8 +145,10 @@ impl fmt::Display for Conflict {
 
 impl std::error::Error for Conflict {}
 
-/// Anything that reports a [`LimiterSnapshot`]; rate limiters register themselves with
-/// [`Registry::register_limiter`] to appear in the snapshot.
+/// Anything that reports a [`LimiterSnapshot`]: a rate limiter of your own registers itself
+/// with [`Registry::register_limiter`] to appear in the snapshot. (The runtime's own
+/// [rate limiters](crate::limiter::RateLimiter), feature `ratelimit`, are there by name
+/// already: [`Registry::rate_limiter`].)
 pub trait LimiterSource: Send + Sync + fmt::Debug + 'static {
     /// The limiter's state now.
     fn limiter_snapshot(&self) -> LimiterSnapshot;
@@ -245,7 +253,11 @@ impl Registry {
             bulkheads: RwLock::default(),
             retries: RwLock::default(),
             shedders: RwLock::default(),
+            #[cfg(feature = "ratelimit")]
             limiters: RwLock::default(),
+            limiter_sources: RwLock::default(),
+            #[cfg(feature = "redis")]
+            limiter_store: RwLock::default(),
             fallbacks: RwLock::default(),
             isolated: RwLock::default(),
             polls: RwLock::default(),
@@ -338,9 +350,46 @@ impl Registry {
         })
     }
 
-    /// Adds a rate limiter to the snapshot, under its name.
+    /// The rate limiter named `name`: `limit` calls per `per`, built with `configure` the
+    /// first time (feature `ratelimit`). It decides in this process, or across the fleet when
+    /// a [limiter store](Self::set_limiter_store) was set before it was built.
+    #[cfg(feature = "ratelimit")]
+    pub fn rate_limiter(
+        &self,
+        name: &str,
+        limit: u32,
+        per: std::time::Duration,
+        configure: impl FnOnce(RateLimiterBuilder) -> RateLimiterBuilder,
+    ) -> RateLimiter {
+        get_or_insert(&self.limiters, name, |name| {
+            let builder = RateLimiter::builder(name, limit, per);
+            #[cfg(feature = "redis")]
+            let builder = match read(&self.limiter_store).clone() {
+                Some(store) => builder.fleet(store),
+                None => builder,
+            };
+            configure(builder).build()
+        })
+    }
+
+    /// Adds a rate limiter of your own to the snapshot, under its name. A name the registry's
+    /// own [`rate_limiter`](Self::rate_limiter) already holds is listed once, as that limiter.
     pub fn register_limiter(&self, name: &str, limiter: Arc<dyn LimiterSource>) {
-        write(&self.limiters).insert(Arc::from(name), limiter);
+        write(&self.limiter_sources).insert(Arc::from(name), limiter);
+    }
+
+    /// The rate limiter named `name`, if one was built.
+    #[cfg(feature = "ratelimit")]
+    pub fn find_rate_limiter(&self, name: &str) -> Option<RateLimiter> {
+        read(&self.limiters).get(name).cloned()
+    }
+
+    /// Makes rate limiters built from now on decide across the fleet through `store`
+    /// (feature `redis`), each with its own `on_timeout` and `on_error`; without one they
+    /// decide in this process. Set it at startup, before the first call builds a limiter.
+    #[cfg(feature = "redis")]
+    pub fn set_limiter_store(&self, store: crate::redis_store::RedisStore) {
+        *write(&self.limiter_store) = Some(store);
     }
 
     /// The breaker named `name`, if one was built.
@@ -421,10 +470,7 @@ impl Registry {
                 .values()
                 .map(|s| s.snapshot())
                 .collect(),
-            limiters: read(&self.limiters)
-                .values()
-                .map(|l| l.limiter_snapshot())
-                .collect(),
+            limiters: self.limiter_snapshots(),
             store: self.breaker_store().status(),
             fallbacks: read(&self.fallbacks)
                 .values()
@@ -439,5 +485,26 @@ impl Registry {
             background: crate::background::snapshots(),
             conflicts: read(&self.conflicts).clone(),
         }
+    }
+
+    /// The registry's own rate limiters and the ones registered by hand, sorted by name; a
+    /// name is listed once.
+    fn limiter_snapshots(&self) -> Vec<LimiterSnapshot> {
+        let sources = read(&self.limiter_sources);
+        let rows = sources
+            .iter()
+            .map(|(name, source)| (name.clone(), source.limiter_snapshot()));
+        #[cfg(feature = "ratelimit")]
+        let limiters = read(&self.limiters);
+        #[cfg(feature = "ratelimit")]
+        let rows = rows.chain(
+            limiters
+                .iter()
+                .map(|(name, limiter)| (name.clone(), limiter.snapshot())),
+        );
+        // Collected by name: the registry's own limiter, listed last, wins a shared name.
+        rows.collect::<BTreeMap<Arc<str>, LimiterSnapshot>>()
+            .into_values()
+            .collect()
     }
 }

@@ -129,3 +129,36 @@ fn tower_timeout_loadshed_and_concurrency_limit_allocate_nothing_either() {
         assert_eq!(counted, bare, "waits once {wait}");
     }
 }
+
+#[cfg(feature = "ratelimit")]
+#[test]
+fn the_rate_limit_layer_allocates_nothing_when_admitted() {
+    use policy_runtime::layer::RateLimitLayer;
+    use policy_runtime::limiter::RateLimiter;
+
+    for wait in [false, true] {
+        // A rate no test reaches: every call is admitted.
+        let limiter =
+            RateLimiter::builder("alloc-ratelimit", u32::MAX, Duration::from_secs(1)).build();
+        let mut svc = ServiceBuilder::new()
+            .layer(RateLimitLayer::new(limiter.clone()))
+            .service_fn(move |_: Request<()>| answer(wait));
+        let counted = allocations!({
+            let response = svc.ready().await.unwrap().call(Request::new(())).await;
+            assert!(response.unwrap().status().is_success());
+        });
+        let bare = allocations!(answer(wait).await.unwrap());
+        assert_eq!(counted, bare, "waits once: {wait}");
+        // The same, inside a whole operation.
+        let mut op = OperationLayer::new("alloc-ratelimit-op", Duration::from_secs(2))
+            .ratelimit(limiter.clone())
+            .layer(tower::service_fn(move |_: Request<()>| answer(wait)));
+        let counted = allocations!({
+            let response = op.ready().await.unwrap().call(Request::new(())).await;
+            assert!(response.unwrap().status().is_success());
+        });
+        assert_eq!(counted, bare, "operation, waits once: {wait}");
+        assert_eq!(limiter.snapshot().refused, 0);
+        assert_eq!(limiter.snapshot().admitted, 4_000);
+    }
+}

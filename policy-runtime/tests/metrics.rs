@@ -404,3 +404,38 @@ fn a_fleet_limiter_counts_its_refusals() {
         assert_eq!(limiter.snapshot().failed_closed, 2);
     });
 }
+
+#[cfg(feature = "ratelimit")]
+#[test]
+fn an_in_process_limiter_counts_its_refusals() {
+    use policy_runtime::limiter::RateLimiter;
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let limiter = RateLimiter::builder("metered_signups", 2, Duration::from_secs(60)).build();
+        limiter.acquire().await.unwrap();
+        limiter.acquire().await.unwrap();
+        for _ in 0..3 {
+            let refusal = limiter.acquire().await.unwrap_err();
+            assert_eq!(refusal.kind(), RefusalKind::RateLimited);
+        }
+        let seen = Recorded::take(&snapshotter);
+        let refused = seen.counter(
+            "policy_refusals_total",
+            &[
+                ("mechanism", "rate_limiter"),
+                ("name", "metered_signups"),
+                ("kind", "rate_limited"),
+                ("reason", "rate"),
+            ],
+        );
+        assert_eq!(refused, 3);
+        assert_eq!(limiter.snapshot().refused, 3);
+    });
+}

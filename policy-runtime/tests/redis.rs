@@ -951,6 +951,79 @@ async fn no_topology_prints_its_connection_strings() {
     printed(&logs.text(), "the logs");
 }
 
+// ---- Rate limits that run (issue 22): the registry's limiter through a limiter store ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_limiter_with_a_limiter_store_decides_for_the_fleet_and_honours_on_error() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let s = store(&server, "registry-limits").await;
+    let registry = policy_runtime::Registry::new();
+    registry.set_limiter_store((*s).clone());
+    // A long timeout, so that a killed server is an error here, never a timeout.
+    let open = registry.rate_limiter("best_effort", 100, Duration::from_secs(1), |l| {
+        l.on_error(FailMode::Open)
+            .on_timeout(FailMode::Closed)
+            .timeout(Duration::from_secs(10))
+    });
+    let closed = registry.rate_limiter("unbounded", 2, Duration::from_secs(60), |l| {
+        l.on_error(FailMode::Closed)
+            .on_timeout(FailMode::Open)
+            .timeout(Duration::from_secs(10))
+    });
+    assert_eq!((open.scope(), closed.scope()), ("fleet", "fleet"));
+    // A second instance's limiter of the same name shares the fleet's rate.
+    let other = store(&server, "registry-limits").await;
+    let elsewhere = policy_runtime::Registry::new();
+    elsewhere.set_limiter_store((*other).clone());
+    let closed_elsewhere = elsewhere.rate_limiter("unbounded", 2, Duration::from_secs(60), |l| {
+        l.timeout(Duration::from_secs(10))
+    });
+    closed.acquire().await.unwrap();
+    closed_elsewhere.acquire().await.unwrap();
+    let refusal = closed.acquire().await.unwrap_err();
+    assert_eq!(refusal.kind(), RefusalKind::RateLimited);
+    let wait = refusal.retry_after().unwrap();
+    assert!(
+        wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+        "the fleet's wait: {wait:?}"
+    );
+    assert!(open.acquire().await.is_ok());
+
+    server.kill();
+    assert!(open.acquire().await.is_ok(), "fails open on error");
+    let refusal = closed.acquire().await.unwrap_err();
+    assert!(refusal.to_string().contains("failed"), "{refusal}");
+    assert_eq!(refusal.retry_after(), None);
+    #[cfg(feature = "tower")]
+    {
+        use policy_runtime::layer::{BoxError, RateLimitLayer};
+        use tower::{Service, ServiceBuilder, ServiceExt};
+        let mut service = ServiceBuilder::new()
+            .layer(RateLimitLayer::new(closed.clone()))
+            .service_fn(|n: u32| async move { Ok::<_, BoxError>(n) });
+        let error = service.ready().await.unwrap().call(1).await.unwrap_err();
+        let refusal = error
+            .downcast_ref::<policy_runtime::ResilienceError>()
+            .unwrap();
+        assert_eq!(refusal.kind(), RefusalKind::RateLimited);
+    }
+    let snapshot = registry.snapshot();
+    let row = |name: &str| {
+        snapshot
+            .limiters
+            .iter()
+            .find(|row| &*row.name == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("best_effort").failed_open, 1);
+    assert!(row("unbounded").failed_closed >= 1);
+    assert_eq!(row("unbounded").scope, "fleet");
+    assert_eq!(row("unbounded").refused, 1);
+}
+
 // ---- The store's and the limiter's events carry the stable fields (issue 20) ----
 
 #[tokio::test]

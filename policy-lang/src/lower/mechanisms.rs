@@ -531,22 +531,27 @@ pub(super) fn lower_ratelimit(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     if rate_seen.is_none() {
         lowering.missing(&body, &what, "N per DURATION", "100 per 1m");
     }
+    // Both modes are optional (`local` when not set); critical work must choose them, which
+    // the validator checks where it knows the operations (`policy::ratelimit-fail-mode-unset`).
+    let mut complete = true;
     let mut modes = [None, None];
     for (slot, key) in modes.iter_mut().zip(["on_timeout", "on_error"]) {
-        match body.get(key) {
-            Some((key, value)) => *slot = lowering.fail_mode(&key.text, value),
-            None => lowering.missing(&body, &what, key, &format!("{key} = open")),
+        if let Some((key, value)) = body.get(key) {
+            *slot = lowering.fail_mode(&key.text, value);
+            complete &= slot.is_some();
         }
     }
-    let mut complete = true;
     let local_rate = body.get("local_rate").and_then(|(key, value)| {
         let rate = lowering.rate(&key.text, value);
         complete &= rate.is_some();
         rate
     });
-    match (name, rate, modes) {
-        (Some(name), Some(rate), [Some(on_timeout), Some(on_error)]) if complete => {
-            let mut ratelimit = RatelimitSpec::new(name, rate, on_timeout, on_error, stanza.loc);
+    match (name, rate) {
+        (Some(name), Some(rate)) if complete => {
+            let mut ratelimit = RatelimitSpec::new(name, rate, stanza.loc);
+            let [on_timeout, on_error] = modes;
+            ratelimit.on_timeout = on_timeout;
+            ratelimit.on_error = on_error;
             ratelimit.local_rate = local_rate;
             insert(
                 &mut lowering.spec.ratelimits,

@@ -28,6 +28,12 @@ use mechanisms::{
     lower_breaker, lower_bulkhead, lower_ratelimit, lower_request, lower_retry, lower_shedding,
 };
 use operation::{FLAGS, lower_operation};
+pub use operation::{OPERATION_FLAGS, OPERATION_STATEMENTS};
+
+/// Every stanza keyword the language accepts.
+pub fn stanza_keywords() -> impl Iterator<Item = &'static str> {
+    STANZAS.iter().map(|(keyword, _)| *keyword)
+}
 
 type LowerFn = fn(&mut Lowering<'_>, &Stanza);
 

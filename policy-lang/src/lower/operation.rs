@@ -9,7 +9,26 @@ use crate::spec::{IsolateSpec, OperationSpec, PoolKind, WorkClass};
 use crate::suggest;
 
 /// The flags an operation's header may carry besides its class.
-pub(super) const FLAGS: &[&str] = &["idempotent", "durable"];
+pub const OPERATION_FLAGS: &[&str] = &["idempotent", "durable"];
+pub(super) const FLAGS: &[&str] = OPERATION_FLAGS;
+
+/// Every statement an operation's body may hold: its settings (`key = value`) and its phrases
+/// (`fallback_on_failure`).
+pub const OPERATION_STATEMENTS: &[&str] = &[
+    "breaker",
+    "bulkhead",
+    "retry",
+    "ratelimit",
+    "deadline",
+    "min_budget",
+    "expected_cost",
+    "shed_at",
+    "fallback",
+    "fallback_on_failure",
+    "stale_if_error",
+    "poll_budget",
+    "isolate",
+];
 
 pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     const KEYS: &[&str] = &[
@@ -27,21 +46,7 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         "isolate",
     ];
     /// The keys and phrases, for "did you mean".
-    const STATEMENTS: &[&str] = &[
-        "breaker",
-        "bulkhead",
-        "retry",
-        "ratelimit",
-        "deadline",
-        "min_budget",
-        "expected_cost",
-        "shed_at",
-        "fallback",
-        "fallback_on_failure",
-        "stale_if_error",
-        "poll_budget",
-        "isolate",
-    ];
+    const STATEMENTS: &[&str] = OPERATION_STATEMENTS;
     let name = lowering.name(stanza);
     let operation_name = name
         .as_ref()

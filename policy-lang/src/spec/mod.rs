@@ -526,6 +526,11 @@ impl Rate {
 }
 
 /// `ratelimit NAME { 100 per 1m; on_timeout = open; on_error = local; local_rate = 20 per 1m }`.
+///
+/// In process it admits `rate` on each instance; with a fleet store it admits `rate` across
+/// the fleet, and `on_timeout` and `on_error` decide when the store is slow or down (`local`
+/// when not set, which a limiter guarding critical work may not leave implicit:
+/// `policy::ratelimit-fail-mode-unset`).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RatelimitSpec {
@@ -533,10 +538,10 @@ pub struct RatelimitSpec {
     pub name: Located<String>,
     /// Calls allowed per period.
     pub rate: Located<Rate>,
-    /// What to do when the limiter's store is slow.
-    pub on_timeout: Located<FailMode>,
-    /// What to do when the limiter's store is down.
-    pub on_error: Located<FailMode>,
+    /// What to do when the limiter's store is slow, when set.
+    pub on_timeout: Option<Located<FailMode>>,
+    /// What to do when the limiter's store is down, when set.
+    pub on_error: Option<Located<FailMode>>,
     /// The rate this instance enforces alone while the store fails, for [`FailMode::Local`]
     /// (the fleet's rate when not set).
     pub local_rate: Option<Located<Rate>>,
@@ -545,23 +550,36 @@ pub struct RatelimitSpec {
 }
 
 impl RatelimitSpec {
-    /// A rate limit; both failure modes must be chosen, because they are separate decisions.
+    /// What a failure mode is when the stanza does not set it: this instance's own rate.
+    pub const DEFAULT_FAIL_MODE: FailMode = FailMode::Local;
+
+    /// A rate limit with neither failure mode chosen.
     #[must_use]
-    pub fn new(
-        name: Located<String>,
-        rate: Located<Rate>,
-        on_timeout: Located<FailMode>,
-        on_error: Located<FailMode>,
-        loc: Loc,
-    ) -> Self {
+    pub fn new(name: Located<String>, rate: Located<Rate>, loc: Loc) -> Self {
         RatelimitSpec {
             name,
             rate,
-            on_timeout,
-            on_error,
+            on_timeout: None,
+            on_error: None,
             local_rate: None,
             loc,
         }
+    }
+
+    /// What it decides when its store is slow: `on_timeout`, or [`Self::DEFAULT_FAIL_MODE`].
+    #[must_use]
+    pub fn timeout_mode(&self) -> FailMode {
+        self.on_timeout
+            .as_ref()
+            .map_or(Self::DEFAULT_FAIL_MODE, |m| m.value)
+    }
+
+    /// What it decides when its store is down: `on_error`, or [`Self::DEFAULT_FAIL_MODE`].
+    #[must_use]
+    pub fn error_mode(&self) -> FailMode {
+        self.on_error
+            .as_ref()
+            .map_or(Self::DEFAULT_FAIL_MODE, |m| m.value)
     }
 }
 

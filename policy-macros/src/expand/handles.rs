@@ -20,7 +20,10 @@
 
 use std::time::Duration;
 
-use policy_lang::{Backoff, BreakerSpec, BulkheadSpec, OpenAfter, RetrySpec, Sharing, WorkClass};
+use policy_lang::{
+    Backoff, BreakerSpec, BulkheadSpec, FailMode, OpenAfter, RatelimitSpec, RetrySpec, Sharing,
+    WorkClass,
+};
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::quote;
 
@@ -34,6 +37,7 @@ pub(super) struct Handles {
     pub(super) breaker: Option<Ident>,
     pub(super) bulkhead: Option<Ident>,
     pub(super) retry: Option<Ident>,
+    pub(super) ratelimit: Option<Ident>,
     pub(super) shedder: Option<Ident>,
     pub(super) monitor: Option<Ident>,
     pub(super) fallback: Option<Ident>,
@@ -140,6 +144,34 @@ fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
     }
 }
 
+fn fail_mode(mode: FailMode) -> TokenStream {
+    match mode {
+        FailMode::Open => quote!(::policy::limiter::FailMode::Open),
+        FailMode::Closed => quote!(::policy::limiter::FailMode::Closed),
+        FailMode::Local => quote!(::policy::limiter::FailMode::Local),
+    }
+}
+
+fn ratelimit(spec: &RatelimitSpec) -> TokenStream {
+    let name = &spec.name.value;
+    let (limit, per) = (count(spec.rate.value.count), duration(spec.rate.value.per));
+    let on_timeout = spec.on_timeout.as_ref().map(|mode| {
+        let mode = fail_mode(mode.value);
+        quote!(.on_timeout(#mode))
+    });
+    let on_error = spec.on_error.as_ref().map(|mode| {
+        let mode = fail_mode(mode.value);
+        quote!(.on_error(#mode))
+    });
+    let local_rate = spec.local_rate.as_ref().map(|local| {
+        let (limit, per) = (count(local.value.count), duration(local.value.per));
+        quote!(.local_rate(#limit, #per))
+    });
+    quote! {
+        Handle<::policy::__private::RateLimit> = Handle::ratelimit(#name, BY).rate(#limit, #per) #on_timeout #on_error #local_rate
+    }
+}
+
 fn shedder(plan: &Plan) -> TokenStream {
     let name = operation_name(&plan.op);
     let (mut deferred, mut background) = plan.thresholds;
@@ -157,8 +189,8 @@ fn shedder(plan: &Plan) -> TokenStream {
 }
 
 impl Handles {
-    /// The mechanisms the plan names: breaker, bulkhead, retry policy, shedder and poll
-    /// monitor.
+    /// The mechanisms the plan names: breaker, bulkhead, retry policy, rate limiter, shedder
+    /// and poll monitor.
     pub(super) fn of(plan: &Plan) -> Self {
         let mut h = Self::default();
         if let Some(spec) = &plan.breaker {
@@ -169,6 +201,9 @@ impl Handles {
         }
         if let Some(spec) = &plan.retry {
             h.retry = Some(h.add("retry", retry(spec, plan.inline.retry)));
+        }
+        if let Some(spec) = &plan.ratelimit {
+            h.ratelimit = Some(h.add("ratelimit", ratelimit(spec)));
         }
         // A decision to make: optional work against its compartment's load, or any work with
         // a known cost against the budget left.

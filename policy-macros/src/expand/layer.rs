@@ -58,6 +58,10 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
         };
         quote!(.shed(#s, #class, #cost))
     });
+    let ratelimit = h.ratelimit.as_ref().map(|r| {
+        let r = clone(r);
+        quote!(.ratelimit(#r))
+    });
     let retry = h.retry.as_ref().map(|r| {
         let r = clone(r);
         quote!(.retry(#r))
@@ -78,6 +82,7 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
                 #breaker
                 #bulkhead
                 #shed
+                #ratelimit
                 #retry
         }
     }

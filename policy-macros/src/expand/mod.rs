@@ -3,7 +3,8 @@
 //!
 //! 1. the mechanisms' handles, each registered once in a `static` ([`handles`]);
 //! 2. the operation's deadline, a child of the current one, refused below the minimum useful
-//!    budget; then the shedding decision, when there is one to make ([`sequence`]);
+//!    budget; then the shedding decision, when there is one to make; then the rate limit,
+//!    `ratelimit.acquire().await`, once per call, when the operation names one ([`sequence`]);
 //! 3. for each attempt (inside `retry_within_self_bounded` when retried): `breaker.check()`,
 //!    `bulkhead.acquire(..)`, `deadline.run_in_scope(body)`, then `breaker.observe(ran)`;
 //! 4. for critical work that has one, what answers when it cannot run: stale-if-error, its
@@ -164,6 +165,36 @@ mod tests {
         assert!(at("bulkhead.acquire") < at(".run_in_scope("));
         assert!(at(".run_in_scope(") < at("breaker.observe("));
         check("resilient", &out);
+    }
+
+    #[test]
+    fn a_rate_limit_is_one_step_after_the_deadline_and_shedding_before_the_breaker() {
+        let out = expand(
+            AttrKind::Critical,
+            quote!(
+                ratelimit = "signups",
+                breaker = "search",
+                expected_cost = "20ms"
+            ),
+            quote! {
+                async fn sign_up(email: Email) -> Result<UserId, AppError> {
+                    users().insert(email).await
+                }
+            },
+        );
+        let at = |needle: &str| {
+            out.find(needle)
+                .unwrap_or_else(|| panic!("`{needle}` in\n{out}"))
+        };
+        assert!(at("Deadline::for_operation") < at(".admit("));
+        assert!(at(".admit(") < at("ratelimit.acquire().await"));
+        assert!(at("ratelimit.acquire().await") < at("breaker.check()"));
+        // The file's stanza, setting for setting: one registry entry by the stanza's name.
+        assert!(
+            out.contains("Handle<::policy::__private::RateLimit> = Handle::ratelimit(\n                \"signups\","),
+            "{out}"
+        );
+        check("ratelimit", &out);
     }
 
     #[test]
@@ -348,6 +379,286 @@ mod tests {
                 "{function}: {tokens}"
             );
             assert!(tokens.contains(&format!("async fn {function}")), "{tokens}");
+        }
+        std::fs::remove_dir_all(&root).expect("remove the temporary directory");
+    }
+
+    /// How the expansion shows that it uses a setting of the language.
+    enum Used {
+        /// The expansion of `fn sample` under `attribute`, bound to the file's operation
+        /// `sample`, contains every needle.
+        Expanded(AttrKind, &'static [&'static str]),
+        /// Checked at compile time by the validator: the sample is refused with this code.
+        Refused(&'static str),
+        /// Read by the `policy` command, never by the expansion (the build side).
+        Command(&'static str),
+    }
+
+    /// What one setting or stanza needs besides itself, and how its use shows.
+    struct Sample {
+        setting: &'static str,
+        policy: &'static str,
+        used: Used,
+    }
+
+    /// No dead paths: every stanza and every operation setting the language accepts is used,
+    /// each by the expansion of a sample that sets it (or, for what is a check rather than a
+    /// step, by the validator; for the build side, by the `policy` command). A setting the
+    /// language learns without an entry here fails this test.
+    #[test]
+    fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
+        use Used::{Command, Expanded, Refused};
+        const MECHANISMS: &str = "breaker b { open_after = 5 failures within 30s; cooldown = 20s }\n\
+             bulkhead k { max_concurrent = 3; max_queued = 1 }\n\
+             retry r { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s) }\n\
+             ratelimit l { 7 per 1s; on_timeout = open; on_error = closed }\n";
+        let samples = [
+            Sample {
+                setting: "breaker",
+                policy: "operation sample: critical { breaker = b; deadline = 1s }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &[
+                        "Handle::breaker(\"b\", BY)",
+                        "breaker.check()",
+                        "breaker.observe(ran)",
+                    ],
+                ),
+            },
+            Sample {
+                setting: "bulkhead",
+                policy: "operation sample: critical { bulkhead = k; deadline = 1s }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &[".max_concurrent(3)", "bulkhead.acquire(&deadline)"],
+                ),
+            },
+            Sample {
+                setting: "retry",
+                policy: "operation sample: critical, idempotent { retry = r; deadline = 1s }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &[".attempts(3)", "retry_within_self_bounded"],
+                ),
+            },
+            Sample {
+                setting: "ratelimit",
+                policy: "operation sample: critical { ratelimit = l; deadline = 1s }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &[
+                        ".rate(7, Duration::from_secs(1))",
+                        ".on_error(::policy::limiter::FailMode::Closed)",
+                        "ratelimit.acquire().await",
+                    ],
+                ),
+            },
+            Sample {
+                setting: "deadline",
+                policy: "operation sample: critical { deadline = 7s }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &[
+                        "::core::time::Duration::from_secs(7)",
+                        "Deadline::for_operation",
+                    ],
+                ),
+            },
+            Sample {
+                setting: "min_budget",
+                policy: "operation sample: critical { deadline = 1s; min_budget = 13ms }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &["::core::time::Duration::from_millis(13)"],
+                ),
+            },
+            Sample {
+                setting: "expected_cost",
+                policy: "operation sample: critical { deadline = 1s; expected_cost = 17ms }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &["::core::time::Duration::from_millis(17)", ".admit("],
+                ),
+            },
+            Sample {
+                setting: "shed_at",
+                policy: "operation sample: deferred, idempotent { bulkhead = k; shed_at = 0.3 }",
+                used: Expanded(
+                    AttrKind::Deferred,
+                    &[".thresholds(0.3, 0.25)", "bulkhead.load()"],
+                ),
+            },
+            Sample {
+                setting: "fallback",
+                policy: "operation sample: critical { deadline = 1s; fallback = \"cached_sample\" }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &["= cached_sample;", ".answered_by(\"cached_sample\")"],
+                ),
+            },
+            Sample {
+                setting: "fallback_on_failure",
+                policy: "operation sample: critical { deadline = 1s; fallback = \"cached_sample\"; fallback_on_failure }",
+                used: Expanded(AttrKind::Critical, &[".covers(&reason, true)"]),
+            },
+            Sample {
+                setting: "stale_if_error",
+                policy: "operation sample: critical { deadline = 1s; stale_if_error = 30s }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &["stale_cache", "::core::time::Duration::from_secs(30)"],
+                ),
+            },
+            Sample {
+                setting: "poll_budget",
+                policy: "operation sample: critical { deadline = 1s; poll_budget = 10ms }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &["Handle::poll_monitor(", "monitor.watch("],
+                ),
+            },
+            Sample {
+                setting: "isolate",
+                policy: "operation sample: critical { isolate = blocking(max_concurrent = 2) }",
+                used: Expanded(AttrKind::Isolate, &["Handle::pool(", ".max_concurrent(2)"]),
+            },
+            Sample {
+                setting: "idempotent",
+                policy: "operation sample: critical, idempotent { retry = r; deadline = 1s }",
+                used: Expanded(AttrKind::Critical, &["::policy::Idempotent::claim("]),
+            },
+            Sample {
+                setting: "durable",
+                policy: "operation sample: deferred, idempotent, durable {}",
+                used: Refused("policy::durable-not-critical"),
+            },
+            Sample {
+                setting: "request",
+                policy: "request { deadline = 9s }\noperation sample: critical {}",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &["::core::time::Duration::from_secs(9)"],
+                ),
+            },
+            Sample {
+                setting: "shedding",
+                policy: "shedding { deferred at load 0.4; background at load 0.2 }\noperation sample: deferred, idempotent { bulkhead = k }",
+                used: Expanded(AttrKind::Deferred, &[".thresholds(0.4, 0.2)"]),
+            },
+            Sample {
+                setting: "assets",
+                policy: "",
+                used: Command("policy assets"),
+            },
+            Sample {
+                setting: "locality",
+                policy: "",
+                used: Command("policy locality"),
+            },
+            Sample {
+                setting: "ceilings",
+                policy: "",
+                used: Command("policy gate"),
+            },
+            Sample {
+                setting: "quarantine",
+                policy: "",
+                used: Command("policy gate"),
+            },
+        ];
+        // The mechanism stanzas (`breaker`, `bulkhead`, `retry`, `ratelimit`) are used through
+        // the operation setting of the same name, and `operation` by every sample.
+        let accepted: std::collections::BTreeSet<&str> = policy_lang::OPERATION_STATEMENTS
+            .iter()
+            .chain(policy_lang::OPERATION_FLAGS)
+            .copied()
+            .chain(policy_lang::stanza_keywords().filter(|k| *k != "operation"))
+            .collect();
+        let sampled: std::collections::BTreeSet<&str> = samples.iter().map(|s| s.setting).collect();
+        assert_eq!(
+            accepted, sampled,
+            "every setting and stanza of the language has a sample"
+        );
+
+        let root = std::env::temp_dir().join(format!("policy-macros-used-{}", std::process::id()));
+        for sample in &samples {
+            let (kind, needles, code) = match &sample.used {
+                Expanded(kind, needles) => (*kind, *needles, None),
+                Refused(code) => (AttrKind::Operation, &[][..], Some(*code)),
+                Command(command) => {
+                    assert!(command.starts_with("policy "), "{}", sample.setting);
+                    continue;
+                }
+            };
+            let dir = root.join(sample.setting);
+            std::fs::create_dir_all(dir.join("policies")).expect("a temporary directory");
+            std::fs::write(
+                dir.join("policies/sample.policy"),
+                format!("{MECHANISMS}{}\n", sample.policy),
+            )
+            .expect("write the policy file");
+            let (args, item) = match kind {
+                AttrKind::Isolate => (
+                    quote!(),
+                    quote!(
+                        fn sample(n: u64) -> u64 {
+                            n
+                        }
+                    ),
+                ),
+                AttrKind::Deferred => (
+                    quote!(),
+                    quote!(
+                        async fn sample(n: u64) -> Result<(), AppError> {
+                            Ok(())
+                        }
+                    ),
+                ),
+                AttrKind::Operation => (
+                    quote!("sample"),
+                    quote!(
+                        async fn sample(n: u64) -> Result<(), AppError> {
+                            Ok(())
+                        }
+                    ),
+                ),
+                _ => (
+                    quote!(),
+                    quote!(
+                        async fn sample(n: u64) -> Result<u64, AppError> {
+                            Ok(n)
+                        }
+                    ),
+                ),
+            };
+            let tokens = attribute(kind, args, item, Some(&dir.join("src/lib.rs")));
+            match code {
+                Some(code) => {
+                    let text = tokens.to_string();
+                    assert!(text.contains(code), "{}: {code} in {text}", sample.setting);
+                }
+                None => {
+                    let file = syn::parse2::<syn::File>(tokens.clone()).unwrap_or_else(|_| {
+                        panic!("{}: the expansion parses: {tokens}", sample.setting)
+                    });
+                    let out = prettyplease::unparse(&file);
+                    assert!(
+                        !out.contains("compile_error"),
+                        "{}: expands without errors:\n{out}",
+                        sample.setting
+                    );
+                    // Whitespace aside: prettyplease breaks long lines where it likes.
+                    let squashed: String = out.split_whitespace().collect();
+                    for needle in needles {
+                        let needle_squashed: String = needle.split_whitespace().collect();
+                        assert!(
+                            squashed.contains(&needle_squashed),
+                            "{}: `{needle}` in\n{out}",
+                            sample.setting
+                        );
+                    }
+                }
+            }
         }
         std::fs::remove_dir_all(&root).expect("remove the temporary directory");
     }

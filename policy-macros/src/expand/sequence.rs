@@ -1,4 +1,5 @@
-//! Steps 2 and 3: the operation's deadline and the shedding decision, then each attempt:
+//! Steps 2 and 3: the operation's deadline, the shedding decision and the rate limit, then
+//! each attempt:
 //! `breaker.check()`, `bulkhead.acquire(..)`, `deadline.run_in_scope(body)`,
 //! `breaker.observe(ran)`; inside `retry_within_self_bounded` when retried. Critical work is
 //! awaited by its caller ([`awaited`]); deferred and background work is scheduled
@@ -38,7 +39,8 @@ pub(super) fn body(
     }
 }
 
-/// Step 2: the deadline (refused below the minimum useful budget) and the shedding decision.
+/// Step 2: the deadline (refused below the minimum useful budget), the shedding decision, then
+/// the rate limit.
 /// `lift` goes between each refusal and its `?`: `.map_err(carrier.refused)` when the
 /// function's own error carries it, nothing when the sequence's error is a `CallError`.
 ///
@@ -68,9 +70,15 @@ pub(super) fn admission(
         let cost = duration(plan.expected_cost.unwrap_or_default());
         quote!(#shedder.admit(#class, #load, &#deadline, #cost) #lift ?;)
     });
+    // Then the rate limit, once per call: a refusal carries the wait that would admit it.
+    let limit = h
+        .ratelimit
+        .as_ref()
+        .map(|ratelimit| quote!(#ratelimit.acquire().await #lift ?;));
     quote! {
         let #deadline = ::policy::Deadline::for_operation(#op, #budget, #min_budget) #lift ?;
         #shed
+        #limit
     }
 }
 

@@ -12,6 +12,7 @@
 //! | [`BreakerLayer`] | [`Breaker`] | [`ResilienceError`] kind `breaker_open` |
 //! | [`BulkheadLayer`] | [`Bulkhead`] | kind `bulkhead_full` |
 //! | [`ShedLayer`] | [`Shedder`](crate::Shedder) | kind `shed`, with its reason |
+//! | [`RateLimitLayer`] (`ratelimit`) | [`RateLimiter`](crate::limiter::RateLimiter), in process or across the fleet | kind `rate_limited`, with the wait that would admit the call |
 //! | [`RetryLayer`] | [`RetryPolicy`](crate::RetryPolicy), only over an [`Idempotent`](crate::Idempotent) service | never retries a refusal |
 //! | [`OperationLayer`] | a whole operation, in the documented order | any of the above, or [`DeadlineExceeded`] |
 //!
@@ -71,6 +72,8 @@ pub mod bulkhead;
 #[cfg(feature = "http")]
 pub mod deadline;
 pub mod operation;
+#[cfg(feature = "ratelimit")]
+pub mod ratelimit;
 pub mod retry;
 pub mod shedding;
 
@@ -79,6 +82,8 @@ pub use bulkhead::BulkheadLayer;
 #[cfg(feature = "http")]
 pub use deadline::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
 pub use operation::OperationLayer;
+#[cfg(feature = "ratelimit")]
+pub use ratelimit::RateLimitLayer;
 pub use retry::{ClaimedIdempotent, IdempotentLayer, RetryClassify, RetryLayer, TransientErrors};
 pub use shedding::ShedLayer;
 

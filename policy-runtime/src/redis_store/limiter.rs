@@ -121,6 +121,8 @@ impl RedisRateLimiterBuilder {
                     "over this instance's own {local_limit} per {} while the fleet's store is unavailable",
                     Human(local_per)
                 )),
+                limit: self.limit,
+                per: self.per,
                 interval_us: interval,
                 tolerance_us: period.saturating_sub(interval),
                 store: self.store,
@@ -191,6 +193,8 @@ struct Inner {
     key: String,
     detail: Arc<str>,
     local_detail: Arc<str>,
+    limit: u32,
+    per: Duration,
     interval_us: u64,
     tolerance_us: u64,
     on_timeout: FailMode,
@@ -305,6 +309,9 @@ impl RedisRateLimiter {
         let s = &self.inner.stats;
         LimiterSnapshot {
             name: self.inner.name.clone(),
+            scope: "fleet",
+            limit: self.inner.limit,
+            per: self.inner.per,
             admitted: s.admitted.load(Ordering::Relaxed),
             refused: s.refused.load(Ordering::Relaxed),
             failed_open: s.failed_open.load(Ordering::Relaxed),

@@ -42,6 +42,8 @@ pub struct OperationLayer<R = NoRetry> {
     breaker: Option<Breaker>,
     bulkhead: Option<Bulkhead>,
     shed: Option<ShedLayer>,
+    #[cfg(feature = "ratelimit")]
+    ratelimit: Option<crate::limiter::RateLimiter>,
     retry: R,
 }
 
@@ -58,6 +60,8 @@ impl OperationLayer {
             breaker: None,
             bulkhead: None,
             shed: None,
+            #[cfg(feature = "ratelimit")]
+            ratelimit: None,
             retry: NoRetry,
         }
     }
@@ -103,6 +107,8 @@ impl OperationLayer {
             breaker: self.breaker,
             bulkhead: self.bulkhead,
             shed: self.shed,
+            #[cfg(feature = "ratelimit")]
+            ratelimit: self.ratelimit,
             retry: WithRetry(RetryLayer::new(policy)),
         }
     }
@@ -143,6 +149,42 @@ impl<R> OperationLayer<R> {
         self
     }
 
+    /// The rate limit that admits each call once, after the shedding decision and before any
+    /// attempt (feature `ratelimit`).
+    #[cfg(feature = "ratelimit")]
+    pub fn ratelimit(mut self, limiter: crate::limiter::RateLimiter) -> Self {
+        self.ratelimit = Some(limiter);
+        self
+    }
+
+    /// Does not compile without the `ratelimit` feature, with a message saying how to turn it
+    /// on (what `operation_layer!` calls for an operation with a `ratelimit`).
+    #[cfg(not(feature = "ratelimit"))]
+    #[doc(hidden)]
+    pub fn ratelimit<F: crate::__macro_support::RatelimitFeature>(
+        self,
+        _limiter: crate::__macro_support::RateLimit<F>,
+    ) -> Self {
+        self
+    }
+
+    #[cfg(feature = "ratelimit")]
+    fn limited<S>(&self, inner: S) -> Optional<Limit<S>, S> {
+        match &self.ratelimit {
+            Some(limiter) => Optional::Applied(Limit::new(inner, limiter.clone())),
+            None => Optional::Skipped(inner),
+        }
+    }
+
+    #[cfg(not(feature = "ratelimit"))]
+    #[expect(
+        clippy::unused_self,
+        reason = "the same call with and without the feature"
+    )]
+    fn limited<S>(&self, inner: S) -> Optional<Limit<S>, S> {
+        Optional::Skipped(inner)
+    }
+
     fn attempt<S>(&self, inner: S) -> Attempt<S> {
         let inner = match &self.bulkhead {
             Some(bulkhead) => Optional::Applied(BulkheadService::new(inner, bulkhead.clone())),
@@ -158,7 +200,8 @@ impl<R> OperationLayer<R> {
         }
     }
 
-    fn around<S>(&self, inner: S) -> OperationService<Optional<ShedService<S>, S>> {
+    fn around<S>(&self, inner: S) -> Around<S> {
+        let inner = self.limited(inner);
         let inner = match &self.shed {
             Some(shed) => Optional::Applied(shed.layer(inner)),
             None => Optional::Skipped(inner),
@@ -180,8 +223,18 @@ pub(super) type Attempt<S> = Optional<
     Optional<BulkheadService<S>, S>,
 >;
 
-/// The whole operation around `Inner`: its deadline, then the shedding decision.
-type Around<Inner> = OperationService<Optional<ShedService<Inner>, Inner>>;
+/// The rate limit's service (feature `ratelimit`; without it, never applied).
+#[cfg(feature = "ratelimit")]
+type Limit<S> = crate::layer::ratelimit::RateLimitService<S>;
+#[cfg(not(feature = "ratelimit"))]
+type Limit<S> = S;
+
+/// The rate limit, when declared, around `Inner`.
+type Limited<Inner> = Optional<Limit<Inner>, Inner>;
+
+/// The whole operation around `Inner`: its deadline, the shedding decision, then the rate
+/// limit.
+type Around<Inner> = OperationService<Optional<ShedService<Limited<Inner>>, Limited<Inner>>>;
 
 impl<S> Layer<S> for OperationLayer<NoRetry> {
     type Service = Around<Attempt<S>>;

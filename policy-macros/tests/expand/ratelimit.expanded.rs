@@ -1,0 +1,68 @@
+async fn sign_up(email: Email) -> Result<UserId, AppError> {
+    const _: &[u8] = ::core::include_bytes!(
+        "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
+    );
+    let carrier = ::policy::__private::carrier::<Result<UserId, AppError>>();
+    let (breaker, ratelimit, shedder) = {
+        use ::core::time::Duration;
+        use ::policy::__private::Handle;
+        const BY: &str = ::core::concat!(::core::module_path!(), "::", "sign_up");
+        static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY)
+            .open_after_failures(5, Duration::from_secs(30))
+            .cooldown(Duration::from_secs(20))
+            .sharing(::policy::Sharing::Openings {
+                quorum: 1,
+            });
+        static RATELIMIT: Handle<::policy::__private::RateLimit> = Handle::ratelimit(
+                "signups",
+                BY,
+            )
+            .rate(100, Duration::from_secs(60))
+            .on_timeout(::policy::limiter::FailMode::Closed)
+            .on_error(::policy::limiter::FailMode::Local)
+            .local_rate(20, Duration::from_secs(60));
+        static SHEDDER: Handle<::policy::Shedder> = Handle::shedder(
+                ::core::concat!(::core::module_path!(), "::", "sign_up"),
+                BY,
+            )
+            .thresholds(0.5, 0.25);
+        (&*BREAKER, &*RATELIMIT, &*SHEDDER)
+    };
+    ::policy::__private::traced(
+            {
+                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                    "sign_up",
+                );
+                &CALLS
+            },
+            ::policy::__private::tracing::info_span!(
+                target : "policy", "sign_up", operation = "sign_up", class = "critical"
+            ),
+            carrier
+                .body(async move {
+                    let deadline = ::policy::Deadline::for_operation(
+                            "sign_up",
+                            ::core::time::Duration::from_secs(2),
+                            ::core::time::Duration::ZERO,
+                        )
+                        .map_err(carrier.refused)?;
+                    shedder
+                        .admit(
+                            ::policy::WorkClass::Critical,
+                            0.0,
+                            &deadline,
+                            ::core::time::Duration::from_millis(20),
+                        )
+                        .map_err(carrier.refused)?;
+                    ratelimit.acquire().await.map_err(carrier.refused)?;
+                    breaker.check().map_err(carrier.refused)?;
+                    let ran = deadline
+                        .run_in_scope(
+                            carrier.body(async move { users().insert(email).await }),
+                        )
+                        .await;
+                    carrier.outcome(breaker.observe(ran))
+                }),
+        )
+        .await
+}

@@ -1,0 +1,379 @@
+//! [`RateLimiter`]: one named limiter, deciding in this process or through the fleet's store.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::{FailMode, LimiterSnapshot, LocalRate};
+use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
+use crate::instruments::Refusals;
+use crate::observe;
+#[cfg(feature = "redis")]
+use crate::redis_store::{RedisRateLimiter, RedisStore};
+
+/// A named rate limiter: `limit` calls per `per`, in this process or, with a store, across the
+/// fleet; see the [module docs](super).
+///
+/// Cloning is cheap and clones share state. Take it from the
+/// [`Registry`](crate::Registry::rate_limiter) so that the attributes, the `.policy`
+/// operations and the [layer](crate::layer::RateLimitLayer) that name it share one state.
+#[derive(Clone)]
+pub struct RateLimiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: Arc<str>,
+    limit: u32,
+    per: Duration,
+    decides: Decides,
+}
+
+enum Decides {
+    /// GCRA on this instance, with its own counts.
+    InProcess {
+        rate: LocalRate,
+        detail: Arc<str>,
+        admitted: AtomicU64,
+        refused: AtomicU64,
+        /// `policy_refusals_total` for this limiter (feature `metrics`).
+        refusals: Refusals,
+    },
+    /// GCRA in Redis, with the fleet limiter's own counts and fail modes.
+    #[cfg(feature = "redis")]
+    Fleet(RedisRateLimiter),
+}
+
+impl fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("name", &self.inner.name)
+            .field("limit", &self.inner.limit)
+            .field("per", &self.inner.per)
+            .field("scope", &self.scope())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimiter {
+    /// A limiter named `name` admitting `limit` calls (at least 1) per `per`, in this process
+    /// unless the builder is given a [store](RateLimiterBuilder::fleet).
+    pub fn builder(name: impl Into<Arc<str>>, limit: u32, per: Duration) -> RateLimiterBuilder {
+        let limit = limit.max(1);
+        RateLimiterBuilder {
+            name: name.into(),
+            limit,
+            per,
+            on_timeout: FailMode::Local,
+            on_error: FailMode::Local,
+            local: None,
+            timeout: None,
+            #[cfg(feature = "redis")]
+            store: None,
+        }
+    }
+
+    /// The limiter's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Calls allowed per period.
+    pub fn limit(&self) -> u32 {
+        self.inner.limit
+    }
+
+    /// The period.
+    pub fn per(&self) -> Duration {
+        self.inner.per
+    }
+
+    /// `in_process` or `fleet`.
+    pub fn scope(&self) -> &'static str {
+        match &self.inner.decides {
+            Decides::InProcess { .. } => "in_process",
+            #[cfg(feature = "redis")]
+            Decides::Fleet(_) => "fleet",
+        }
+    }
+
+    /// Admits one call, or refuses it with a [`ResilienceError`] of kind
+    /// [`RateLimited`](crate::RefusalKind::RateLimited) carrying the wait that would admit it.
+    ///
+    /// In process it never waits: the future is ready at its first poll. A fleet limiter waits
+    /// for its store at most its [timeout](crate::redis_store::RedisRateLimiterBuilder::timeout)
+    /// (50 ms by default), then its `on_timeout` or `on_error` decides.
+    pub async fn acquire(&self) -> Result<(), ResilienceError> {
+        match self.decide_now() {
+            Some(decision) => decision,
+            #[cfg(feature = "redis")]
+            None => match &self.inner.decides {
+                Decides::Fleet(fleet) => fleet.acquire().await,
+                Decides::InProcess { .. } => Ok(()),
+            },
+            #[cfg(not(feature = "redis"))]
+            None => Ok(()),
+        }
+    }
+
+    /// The decision, when it can be made without a round trip: always in process, never for a
+    /// fleet limiter (`None`: ask [`acquire`](Self::acquire)).
+    #[inline]
+    pub fn decide_now(&self) -> Option<Result<(), ResilienceError>> {
+        match &self.inner.decides {
+            Decides::InProcess {
+                rate,
+                detail,
+                admitted,
+                refused,
+                refusals,
+            } => Some(match rate.check() {
+                Ok(()) => {
+                    admitted.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }
+                Err(wait) => {
+                    refused.fetch_add(1, Ordering::Relaxed);
+                    refusals.count("rate");
+                    let refusal = ResilienceError::new(
+                        self.inner.name.clone(),
+                        RefusalReason::RateLimited {
+                            retry_after: Some(wait),
+                            detail: detail.clone(),
+                        },
+                    );
+                    observe::refused(&refusal);
+                    Err(refusal)
+                }
+            }),
+            #[cfg(feature = "redis")]
+            Decides::Fleet(_) => None,
+        }
+    }
+
+    /// The fleet limiter behind this one, when it decides through the store.
+    #[cfg(feature = "redis")]
+    pub fn fleet(&self) -> Option<&RedisRateLimiter> {
+        match &self.inner.decides {
+            Decides::Fleet(fleet) => Some(fleet),
+            Decides::InProcess { .. } => None,
+        }
+    }
+
+    /// A point-in-time view, for dashboards.
+    pub fn snapshot(&self) -> LimiterSnapshot {
+        let inner = &*self.inner;
+        match &inner.decides {
+            Decides::InProcess {
+                admitted, refused, ..
+            } => LimiterSnapshot {
+                name: inner.name.clone(),
+                scope: "in_process",
+                limit: inner.limit,
+                per: inner.per,
+                admitted: admitted.load(Ordering::Relaxed),
+                refused: refused.load(Ordering::Relaxed),
+                failed_open: 0,
+                failed_closed: 0,
+                local_admitted: 0,
+                local_refused: 0,
+                store_calls: 0,
+                probes: 0,
+                degraded: false,
+            },
+            #[cfg(feature = "redis")]
+            Decides::Fleet(fleet) => fleet.snapshot(),
+        }
+    }
+}
+
+impl crate::registry::LimiterSource for RateLimiter {
+    fn limiter_snapshot(&self) -> LimiterSnapshot {
+        self.snapshot()
+    }
+}
+
+/// Builds a [`RateLimiter`]; see [`RateLimiter::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RateLimiterBuilder {
+    name: Arc<str>,
+    limit: u32,
+    per: Duration,
+    on_timeout: FailMode,
+    on_error: FailMode,
+    local: Option<(u32, Duration)>,
+    timeout: Option<Duration>,
+    #[cfg(feature = "redis")]
+    store: Option<RedisStore>,
+}
+
+impl RateLimiterBuilder {
+    /// How long a fleet limiter's decision may wait for its store before `on_timeout`
+    /// decides (default 50 ms: [`RedisRateLimiterBuilder::timeout`](crate::redis_store::RedisRateLimiterBuilder::timeout));
+    /// an in-process limiter never waits and ignores it.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// What a fleet limiter decides when its store answers too slowly (default
+    /// [`FailMode::Local`]); an in-process limiter has no store and ignores it.
+    pub fn on_timeout(mut self, mode: FailMode) -> Self {
+        self.on_timeout = mode;
+        self
+    }
+
+    /// What a fleet limiter decides when its store cannot be reached (default
+    /// [`FailMode::Local`]); an in-process limiter has no store and ignores it.
+    pub fn on_error(mut self, mode: FailMode) -> Self {
+        self.on_error = mode;
+        self
+    }
+
+    /// The rate this instance enforces alone while the fleet's store fails, for
+    /// [`FailMode::Local`] (default: the fleet's rate).
+    pub fn local_rate(mut self, limit: u32, per: Duration) -> Self {
+        self.local = Some((limit.max(1), per));
+        self
+    }
+
+    /// Decides across the fleet through `store` (feature `redis`), with this builder's fail
+    /// modes and local rate, instead of in this process.
+    #[cfg(feature = "redis")]
+    pub fn fleet(mut self, store: RedisStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Builds the limiter.
+    pub fn build(self) -> RateLimiter {
+        #[cfg(feature = "redis")]
+        if let Some(store) = self.store {
+            let (local_limit, local_per) = self.local.unwrap_or((self.limit, self.per));
+            let mut fleet = store
+                .rate_limiter(self.name.clone(), self.limit, self.per)
+                .on_timeout(self.on_timeout)
+                .on_error(self.on_error)
+                .local_rate(local_limit, local_per);
+            if let Some(timeout) = self.timeout {
+                fleet = fleet.timeout(timeout);
+            }
+            let fleet = fleet.build();
+            return RateLimiter {
+                inner: Arc::new(Inner {
+                    name: self.name,
+                    limit: self.limit,
+                    per: self.per,
+                    decides: Decides::Fleet(fleet),
+                }),
+            };
+        }
+        // Without a store there is nothing to time out or fail: one rate, on this instance.
+        let _ = (self.on_timeout, self.on_error, self.local, self.timeout);
+        RateLimiter {
+            inner: Arc::new(Inner {
+                decides: Decides::InProcess {
+                    rate: LocalRate::new(self.limit, self.per),
+                    detail: Arc::from(format!(
+                        "over {} per {} on this instance",
+                        self.limit,
+                        Human(self.per)
+                    )),
+                    admitted: AtomicU64::new(0),
+                    refused: AtomicU64::new(0),
+                    refusals: Refusals::new(
+                        "rate_limiter",
+                        &self.name,
+                        RefusalKind::RateLimited,
+                        &["rate"],
+                    ),
+                },
+                name: self.name,
+                limit: self.limit,
+                per: self.per,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn admits_n_per_second_then_refuses_with_the_wait_then_refills() {
+        let limiter = RateLimiter::builder("signups", 5, Duration::from_secs(1)).build();
+        for _ in 0..5 {
+            limiter.acquire().await.unwrap();
+        }
+        let refusal = limiter.acquire().await.unwrap_err();
+        assert_eq!(refusal.kind(), RefusalKind::RateLimited);
+        assert_eq!(refusal.name(), "signups");
+        // One call every 200 ms: the next is admitted 200 ms after the burst.
+        assert_eq!(refusal.retry_after(), Some(Duration::from_millis(200)));
+        assert_eq!(
+            refusal.to_string(),
+            "rate limiter `signups` refused the call: over 5 per 1s on this instance; a slot frees in 200ms"
+        );
+        tokio::time::advance(Duration::from_millis(150)).await;
+        let refusal = limiter.acquire().await.unwrap_err();
+        assert_eq!(refusal.retry_after(), Some(Duration::from_millis(50)));
+        tokio::time::advance(Duration::from_millis(50)).await;
+        limiter.acquire().await.unwrap();
+        assert!(limiter.acquire().await.is_err());
+        // A whole period refills the whole burst, and no more.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        for _ in 0..5 {
+            limiter.acquire().await.unwrap();
+        }
+        assert!(limiter.acquire().await.is_err());
+        let snapshot = limiter.snapshot();
+        assert_eq!(
+            (snapshot.admitted, snapshot.refused, snapshot.scope),
+            (11, 4, "in_process")
+        );
+        assert_eq!((snapshot.limit, snapshot.per), (5, Duration::from_secs(1)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn clones_share_one_state_and_the_refusal_serialises_its_wait_in_ms() {
+        let limiter = RateLimiter::builder("api", 1, Duration::from_secs(2)).build();
+        let clone = limiter.clone();
+        limiter.decide_now().unwrap().unwrap();
+        let refusal = clone.decide_now().unwrap().unwrap_err();
+        let json = serde_json::to_value(&refusal).unwrap();
+        assert_eq!(json["reason"], "rate_limited");
+        assert_eq!(json["name"], "api");
+        assert_eq!(json["retry_after_ms"], 2000.0);
+        assert_eq!(limiter.snapshot().refused, 1);
+    }
+
+    #[derive(Debug)]
+    struct Uploads;
+
+    impl crate::registry::LimiterSource for Uploads {
+        fn limiter_snapshot(&self) -> LimiterSnapshot {
+            let mut row = LimiterSnapshot::new("uploads");
+            row.refused = 3;
+            row
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_snapshot_lists_each_name_once_sorted_the_registrys_own_limiter_first() {
+        let registry = crate::Registry::new();
+        registry.register_limiter("uploads", std::sync::Arc::new(Uploads));
+        registry.register_limiter("signups", std::sync::Arc::new(Uploads));
+        let signups = registry.rate_limiter("signups", 1, Duration::from_secs(1), |l| l);
+        signups.acquire().await.unwrap();
+        let rows = registry.snapshot().limiters;
+        let names: Vec<&str> = rows.iter().map(|row| &*row.name).collect();
+        assert_eq!(names, ["signups", "uploads"]);
+        assert_eq!((rows[0].admitted, rows[0].limit), (1, 1));
+        assert_eq!(rows[1].refused, 3);
+    }
+}
