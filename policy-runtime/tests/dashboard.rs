@@ -60,6 +60,8 @@ fn populated() -> &'static Registry {
         Thresholds::DEFAULT,
     );
     registry.register_limiter("uploads", Arc::new(Uploads));
+    #[cfg(feature = "ratelimit")]
+    registry.rate_limiter("webhooks", 10, Duration::from_secs(1), |l| l);
     registry.fallback("my_service::session::lookup_session", "anonymous");
     registry.isolated_pool("my_service::render::render_pdf", |p| p);
     registry.poll_monitor("my_service::render::embed", Duration::from_millis(5));
@@ -229,6 +231,15 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
             first_cell.contains(&format!(">{name}</td>")),
             "table `{table}`: the row is called `{name}`: {row}"
         );
+    }
+    // A rate limiter of the registry says its rate and where it decides.
+    #[cfg(feature = "ratelimit")]
+    {
+        let body = browser::table_body(&dom, "limiters").unwrap();
+        let row = browser::row(body, "data-name", "webhooks")
+            .unwrap_or_else(|| panic!("no row `webhooks`:\n{body}"));
+        assert!(row.contains(">10 per 1 s<"), "its rate: {row}");
+        assert!(row.contains(">in process<"), "where it decides: {row}");
     }
     server.stop().await;
 }
