@@ -9,12 +9,12 @@
     reason = "a test: a failed unwrap is a failed test, and the values compared are exact"
 )]
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use metrics_util::{CompositeKey, MetricKind};
+use metrics_util::MetricKind;
+use metrics_util::debugging::DebuggingRecorder;
 use policy::{DeadlineExceeded, Registry, ResilienceError};
+use policy_testkit::recorder::{Recorded, with_recorder};
 
 #[derive(Debug)]
 enum AppError {
@@ -39,75 +39,6 @@ impl policy::Transient for AppError {
     fn is_transient(&self) -> bool {
         matches!(self, Self::Down)
     }
-}
-
-/// A metric's kind, name and labels (sorted).
-type Series = (MetricKind, String, Vec<(String, String)>);
-
-/// What one snapshot of the recorder holds, by series.
-#[derive(Debug, Default)]
-struct Recorded(HashMap<Series, DebugValue>);
-
-impl Recorded {
-    fn take(snapshotter: &Snapshotter) -> Self {
-        let mut map = HashMap::new();
-        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-            map.insert(Self::key_of(&key), value);
-        }
-        Self(map)
-    }
-
-    fn key_of(key: &CompositeKey) -> Series {
-        let mut labels: Vec<(String, String)> = key
-            .key()
-            .labels()
-            .map(|l| (l.key().to_owned(), l.value().to_owned()))
-            .collect();
-        labels.sort();
-        (key.kind(), key.key().name().to_owned(), labels)
-    }
-
-    fn get(&self, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> Option<&DebugValue> {
-        let mut labels: Vec<(String, String)> = labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        labels.sort();
-        self.0.get(&(kind, name.to_owned(), labels))
-    }
-
-    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
-        match self.get(MetricKind::Counter, name, labels) {
-            Some(DebugValue::Counter(n)) => *n,
-            other => panic!("no counter {name}{labels:?}: {other:?}\n{self:#?}"),
-        }
-    }
-
-    fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        match self.get(MetricKind::Gauge, name, labels) {
-            Some(DebugValue::Gauge(v)) => v.into_inner(),
-            other => panic!("no gauge {name}{labels:?}: {other:?}\n{self:#?}"),
-        }
-    }
-
-    fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
-        match self.get(MetricKind::Histogram, name, labels) {
-            Some(DebugValue::Histogram(values)) => values.iter().map(|v| v.into_inner()).collect(),
-            other => panic!("no histogram {name}{labels:?}: {other:?}\n{self:#?}"),
-        }
-    }
-}
-
-/// Runs `test` on a paused current-thread runtime with `recorder` as this thread's recorder:
-/// every handle registered inside (mechanisms built, operations first called) records there.
-fn with_recorder<F: std::future::Future<Output = ()>>(recorder: &DebuggingRecorder, test: F) {
-    let _local = metrics::set_default_local_recorder(recorder);
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-        .block_on(test);
 }
 
 #[policy::resilient(

@@ -11,14 +11,14 @@
     reason = "a test: a failed unwrap is a failed test, and the values compared are exact"
 )]
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use metrics_util::{CompositeKey, MetricKind};
+use metrics_util::MetricKind;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use policy_runtime::defer::{AfterResponse, ImmediatePlatform, RequestId};
 use policy_runtime::{BackgroundPool, Bulkhead, RefusalKind, WorkClass};
 use policy_runtime::{Breaker, Deadline, Shedder};
+use policy_testkit::recorder::{Recorded, with_recorder};
 
 /// A counter's name, labels and value.
 type Counter = (String, Vec<(String, String)>, u64);
@@ -83,76 +83,6 @@ fn refusals_openings_and_sheds_are_counted_with_their_labels() {
         Some(2)
     );
     assert_eq!(find("policy_shed_total", ("class", "background")), Some(1));
-}
-
-/// A metric's kind, name and labels (sorted).
-type Series = (MetricKind, String, Vec<(String, String)>);
-
-/// One snapshot of the recorder. The debugging recorder's snapshot takes the values: each
-/// counter, gauge and histogram reads as what was recorded since the previous snapshot.
-#[derive(Debug)]
-struct Recorded(HashMap<Series, DebugValue>);
-
-impl Recorded {
-    fn take(snapshotter: &Snapshotter) -> Self {
-        let key_of = |key: &CompositeKey| {
-            let mut labels: Vec<(String, String)> = key
-                .key()
-                .labels()
-                .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
-            labels.sort();
-            (key.kind(), key.key().name().to_owned(), labels)
-        };
-        Self(
-            snapshotter
-                .snapshot()
-                .into_vec()
-                .into_iter()
-                .map(|(key, _, _, value)| (key_of(&key), value))
-                .collect(),
-        )
-    }
-
-    fn get(&self, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> Option<&DebugValue> {
-        let mut labels: Vec<(String, String)> = labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        labels.sort();
-        self.0.get(&(kind, name.to_owned(), labels))
-    }
-
-    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
-        match self.get(MetricKind::Counter, name, labels) {
-            Some(DebugValue::Counter(n)) => *n,
-            other => panic!("no counter {name}{labels:?}: {other:?}\n{self:#?}"),
-        }
-    }
-
-    fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        match self.get(MetricKind::Gauge, name, labels) {
-            Some(DebugValue::Gauge(v)) => v.into_inner(),
-            other => panic!("no gauge {name}{labels:?}: {other:?}\n{self:#?}"),
-        }
-    }
-
-    fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
-        match self.get(MetricKind::Histogram, name, labels) {
-            Some(DebugValue::Histogram(values)) => values.iter().map(|v| v.into_inner()).collect(),
-            other => panic!("no histogram {name}{labels:?}: {other:?}\n{self:#?}"),
-        }
-    }
-}
-
-fn with_recorder<F: std::future::Future<Output = ()>>(recorder: &DebuggingRecorder, test: F) {
-    let _local = metrics::set_default_local_recorder(recorder);
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
-        .block_on(test);
 }
 
 #[test]

@@ -45,6 +45,8 @@
 pub mod browser;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "metrics")]
+pub mod recorder;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
