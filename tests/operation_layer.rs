@@ -257,22 +257,9 @@ async fn the_layer_applies_the_operations_settings_from_the_file() {
 
 // ---- One span per layer call, named after the operation (issue 20) ----
 
-#[derive(Clone, Default)]
-struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn a_layer_call_is_one_span_named_after_its_operation() {
-    let logs = Logs::default();
+    let logs = policy_testkit::captured::Captured::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(move || writer.clone())
@@ -297,7 +284,7 @@ fn a_layer_call_is_one_span_named_after_its_operation() {
             assert_eq!(refusal(&refused), RefusalKind::InsufficientBudget);
         });
     });
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let refused: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("kind=\"insufficient_budget\""))

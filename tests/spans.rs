@@ -5,9 +5,6 @@
     reason = "a test: a poisoned lock is a failed test"
 )]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use policy::{DeadlineExceeded, ResilienceError};
 
 #[derive(Debug)]
@@ -34,22 +31,9 @@ async fn find_documents(fail: bool) -> Result<u32, AppError> {
     if fail { Err(AppError::Search) } else { Ok(1) }
 }
 
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn an_annotated_call_is_one_span_named_after_its_operation() {
-    let logs = Logs::default();
+    let logs = policy_testkit::captured::Captured::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(move || writer.clone())
@@ -73,7 +57,7 @@ fn an_annotated_call_is_one_span_named_after_its_operation() {
             ));
         });
     });
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     // fmt prints the span's name and fields before the event: `find_documents{operation=..}:`.
     let span = "find_documents{operation=\"find_documents\" class=\"critical\"}:";
     let opened: Vec<&str> = text

@@ -43,6 +43,8 @@
 )]
 
 pub mod browser;
+#[cfg(feature = "tracing")]
+pub mod captured;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "metrics")]

@@ -7,8 +7,7 @@
 
 use std::io::Write;
 
-mod captured;
-pub(crate) use captured::Captured;
+pub(crate) use policy_testkit::captured::Captured;
 
 thread_local! {
     static SINK: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };

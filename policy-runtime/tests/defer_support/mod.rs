@@ -9,9 +9,7 @@
 
 use std::sync::OnceLock;
 
-#[path = "../common/captured.rs"]
-mod captured;
-pub(crate) use captured::Captured;
+pub(crate) use policy_testkit::captured::Captured;
 #[allow(unused_imports, reason = "each test binary uses a different subset")]
 pub(crate) use policy_testkit::http::{ChannelBody, Client, Server, client, get};
 
