@@ -49,28 +49,16 @@ use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Sources};
 use crate::{PolicySet, parse, suggest};
 
-/// What an override may set, per stanza: numbers only. A phrase's key is its first word
-/// (`deferred at load 0.5` is `deferred`), or `rate` for a rate (`100 per 1m`).
+/// What an override may set, per stanza: numbers only, and only those the runtime can change
+/// under a running service. A phrase's key is its first word (`deferred at load 0.5` is
+/// `deferred`). The request's deadline belongs to the `DeadlineLayer` the service builds, and a
+/// rate limit's rate and a retry's allowance to state built once; they stay compiled.
 pub const OVERRIDABLE: &[(&str, &[&str])] = &[
-    ("request", &["deadline", "min_budget"]),
     ("breaker", &["open_after", "cooldown", "max_retry_after"]),
-    ("bulkhead", &["max_concurrent", "max_queued"]),
-    (
-        "retry",
-        &["attempts", "backoff", "attempt_timeout", "allowance"],
-    ),
+    ("bulkhead", &["max_concurrent"]),
+    ("retry", &["attempts", "backoff", "attempt_timeout"]),
     ("shedding", &["deferred", "background"]),
-    ("ratelimit", &["rate", "local_rate"]),
-    (
-        "operation",
-        &[
-            "deadline",
-            "min_budget",
-            "shed_at",
-            "expected_cost",
-            "poll_budget",
-        ],
-    ),
+    ("operation", &["deadline", "min_budget", "shed_at"]),
 ];
 
 /// One policy file's name (as diagnostics print it) and text.
@@ -131,6 +119,9 @@ pub struct Applied {
     pub key: String,
     /// The value as written, in canonical text (`800ms`, `5 failures within 30s`).
     pub value: String,
+    /// The compiled value it replaces, in canonical text; `None` when the compiled stanza
+    /// left the setting to its default.
+    pub replaced: Option<String>,
     /// Where the override file sets it.
     pub loc: Loc,
 }
@@ -304,20 +295,24 @@ fn merge(
                 value.to_string()
             }
         };
+        let compiled = target
+            .statements
+            .iter_mut()
+            .find(|compiled| statement_key(compiled).is_some_and(|(known, _)| known == key));
+        let replaced = compiled.as_ref().map(|compiled| match &compiled.kind {
+            StatementKind::Setting { value, .. } | StatementKind::Phrase(value) => value.to_string(),
+        });
+        match compiled {
+            Some(compiled) => *compiled = statement.clone(),
+            None => target.statements.push(statement.clone()),
+        }
         applied.push(Applied {
             keyword: keyword.to_owned(),
             name: stanza.name.as_ref().map(|name| name.text.clone()),
             key: key.to_owned(),
             value,
+            replaced,
             loc: statement.loc,
         });
-        match target
-            .statements
-            .iter_mut()
-            .find(|compiled| statement_key(compiled).is_some_and(|(known, _)| known == key))
-        {
-            Some(compiled) => *compiled = statement.clone(),
-            None => target.statements.push(statement.clone()),
-        }
     }
 }

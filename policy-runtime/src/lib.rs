@@ -182,11 +182,14 @@ pub mod isolate;
 pub mod layer;
 pub mod limiter;
 pub mod observe;
+#[cfg(feature = "overrides")]
+pub mod overrides;
 #[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod registry;
 pub mod retry;
 pub mod shedding;
+pub(crate) mod tuning;
 mod window;
 
 pub use background::{BackgroundPool, background};

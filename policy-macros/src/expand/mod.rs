@@ -159,7 +159,7 @@ mod tests {
             out.find(needle)
                 .unwrap_or_else(|| panic!("`{needle}` in\n{out}"))
         };
-        assert!(at("Deadline::for_operation") < at("retry_within"));
+        assert!(at("Deadline::for_named") < at("retry_within"));
         assert!(at("retry_within") < at("breaker.check()"));
         assert!(at("breaker.check()") < at("bulkhead.acquire"));
         assert!(at("bulkhead.acquire") < at(".run_in_scope("));
@@ -186,7 +186,7 @@ mod tests {
             out.find(needle)
                 .unwrap_or_else(|| panic!("`{needle}` in\n{out}"))
         };
-        assert!(at("Deadline::for_operation") < at(".admit("));
+        assert!(at("Deadline::for_named") < at(".admit("));
         assert!(at(".admit(") < at("ratelimit.acquire().await"));
         assert!(at("ratelimit.acquire().await") < at("breaker.check()"));
         // The file's stanza, setting for setting: one registry entry by the stanza's name.
@@ -459,8 +459,8 @@ mod tests {
                 used: Expanded(
                     AttrKind::Critical,
                     &[
-                        "::core::time::Duration::from_secs(7)",
-                        "Deadline::for_operation",
+                        ".deadline(Duration::from_secs(7))",
+                        "Deadline::for_named(operation)",
                     ],
                 ),
             },
@@ -469,7 +469,7 @@ mod tests {
                 policy: "operation sample: critical { deadline = 1s; min_budget = 13ms }",
                 used: Expanded(
                     AttrKind::Critical,
-                    &["::core::time::Duration::from_millis(13)"],
+                    &[".min_budget(Duration::from_millis(13))"],
                 ),
             },
             Sample {
@@ -537,7 +537,7 @@ mod tests {
                 policy: "request { deadline = 9s }\noperation sample: critical {}",
                 used: Expanded(
                     AttrKind::Critical,
-                    &["::core::time::Duration::from_secs(9)"],
+                    &[".deadline(Duration::from_secs(9))"],
                 ),
             },
             Sample {
