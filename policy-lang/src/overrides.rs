@@ -300,7 +300,9 @@ fn merge(
             .iter_mut()
             .find(|compiled| statement_key(compiled).is_some_and(|(known, _)| known == key));
         let replaced = compiled.as_ref().map(|compiled| match &compiled.kind {
-            StatementKind::Setting { value, .. } | StatementKind::Phrase(value) => value.to_string(),
+            StatementKind::Setting { value, .. } | StatementKind::Phrase(value) => {
+                value.to_string()
+            }
         });
         match compiled {
             Some(compiled) => *compiled = statement.clone(),

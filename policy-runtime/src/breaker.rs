@@ -676,7 +676,8 @@ impl Breaker {
             }
         }
         let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-        if let (Some(ring), OpenAfter::Failures { count, window }) = (&tally.ring, config.open_after)
+        if let (Some(ring), OpenAfter::Failures { count, window }) =
+            (&tally.ring, config.open_after)
         {
             if ring.record(now, tally.window_nanos) {
                 let cause = OpenCause::Failures { count, window };

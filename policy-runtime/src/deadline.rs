@@ -656,7 +656,10 @@ pub struct OperationSnapshot {
     #[serde(rename = "min_budget_ms", serialize_with = "crate::observe::millis")]
     pub min_budget: Duration,
     /// The deadline compiled in.
-    #[serde(rename = "compiled_deadline_ms", serialize_with = "crate::observe::millis")]
+    #[serde(
+        rename = "compiled_deadline_ms",
+        serialize_with = "crate::observe::millis"
+    )]
     pub compiled_deadline: Duration,
     /// The minimum budget compiled in.
     #[serde(
@@ -669,7 +672,11 @@ pub struct OperationSnapshot {
 impl OperationDeadline {
     /// The operation `name` (its last `::` segment is the operation's own name), with the
     /// compiled `deadline` (at most [`Deadline::MAX_BUDGET`]) and `min_budget`.
-    pub fn new(name: impl Into<std::sync::Arc<str>>, deadline: Duration, min_budget: Duration) -> Self {
+    pub fn new(
+        name: impl Into<std::sync::Arc<str>>,
+        deadline: Duration,
+        min_budget: Duration,
+    ) -> Self {
         use crate::tuning::word;
         Self {
             name: name.into(),

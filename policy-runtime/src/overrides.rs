@@ -344,7 +344,10 @@ impl Overrides {
         }
         self.registry.set_overrides_snapshot(|snapshot| {
             snapshot.environment = self.environment.as_deref().map(Arc::from);
-            snapshot.dir = self.dir.as_ref().map(|dir| Arc::from(dir.display().to_string()));
+            snapshot.dir = self
+                .dir
+                .as_ref()
+                .map(|dir| Arc::from(dir.display().to_string()));
             snapshot.applied += 1;
             snapshot.applied_at_unix_ms = Some(now);
             snapshot.settings = settings;
@@ -389,7 +392,10 @@ impl Overrides {
         };
         self.registry.set_overrides_snapshot(|snapshot| {
             snapshot.environment = self.environment.as_deref().map(Arc::from);
-            snapshot.dir = self.dir.as_ref().map(|dir| Arc::from(dir.display().to_string()));
+            snapshot.dir = self
+                .dir
+                .as_ref()
+                .map(|dir| Arc::from(dir.display().to_string()));
             snapshot.refusals += 1;
             snapshot.refused = Some(refused);
         });

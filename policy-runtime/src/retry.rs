@@ -72,8 +72,8 @@ use crate::deadline::{Deadline, process_clock};
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::instruments::RetryMetrics;
 use crate::observe;
-use crate::window::{Clock, Window, saturating_nanos};
 use crate::tuning::{self, Tuned};
+use crate::window::{Clock, Window, saturating_nanos};
 
 /// Whether an error is worth retrying: the dependency may answer differently next time.
 ///
@@ -453,7 +453,12 @@ const NO_TIMEOUT: u64 = u64::MAX;
 
 impl RetryNumbers {
     /// The numbers: `attempts`, a backoff from `base` capped at `cap`, `attempt_timeout`.
-    pub fn new(attempts: u32, base: Duration, cap: Duration, attempt_timeout: Option<Duration>) -> Self {
+    pub fn new(
+        attempts: u32,
+        base: Duration,
+        cap: Duration,
+        attempt_timeout: Option<Duration>,
+    ) -> Self {
         Self {
             attempts,
             base,
@@ -472,8 +477,9 @@ impl RetryNumbers {
             u64::from(self.attempts),
             tuning::word(self.base),
             tuning::word(self.cap),
-            self.attempt_timeout
-                .map_or(NO_TIMEOUT, |timeout| tuning::word(timeout).min(NO_TIMEOUT - 1)),
+            self.attempt_timeout.map_or(NO_TIMEOUT, |timeout| {
+                tuning::word(timeout).min(NO_TIMEOUT - 1)
+            }),
         ]
     }
 

@@ -245,7 +245,10 @@ impl Shedder {
         Self {
             metrics: ShedMetrics::new("shedder", observe::short_name(&name), &WorkClass::ALL),
             name,
-            thresholds: Tuned::new([thresholds.deferred.to_bits(), thresholds.background.to_bits()]),
+            thresholds: Tuned::new([
+                thresholds.deferred.to_bits(),
+                thresholds.background.to_bits(),
+            ]),
             stats: Stats::default(),
         }
     }
@@ -268,8 +271,10 @@ impl Shedder {
     /// Uses `thresholds` from the next decision on; true when they changed.
     #[cfg(feature = "overrides")]
     pub(crate) fn retune(&self, thresholds: Thresholds) -> bool {
-        self.thresholds
-            .write([thresholds.deferred.to_bits(), thresholds.background.to_bits()])
+        self.thresholds.write([
+            thresholds.deferred.to_bits(),
+            thresholds.background.to_bits(),
+        ])
     }
 
     /// Decides with [`decide`], counts the decision, and turns a shed into a refusal with its

@@ -10,8 +10,8 @@
 //! numbers or the new ones, never half of each. A call reads its numbers once, where it
 //! starts, so an in-flight call finishes on the settings it started with.
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -69,7 +69,8 @@ impl<const N: usize> Tuned<N> {
             return false;
         }
         let sequence = self.sequence.load(Ordering::Relaxed);
-        self.sequence.store(sequence.wrapping_add(1), Ordering::Relaxed);
+        self.sequence
+            .store(sequence.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
         for (word, value) in self.words.iter().zip(words) {
             word.store(value, Ordering::Relaxed);
@@ -156,7 +157,9 @@ pub struct RefusedOverrides {
 pub(crate) fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 #[cfg(test)]

@@ -535,10 +535,7 @@ mod tests {
             Sample {
                 setting: "request",
                 policy: "request { deadline = 9s }\noperation sample: critical {}",
-                used: Expanded(
-                    AttrKind::Critical,
-                    &[".deadline(Duration::from_secs(9))"],
-                ),
+                used: Expanded(AttrKind::Critical, &[".deadline(Duration::from_secs(9))"]),
             },
             Sample {
                 setting: "shedding",

@@ -5,13 +5,13 @@ use tower_layer::Layer;
 
 use super::{OperationService, Optional};
 use crate::WorkClass;
+use crate::deadline::OperationDeadline;
 use crate::layer::breaker::{BreakerService, ErrorsAreFailures};
 use crate::layer::bulkhead::BulkheadService;
 use crate::layer::retry::{ClaimedIdempotent, RetryService, TransientErrors};
 use crate::layer::shedding::ShedService;
 use crate::layer::{RetryLayer, ShedLayer};
 use crate::observe::Calls;
-use crate::deadline::OperationDeadline;
 use crate::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
 
 /// Makes the span one call of an operation runs in, given the operation's name.
