@@ -72,13 +72,19 @@ async fn a_deadline_changed_in_production_is_used_by_the_next_call_and_shown() {
         .unwrap();
 
     // The first call: 400ms, not the compiled 2s.
-    assert_eq!(search_catalog("q".into()).await.unwrap(), Duration::from_millis(400));
+    assert_eq!(
+        search_catalog("q".into()).await.unwrap(),
+        Duration::from_millis(400)
+    );
     assert_eq!(operation_deadline(), Duration::from_millis(400));
 
     // The operator raises it; a reload (SIGHUP) puts it in force for the next call.
     std::fs::write(&file, "operation search_catalog { deadline = 450ms }\n").unwrap();
     overrides.reload().unwrap();
-    assert_eq!(search_catalog("q".into()).await.unwrap(), Duration::from_millis(450));
+    assert_eq!(
+        search_catalog("q".into()).await.unwrap(),
+        Duration::from_millis(450)
+    );
 
     // The dashboard's JSON: the value in force, the compiled one, and where it came from.
     let json = serde_json::to_value(policy::Registry::global().snapshot()).unwrap();
@@ -109,9 +115,15 @@ async fn a_deadline_changed_in_production_is_used_by_the_next_call_and_shown() {
     let merged = policy_lang_check(&compiled_dir(), &production);
     assert_eq!(rendered, &merged);
     assert!(rendered.contains("policy::min-budget-exceeds-deadline"));
-    assert!(rendered.contains(&format!("{}:1:39", file.display())), "{rendered}");
+    assert!(
+        rendered.contains(&format!("{}:1:39", file.display())),
+        "{rendered}"
+    );
     // The previous set stays.
-    assert_eq!(search_catalog("q".into()).await.unwrap(), Duration::from_millis(450));
+    assert_eq!(
+        search_catalog("q".into()).await.unwrap(),
+        Duration::from_millis(450)
+    );
     let json = serde_json::to_value(policy::Registry::global().snapshot()).unwrap();
     assert_eq!(
         json["overrides"]["refused"]["codes"][0],

@@ -97,14 +97,19 @@ impl PolicyFile {
         paths.sort();
         paths
             .into_iter()
-            .map(|path| {
-                let bytes = std::fs::read(&path)?;
-                Ok(PolicyFile {
-                    name: path.display().to_string(),
-                    bytes,
-                })
-            })
+            .map(|path| PolicyFile::read(&path))
             .collect()
+    }
+
+    /// Reads one file, named by its path: only a regular file, and no more of it than
+    /// [`MAX_SOURCE_LEN`](crate::MAX_SOURCE_LEN) and a byte (a larger one is a
+    /// `policy::too-large` diagnostic when merged), as [`PolicySet::load_file`] reads.
+    pub fn read(path: &Path) -> io::Result<PolicyFile> {
+        let read = crate::source::read_file(path, crate::MAX_SOURCE_LEN)?;
+        Ok(PolicyFile {
+            name: path.display().to_string(),
+            bytes: read.bytes,
+        })
     }
 }
 
