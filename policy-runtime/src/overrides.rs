@@ -598,6 +598,9 @@ mod watch {
 
     use super::{Overrides, OverridesError};
 
+    /// How long the files must be quiet before a change is read.
+    const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+
     /// Reloads the overrides whenever a file of the compiled or the environment's directory
     /// changes (feature `overrides-watch`); dropping it stops watching.
     pub struct Watcher {
@@ -618,19 +621,34 @@ mod watch {
         ///
         /// The watcher could not be started, or a directory could not be watched.
         pub fn watch(self: &Arc<Self>) -> Result<Watcher, OverridesError> {
-            let overrides = Arc::downgrade(self);
+            let (changed, changes) = std::sync::mpsc::channel::<()>();
             let mut watcher =
                 notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                    let Ok(event) = event else { return };
-                    if event.kind.is_access() {
-                        return;
-                    }
-                    if let Some(overrides) = overrides.upgrade() {
-                        // Logged and listed when refused; nothing else to do here.
-                        let _ = overrides.reload();
+                    if event.is_ok_and(|event| !event.kind.is_access()) {
+                        let _ = changed.send(());
                     }
                 })
                 .map_err(|source| OverridesError::Watch {
+                    dir: self.compiled_dir.display().to_string(),
+                    source,
+                })?;
+            // One reload per burst of events: an editor's save (truncate, write, rename) is
+            // read once it is quiet for QUIET, not half-written. The thread ends with the
+            // watcher, which holds the sending side.
+            let overrides = Arc::downgrade(self);
+            std::thread::Builder::new()
+                .name("policy-overrides-watch".into())
+                .spawn(move || {
+                    while changes.recv().is_ok() {
+                        while changes.recv_timeout(QUIET).is_ok() {}
+                        let Some(overrides) = overrides.upgrade() else {
+                            return;
+                        };
+                        // Logged and listed when refused; the set in force stays.
+                        let _ = overrides.reload();
+                    }
+                })
+                .map_err(|source| OverridesError::Read {
                     dir: self.compiled_dir.display().to_string(),
                     source,
                 })?;

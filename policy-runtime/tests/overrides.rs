@@ -405,3 +405,35 @@ fn a_bulkhead_resized_down_refuses_new_callers_until_the_calls_in_flight_drain()
     drop((running, third));
     assert_eq!(bulkhead.snapshot().running, 0);
 }
+
+/// The watcher (feature `overrides-watch`): a change to a file reloads; a bad one is refused
+/// and the set in force stays. File events arrive in real time, so this waits for them (a
+/// few milliseconds on inotify), up to five seconds.
+#[cfg(feature = "overrides-watch")]
+#[test]
+fn the_watcher_reloads_when_a_file_changes() {
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let start = std::time::Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(5), "{what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let policies = Policies::new("watch");
+    policies.set("operation search { deadline = 800ms }");
+    let registry = fresh();
+    let overrides = Arc::new(load(&policies, registry, true).unwrap());
+    let _watcher = overrides.watch().unwrap();
+    let search = search_deadline(registry);
+    assert_eq!(search.current().0, Duration::from_millis(800));
+
+    policies.set("operation search { deadline = 900ms }");
+    wait_for("the change reloaded", &|| {
+        search.current().0 == Duration::from_millis(900)
+    });
+    policies.set("operation search { deadline = 10ms }");
+    wait_for("the bad file refused", &|| {
+        registry.snapshot().overrides.refused.is_some()
+    });
+    assert_eq!(search.current().0, Duration::from_millis(900));
+}
