@@ -136,7 +136,7 @@ async fn a_deadline_changed_in_production_is_used_by_the_next_call_and_shown() {
 /// policy, through policy-lang's renderer.
 fn policy_lang_check(compiled: &Path, overrides: &Path) -> String {
     let merged = policy_lang::overrides::load_overridden(compiled, overrides).unwrap();
-    let report = merged.set.check();
+    let report = merged.check();
     report
         .errors
         .iter()

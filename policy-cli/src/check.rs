@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use policy_lang::PolicySet;
-use policy_lang::overrides::{PolicyFile, overridden};
+use policy_lang::overrides::{Overridden, PolicyFile, overridden};
 use serde_json::json;
 
 use crate::{Exit, Format, files, render};
@@ -32,7 +32,7 @@ fn load_against(
     against: &PathBuf,
     paths: &[PathBuf],
     err: &mut dyn Write,
-) -> Result<(PolicySet, Vec<PathBuf>), Exit> {
+) -> Result<(Overridden, Vec<PathBuf>), Exit> {
     let read = |paths: &[PathBuf], err: &mut dyn Write| {
         let files = files::expand(paths).map_err(|(path, error)| {
             let _ = writeln!(err, "{}", files::io_error(&path, &error));
@@ -52,7 +52,7 @@ fn load_against(
     };
     let (_, compiled) = read(std::slice::from_ref(against), err)?;
     let (files, overrides) = read(paths, err)?;
-    Ok((overridden(&compiled, &overrides).set, files))
+    Ok((overridden(&compiled, &overrides), files))
 }
 
 /// Loads every file into one policy set; an unreadable file is a usage error.
@@ -99,15 +99,21 @@ pub(crate) fn load_valid(
 
 /// Runs `policy check`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    // Against a compiled policy, each problem is labelled first at the override it involves.
     let loaded = match &args.against {
-        Some(against) => load_against(against, &args.files, err),
-        None => load(&args.files, err),
+        Some(against) => load_against(against, &args.files, err).map(|(merged, files)| {
+            let report = merged.check();
+            (merged.set, report, files)
+        }),
+        None => load(&args.files, err).map(|(set, files)| {
+            let report = set.check();
+            (set, report, files)
+        }),
     };
-    let (set, files) = match loaded {
+    let (set, report, files) = match loaded {
         Ok(loaded) => loaded,
         Err(exit) => return exit,
     };
-    let report = set.check();
     match args.format {
         Format::Human => {
             render::human_all(&report.all(), set.sources(), render::CHECK_JSON, err);

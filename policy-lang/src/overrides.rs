@@ -27,7 +27,7 @@
 //!     "operation search { deadline = 800ms }",
 //! )];
 //! let merged = overridden(&compiled, &production);
-//! assert!(!merged.set.check().has_errors());
+//! assert!(!merged.check().has_errors());
 //! assert_eq!(merged.applied[0].key, "deadline");
 //!
 //! // Shorter than an attempt may take: refused, at the override's line and column.
@@ -36,7 +36,7 @@
 //!     "operation search { deadline = 300ms }",
 //! )];
 //! let merged = overridden(&compiled, &unsafe_);
-//! let report = merged.set.check();
+//! let report = merged.check();
 //! assert_eq!(report.errors[0].code(), "policy::attempt-timeout-exceeds-deadline");
 //! assert!(merged.set.render(&report.errors[0]).contains("policies/production/search.policy:1:31"));
 //! ```
@@ -46,7 +46,8 @@ use std::path::{Path, PathBuf};
 
 use crate::ast::{Ident, Stanza, Statement, StatementKind, Term};
 use crate::diagnostic::{Diagnostic, Kind};
-use crate::source::{Loc, Sources};
+use crate::diagnostic::{Label, Report};
+use crate::source::{Loc, SourceId, Sources};
 use crate::{PolicySet, parse, suggest};
 
 /// What an override may set, per stanza: numbers only, and only those the runtime can change
@@ -132,14 +133,36 @@ pub struct Applied {
 }
 
 /// The compiled policy with the overrides merged into it: check it with
-/// [`PolicySet::check`], render with [`PolicySet::render`].
+/// [`Overridden::check`], render with [`PolicySet::render`].
 #[derive(Debug, Clone)]
 pub struct Overridden {
-    /// The merged policy, its diagnostics (the override files' own included) ready for
-    /// [`PolicySet::check`].
+    /// The merged policy, its diagnostics (the override files' own included).
     pub set: PolicySet,
     /// What the overrides changed, in file order.
     pub applied: Vec<Applied>,
+    /// The override files, in the set's sources.
+    overrides: Vec<SourceId>,
+}
+
+impl Overridden {
+    /// Every problem of the merged policy, as [`PolicySet::check`] finds them, each labelled
+    /// first at the override it involves, if any: the file, line and column an operator
+    /// changed come first, the compiled setting it clashes with as a secondary label.
+    #[must_use]
+    pub fn check(&self) -> Report {
+        let in_override = |label: &Label| match label.loc {
+            Loc::Source { source, .. } => self.overrides.contains(&source),
+            Loc::External(_) => false,
+        };
+        let report = self.set.check();
+        Report::from_diagnostics(report.all().into_iter().cloned().map(|mut diagnostic| {
+            if let Some(at) = diagnostic.labels.iter().position(in_override) {
+                let label = diagnostic.labels.remove(at);
+                diagnostic.labels.insert(0, label);
+            }
+            diagnostic
+        }))
+    }
 }
 
 /// The key of a statement: its setting's key, a phrase's first word, or `rate`.
@@ -169,8 +192,10 @@ pub fn overridden(compiled: &[PolicyFile], overrides: &[PolicyFile]) -> Overridd
         files.push(parsed.file);
     }
     let mut applied = Vec::new();
+    let mut override_sources = Vec::new();
     for file in overrides {
         let parsed = parse::parse(&mut sources, file.name.clone(), &file.bytes);
+        override_sources.push(parsed.file.source);
         diagnostics.extend(parsed.diagnostics);
         for stanza in &parsed.file.stanzas {
             merge(&mut files, stanza, &mut diagnostics, &mut applied);
@@ -180,7 +205,11 @@ pub fn overridden(compiled: &[PolicyFile], overrides: &[PolicyFile]) -> Overridd
     for file in &files {
         set.add_file(file);
     }
-    Overridden { set, applied }
+    Overridden {
+        set,
+        applied,
+        overrides: override_sources,
+    }
 }
 
 /// Reads `compiled_dir` and `overrides_dir` (each's `*.policy`, not recursive) and merges

@@ -26,7 +26,6 @@ fn merge(text: &str) -> policy_lang::overrides::Overridden {
 
 fn codes(text: &str) -> Vec<String> {
     merge(text)
-        .set
         .check()
         .errors
         .iter()
@@ -41,7 +40,7 @@ fn numbers_are_replaced_and_structure_kept() {
          breaker search { cooldown = 5s }\n\
          shedding { deferred at load 0.75 }",
     );
-    assert!(!merged.set.check().has_errors());
+    assert!(!merged.check().has_errors());
     let spec = merged.set.spec();
     let search = spec.operations.get("search").unwrap();
     assert_eq!(
@@ -78,7 +77,7 @@ fn unsafe_combinations_are_the_validators_errors_at_the_override() {
         ["policy::zero-attempts"]
     );
     let merged = merge("\n\noperation search { deadline = 300ms }");
-    let report = merged.set.check();
+    let report = merged.check();
     let rendered = merged.set.render(&report.errors[0]);
     assert!(
         rendered.contains("production/search.policy:3:31"),
@@ -93,7 +92,7 @@ fn unknown_names_and_structure_are_refused() {
         ["policy::unknown-name"]
     );
     let merged = merge("operation serch { deadline = 1s }");
-    let report = merged.set.check();
+    let report = merged.check();
     assert!(report.errors[0].to_string().contains("serch"));
     assert!(
         merged
@@ -122,7 +121,7 @@ fn unknown_names_and_structure_are_refused() {
 #[test]
 fn no_override_is_the_compiled_policy() {
     let merged = overridden(&[PolicyFile::new("search.policy", COMPILED)], &[]);
-    assert!(!merged.set.check().has_errors());
+    assert!(!merged.check().has_errors());
     assert!(merged.applied.is_empty());
     assert_eq!(
         merged

@@ -312,7 +312,7 @@ impl Overrides {
             None => Vec::new(),
         };
         let merged = overridden(&compiled, &files);
-        let report = merged.set.check();
+        let report = merged.check();
         if report.has_errors() {
             return Err(self.refuse(&merged, &report.errors, dir_text));
         }
