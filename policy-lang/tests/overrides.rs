@@ -1,9 +1,5 @@
 //! Overrides merged into a compiled policy: numbers replaced, structure kept, every unsafe
 //! combination refused by the one validator at the override's own location.
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers: a failure should stop the test"
-)]
 
 use std::time::Duration;
 

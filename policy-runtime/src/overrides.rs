@@ -570,10 +570,10 @@ impl Tunings {
     }
 
     pub(crate) fn apply_to_bulkhead(&self, bulkhead: &Bulkhead) {
-        if let Some(&slots) = self.bulkheads.get(bulkhead.name()) {
-            if bulkhead.max_concurrent() != slots {
-                bulkhead.set_max_concurrent(slots);
-            }
+        if let Some(&slots) = self.bulkheads.get(bulkhead.name())
+            && bulkhead.max_concurrent() != slots
+        {
+            bulkhead.set_max_concurrent(slots);
         }
     }
 

@@ -4,7 +4,6 @@
 #![cfg(feature = "overrides")]
 #![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
     reason = "test helpers: a failure should stop the test"
 )]
 
