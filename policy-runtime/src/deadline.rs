@@ -232,12 +232,12 @@ impl Deadline {
         self.at.saturating_sub(self.budget as i64)
     }
 
-    /// [`Deadline::child`] as of `now` (on the process clock), a moment the caller read: no
-    /// clock read here. With a `now` in the past, the child is granted less, never more: it
-    /// still never outlives its parent.
+    /// [`Deadline::child`] of at most `max` nanoseconds, as of `now` (on the process clock), a
+    /// moment the caller read: no clock read here. With a `now` in the past, the child is
+    /// granted less, never more: it still never outlives its parent.
     #[inline]
-    pub(crate) fn child_as_of(&self, now: i64, max: Duration) -> Self {
-        self.granting(now, nanos(max).min(self.left_at(now)))
+    pub(crate) fn child_as_of_nanos(&self, now: i64, max: u64) -> Self {
+        self.granting(now, max.min(self.left_at(now)))
     }
 
     /// Refuses to start an operation with less than its minimum useful budget left.

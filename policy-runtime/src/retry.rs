@@ -679,9 +679,10 @@ where
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
     let mut op = op.op;
-    // Read once: the call keeps these numbers to its end, whatever a reload publishes.
-    let numbers = policy.numbers();
-    let attempt_max = numbers.attempt_timeout.unwrap_or(Deadline::MAX_BUDGET);
+    // Read once, as words: the call keeps these numbers to its end, whatever a reload
+    // publishes, and a call that succeeds first time converts none of them.
+    let [attempts, base, cap, timeout] = policy.numbers.read();
+    let attempt_max_nanos = timeout.min(process_clock::nanos(Deadline::MAX_BUDGET));
     let start = match bound {
         // The expansion passes the operation's deadline, made just before: the first attempt
         // starts as it was made (a moment already read), no clock read on the path of a call
@@ -690,11 +691,11 @@ where
         // A caller's deadline may have been made long before: read the clock.
         Bound::Here => process_clock::now(),
     };
-    let first = if process_clock::nanos(attempt_max) >= deadline.budget_nanos() {
+    let first = if attempt_max_nanos >= deadline.budget_nanos() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
     } else {
-        deadline.child_as_of(start, attempt_max)
+        deadline.child_as_of_nanos(start, attempt_max_nanos)
     };
     if first.budget_nanos() == 0 {
         // Nothing left to start the first attempt with: the work never ran.
@@ -745,7 +746,7 @@ where
             );
             return Err(CallError::DeadlineExceeded(budget));
         }
-        if number >= numbers.attempts {
+        if u64::from(number) >= attempts {
             policy.stop(
                 &policy.stats.exhausted,
                 "exhausted",
@@ -754,7 +755,7 @@ where
             );
             return Err(error);
         }
-        let delay = numbers.backoff(number - 1);
+        let delay = full_jitter(tuning::duration(base), tuning::duration(cap), number - 1);
         // Timers fire on a millisecond grid, so a pause may end up to a tick late: leave room
         // for it, and for an attempt to start after it.
         if delay + TIMER_TICK >= deadline.remaining() {
@@ -784,7 +785,7 @@ where
         observe::retry(&policy.name, number, delay, code, &ErrorKindOnly(&error));
         policy.metrics.retried(policy.allowance.balance());
         tokio::time::sleep(delay).await;
-        let child = deadline.child(attempt_max);
+        let child = deadline.child(tuning::duration(attempt_max_nanos));
         if child.budget().is_zero() {
             // The budget ran out during the pause: the last attempt's error stands.
             policy.stop(
