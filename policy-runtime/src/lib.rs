@@ -19,6 +19,10 @@
 //! `.policy` operation that names one asks it once per call, after the deadline and the
 //! shedding decision and before the breaker.
 //!
+//! The numbers of the compiled policy (deadlines, attempts, thresholds, cooldowns, bulkhead
+//! sizes) may be overridden per environment and reloaded live, each combination checked by the
+//! `.policy` validator first: the module `overrides` (feature `overrides`).
+//!
 //! Each mechanism is also a tower layer ([`layer`], feature `tower`; the request's deadline,
 //! its axum extractor and outgoing propagation with `http`): one folder per mechanism under
 //! `layer/`, in tower's shape (`layer.rs`, `service.rs`, `future.rs`), holding the same registry

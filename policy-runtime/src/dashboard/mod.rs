@@ -57,6 +57,8 @@
 //! | `background` | live background pool                     | `name`, its slots, `load`, `shed_load`, `shed_pressure` and its tasks' outcomes |
 //! | `store`      | (one object: the breaker store)          | `kind`, `healthy`, `instance`, `sent`, `failed`, `received` |
 //! | `conflicts`  | second configuration refused             | `kind`, `name`, `first` and `second` (`origin`, `settings`) |
+//! | `operations` | operation's deadline ([`OperationSnapshot`](crate::deadline::OperationSnapshot)) | `name`, `display_name`, `deadline_ms` and `min_budget_ms` in force, `compiled_deadline_ms`, `compiled_min_budget_ms` |
+//! | `overrides`  | (one object: the overrides in force, feature `overrides`; [`OverridesSnapshot`](crate::registry::OverridesSnapshot)) | `environment`, `dir`, `applied`, `refusals`, `applied_at_unix_ms`, `settings` (each `kind`, `name`, `setting`, `value`, `compiled`, `file`, `line`, `column`), `refused` (`at_unix_ms`, `codes`, `rendered`: `policy check`'s message) |
 //!
 //! # Which registry
 //!
