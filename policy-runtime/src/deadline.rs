@@ -612,7 +612,7 @@ mod tests {
 
 /// The deadline and minimum budget of one named operation: the registry's entry an annotated
 /// function reads on every call ([`Deadline::for_named`]), so an override can change them while
-/// the service runs. Both numbers are published together (one [`Tuned`](crate::tuning) cell):
+/// the service runs. Both numbers are published together (one cell, read with no lock):
 /// a call reads both from before a reload or both from after it.
 ///
 /// ```
