@@ -182,6 +182,7 @@ pub mod isolate;
 pub mod layer;
 pub mod limiter;
 pub mod observe;
+pub mod queue;
 #[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod registry;
