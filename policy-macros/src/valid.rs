@@ -406,7 +406,7 @@ fn queued(args: &Args, func: &Func, class: WorkClass, errors: &mut Errors) -> Op
     }
     let params = answer_params(func, "work on a queue", errors);
     for (_, ty) in &params {
-        if borrows(ty) {
+        if matches!(ty, Type::Reference(_)) {
             errors.at(
                 ty.span(),
                 "work on a queue takes owned arguments (`String` for `&str`): they are encoded and run later, elsewhere",

@@ -334,7 +334,7 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
     };
     // On a durable queue: the call enqueues the arguments when the queue is installed, and runs
     // on the in-process pool (as above) when it is not; `name::task()` is what a worker runs.
-    let (slot, args) = (local("queue"), local("args"));
+    let (slot, args) = (local("QUEUE"), local("args"));
     let names: Vec<_> = queued.params.iter().map(|(name, _)| name).collect();
     let types: Vec<_> = queued.params.iter().map(|(_, ty)| ty).collect();
     let op = &plan.op;
