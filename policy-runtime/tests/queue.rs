@@ -484,3 +484,48 @@ async fn a_shutdown_abandons_unfinished_tasks_and_another_worker_finishes_them()
     assert_eq!(completions.ids(), ids);
     other.shutdown(Duration::from_secs(1)).await;
 }
+
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn the_queue_metrics_count_enqueues_refusals_and_the_streams_figures() {
+    use metrics_util::debugging::DebuggingRecorder;
+    use policy_testkit::recorder::Recorded;
+
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let prefix = server.key_prefix("metrics");
+    let store = store(&server.url(), &prefix, "a", Duration::from_secs(2)).await;
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // The handles are registered once, when the queue is built, and kept.
+    let queue = metrics::with_local_recorder(&recorder, || {
+        TaskQueue::builder("metered").max_len(2).build(&store)
+    });
+    for n in 0..3u32 {
+        let _ = queue.enqueue("embed", &(n,)).await;
+    }
+    queue.refresh().await.unwrap();
+    let recorded = Recorded::take(&snapshotter);
+    let tasks = "policy_queue_tasks_total";
+    assert_eq!(
+        recorded.counter(tasks, &[("name", "metered"), ("event", "enqueued")]),
+        2
+    );
+    assert_eq!(
+        recorded.counter(
+            tasks,
+            &[
+                ("name", "metered"),
+                ("event", "refused"),
+                ("reason", "full")
+            ]
+        ),
+        1
+    );
+    assert_eq!(
+        recorded.gauge("policy_queue_length", &[("name", "metered")]),
+        2.0
+    );
+    assert!(recorded.gauge("policy_queue_oldest_age_seconds", &[("name", "metered")]) >= 0.0);
+}

@@ -121,6 +121,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::defer::DeferredOutcome;
@@ -131,12 +132,69 @@ mod stream;
 mod worker;
 
 #[cfg(feature = "redis")]
-pub use stream::{
-    ConsumerPending, EnqueueError, QueueSnapshot, TaskQueue, TaskQueueBuilder, install, installed,
-    snapshots,
-};
+pub use stream::{EnqueueError, TaskQueue, TaskQueueBuilder, install, installed};
 #[cfg(feature = "redis")]
 pub use worker::{Drained, Worker, WorkerBuilder};
+
+/// A point-in-time view of one queue, for dashboards: this process's counts, and the stream's
+/// figures as last read (every second while a worker runs, or on `TaskQueue::refresh`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct QueueSnapshot {
+    /// The queue's name.
+    pub name: Arc<str>,
+    /// Its bound on unfinished tasks.
+    pub max_len: u64,
+    /// Whether the stream's figures below were read at least once.
+    pub read: bool,
+    /// Unfinished tasks in the stream (waiting or being worked on), fleet-wide.
+    pub length: u64,
+    /// Tasks delivered and not yet acknowledged, fleet-wide.
+    pub pending: u64,
+    /// Pending tasks per consumer (instance).
+    pub consumers: Vec<ConsumerPending>,
+    /// Age of the oldest unfinished task, by the Redis server's clock.
+    pub oldest_age_ms: Option<u64>,
+    /// Dead letters kept in the dead-letter stream, fleet-wide.
+    pub dead_letters: u64,
+    /// Tasks this process enqueued.
+    pub enqueued: u64,
+    /// Enqueues refused because the stream was full.
+    pub refused_full: u64,
+    /// Enqueues refused because Redis could not be reached.
+    pub refused_unavailable: u64,
+    /// Enqueues shed under pressure.
+    pub refused_shed: u64,
+    /// Tasks this process's workers finished and acknowledged.
+    pub completed: u64,
+    /// Deliveries here that failed (left for redelivery or dead-lettered).
+    pub failed: u64,
+    /// Tasks this process claimed from a worker that had not finished them in time.
+    pub redelivered: u64,
+    /// Tasks this process moved to the dead-letter stream.
+    pub dead_lettered: u64,
+    /// Tasks abandoned unfinished at a shutdown (left for redelivery).
+    pub abandoned: u64,
+    /// Tasks running here now.
+    pub running: u64,
+}
+
+/// One consumer's pending tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsumerPending {
+    /// The consumer: an instance id.
+    pub consumer: String,
+    /// Tasks it was given and has not acknowledged.
+    pub pending: u64,
+}
+
+/// Every live queue of the process, sorted by name (none without the `redis` feature).
+pub fn snapshots() -> Vec<QueueSnapshot> {
+    #[cfg(feature = "redis")]
+    return stream::live_snapshots();
+    #[cfg(not(feature = "redis"))]
+    Vec::new()
+}
 
 /// A task's id: 128 bits, written as 32 lowercase hex digits. The same on every delivery of
 /// the task, so the work can deduplicate with it.
