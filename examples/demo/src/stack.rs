@@ -17,7 +17,8 @@ use crate::service::{self, Dependency, Services, WorkDone};
 use crate::timeline::Timeline;
 
 /// Shares this process's breakers through Redis at `url`, under the key prefix `prefix`, as
-/// instance `instance`. Call it before the first call builds a breaker.
+/// instance `instance`, and moves the embeddings to the durable queue `embeddings` on the same
+/// Redis, with a worker in this process. Call it before the first call builds a breaker.
 #[cfg(feature = "redis")]
 pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(), DemoError> {
     let store = policy::redis_store::RedisStore::builder()
@@ -30,6 +31,20 @@ pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(
                 "REDIS_URL is set, but Redis cannot be used ({e}); unset REDIS_URL to run the single-instance demo"
             ))
         })?;
+    let embeddings = policy::queue::TaskQueue::builder("embeddings")
+        .max_len(10_000)
+        .build(&store);
+    policy::queue::install(embeddings.clone());
+    static WORKER: std::sync::OnceLock<policy::queue::Worker> = std::sync::OnceLock::new();
+    let _ = WORKER.set(
+        embeddings
+            .worker()
+            .concurrency(2)
+            .visibility_timeout(Duration::from_secs(10))
+            .task_deadline(Duration::from_secs(5))
+            .handle(service::embed_on_queue::task())
+            .start(),
+    );
     Registry::global().set_breaker_store(Arc::new(store));
     Ok(())
 }
