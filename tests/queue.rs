@@ -130,6 +130,44 @@ async fn a_call_enqueues_its_arguments_and_a_worker_runs_the_function() {
     worker.shutdown(Duration::from_secs(1)).await;
 }
 
+/// On a queue whose enqueues in flight are bounded.
+#[policy::background(queue = "bounded")]
+#[policy::idempotent]
+async fn bounded_work(n: u32) {
+    let _ = n;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_the_bound_of_enqueues_waiting_for_redis_are_refused_at_once() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let store = RedisStore::builder()
+        .prefix(server.key_prefix("bounded"))
+        .timeout(Duration::from_secs(1))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let bounded = TaskQueue::builder("bounded")
+        .max_enqueues_in_flight(2)
+        .build(&store);
+    queue::install(bounded.clone());
+    // Redis frozen: the first two wait for it, the other three are refused at once.
+    server.pause();
+    for n in 0..5 {
+        bounded_work(n);
+    }
+    let snapshot = bounded.snapshot();
+    assert_eq!((snapshot.enqueued, snapshot.refused_unavailable), (0, 3));
+    server.resume();
+    let start = Instant::now();
+    while bounded.snapshot().enqueued < 2 {
+        assert!(start.elapsed() < Duration::from_secs(10), "never enqueued");
+        tokio::time::sleep(5 * MS).await;
+    }
+    assert_eq!(bounded.snapshot().refused_unavailable, 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_installed_queue_the_call_runs_on_the_in_process_pool() {
     make_thumbnail("cat.png".to_owned());

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -136,6 +136,9 @@ pub(super) struct Inner {
     figures: Mutex<Figures>,
     /// Whether this outage's warning was given.
     warned: AtomicBool,
+    /// Attributed calls' enqueues waiting for Redis, and their bound.
+    detached: AtomicU32,
+    max_detached: u32,
 }
 
 /// A durable queue on a Redis stream. Cloning is cheap and clones share the queue.
@@ -163,6 +166,7 @@ pub struct TaskQueueBuilder {
     dead_max_len: u64,
     thresholds: Thresholds,
     yield_to: Vec<Bulkhead>,
+    max_detached: u32,
 }
 
 impl fmt::Debug for TaskQueueBuilder {
@@ -187,6 +191,15 @@ impl TaskQueueBuilder {
     /// (`MAXLEN ~`), so a flood of poison tasks cannot fill Redis.
     pub fn dead_letters_kept(mut self, letters: u64) -> Self {
         self.dead_max_len = letters.max(1);
+        self
+    }
+
+    /// How many attributed calls' enqueues may wait for Redis at once (default 1,024): such a
+    /// call returns at once and its enqueue runs as a task of its own, so during a slow Redis
+    /// these are what the process holds. Past the bound a call's task is refused as
+    /// unavailable, counted and logged, instead of piling up.
+    pub fn max_enqueues_in_flight(mut self, enqueues: u32) -> Self {
+        self.max_detached = enqueues.max(1);
         self
     }
 
@@ -224,6 +237,8 @@ impl TaskQueueBuilder {
             counters: Counters::default(),
             figures: Mutex::default(),
             warned: AtomicBool::new(false),
+            detached: AtomicU32::new(0),
+            max_detached: self.max_detached,
         });
         register(&inner);
         TaskQueue { inner }
@@ -251,6 +266,7 @@ impl TaskQueue {
             dead_max_len: 10_000,
             thresholds: Thresholds::default(),
             yield_to: Vec::new(),
+            max_detached: 1024,
         }
     }
 
@@ -499,47 +515,60 @@ impl TaskQueue {
     }
 
     /// Enqueues without waiting, for an attributed function's call (which returns at once):
-    /// the enqueue runs on the current tokio runtime, and a refusal is counted and logged
-    /// there. Outside a runtime the task is refused as unavailable.
+    /// the enqueue runs on the current tokio runtime, at most
+    /// [`max_enqueues_in_flight`](TaskQueueBuilder::max_enqueues_in_flight) at once, and a
+    /// refusal is counted and logged there. Outside a runtime, or past the bound, the task is
+    /// refused as unavailable.
     pub(crate) fn enqueue_detached<A: Serialize + ?Sized>(
         &self,
         operation: &'static str,
         args: &A,
     ) {
-        let queue = self.clone();
-        match serde_json::to_value(args) {
-            Ok(value) => match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(async move {
-                        let _ = queue.enqueue(operation, &value).await;
-                    });
-                }
-                Err(_) => {
-                    let error = EnqueueError::Unavailable {
-                        queue: self.inner.name.clone(),
-                        cause: "no tokio runtime to send it from".to_owned(),
-                    };
-                    self.inner
-                        .counters
-                        .refused_unavailable
-                        .fetch_add(1, Ordering::Relaxed);
-                    self.inner.metrics.refused(error.code());
-                    self.log_refusal(operation, &error);
-                }
-            },
+        let inner = &*self.inner;
+        let refuse = |error: EnqueueError| {
+            let counter = match &error {
+                EnqueueError::Encoding { .. } => &inner.counters.refused_encoding,
+                _ => &inner.counters.refused_unavailable,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            inner.metrics.refused(error.code());
+            self.log_refusal(operation, &error);
+        };
+        let value = match serde_json::to_value(args) {
+            Ok(value) => value,
             Err(e) => {
-                let error = EnqueueError::Encoding {
-                    queue: self.inner.name.clone(),
+                return refuse(EnqueueError::Encoding {
+                    queue: inner.name.clone(),
                     cause: e.to_string(),
-                };
-                self.inner
-                    .counters
-                    .refused_encoding
-                    .fetch_add(1, Ordering::Relaxed);
-                self.inner.metrics.refused(error.code());
-                self.log_refusal(operation, &error);
+                });
             }
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return refuse(EnqueueError::Unavailable {
+                queue: inner.name.clone(),
+                cause: "no tokio runtime to send it from".to_owned(),
+            });
+        };
+        if inner.detached.fetch_add(1, Ordering::AcqRel) >= inner.max_detached {
+            inner.detached.fetch_sub(1, Ordering::AcqRel);
+            return refuse(EnqueueError::Unavailable {
+                queue: inner.name.clone(),
+                cause: format!("{} enqueues already wait for redis", inner.max_detached),
+            });
         }
+        let waiting = Detached(self.clone());
+        runtime.spawn(async move {
+            let _ = waiting.0.enqueue(operation, &value).await;
+        });
+    }
+}
+
+/// An attributed call's enqueue in flight; gives its place back however it ends.
+struct Detached(TaskQueue);
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        self.0.inner.detached.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
