@@ -168,6 +168,38 @@ async fn calls_past_the_bound_of_enqueues_waiting_for_redis_are_refused_at_once(
     assert_eq!(bounded.snapshot().refused_unavailable, 3);
 }
 
+/// Put on queue `filed` by its operation in `tests/policies/service.policy`.
+#[policy::background]
+async fn embed_from_file(document: String) {
+    RUNS.lock().unwrap().push((document, 0, queue::current()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_file_operation_puts_its_function_on_a_queue() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let store = RedisStore::builder()
+        .prefix(server.key_prefix("filed"))
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let filed = TaskQueue::builder("filed").build(&store);
+    queue::install(filed.clone());
+    let worker = filed
+        .worker()
+        .poll_every(5 * MS)
+        .handle(embed_from_file::task())
+        .start();
+    embed_from_file("from-the-file.txt".to_owned());
+    let runs = wait_for_run("from-the-file.txt").await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].1.as_ref().unwrap().attempt, 1, "run by the worker");
+    assert_eq!(filed.snapshot().enqueued, 1);
+    worker.shutdown(Duration::from_secs(1)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_installed_queue_the_call_runs_on_the_in_process_pool() {
     make_thumbnail("cat.png".to_owned());

@@ -341,7 +341,7 @@ fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Opt
     };
     Some(Plan {
         answer: answer(operation, func, &span_of, errors),
-        queue: queued(args, func, operation.class.value, errors),
+        queue: queued(operation, func, &span_of, errors),
         per_attempt,
         isolate: operation.isolate.as_ref().map(|isolate| Isolate {
             pool: isolate.pool.value,
@@ -382,16 +382,20 @@ fn mechanisms(lowered: &Lowered, operation: &OperationSpec) -> Plan {
     }
 }
 
-/// `queue = "..."`: background work only, on a free function whose arguments it can encode.
-fn queued(args: &Args, func: &Func, class: WorkClass, errors: &mut Errors) -> Option<Queued> {
-    let queue = args.queue.as_ref()?;
-    if class != WorkClass::Background {
-        errors.at(
-            queue.span,
-            "`queue` is for background work: use `#[policy::background(queue = \"...\")]`",
-        );
+/// `queue = ...` (the attribute's or the file operation's): on a free function whose arguments
+/// it can encode. That only background work may name one is the validator's rule
+/// (`policy::queue-not-background`), for files and attributes alike.
+fn queued(
+    operation: &OperationSpec,
+    func: &Func,
+    span_of: &dyn Fn(Loc) -> Span,
+    errors: &mut Errors,
+) -> Option<Queued> {
+    let queue = operation.queue.as_ref()?;
+    if operation.class.value != WorkClass::Background {
         return None;
     }
+    let span = span_of(queue.loc);
     if let Some(receiver) = func.receiver() {
         errors.at(
             receiver.span(),
@@ -415,7 +419,7 @@ fn queued(args: &Args, func: &Func, class: WorkClass, errors: &mut Errors) -> Op
     }
     Some(Queued {
         name: queue.value.clone(),
-        span: queue.span,
+        span,
         params,
     })
 }

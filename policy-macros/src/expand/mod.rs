@@ -536,6 +536,19 @@ mod tests {
                 ),
             },
             Sample {
+                setting: "queue",
+                policy: "operation sample: background, idempotent { queue = embeddings }",
+                used: Expanded(
+                    AttrKind::Background,
+                    &[
+                        "static QUEUE",
+                        "\"embeddings\"",
+                        "mod sample {",
+                        "queue_handler(",
+                    ],
+                ),
+            },
+            Sample {
                 setting: "poll_budget",
                 policy: "operation sample: critical { deadline = 1s; poll_budget = 10ms }",
                 used: Expanded(
@@ -632,7 +645,7 @@ mod tests {
                         }
                     ),
                 ),
-                AttrKind::Deferred => (
+                AttrKind::Deferred | AttrKind::Background => (
                     quote!(),
                     quote!(
                         async fn sample(n: u64) -> Result<(), AppError> {
