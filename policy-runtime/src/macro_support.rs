@@ -949,6 +949,10 @@ pub struct QueueSlot {
     name: &'static str,
     #[cfg(feature = "redis")]
     found: std::sync::OnceLock<crate::queue::TaskQueue>,
+    /// One more than the install count at the last lookup that found nothing (0: none yet), so
+    /// that the embedded default (no queue installed) takes no lock per call.
+    #[cfg(feature = "redis")]
+    missed: std::sync::atomic::AtomicU64,
 }
 
 impl QueueSlot {
@@ -958,6 +962,8 @@ impl QueueSlot {
             name,
             #[cfg(feature = "redis")]
             found: std::sync::OnceLock::new(),
+            #[cfg(feature = "redis")]
+            missed: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -967,9 +973,21 @@ impl QueueSlot {
     pub fn enqueue<A: QueueArgs>(&'static self, operation: &'static str, args: A) -> Option<A> {
         #[cfg(feature = "redis")]
         {
+            use std::sync::atomic::Ordering;
             let queue = match self.found.get() {
                 Some(queue) => Some(queue),
-                None => crate::queue::installed(self.name).map(|q| self.found.get_or_init(|| q)),
+                None => {
+                    let installs = crate::queue::installs();
+                    if self.missed.load(Ordering::Acquire) == installs + 1 {
+                        None
+                    } else {
+                        let found = crate::queue::installed(self.name);
+                        if found.is_none() {
+                            self.missed.store(installs + 1, Ordering::Release);
+                        }
+                        found.map(|q| self.found.get_or_init(|| q))
+                    }
+                }
             };
             if let Some(queue) = queue {
                 queue.enqueue_detached(operation, &args);

@@ -132,6 +132,8 @@ mod stream;
 mod worker;
 
 #[cfg(feature = "redis")]
+pub(crate) use stream::installs;
+#[cfg(feature = "redis")]
 pub use stream::{EnqueueError, TaskQueue, TaskQueueBuilder, install, installed};
 #[cfg(feature = "redis")]
 pub use worker::{Drained, Worker, WorkerBuilder};

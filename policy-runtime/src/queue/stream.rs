@@ -606,6 +606,16 @@ fn installed_queues() -> &'static RwLock<HashMap<Arc<str>, TaskQueue>> {
 pub fn install(queue: TaskQueue) {
     let mut installed = crate::redis_store::write(installed_queues());
     installed.insert(queue.inner.name.clone(), queue);
+    INSTALLS.fetch_add(1, Ordering::AcqRel);
+}
+
+/// How many installs there were: a lookup that found nothing need not be repeated until this
+/// changes.
+static INSTALLS: AtomicU64 = AtomicU64::new(0);
+
+/// The current install count, for [`installed`]'s callers that remember a miss.
+pub(crate) fn installs() -> u64 {
+    INSTALLS.load(Ordering::Acquire)
 }
 
 /// The queue installed under `name`, if any.
