@@ -265,7 +265,7 @@ async fn a_redis_restart_with_aof_loses_nothing_acknowledged_and_refuses_during_
         Handler::new("embed", move |(_n,): (u32,)| {
             let completions = completions.clone();
             async move {
-                tokio::time::sleep(2 * MS).await;
+                tokio::time::sleep(5 * MS).await;
                 completions.record();
                 Ok::<_, std::io::Error>(())
             }
