@@ -35,8 +35,7 @@ pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(
         .max_len(10_000)
         .build(&store);
     policy::queue::install(embeddings.clone());
-    static WORKER: std::sync::OnceLock<policy::queue::Worker> = std::sync::OnceLock::new();
-    let _ = WORKER.set(
+    *lock_worker() = Some(
         embeddings
             .worker()
             .concurrency(2)
@@ -47,6 +46,28 @@ pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(
     );
     Registry::global().set_breaker_store(Arc::new(store));
     Ok(())
+}
+
+/// This process's worker of the `embeddings` queue, while it runs.
+#[cfg(feature = "redis")]
+fn lock_worker() -> std::sync::MutexGuard<'static, Option<policy::queue::Worker>> {
+    static WORKER: std::sync::Mutex<Option<policy::queue::Worker>> = std::sync::Mutex::new(None);
+    WORKER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Stops this process's queue worker, if it runs one: no new tasks, at most `drain` for the
+/// ones running; what is left is redelivered to another instance. Returns how many were
+/// abandoned.
+pub async fn drain_queue_worker(drain: Duration) -> u64 {
+    #[cfg(feature = "redis")]
+    {
+        let worker = lock_worker().take();
+        if let Some(worker) = worker {
+            return worker.shutdown(drain).await.abandoned;
+        }
+    }
+    let _ = drain;
+    0
 }
 
 /// Without the `redis` feature there is no shared store: a clear error instead.

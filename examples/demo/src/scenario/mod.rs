@@ -151,6 +151,7 @@ pub async fn run(options: &Options) -> Result<RunReport, DemoError> {
         second.stop().await;
     }
     instance.stop().await;
+    stack::drain_queue_worker(Duration::from_secs(2)).await;
     providers.stop().await;
     Ok(RunReport {
         phases: reports,
