@@ -248,6 +248,8 @@ pub struct Snapshot {
     pub deferred: DeferredSnapshot,
     /// Every live background pool of the process, by name (whichever registry is asked).
     pub background: Vec<BackgroundSnapshot>,
+    /// Every live durable queue of the process, by name (feature `redis`; empty without it).
+    pub queues: Vec<crate::queue::QueueSnapshot>,
     /// Second configurations refused, in the order they came (see
     /// [One name, one configuration](self#one-name-one-configuration)).
     pub conflicts: Vec<Conflict>,
@@ -534,6 +536,7 @@ impl Registry {
             overrides: read(&self.overrides).clone(),
             deferred: crate::defer::snapshot(),
             background: crate::background::snapshots(),
+            queues: crate::queue::snapshots(),
             conflicts: read(&self.conflicts).clone(),
         }
     }
