@@ -56,7 +56,29 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+/// What holds a breaker's configuration and tally: with the feature `overrides` an
+/// `arc_swap::ArcSwap` a reload swaps whole and readers load with no lock; without it nothing
+/// swaps them, and it is a plain `Arc` (the default build has no `arc-swap`).
+#[cfg(feature = "overrides")]
+type Cell<T> = arc_swap::ArcSwap<T>;
+#[cfg(not(feature = "overrides"))]
+type Cell<T> = Fixed<T>;
+
+/// A value no reload changes (without the feature `overrides`).
+#[cfg(not(feature = "overrides"))]
+struct Fixed<T>(Arc<T>);
+
+#[cfg(not(feature = "overrides"))]
+impl<T> Fixed<T> {
+    fn from_pointee(value: T) -> Self {
+        Self(Arc::new(value))
+    }
+
+    #[inline]
+    fn load(&self) -> &Arc<T> {
+        &self.0
+    }
+}
 
 use serde::Serialize;
 use tokio::time::Instant;
@@ -321,7 +343,7 @@ struct Inner {
     name: Arc<str>,
     /// Its configuration and what counts toward its rule: swapped whole by a reload, read with
     /// no lock (one load on the failure path, none on a closed count breaker's success).
-    counting: ArcSwap<Counting>,
+    counting: Cell<Counting>,
     /// Whether the rule is a failure ratio (whose successes are counted too): the one thing a
     /// success reads.
     ratio: AtomicBool,
@@ -478,7 +500,7 @@ impl BreakerBuilder {
     pub fn build(self) -> Breaker {
         let breaker = Breaker {
             inner: Arc::new(Inner {
-                counting: ArcSwap::from_pointee(Counting {
+                counting: Cell::from_pointee(Counting {
                     tally: Arc::new(Tally::new(self.config.open_after)),
                     config: self.config,
                 }),
