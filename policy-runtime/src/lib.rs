@@ -176,6 +176,7 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
+pub mod hedge;
 mod instruments;
 pub mod isolate;
 #[cfg(feature = "tower")]
