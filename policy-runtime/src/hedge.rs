@@ -12,8 +12,8 @@
 //!   [`Deadline`]; no hedge starts once the deadline is about to pass, and the hedge delay
 //!   never extends it.
 //! - **One budget.** Each hedge withdraws from a [`RetryAllowance`]: the retry policy's when
-//!   the operation also retries (one allowance for both, as Finagle and tower-resilience do),
-//!   else its own. Under an outage, when every call is slow, the allowance runs out at its
+//!   the operation also retries ([`hedge_within_retry`]: one allowance for both, as Finagle
+//!   and tower-resilience do), else its own. Under an outage, when every call is slow, the allowance runs out at its
 //!   share of the traffic and the hedging stops: it cannot double the load.
 //! - **A refusal is not hedged.** Each attempt goes through the breaker and the bulkhead like
 //!   any attempt (in the expansion, the attempt's own steps); a first attempt refused ends the
@@ -86,7 +86,7 @@ use crate::deadline::Deadline;
 use crate::error::CallError;
 use crate::instruments::HedgeMetrics;
 use crate::observe;
-use crate::retry::{Attempt, Idempotent, RetryAllowance, TIMER_TICK};
+use crate::retry::{Attempt, Idempotent, RetryAllowance, RetryPolicy, TIMER_TICK};
 
 /// Attempts in flight at once, the first included: the most [`HedgeBuilder::max`] takes.
 pub const MAX_IN_FLIGHT: u32 = 3;
@@ -191,9 +191,9 @@ impl HedgeBuilder {
         self
     }
 
-    /// The allowance hedges withdraw from: pass the retry policy's
-    /// ([`RetryPolicy::allowance`](crate::RetryPolicy::allowance)) to share one budget.
-    /// [`RetryAllowance::default`] when not set.
+    /// The allowance hedges withdraw from when the operation does not retry
+    /// ([`RetryAllowance::default`] when not set); with a retry policy,
+    /// [`hedge_within_retry`] draws from the policy's instead.
     pub fn allowance(mut self, allowance: Arc<RetryAllowance>) -> Self {
         self.allowance = Some(allowance);
         self
@@ -342,24 +342,33 @@ where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    hedge_loop(deadline, hedge, op, true)
+    hedge_loop(deadline, hedge, op, Budget::Own)
 }
 
-/// [`hedge_within`] for one attempt of a retry loop ([`retry_within_self_bounded`]): the call
-/// was counted in the allowance by the loop, so it is not counted again; the hedges still
-/// withdraw from it.
+/// [`hedge_within`] for one attempt of a retry loop ([`retry_within_self_bounded`]) under
+/// `retry`: the hedges withdraw from the retry policy's allowance, one budget for both, and
+/// the call, counted there by the loop, is not counted again.
 ///
 /// [`retry_within_self_bounded`]: crate::retry::retry_within_self_bounded
 pub fn hedge_within_retry<T, E, F, Fut>(
     deadline: &Deadline,
     hedge: &Hedge,
+    retry: &RetryPolicy,
     op: Idempotent<F>,
 ) -> impl Future<Output = Result<T, CallError<E>>>
 where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    hedge_loop(deadline, hedge, op, false)
+    hedge_loop(deadline, hedge, op, Budget::Retry(retry.allowance()))
+}
+
+/// Whose allowance the hedges withdraw from.
+enum Budget<'a> {
+    /// The hedge's own: the call is counted in it.
+    Own,
+    /// A retry loop's, which counted the call.
+    Retry(&'a RetryAllowance),
 }
 
 /// What became of one call's hedges, counted once at its end.
@@ -375,16 +384,20 @@ async fn hedge_loop<T, E, F, Fut>(
     deadline: &Deadline,
     hedge: &Hedge,
     op: Idempotent<F>,
-    deposit: bool,
+    budget: Budget<'_>,
 ) -> Result<T, CallError<E>>
 where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
     let mut op = op.op;
-    if deposit {
-        hedge.allowance.deposit();
-    }
+    let allowance = match budget {
+        Budget::Own => {
+            hedge.allowance.deposit();
+            &*hedge.allowance
+        }
+        Budget::Retry(allowance) => allowance,
+    };
     hedge.stats.calls.fetch_add(1, Ordering::Relaxed);
     let start = Instant::now();
     let delay = hedge.delay().filter(|_| hedge.max > 1);
@@ -439,7 +452,10 @@ where
                     }
                     Err(error) => {
                         // A failure answers only when nothing else could.
-                        if failure.as_ref().is_none_or(|f| matches!(f, CallError::Refused(_))) {
+                        if failure
+                            .as_ref()
+                            .is_none_or(|f| matches!(f, CallError::Refused(_)))
+                        {
                             failure = Some(error);
                         }
                     }
@@ -458,7 +474,7 @@ where
                         hedge.count(&hedge.stats.stopped_by_deadline, 1);
                         observe::hedge_stopped(&hedge.name, "deadline", number);
                         hedge.metrics.stopped("deadline");
-                    } else if !hedge.allowance.try_withdraw() {
+                    } else if !allowance.try_withdraw() {
                         hedge.count(&hedge.stats.stopped_by_budget, 1);
                         observe::hedge_stopped(&hedge.name, "budget", number);
                         hedge.metrics.stopped("budget");
@@ -693,16 +709,28 @@ mod tests {
             _ = &mut call => panic!("answered early"),
             () = tokio::time::sleep(Duration::from_millis(49)) => {}
         }
-        assert_eq!(started.load(Ordering::SeqCst), 1, "no hedge before the delay");
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            1,
+            "no hedge before the delay"
+        );
         tokio::select! {
             _ = &mut call => panic!("answered early"),
             () = tokio::time::sleep(Duration::from_millis(2)) => {}
         }
-        assert_eq!(started.load(Ordering::SeqCst), 2, "the hedge started at 50 ms");
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            2,
+            "the hedge started at 50 ms"
+        );
         assert_eq!(alive.load(Ordering::SeqCst), 2);
         assert_eq!(call.await.unwrap(), 2, "the hedge answered first");
         assert_eq!(at.elapsed(), Duration::from_millis(80));
-        assert_eq!(alive.load(Ordering::SeqCst), 0, "the first attempt was dropped");
+        assert_eq!(
+            alive.load(Ordering::SeqCst),
+            0,
+            "the first attempt was dropped"
+        );
         let s = hedge.snapshot();
         assert_eq!((s.calls, s.started, s.won, s.lost), (1, 1, 1, 0));
     }
@@ -790,24 +818,34 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn hedges_and_retries_share_one_allowance() {
-        // One retry or hedge per 10 s window, and nothing per call.
+        // One retry or hedge per 1 s window, and nothing per call.
         let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(1), 1, 0.0));
-        let hedge = Hedge::builder("h")
-            .after(Duration::from_millis(50))
+        let retry = RetryPolicy::builder("r")
             .allowance(allowance.clone())
             .build();
+        let hedge = Hedge::builder("h").after(Duration::from_millis(50)).build();
         assert!(allowance.try_withdraw(), "a retry took the only unit");
         let deadline = Deadline::after(Duration::from_secs(2));
         let (alive, started) = counters();
         let answer = hedge_within_retry(
             &deadline,
             &hedge,
+            &retry,
             Idempotent::claim(slow(&[300, 10], &alive, &started)),
         )
         .await;
         assert_eq!(answer.unwrap(), 1);
         assert_eq!(hedge.snapshot().stopped_by_budget, 1);
-        assert_eq!(allowance.snapshot().calls, 0, "inside a retry: not counted again");
+        assert_eq!(
+            allowance.snapshot().calls,
+            0,
+            "inside a retry: not counted again"
+        );
+        assert_eq!(
+            hedge.allowance().snapshot().calls,
+            0,
+            "nor in the hedge's own"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -881,7 +919,9 @@ mod tests {
             Idempotent::claim(|attempt: Attempt| async move {
                 if attempt.number == 1 {
                     tokio::time::sleep(Duration::from_millis(60)).await;
-                    return Err(CallError::Failed(std::io::ErrorKind::ConnectionReset.into()));
+                    return Err(CallError::Failed(
+                        std::io::ErrorKind::ConnectionReset.into(),
+                    ));
                 }
                 tokio::time::sleep(Duration::from_millis(40)).await;
                 Ok(2)
@@ -938,7 +978,11 @@ mod tests {
             .await;
             assert_eq!(answer.unwrap(), 1);
         }
-        assert_eq!(hedge.snapshot().started, 0, "no percentile before three calls");
+        assert_eq!(
+            hedge.snapshot().started,
+            0,
+            "no percentile before three calls"
+        );
         let delay = hedge.delay().unwrap();
         assert!(delay >= Duration::from_millis(20), "{delay:?}");
         let at = Instant::now();

@@ -217,11 +217,7 @@ fn describe() {
             "Time from a task's hand-over (a deferred task's response end) to its start"
         );
         describe_counter!(HEDGES, Unit::Count, "Hedges started, won and lost");
-        describe_counter!(
-            HEDGE_STOPPED,
-            Unit::Count,
-            "Hedges not started, by reason"
-        );
+        describe_counter!(HEDGE_STOPPED, Unit::Count, "Hedges not started, by reason");
         describe_counter!(FALLBACKS, Unit::Count, "Calls answered by their fallback");
         describe_counter!(STALE, Unit::Count, "Calls answered with a stale result");
         describe_counter!(
