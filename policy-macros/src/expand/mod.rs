@@ -228,7 +228,10 @@ mod tests {
             out.contains("Handle<::policy::hedge::Hedge> = Handle::hedge(\"tail\", BY)"),
             "{out}"
         );
-        assert!(out.contains(".percentile(95.0)\n            .max(2)"), "{out}");
+        assert!(
+            out.contains(".percentile(95.0)\n            .max(2)"),
+            "{out}"
+        );
         check("hedge", &out);
     }
 
@@ -515,7 +518,11 @@ mod tests {
                 policy: "hedge h { after = 25ms; max = 3 }\noperation sample: critical, idempotent { hedge = h; deadline = 1s }",
                 used: Expanded(
                     AttrKind::Critical,
-                    &[".after(Duration::from_millis(25))", ".max(3)", "hedge_within("],
+                    &[
+                        ".after(Duration::from_millis(25))",
+                        ".max(3)",
+                        "hedge_within(",
+                    ],
                 ),
             },
             Sample {
