@@ -212,3 +212,61 @@ async fn a_policy_files_hedge_follows_its_percentile_and_draws_from_the_retrys_a
         .unwrap();
     assert_eq!(row.after, "p90");
 }
+
+/// Names the file's hedge; the tower layer below shares it by name.
+#[policy::critical(hedge = "shared_tail", deadline = "1s")]
+#[policy::idempotent]
+async fn shared(dependency: Dependency) -> Result<u32, AppError> {
+    Ok(dependency.call().await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_layer_shares_the_attributes_hedge_and_goes_through_the_bulkhead_below_it() {
+    use policy::layer::{BoxError, BulkheadLayer, HedgeLayer, IdempotentLayer};
+    use tower::{Service, ServiceBuilder, ServiceExt};
+
+    let dependency = Dependency::new(&[300, 10]);
+    assert_eq!(shared(dependency).await.unwrap(), 2);
+    let hedge = Registry::global().find_hedge("shared_tail").unwrap();
+    assert_eq!(hedge.snapshot().won, 1);
+
+    let dependency = Dependency::new(&[300, 10]);
+    let service_dependency = dependency.clone();
+    let bulkhead = Registry::global().bulkhead("hedge-layer-test", |b| b.max_concurrent(2));
+    let mut service = ServiceBuilder::new()
+        .layer(HedgeLayer::new(hedge.clone()))
+        .layer(IdempotentLayer)
+        .layer(BulkheadLayer::new(bulkhead.clone()))
+        .service_fn(move |()| {
+            let dependency = service_dependency.clone();
+            async move { Ok::<_, BoxError>(dependency.call().await) }
+        });
+    let at = Instant::now();
+    assert_eq!(service.ready().await.unwrap().call(()).await.unwrap(), 2);
+    assert_eq!(at.elapsed(), Duration::from_millis(50));
+    assert_eq!(
+        dependency.alive.load(Ordering::SeqCst),
+        0,
+        "the first was dropped"
+    );
+    assert_eq!(bulkhead.snapshot().running, 0, "both permits given back");
+    let s = hedge.snapshot();
+    assert_eq!((s.calls, s.started, s.won), (2, 2, 2), "one state for both");
+
+    // A bulkhead of one: the hedge is refused below the layer and the first answer stands.
+    let one = Registry::global().bulkhead("hedge-layer-test-one", |b| b.max_concurrent(1));
+    let dependency = Dependency::new(&[300, 10]);
+    let service_dependency = dependency.clone();
+    let mut service = ServiceBuilder::new()
+        .layer(HedgeLayer::new(hedge.clone()))
+        .layer(IdempotentLayer)
+        .layer(BulkheadLayer::new(one.clone()))
+        .service_fn(move |()| {
+            let dependency = service_dependency.clone();
+            async move { Ok::<_, BoxError>(dependency.call().await) }
+        });
+    assert_eq!(service.ready().await.unwrap().call(()).await.unwrap(), 1);
+    assert_eq!(dependency.started.load(Ordering::SeqCst), 1);
+    assert_eq!(one.snapshot().refused_full, 1);
+    assert_eq!(hedge.snapshot().refused, 1);
+}
