@@ -431,6 +431,16 @@ pub(crate) fn validate_layer(lowered: &Lowered, errors: &mut Errors) -> Option<P
             );
         }
     }
+    if let Some(hedge) = &operation.hedge {
+        errors.at(
+            lowered.anchor,
+            format!(
+                "operation `{op}` sets `hedge = {}`{}, which `operation_layer!` does not apply: the operation layer has no hedging step\nhelp: put `#[policy::operation(\"{op}\")]` on the function instead, or build the stack by hand with `HedgeLayer::new(Registry::global().find_hedge(..))` above the breaker and bulkhead layers",
+                hedge.value,
+                position(hedge.loc)
+            ),
+        );
+    }
     errors.is_empty().then(|| mechanisms(lowered, operation))
 }
 
