@@ -376,8 +376,8 @@ enum Budget<'a> {
 struct Tally {
     started: u64,
     refused: u64,
-    /// The answer came from a hedge.
-    won: bool,
+    /// The hedge whose answer is the call's, by its attempt number.
+    winner: Option<u32>,
 }
 
 async fn hedge_loop<T, E, F, Fut>(
@@ -441,7 +441,8 @@ where
                 in_flight -= 1;
                 match outcome {
                     Ok(value) => {
-                        tally.won = index > 0;
+                        // Slots hold attempts 1, 2 and 3 in order.
+                        tally.winner = (index > 0).then(|| index as u32 + 1);
                         return Poll::Ready(Ok(value));
                     }
                     Err(CallError::Refused(refusal)) if index > 0 => {
@@ -513,14 +514,14 @@ where
     })
     .await;
     // Whatever is still in flight is dropped with this frame: the hedges that lost.
-    let lost = tally.started - tally.refused - u64::from(tally.won);
+    let lost = tally.started - tally.refused - u64::from(tally.winner.is_some());
     hedge.count(&hedge.stats.started, tally.started);
     hedge.count(&hedge.stats.refused, tally.refused);
     hedge.count(&hedge.stats.lost, lost);
-    if tally.won {
+    if let Some(winner) = tally.winner {
         hedge.count(&hedge.stats.won, 1);
         hedge.metrics.won();
-        observe::hedge_won(&hedge.name, number);
+        observe::hedge_won(&hedge.name, winner);
     }
     if lost > 0 {
         hedge.metrics.lost(lost);

@@ -419,6 +419,9 @@ fn hedges_are_counted_started_won_lost_and_stopped() {
         assert_eq!(stopped("budget"), 1);
         assert_eq!(stopped("deadline"), 0, "registered at zero");
         let s = hedge.snapshot();
-        assert_eq!((s.started, s.won, s.lost, s.stopped_by_budget), (2, 1, 1, 1));
+        assert_eq!(
+            (s.started, s.won, s.lost, s.stopped_by_budget),
+            (2, 1, 1, 1)
+        );
     });
 }

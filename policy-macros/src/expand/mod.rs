@@ -307,7 +307,8 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("search.policy:"), "where it says so: {out}");
-        let out = crate::layer::operation_layer(quote!("hedged_reindex"), Some(&source)).to_string();
+        let out =
+            crate::layer::operation_layer(quote!("hedged_reindex"), Some(&source)).to_string();
         assert!(
             out.contains("sets `hedge = tail`") && out.contains("HedgeLayer::new"),
             "a hedge is refused, not dropped: {out}"
