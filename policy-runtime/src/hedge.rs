@@ -586,7 +586,7 @@ impl Latency {
                 let _ = bucket.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n / 2));
             }
         }
-        if ever <= 16 || ever % 16 == 0 {
+        if ever <= 16 || ever.is_multiple_of(16) {
             self.cached
                 .store(self.percentile_nanos(percentile), Ordering::Relaxed);
         }
