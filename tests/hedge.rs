@@ -270,3 +270,55 @@ async fn a_hedge_layer_shares_the_attributes_hedge_and_goes_through_the_bulkhead
     assert_eq!(one.snapshot().refused_full, 1);
     assert_eq!(hedge.snapshot().refused, 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn below_a_retry_layer_the_hedges_draw_from_the_retrys_allowance() {
+    use policy::layer::{BoxError, HedgeLayer, IdempotentLayer, RetryLayer};
+    use tower::{Service, ServiceBuilder, ServiceExt};
+
+    let retry = Registry::global().retry("hedge-layer-retry", |r| r.attempts(2));
+    let hedge = Registry::global().hedge("hedge-layer-within-retry", |h| {
+        h.after(Duration::from_millis(20))
+    });
+    let dependency = Dependency::new(&[300, 5]);
+    let service_dependency = dependency.clone();
+    let mut service = ServiceBuilder::new()
+        .layer(RetryLayer::new(retry.clone()))
+        .layer(IdempotentLayer)
+        .layer(HedgeLayer::new(hedge.clone()).within_retry(retry.clone()))
+        .layer(IdempotentLayer)
+        .service_fn(move |()| {
+            let dependency = service_dependency.clone();
+            async move { Ok::<_, BoxError>(dependency.call().await) }
+        });
+    assert_eq!(service.ready().await.unwrap().call(()).await.unwrap(), 2);
+    assert_eq!(
+        retry.allowance().snapshot().calls,
+        1,
+        "counted once, by the retry layer"
+    );
+    assert_eq!(
+        hedge.allowance().snapshot().calls,
+        0,
+        "not in the hedge's own"
+    );
+    assert_eq!(
+        retry.allowance().snapshot().retries,
+        1,
+        "the hedge withdrew from it"
+    );
+
+    // The retry's allowance spent: no hedge.
+    while retry.allowance().try_withdraw() {}
+    let dependency = Dependency::new(&[300, 5]);
+    let service_dependency = dependency.clone();
+    let mut service = ServiceBuilder::new()
+        .layer(HedgeLayer::new(hedge.clone()).within_retry(retry.clone()))
+        .layer(IdempotentLayer)
+        .service_fn(move |()| {
+            let dependency = service_dependency.clone();
+            async move { Ok::<_, BoxError>(dependency.call().await) }
+        });
+    assert_eq!(service.ready().await.unwrap().call(()).await.unwrap(), 1);
+    assert_eq!(hedge.snapshot().stopped_by_budget, 1);
+}

@@ -5,6 +5,7 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use super::HedgeService;
+use crate::RetryPolicy;
 use crate::hedge::Hedge;
 use crate::layer::ClaimedIdempotent;
 
@@ -13,6 +14,7 @@ use crate::layer::ClaimedIdempotent;
 #[derive(Clone)]
 pub struct HedgeLayer {
     hedge: Arc<Hedge>,
+    retry: Option<Arc<RetryPolicy>>,
     budget: Duration,
 }
 
@@ -35,8 +37,17 @@ impl HedgeLayer {
     pub fn new(hedge: Arc<Hedge>) -> Self {
         Self {
             hedge,
+            retry: None,
             budget: Self::DEFAULT_BUDGET,
         }
+    }
+
+    /// For a layer below a [`RetryLayer`](crate::layer::RetryLayer) of `retry`: its hedges
+    /// withdraw from the retry policy's allowance (one budget for retries and hedges, as the
+    /// attributes do), and a call, counted there by the retry layer, is not counted again.
+    pub fn within_retry(mut self, retry: Arc<RetryPolicy>) -> Self {
+        self.retry = Some(retry);
+        self
     }
 
     /// The deadline every attempt of a call shares when no deadline is in scope
@@ -51,6 +62,11 @@ impl<S: ClaimedIdempotent> Layer<S> for HedgeLayer {
     type Service = HedgeService<S::Service>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        HedgeService::new(inner.into_service(), self.hedge.clone(), self.budget)
+        HedgeService::new(
+            inner.into_service(),
+            self.hedge.clone(),
+            self.retry.clone(),
+            self.budget,
+        )
     }
 }

@@ -15,6 +15,9 @@
 //!   like the first, and one they refuse (a [`ResilienceError`](crate::ResilienceError)) is not
 //!   an answer: the call waits for the attempts that run. A first attempt refused is the call's
 //!   answer at once, never hedged.
+//! - **One budget.** Hedges withdraw from the hedge's allowance; below a
+//!   [`RetryLayer`](super::RetryLayer), [`HedgeLayer::within_retry`] makes them withdraw from
+//!   the retry policy's instead, as the attributes do.
 //! - **One deadline.** Every attempt runs under the current deadline (a
 //!   [`DeadlineLayer`](super::DeadlineLayer) above, or an annotated caller; outside any scope,
 //!   one of [`HedgeLayer::budget`] started at the call), in scope while it runs.

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tower_service::Service;
 
-use crate::hedge::{Hedge, hedge_within};
+use crate::hedge::{Hedge, hedge_within, hedge_within_retry};
 use crate::layer::{BoxError, is_refusal};
 use crate::retry::Attempt;
-use crate::{CallError, Deadline, DeadlineExceeded, Idempotent, ResilienceError};
+use crate::{CallError, Deadline, DeadlineExceeded, Idempotent, ResilienceError, RetryPolicy};
 
 /// The response future of [`HedgeService`]: the hedging loop, boxed.
 pub type ResponseFuture<R> = Pin<Box<dyn Future<Output = Result<R, BoxError>> + Send>>;
@@ -20,6 +20,7 @@ pub type ResponseFuture<R> = Pin<Box<dyn Future<Output = Result<R, BoxError>> + 
 pub struct HedgeService<S> {
     inner: S,
     hedge: Arc<Hedge>,
+    retry: Option<Arc<RetryPolicy>>,
     budget: Duration,
 }
 
@@ -33,10 +34,16 @@ impl<S: fmt::Debug> fmt::Debug for HedgeService<S> {
 }
 
 impl<S> HedgeService<S> {
-    pub(super) fn new(inner: S, hedge: Arc<Hedge>, budget: Duration) -> Self {
+    pub(super) fn new(
+        inner: S,
+        hedge: Arc<Hedge>,
+        retry: Option<Arc<RetryPolicy>>,
+        budget: Duration,
+    ) -> Self {
         Self {
             inner,
             hedge,
+            retry,
             budget,
         }
     }
@@ -88,7 +95,7 @@ where
         // ready first (tower's advice for a service called from its future).
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
-        let hedge = self.hedge.clone();
+        let (hedge, retry) = (self.hedge.clone(), self.retry.clone());
         Box::pin(async move {
             let template = ready.clone();
             let mut first = Some(ready);
@@ -109,9 +116,12 @@ where
                     }
                 }
             };
-            hedge_within(&deadline, &hedge, Idempotent::claim(attempt))
-                .await
-                .map_err(boxed)
+            let op = Idempotent::claim(attempt);
+            match &retry {
+                Some(retry) => hedge_within_retry(&deadline, &hedge, retry, op).await,
+                None => hedge_within(&deadline, &hedge, op).await,
+            }
+            .map_err(boxed)
         })
     }
 }
