@@ -82,7 +82,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, process_clock};
 use crate::error::CallError;
 use crate::instruments::HedgeMetrics;
 use crate::observe;
@@ -391,15 +391,18 @@ where
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
     let mut op = op.op;
+    // One clock read: the call's start, for the allowance's deposit, the hedge's timer and
+    // the latency recorded.
+    let start_nanos = process_clock::now();
     let allowance = match budget {
         Budget::Own => {
-            hedge.allowance.deposit();
+            hedge.allowance.deposit_as_of(start_nanos);
             &*hedge.allowance
         }
         Budget::Retry(allowance) => allowance,
     };
     hedge.stats.calls.fetch_add(1, Ordering::Relaxed);
-    let start = Instant::now();
+    let start = process_clock::instant_of(start_nanos);
     let delay = hedge.delay().filter(|_| hedge.max > 1);
     let mut first = pin!(Some(op(Attempt {
         number: 1,
@@ -407,20 +410,16 @@ where
     })));
     let mut second = pin!(None::<Fut>);
     let mut third = pin!(None::<Fut>);
-    // The timer of the next hedge: none when the delay would end past the deadline.
+    // When the next hedge is due: never when the delay would end past the deadline.
     let next_at = |now: Instant| {
         delay
             .filter(|d| *d + TIMER_TICK < deadline.instant().saturating_duration_since(now))
             .map(|d| now + d)
     };
-    let mut timer = pin!(tokio::time::sleep_until(start));
-    let mut armed = match next_at(start) {
-        Some(at) => {
-            timer.as_mut().reset(at);
-            true
-        }
-        None => false,
-    };
+    let mut due = next_at(start);
+    // The timer is made only once the attempts did not answer on their first poll: a call
+    // answered at once arms none.
+    let mut timer = pin!(None::<tokio::time::Sleep>);
     let mut tally = Tally::default();
     let mut number = 1;
     let mut in_flight = 1u32;
@@ -463,13 +462,24 @@ where
                 }
             }
             if in_flight == 0 {
-                armed = false;
+                due = None;
                 if let Some(error) = failure.take() {
                     return Poll::Ready(Err(error));
                 }
             }
-            if armed && timer.as_mut().poll(cx).is_ready() {
-                armed = false;
+            let fired = match (due, timer.as_mut().as_pin_mut()) {
+                (None, _) => false,
+                (Some(at), None) => {
+                    timer.set(Some(tokio::time::sleep_until(at)));
+                    timer
+                        .as_mut()
+                        .as_pin_mut()
+                        .is_some_and(|sleep| sleep.poll(cx).is_ready())
+                }
+                (Some(_), Some(sleep)) => sleep.poll(cx).is_ready(),
+            };
+            if fired {
+                due = None;
                 if number < hedge.max {
                     if deadline.remaining() <= TIMER_TICK {
                         hedge.count(&hedge.stats.stopped_by_deadline, 1);
@@ -496,12 +506,12 @@ where
                         observe::hedge(&hedge.name, number, delay.unwrap_or_default());
                         hedge.metrics.started();
                         started_one = true;
-                        let now = Instant::now();
                         if number < hedge.max
-                            && let Some(at) = next_at(now)
+                            && let Some(at) = next_at(Instant::now())
+                            && let Some(sleep) = timer.as_mut().as_pin_mut()
                         {
-                            timer.as_mut().reset(at);
-                            armed = true;
+                            sleep.reset(at);
+                            due = Some(at);
                         }
                     }
                 }
