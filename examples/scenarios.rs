@@ -596,7 +596,10 @@ fn capacity_drop(bulkhead: Bulkhead) -> CapacityDrop {
                 x.set_slots(CAPACITY_AFTER);
             })
         };
-        let routes = [(A_PER_SEC, true, 0x5eed_000a), (B_PER_SEC, false, 0x5eed_000b)];
+        let routes = [
+            (A_PER_SEC, true, 0x5eed_000a),
+            (B_PER_SEC, false, 0x5eed_000b),
+        ];
         let arrivals = routes.map(|(per_sec, to_x, seed)| {
             let (pool, x, bulkhead) = (pool.clone(), x.clone(), bulkhead.clone());
             let (a_after, b) = (a_after.clone(), b.clone());
