@@ -200,10 +200,10 @@ pub use lower::{OPERATION_FLAGS, OPERATION_STATEMENTS, stanza_keywords};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec, Compression,
-    FailMode, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec, Rate,
-    RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
-    WorkClass,
+    AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec,
+    Compression, FailMode, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec,
+    Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec,
+    WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

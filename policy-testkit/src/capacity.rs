@@ -53,7 +53,7 @@ impl Capacity {
 
     /// One call: waits for a slot inside the dependency, then for the service time. Returns
     /// how long it took.
-    pub fn call(&self) -> impl Future<Output = Duration> + Send + 'static {
+    pub fn call(&self) -> impl Future<Output = Duration> + Send + use<> {
         let (slots, service) = (self.slots.clone(), self.service);
         async move {
             let start = Instant::now();
