@@ -25,7 +25,7 @@
 //!
 //! An **adaptive** bulkhead ([`BulkheadBuilder::adaptive`], `adaptive(min = 4, max = 64)` in a
 //! `.policy` file) moves its own slot count between a `min` and a `max`, following the latency
-//! of the calls it admits (Netflix's Vegas, adapted: see [`adaptive`](self::adaptive)).
+//! of the calls it admits (Netflix's Vegas, adapted: see [`adaptive`]).
 //!
 //! ```
 //! use std::time::Duration;
@@ -138,7 +138,7 @@ impl BulkheadBuilder {
     }
 
     /// Slots that follow the dependency's measured latency, between `limit`'s `min` and
-    /// `max`, starting at `min` (see [`adaptive`](self::adaptive)). Replaces
+    /// `max`, starting at `min` (see [the module docs](self::adaptive)). Replaces
     /// [`max_concurrent`](Self::max_concurrent); the queue stays as
     /// [`max_queued`](Self::max_queued) sets it.
     pub fn adaptive(mut self, limit: AdaptiveLimit) -> Self {
