@@ -497,6 +497,23 @@ pub enum Kind {
         other: String,
     },
 
+    /// A durable queue on work that is not background work.
+    #[error("{class} operation `{operation}` is put on queue `{queue}`")]
+    #[diagnostic(
+        code("policy::queue-not-background"),
+        help(
+            "a durable queue runs background work, later and on any instance: make `{operation}` `background`, or remove `queue`"
+        )
+    )]
+    QueueNotBackground {
+        /// The operation.
+        operation: String,
+        /// Its class.
+        class: String,
+        /// The queue it names.
+        queue: String,
+    },
+
     /// Background shed later than deferred.
     #[error("`background` is shed at load {background}, later than `deferred` at {deferred}")]
     #[diagnostic(

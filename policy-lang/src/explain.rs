@@ -27,6 +27,12 @@ use crate::units::{format_duration, format_ratio};
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Step {
+    /// Background work on a durable queue: the call enqueues its arguments, and whichever
+    /// instance's worker takes the task runs the steps after this one.
+    Enqueue {
+        /// The queue's name.
+        queue: String,
+    },
     /// The admission decision: load for deferred and background work, budget for all.
     Shed {
         /// The operation's class.
@@ -169,7 +175,15 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
         };
     }
     let (deferred, background) = spec.shedding_thresholds();
-    let mut steps = vec![Step::Shed {
+    let mut steps: Vec<Step> = operation
+        .queue
+        .iter()
+        .filter(|_| class == WorkClass::Background)
+        .map(|queue| Step::Enqueue {
+            queue: queue.value.clone(),
+        })
+        .collect();
+    steps.push(Step::Shed {
         class,
         load_threshold: match class {
             WorkClass::Critical => None,
@@ -178,7 +192,7 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
         },
         min_budget: operation.min_budget.as_ref().map(|d| d.value),
         expected_cost: operation.expected_cost.as_ref().map(|d| d.value),
-    }];
+    });
     if let Some(ratelimit) = operation
         .ratelimit
         .as_ref()
@@ -459,6 +473,10 @@ impl fmt::Display for Step {
                 }
                 Ok(())
             }
+            Step::Enqueue { queue } => write!(
+                f,
+                "queue `{queue}`: enqueue the arguments on the durable queue (acknowledged by Redis, or refused when full or unreachable); a worker on any instance runs the rest, at least once (the in-process pool while no queue is installed)"
+            ),
             Step::Isolate {
                 pool,
                 max_concurrent,

@@ -37,6 +37,7 @@ const RULES: &[Rule] = &[
     critical_ratelimit_chooses_fail_modes,
     fallbacks_answer_a_caller,
     isolate_stands_alone,
+    queue_is_for_background_work,
     backoff_base_within_cap,
     asset_sizes_positive,
     one_hop_per_variable,
@@ -581,6 +582,30 @@ fn fallbacks_answer_a_caller(spec: &Spec, out: &mut Vec<Diagnostic>) {
 
 /// `policy::isolate-stands-alone`: isolated work is a synchronous function on a pool, waited
 /// for within its caller's deadline; the caller's operation carries the mechanisms.
+/// `policy::queue-not-background`: only background work goes to a durable queue.
+fn queue_is_for_background_work(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        let Some(queue) = &operation.queue else {
+            continue;
+        };
+        if operation.class.value == WorkClass::Background || operation.isolate.is_some() {
+            continue;
+        }
+        out.push(
+            Diagnostic::new(
+                Kind::QueueNotBackground {
+                    operation: operation.name.value.clone(),
+                    class: operation.class.value.as_str().to_owned(),
+                    queue: queue.value.clone(),
+                },
+                queue.loc,
+                "a durable queue is for background work",
+            )
+            .with_label(operation.class.loc, "declared here"),
+        );
+    }
+}
+
 fn isolate_stands_alone(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for operation in &spec.operations {
         let Some(isolate) = &operation.isolate else {
@@ -608,6 +633,7 @@ fn isolate_stands_alone(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 operation.stale_if_error.as_ref().map(|d| d.loc),
             ),
             located("poll_budget", operation.poll_budget.as_ref().map(|d| d.loc)),
+            located("queue", operation.queue.as_ref().map(|q| q.loc)),
         ];
         for (other, loc) in others.into_iter().flatten() {
             out.push(

@@ -141,6 +141,23 @@ fn every_setting_of_the_model_is_explained() {
     )
     .try_into()
     .unwrap();
+    let [embed] =
+        explain("operation embed: background, idempotent { queue = embeddings; deadline = 30s }\n")
+            .try_into()
+            .unwrap();
+    assert_eq!(
+        embed.steps.first(),
+        Some(&Step::Enqueue {
+            queue: "embeddings".to_owned()
+        }),
+        "enqueued first, the rest run by a worker"
+    );
+    assert!(
+        embed
+            .to_string()
+            .contains("queue `embeddings`: enqueue the arguments"),
+        "{embed}"
+    );
     let text = feed.to_string();
     for part in [
         "breaker `b`: refuse while open (a `Retry-After` opens it for at most 2m)",

@@ -84,6 +84,8 @@ impl AttrKind {
         match self {
             Self::Idempotent | Self::Operation => Vec::new(),
             Self::Isolate => ISOLATE_KEYS.to_vec(),
+            // Background work alone may go to a durable queue.
+            Self::Background => [COMMON_KEYS, &["queue"]].concat(),
             _ => COMMON_KEYS.to_vec(),
         }
     }
@@ -173,6 +175,8 @@ pub(crate) struct Args {
     pub(crate) fallback_on_failure: Option<Span>,
     pub(crate) stale_if_error: Option<Spanned<Duration>>,
     pub(crate) poll_budget: Option<Spanned<Duration>>,
+    /// The durable queue background work is enqueued on, by name.
+    pub(crate) queue: Option<Spanned<String>>,
     /// `#[isolate]`, where it was written.
     pub(crate) isolate: Option<Span>,
     pub(crate) max_concurrent: Option<Spanned<u32>>,
@@ -571,6 +575,7 @@ impl Args {
                     "poll_budget" => {
                         set_once(&mut self.poll_budget, duration(&meta)?, span, &key, errors);
                     }
+                    "queue" => set_once(&mut self.queue, name(&meta)?, span, &key, errors),
                     "max_concurrent" => {
                         set_once(&mut self.max_concurrent, count(&meta)?, span, &key, errors);
                     }

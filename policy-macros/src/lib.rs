@@ -50,6 +50,22 @@ pub fn deferred(args: TokenStream, item: TokenStream) -> TokenStream {
 /// Background work: calling the function hands it to the bounded background pool (shed first
 /// under pressure) and returns `()` at once. Must be `#[idempotent]`. See the `policy` crate
 /// docs.
+///
+/// With `queue = "name"` the call enqueues its arguments on that durable queue (a Redis
+/// stream, `policy::queue`) once one is installed under the name, and runs on the pool as
+/// above until then. The function must then be a free function with owned `serde` arguments
+/// and no type parameters; the attribute also writes a module of the function's name whose
+/// `task()` is what the queue's worker runs:
+///
+/// ```text
+/// #[policy::background(queue = "embeddings", deadline = "30s")]
+/// #[policy::idempotent]
+/// async fn embed_document(id: u64, text: String) -> Result<(), EmbedError> { .. }
+///
+/// policy::queue::install(embeddings.clone());
+/// let worker = embeddings.worker().handle(embed_document::task()).start();
+/// embed_document(7, text); // enqueued; run by whichever instance's worker takes it
+/// ```
 #[doc = include_str!("keys.md")]
 #[proc_macro_attribute]
 pub fn background(args: TokenStream, item: TokenStream) -> TokenStream {

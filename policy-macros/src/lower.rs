@@ -379,6 +379,9 @@ pub(crate) fn lower(
     if let Some(ratelimit) = &args.ratelimit {
         operation.ratelimit = Some(locs.located(ratelimit));
     }
+    if let Some(queue) = &args.queue {
+        operation.queue = Some(locs.located(queue));
+    }
 
     let mut inline = InlineFlags::default();
     match &args.breaker {

@@ -53,6 +53,16 @@ pub(crate) struct Plan {
     pub(crate) isolate: Option<Isolate>,
     /// Where the file's operation it bound to is declared, if it bound to one.
     pub(crate) bound: Option<String>,
+    /// The durable queue background work goes to when one is installed.
+    pub(crate) queue: Option<Queued>,
+}
+
+/// Background work on a durable queue: the queue's name and the arguments it encodes.
+pub(crate) struct Queued {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    /// Every parameter, by name and type: the task's arguments, in order.
+    pub(crate) params: Vec<(Ident, Type)>,
 }
 
 /// A fallback function, stale-if-error, or both.
@@ -331,6 +341,7 @@ fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Opt
     };
     Some(Plan {
         answer: answer(operation, func, &span_of, errors),
+        queue: queued(operation, func, &span_of, errors),
         per_attempt,
         isolate: operation.isolate.as_ref().map(|isolate| Isolate {
             pool: isolate.pool.value,
@@ -367,7 +378,50 @@ fn mechanisms(lowered: &Lowered, operation: &OperationSpec) -> Plan {
         answer: None,
         per_attempt: Vec::new(),
         isolate: None,
+        queue: None,
     }
+}
+
+/// `queue = ...` (the attribute's or the file operation's): on a free function whose arguments
+/// it can encode. That only background work may name one is the validator's rule
+/// (`policy::queue-not-background`), for files and attributes alike.
+fn queued(
+    operation: &OperationSpec,
+    func: &Func,
+    span_of: &dyn Fn(Loc) -> Span,
+    errors: &mut Errors,
+) -> Option<Queued> {
+    let queue = operation.queue.as_ref()?;
+    if operation.class.value != WorkClass::Background {
+        return None;
+    }
+    let span = span_of(queue.loc);
+    if let Some(receiver) = func.receiver() {
+        errors.at(
+            receiver.span(),
+            "work on a queue cannot take `self`: a task is its encoded arguments, run by whichever instance takes it; pass what it needs as owned arguments",
+        );
+    }
+    if func.item.sig.generics.params.iter().next().is_some() {
+        errors.at(
+            func.item.sig.generics.span(),
+            "work on a queue cannot have generic parameters: a worker decodes its arguments into one concrete type",
+        );
+    }
+    let params = answer_params(func, "work on a queue", errors);
+    for (_, ty) in &params {
+        if matches!(ty, Type::Reference(_)) {
+            errors.at(
+                ty.span(),
+                "work on a queue takes owned arguments (`String` for `&str`): they are encoded and run later, elsewhere",
+            );
+        }
+    }
+    Some(Queued {
+        name: queue.value.clone(),
+        span,
+        params,
+    })
 }
 
 /// `operation_layer!("name")`: the same validator's report on the files and the operation,

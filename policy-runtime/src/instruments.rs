@@ -150,6 +150,11 @@ pub(crate) const TASK_START_DELAY: &str = "policy_task_start_delay_seconds";
 pub(crate) const FALLBACKS: &str = "policy_fallbacks_total";
 pub(crate) const STALE: &str = "policy_stale_total";
 pub(crate) const POLLS_OVER_BUDGET: &str = "policy_polls_over_budget_total";
+pub(crate) const QUEUE_TASKS: &str = "policy_queue_tasks_total";
+pub(crate) const QUEUE_LENGTH: &str = "policy_queue_length";
+pub(crate) const QUEUE_PENDING: &str = "policy_queue_pending";
+pub(crate) const QUEUE_DEAD_LETTERS: &str = "policy_queue_dead_letters";
+pub(crate) const QUEUE_OLDEST_AGE: &str = "policy_queue_oldest_age_seconds";
 
 /// Units and descriptions for exporters that show them (Prometheus' `# HELP`), once.
 #[cfg(feature = "metrics")]
@@ -222,6 +227,31 @@ fn describe() {
         );
         describe_counter!(FALLBACKS, Unit::Count, "Calls answered by their fallback");
         describe_counter!(STALE, Unit::Count, "Calls answered with a stale result");
+        describe_counter!(
+            QUEUE_TASKS,
+            Unit::Count,
+            "Durable queue tasks by event: enqueued, refused (by reason), completed, failed, redelivered, dead_lettered"
+        );
+        describe_gauge!(
+            QUEUE_LENGTH,
+            Unit::Count,
+            "Unfinished tasks in a durable queue's stream, fleet-wide"
+        );
+        describe_gauge!(
+            QUEUE_PENDING,
+            Unit::Count,
+            "Tasks of a durable queue delivered and not yet acknowledged, fleet-wide"
+        );
+        describe_gauge!(
+            QUEUE_DEAD_LETTERS,
+            Unit::Count,
+            "Dead letters kept for a durable queue, fleet-wide"
+        );
+        describe_gauge!(
+            QUEUE_OLDEST_AGE,
+            Unit::Seconds,
+            "Age of a durable queue's oldest unfinished task"
+        );
         describe_counter!(
             POLLS_OVER_BUDGET,
             Unit::Count,
@@ -642,5 +672,75 @@ impl CallMetrics {
         };
         histogram.record(took.as_secs_f64());
         self.attempts.record(f64::from(attempts));
+    }
+}
+
+/// One durable queue (feature `redis`): `policy_queue_tasks_total{name, event[, reason]}` and
+/// the stream's figures as last read.
+#[derive(Debug)]
+#[cfg_attr(
+    not(feature = "redis"),
+    expect(dead_code, reason = "only the redis queue records these")
+)]
+pub(crate) struct QueueMetrics {
+    pub(crate) enqueued: Counter,
+    /// `full`, `unavailable`, `shed`, `encoding`.
+    refused: [(&'static str, Counter); 4],
+    pub(crate) completed: Counter,
+    pub(crate) failed: Counter,
+    pub(crate) redelivered: Counter,
+    pub(crate) dead_lettered: Counter,
+    length: Gauge,
+    pending: Gauge,
+    dead_letters: Gauge,
+    oldest_age: Gauge,
+}
+
+#[cfg_attr(
+    not(feature = "redis"),
+    expect(dead_code, reason = "only the redis queue records these")
+)]
+impl QueueMetrics {
+    pub(crate) fn new(name: &str) -> Self {
+        let event = |event: &'static str| counter(QUEUE_TASKS, &[("name", name), ("event", event)]);
+        Self {
+            enqueued: event("enqueued"),
+            refused: ["full", "unavailable", "shed", "encoding"].map(|reason| {
+                (
+                    reason,
+                    counter(
+                        QUEUE_TASKS,
+                        &[("name", name), ("event", "refused"), ("reason", reason)],
+                    ),
+                )
+            }),
+            completed: event("completed"),
+            failed: event("failed"),
+            redelivered: event("redelivered"),
+            dead_lettered: event("dead_lettered"),
+            length: gauge(QUEUE_LENGTH, &[("name", name)]),
+            pending: gauge(QUEUE_PENDING, &[("name", name)]),
+            dead_letters: gauge(QUEUE_DEAD_LETTERS, &[("name", name)]),
+            oldest_age: gauge(QUEUE_OLDEST_AGE, &[("name", name)]),
+        }
+    }
+
+    pub(crate) fn refused(&self, reason: &str) {
+        if let Some((_, counter)) = self.refused.iter().find(|(r, _)| *r == reason) {
+            counter.increment();
+        }
+    }
+
+    /// The stream's figures as just read.
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "gauges are f64; queue lengths stay far below 2^52"
+    )]
+    pub(crate) fn figures(&self, length: u64, pending: u64, dead: u64, oldest_ms: Option<u64>) {
+        self.length.set(length as f64);
+        self.pending.set(pending as f64);
+        self.dead_letters.set(dead as f64);
+        self.oldest_age
+            .set(oldest_ms.map_or(0.0, |ms| ms as f64 / 1000.0));
     }
 }

@@ -13,7 +13,10 @@
 //!
 //! Work the user does not wait for has two more: [`defer`](mod@defer) runs work after the response is
 //! finished (its failures attached before the hand-over, logged, never rethrown), and
-//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure.
+//! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure,
+//! or, with a Redis store (feature `redis`), on a durable [`queue`] that every instance consumes
+//! through one consumer group, acknowledged after it finished and redelivered when a worker
+//! died.
 //! The [`limiter`] (feature `ratelimit`) bounds a rate: in this process (GCRA from `governor`),
 //! or across the fleet through `redis_store` (feature `redis`). An annotated function or a
 //! `.policy` operation that names one asks it once per call, after the deadline and the
@@ -112,7 +115,7 @@
 //! | field       | holds                                                                         |
 //! |-------------|-------------------------------------------------------------------------------|
 //! | `operation` | the annotated function's operation, when the event happens inside its call    |
-//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background`, `platform` |
+//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background`, `queue`, `platform` |
 //! | `name`      | the mechanism's name                                                          |
 //! | `kind`      | what happened (`breaker_opened`, `breaker_open`, `shed`, `retry`, `task_failed`...) |
 //! | `reason`    | a short code: `failures`, `retry_after`, `full`, `queue_timeout`, `load`, `budget`, `min_budget`, `deadline`... |
@@ -155,6 +158,7 @@
 //! | a request's after-response queue | [`AfterResponse`] | the tasks that one request deferred, at most [`Limits::max_per_request`](defer::Limits::max_per_request) (128 by default; past it a task is refused), released when its response is finished (or dropped) |
 //! | deferred tasks in flight | [`defer::ContainerPlatform`]'s task tracker | one entry per task handed over and not ended: at most [`max_concurrent`](defer::Limits::max_concurrent) running and [`max_queued`](defer::Limits::max_queued) waiting (512 and 4,096 by default); past them a task is refused, counted and logged |
 //! | task spans | [`defer`](mod@defer), [`background`](mod@background) | one tracing span per task in flight, closed when it ends |
+//! | durable queues (feature `redis`) | [`queue`] | in Redis: at most `max_len` unfinished tasks per queue (an enqueue past it is refused) and about 10,000 dead letters; in the process: one weak reference per live queue for the snapshot, one installed queue per name, and at most `concurrency` tasks running per worker (an attributed call's enqueue runs as one short task until Redis answered or the store's timeout passed) |
 //! | the Redis store's breakers and openings | `redis_store` (feature `redis`) | one entry per attached breaker name; the openings it has heard of are bounded there (see its docs) |
 //! | metrics (feature `metrics`) | the recorder you install | label values are mechanism names, kinds and reason codes, never arguments |
 //!
@@ -182,6 +186,7 @@ pub mod isolate;
 pub mod layer;
 pub mod limiter;
 pub mod observe;
+pub mod queue;
 #[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod registry;

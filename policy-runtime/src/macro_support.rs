@@ -943,3 +943,82 @@ where
 {
     Traced::new(calls, span, call)
 }
+
+/// Work on a durable queue is encoded when enqueued and decoded by a worker, perhaps on
+/// another instance.
+#[diagnostic::on_unimplemented(
+    message = "the arguments of work on a queue must be `Serialize` and `Deserialize`: `{Self}` is not",
+    label = "these arguments are encoded (serde, JSON) and run later by whichever instance takes the task",
+    note = "derive `serde::Serialize` and `serde::Deserialize` for each argument's type, and make them owned (`String` for `&str`)"
+)]
+pub trait QueueArgs: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
+
+impl<A: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> QueueArgs for A {}
+
+/// The queue of one `#[background(queue = "...")]` function: looked up among the
+/// [installed](crate::queue::install) queues until one is found, then kept.
+#[derive(Debug)]
+pub struct QueueSlot {
+    name: &'static str,
+    #[cfg(feature = "redis")]
+    found: std::sync::OnceLock<crate::queue::TaskQueue>,
+    /// One more than the install count at the last lookup that found nothing (0: none yet), so
+    /// that the embedded default (no queue installed) takes no lock per call.
+    #[cfg(feature = "redis")]
+    missed: std::sync::atomic::AtomicU64,
+}
+
+impl QueueSlot {
+    /// The slot of queue `name`.
+    pub const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            #[cfg(feature = "redis")]
+            found: std::sync::OnceLock::new(),
+            #[cfg(feature = "redis")]
+            missed: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Enqueues `args` as a task of `operation` when the queue is installed (a refusal is
+    /// counted and logged by the queue), and gives them back when it is not, for the
+    /// in-process pool.
+    pub fn enqueue<A: QueueArgs>(&'static self, operation: &'static str, args: A) -> Option<A> {
+        #[cfg(feature = "redis")]
+        {
+            use std::sync::atomic::Ordering;
+            let queue = match self.found.get() {
+                Some(queue) => Some(queue),
+                None => {
+                    let installs = crate::queue::installs();
+                    if self.missed.load(Ordering::Acquire) == installs + 1 {
+                        None
+                    } else {
+                        let found = crate::queue::installed(self.name);
+                        if found.is_none() {
+                            self.missed.store(installs + 1, Ordering::Release);
+                        }
+                        found.map(|q| self.found.get_or_init(|| q))
+                    }
+                }
+            };
+            if let Some(queue) = queue {
+                queue.enqueue_detached(operation, &args);
+                return None;
+            }
+        }
+        let _ = (self.name, operation);
+        Some(args)
+    }
+}
+
+/// What a worker runs for one `#[background(queue = "...")]` function.
+pub fn queue_handler<A, F, Fut>(operation: &'static str, work: F) -> crate::queue::Handler
+where
+    A: QueueArgs,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: crate::defer::DeferredOutcome,
+{
+    crate::queue::Handler::new(operation, work)
+}

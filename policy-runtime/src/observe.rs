@@ -8,7 +8,7 @@
 //! | field       | what it holds                                                              |
 //! |-------------|----------------------------------------------------------------------------|
 //! | `operation` | the annotated function's operation, when the event happens inside one      |
-//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background`, `platform`, `fallback` or `store` (the Redis store) |
+//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background`, `queue`, `platform`, `fallback` or `store` (the Redis store) |
 //! | `name`      | the mechanism's name (the breaker's, the bulkhead's, the task's)           |
 //! | `kind`      | what happened, from the table below                                        |
 //! | `reason`    | a short, stable code (never a sentence): see each row                      |
@@ -40,6 +40,11 @@
 //! | ... its queue of reports is full | WARN | `store_backlog` | `queue_full` | `instance` |
 //! | a fleet rate limiter decides without Redis (`mechanism` `rate_limiter`) | WARN | `limiter_degraded` | `timeout`, `error` | `mode` |
 //! | ... decides with Redis again | INFO | `limiter_recovered` | `reachable` | |
+//! | an enqueue on a durable queue is refused (feature `redis`; `mechanism` `queue`, `name` the queue) | WARN (DEBUG for the rest of an outage) | `enqueue_refused` | `full`, `unavailable`, `shed`, `encoding` | `operation` |
+//! | ... a delivery fails and waits for redelivery | INFO | `delivery_failed` | | `task`, `attempt`, `max_deliveries` |
+//! | ... a task is moved to the dead-letter stream | WARN | `dead_lettered` | | `task`, `deliveries` |
+//! | ... a finished task could not be acknowledged (it runs again) | WARN | `ack_failed` | the store failure's kind | `task` |
+//! | ... a shutdown abandoned unfinished tasks (redelivered later) | WARN | `tasks_abandoned` | | `count` |
 //! | ... admits a call it could not check (fails open) | DEBUG | `limiter_failed_open` | `timeout`, `error` | |
 //!
 //! Task events carry `class` (`deferred` or `background`) and are emitted inside the task's
@@ -94,6 +99,11 @@
 //! | `policy_fallbacks_total` | counter | `name` (the operation), `reason` (`failed`, `deadline_exceeded`, a refusal's kind) | answers | calls answered by their fallback |
 //! | `policy_stale_total` | counter | `name`, `reason` (as above) | answers | calls answered with a stale result |
 //! | `policy_polls_over_budget_total` | counter | `name` | polls | polls that computed longer than their budget |
+//! | `policy_queue_tasks_total` | counter | `name` (the queue), `event` (`enqueued`, `refused` with `reason` `full`, `unavailable`, `shed` or `encoding`; `completed`, `failed`, `redelivered`, `dead_lettered`) | tasks | a durable queue's tasks in this instance (feature `redis`): enqueued or refused here, and what its workers did with them |
+//! | `policy_queue_length` | gauge | `name` | tasks | unfinished tasks in the queue's stream, fleet-wide, as last read (every second while a worker runs) |
+//! | `policy_queue_pending` | gauge | `name` | tasks | tasks delivered and not yet acknowledged, fleet-wide (per consumer in the snapshot, whose consumer names are not bounded enough for a label) |
+//! | `policy_queue_dead_letters` | gauge | `name` | tasks | dead letters kept in the queue's dead-letter stream |
+//! | `policy_queue_oldest_age_seconds` | gauge | `name` | seconds | age of the oldest unfinished task, by the Redis server's clock (0 when there is none) |
 //!
 //! **Cost.** With the feature off, none of this exists. With it on and no recorder installed,
 //! an admitted call pays a few branches on empty handles and two thread-local writes per poll

@@ -234,6 +234,8 @@ pub struct Snapshot {
     pub deferred: DeferredSnapshot,
     /// Every live background pool of the process, by name (whichever registry is asked).
     pub background: Vec<BackgroundSnapshot>,
+    /// Every live durable queue of the process, by name (feature `redis`; empty without it).
+    pub queues: Vec<crate::queue::QueueSnapshot>,
     /// Second configurations refused, in the order they came (see
     /// [One name, one configuration](self#one-name-one-configuration)).
     pub conflicts: Vec<Conflict>,
@@ -483,6 +485,7 @@ impl Registry {
             polls: read(&self.polls).values().map(|p| p.snapshot()).collect(),
             deferred: crate::defer::snapshot(),
             background: crate::background::snapshots(),
+            queues: crate::queue::snapshots(),
             conflicts: read(&self.conflicts).clone(),
         }
     }

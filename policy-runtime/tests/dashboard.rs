@@ -141,6 +141,28 @@ async fn the_json_is_versioned_in_milliseconds_and_named_by_operation() {
     assert_eq!(get(&root, "/dashboard").await.0, StatusCode::OK);
 }
 
+/// A durable queue holding two tasks, its figures read, for the page's `queues` table (feature
+/// `redis`; `None` when `redis-server` is missing outside CI).
+#[cfg(feature = "redis")]
+async fn queue_with_two_tasks() -> Option<(
+    policy_testkit::RedisServer,
+    policy_runtime::queue::TaskQueue,
+)> {
+    let server = policy_testkit::RedisServer::start()?;
+    let store = policy_runtime::redis_store::RedisStore::builder()
+        .prefix(server.key_prefix("dashboard"))
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let queue = policy_runtime::queue::TaskQueue::builder("embeddings").build(&store);
+    for n in 0..2u32 {
+        queue.enqueue("embed", &(n,)).await.unwrap();
+    }
+    queue.refresh().await.unwrap();
+    Some((server, queue))
+}
+
 /// The registry the browser test serves, and how many times the page asked for its JSON.
 static SERVED: OnceLock<&'static Registry> = OnceLock::new();
 static READS: AtomicU32 = AtomicU32::new(0);
@@ -174,6 +196,8 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
     };
     let registry = *SERVED.get_or_init(populated);
     let _embeddings = BackgroundPool::builder("embeddings").build();
+    #[cfg(feature = "redis")]
+    let queued = queue_with_two_tasks().await;
     assert_eq!(
         registry.find_breaker("search").unwrap().snapshot().state,
         policy_runtime::breaker::BreakerState::Closed,
@@ -247,6 +271,16 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
     assert!(row.contains(">0 / 4<"), "it starts at min: {row}");
     let row = browser::row(body, "data-name", "search").unwrap();
     assert!(row.contains(">fixed<"), "{row}");
+    // A durable queue's row: the stream's length against its bound, from the last read.
+    #[cfg(feature = "redis")]
+    if queued.is_some() {
+        let body = browser::table_body(&dom, "queues").unwrap();
+        let row = browser::row(body, "data-name", "embeddings")
+            .unwrap_or_else(|| panic!("no queue row `embeddings`:\n{body}"));
+        assert!(row.contains(">embeddings</td>"), "{row}");
+        assert!(row.contains(">2 / 10000<"), "its length and bound: {row}");
+        assert!(row.contains(">2<"), "enqueued: {row}");
+    }
     // A rate limiter of the registry says its rate and where it decides.
     #[cfg(feature = "ratelimit")]
     {

@@ -81,6 +81,8 @@ pub struct RedisServer {
     /// Unique among every server started on this machine while this one runs: this process's
     /// id and a counter.
     id: String,
+    /// Whether it persists every write (AOF, `appendfsync always`), so a restart keeps them.
+    durable: bool,
 }
 
 impl RedisServer {
@@ -93,6 +95,22 @@ impl RedisServer {
     /// 10 s, or when whatever answers on its socket is not the process started here.
     #[must_use]
     pub fn start() -> Option<Self> {
+        Self::start_with(false)
+    }
+
+    /// As [`RedisServer::start`], with persistence: an append-only file written on every
+    /// command (`appendonly yes`, `appendfsync always`), so [`RedisServer::restart`] comes back
+    /// with everything the server acknowledged.
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::start`].
+    #[must_use]
+    pub fn start_durable() -> Option<Self> {
+        Self::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Option<Self> {
         if !tools_found(&[]) {
             return None;
         }
@@ -111,6 +129,7 @@ impl RedisServer {
             dir,
             socket,
             id,
+            durable,
         };
         server.spawn();
         Some(server)
@@ -129,7 +148,12 @@ impl RedisServer {
                 "--unixsocketperm",
                 "700",
             ])
-            .args(["--dir", dir, "--save", "", "--appendonly", "no"])
+            .args(["--dir", dir, "--save", ""])
+            .args(if self.durable {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "everysec"]
+            })
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -235,7 +259,8 @@ impl RedisServer {
         let _ = std::fs::remove_file(&self.socket);
     }
 
-    /// Starts a fresh, empty server on the same socket.
+    /// Starts the server again on the same socket: empty, or, for a
+    /// [durable](RedisServer::start_durable) one, with everything it had acknowledged.
     pub fn restart(&mut self) {
         self.kill();
         self.spawn();

@@ -255,6 +255,7 @@ async fn instance(
     let mut buf = [0u8; 64];
     while stdin.read(&mut buf).await.unwrap_or(0) > 0 {}
     instance.stop().await;
+    stack::drain_queue_worker(Duration::from_secs(2)).await;
     let _ = policy::defer::shutdown(Duration::from_secs(2)).await;
     Ok(())
 }

@@ -172,6 +172,12 @@ fn deferred(phase: &PhaseReport) -> String {
 }
 
 fn background(phase: &PhaseReport) -> String {
+    if let Some(q) = phase.queue {
+        return format!(
+            "{} embeddings enqueued on the Redis stream `embeddings` ({} refused), {} computed and acknowledged by this instance; queue length {} at the phase's end ({} pending), {} redeliveries, {} dead letters",
+            q.enqueued, q.refused, q.completed, q.length, q.pending, q.redelivered, q.dead_lettered
+        );
+    }
     let b = phase.background;
     format!(
         "{} embeddings computed; shed: {} for pressure on `database`, {} for the pool's own load",

@@ -625,6 +625,14 @@ pub async fn index_document(
     doc: NewDocument,
 ) -> Result<(), ProviderError> {
     app.timeline.deferred_started(&request, "index_document");
+    // Through the Redis stream when the demo shares a store, else on the in-process pool.
+    #[cfg(feature = "redis")]
+    if policy::queue::installed("embeddings").is_some() {
+        embed_on_queue(id, doc.body.clone());
+    } else {
+        embed_document(app.clone(), id, doc.body.clone());
+    }
+    #[cfg(not(feature = "redis"))]
     embed_document(app.clone(), id, doc.body.clone());
     push_to_index(app.search.clone(), id, doc).await?;
     app.work.indexed.fetch_add(1, Ordering::Relaxed);
@@ -721,6 +729,24 @@ pub async fn embed_document(app: Services, id: i64, text: String) -> Result<(), 
         app.work.embedded.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// The same embedding on the durable queue `embeddings` (feature `redis`, with `REDIS_URL`):
+/// the call enqueues the document on the Redis stream, and whichever instance's worker takes
+/// it computes it (`embed_on_queue::task()`, started in [`crate::stack::share_breakers`]).
+#[cfg(feature = "redis")]
+#[policy::background(queue = "embeddings", deadline = "5s")]
+#[policy::idempotent]
+pub async fn embed_on_queue(id: i64, text: String) -> Result<(), WorkError> {
+    let _ = id;
+    let vector = compute_embedding(text)
+        .await
+        .map_err(|e| WorkError(format!("the embedding did not run: {e}")))?;
+    if vector.iter().all(|x| x.is_finite()) {
+        Ok(())
+    } else {
+        Err(WorkError("the embedding is not finite".to_owned()))
+    }
 }
 
 /// [`embedding`] moved off the async workers: a bulkhead for CPU with two slots and a short

@@ -17,7 +17,8 @@ use crate::service::{self, Dependency, Services, WorkDone};
 use crate::timeline::Timeline;
 
 /// Shares this process's breakers through Redis at `url`, under the key prefix `prefix`, as
-/// instance `instance`. Call it before the first call builds a breaker.
+/// instance `instance`, and moves the embeddings to the durable queue `embeddings` on the same
+/// Redis, with a worker in this process. Call it before the first call builds a breaker.
 #[cfg(feature = "redis")]
 pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(), DemoError> {
     let store = policy::redis_store::RedisStore::builder()
@@ -30,8 +31,43 @@ pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(
                 "REDIS_URL is set, but Redis cannot be used ({e}); unset REDIS_URL to run the single-instance demo"
             ))
         })?;
+    let embeddings = policy::queue::TaskQueue::builder("embeddings")
+        .max_len(10_000)
+        .build(&store);
+    policy::queue::install(embeddings.clone());
+    *lock_worker() = Some(
+        embeddings
+            .worker()
+            .concurrency(2)
+            .visibility_timeout(Duration::from_secs(10))
+            .task_deadline(Duration::from_secs(5))
+            .handle(service::embed_on_queue::task())
+            .start(),
+    );
     Registry::global().set_breaker_store(Arc::new(store));
     Ok(())
+}
+
+/// This process's worker of the `embeddings` queue, while it runs.
+#[cfg(feature = "redis")]
+fn lock_worker() -> std::sync::MutexGuard<'static, Option<policy::queue::Worker>> {
+    static WORKER: std::sync::Mutex<Option<policy::queue::Worker>> = std::sync::Mutex::new(None);
+    WORKER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Stops this process's queue worker, if it runs one: no new tasks, at most `drain` for the
+/// ones running; what is left is redelivered to another instance. Returns how many were
+/// abandoned.
+pub async fn drain_queue_worker(drain: Duration) -> u64 {
+    #[cfg(feature = "redis")]
+    {
+        let worker = lock_worker().take();
+        if let Some(worker) = worker {
+            return worker.shutdown(drain).await.abandoned;
+        }
+    }
+    let _ = drain;
+    0
 }
 
 /// Without the `redis` feature there is no shared store: a clear error instead.

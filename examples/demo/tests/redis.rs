@@ -1,6 +1,7 @@
 //! With `REDIS_URL` set, `policy-demo --short` runs a second service instance in its own
 //! process; the two share their breakers through Redis, and the second one, sent saves while the
-//! first one's opening holds, refuses them without ever calling the sick provider.
+//! first one's opening holds, refuses them without ever calling the sick provider. The
+//! embeddings go through the durable queue on the same Redis, computed by both instances.
 //!
 //! The test starts its own `redis-server` on a unix socket in a temporary folder. Under `CI=true` a missing
 //! `redis-server` fails the test (`.ci/run` installs it); elsewhere the test is skipped with a
@@ -66,7 +67,30 @@ fn the_second_instance_refuses_from_the_shared_opening_without_calling_the_provi
     );
     assert_eq!(calls, 0, "it never called the sick provider: {shared}");
 
+    // The embeddings went through the Redis stream, and this instance's worker computed some of
+    // them (the second instance's worker takes the others), none dead-lettered.
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("embeddings enqueued on the Redis stream `embeddings`"))
+        .collect();
+    assert!(!lines.is_empty(), "no queue line in:\n{stdout}");
+    let enqueued: u64 = lines
+        .iter()
+        .map(|l| number_after(l, "background         "))
+        .sum();
+    let completed: u64 = lines.iter().map(|l| number_after(l, "refused), ")).sum();
+    assert!(enqueued > 0, "embeddings were enqueued: {lines:?}");
+    assert!(completed > 0, "this instance computed some: {lines:?}");
+    for line in &lines {
+        assert!(line.contains("0 dead letters"), "{line}");
+        assert!(line.contains("redeliveries"), "{line}");
+    }
+
     let html = std::fs::read_to_string(report.path()).expect("the HTML report");
+    assert!(
+        html.contains("embeddings enqueued on the Redis stream"),
+        "the report shows the queue"
+    );
     assert!(
         html.contains("Two instances, one breaker"),
         "the report tells it"

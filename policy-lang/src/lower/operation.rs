@@ -28,6 +28,7 @@ pub const OPERATION_STATEMENTS: &[&str] = &[
     "stale_if_error",
     "poll_budget",
     "isolate",
+    "queue",
 ];
 
 pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
@@ -44,6 +45,7 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         "stale_if_error",
         "poll_budget",
         "isolate",
+        "queue",
     ];
     /// The keys and phrases, for "did you mean".
     const STATEMENTS: &[&str] = OPERATION_STATEMENTS;
@@ -162,6 +164,9 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             "ratelimit" => lowering
                 .reference(key, value)
                 .map(|r| operation.ratelimit = Some(r)),
+            "queue" => lowering
+                .reference(key, value)
+                .map(|r| operation.queue = Some(r)),
             "deadline" => lowering
                 .duration(key, value)
                 .map(|d| operation.deadline = Some(d)),

@@ -680,6 +680,11 @@ pub struct OperationSpec {
     pub poll_budget: Option<Located<Duration>>,
     /// The pool its synchronous body runs on, when it is isolated CPU work (`#[isolate]`).
     pub isolate: Option<IsolateSpec>,
+    /// The durable queue background work is enqueued on, by name (`queue = embeddings`): the
+    /// application installs a queue of that name on its Redis store at startup, with its
+    /// bound, visibility timeout and deliveries; until it does, the work runs on the
+    /// in-process background pool.
+    pub queue: Option<Located<String>>,
     /// The stanza or attribute.
     pub loc: Loc,
 }
@@ -706,6 +711,7 @@ impl OperationSpec {
             stale_if_error: None,
             poll_budget: None,
             isolate: None,
+            queue: None,
             loc,
         }
     }

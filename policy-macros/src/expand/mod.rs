@@ -168,6 +168,32 @@ mod tests {
     }
 
     #[test]
+    fn queued_background_work_enqueues_its_arguments_and_hands_its_worker_the_same_sequence() {
+        let out = expand(
+            AttrKind::Background,
+            quote!(queue = "embeddings", deadline = "30s"),
+            quote! {
+                #[policy::idempotent]
+                pub async fn embed_document(id: DocId, text: String) -> Result<(), EmbedError> {
+                    embedder().embed(id, text).await
+                }
+            },
+        );
+        let at = |needle: &str| {
+            out.find(needle)
+                .unwrap_or_else(|| panic!("`{needle}` in\n{out}"))
+        };
+        // The call: enqueue when the queue is installed, else the in-process pool as before.
+        assert!(at("static QUEUE") < at("\"embeddings\""));
+        assert!(at("\"embeddings\"") < at(".enqueue(\"embed_document\", (id, text))"));
+        assert!(at(".enqueue(") < at("::policy::background("));
+        // The worker's side: the same deadline and sequence, from the decoded arguments.
+        assert!(at("pub mod embed_document") < at("queue_handler("));
+        assert!(out.matches("Deadline::for_operation").count() == 2, "{out}");
+        check("queue", &out);
+    }
+
+    #[test]
     fn a_rate_limit_is_one_step_after_the_deadline_and_shedding_before_the_breaker() {
         let out = expand(
             AttrKind::Critical,
@@ -530,6 +556,19 @@ mod tests {
                 ),
             },
             Sample {
+                setting: "queue",
+                policy: "operation sample: background, idempotent { queue = embeddings }",
+                used: Expanded(
+                    AttrKind::Background,
+                    &[
+                        "static QUEUE",
+                        "\"embeddings\"",
+                        "mod sample {",
+                        "queue_handler(",
+                    ],
+                ),
+            },
+            Sample {
                 setting: "poll_budget",
                 policy: "operation sample: critical { deadline = 1s; poll_budget = 10ms }",
                 used: Expanded(
@@ -626,7 +665,7 @@ mod tests {
                         }
                     ),
                 ),
-                AttrKind::Deferred => (
+                AttrKind::Deferred | AttrKind::Background => (
                     quote!(),
                     quote!(
                         async fn sample(n: u64) -> Result<(), AppError> {

@@ -313,18 +313,73 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
     };
     let tracked = track(&plan.files);
     let setup = h.setup(&plan.op);
-    with_body(
+    let scheduling = quote! {
+        let #work = ::policy::__private::typed::<#outcome_ty, _>(async move {
+            #setup
+            #admission
+            #sequence
+        });
+        #deferrable
+    };
+    let Some(queued) = &plan.queue else {
+        return with_body(
+            func,
+            &sig,
+            quote! {
+                #tracked
+                #scheduling
+                #schedule
+            },
+        );
+    };
+    // On a durable queue: the call enqueues the arguments when the queue is installed, and runs
+    // on the in-process pool (as above) when it is not; `name::task()` is what a worker runs.
+    let (slot, args) = (local("QUEUE"), local("args"));
+    let names: Vec<_> = queued.params.iter().map(|(name, _)| name).collect();
+    let types: Vec<_> = queued.params.iter().map(|(_, ty)| ty).collect();
+    let op = &plan.op;
+    let queue = &queued.name;
+    let queue_span = queued.span;
+    let enqueue = quote_spanned! {queue_span=>
+        static #slot: ::policy::__private::QueueSlot = ::policy::__private::QueueSlot::new(#queue);
+        let Some(#args) = #slot.enqueue(#op, (#(#names,)*)) else {
+            return;
+        };
+    };
+    let function = with_body(
         func,
         &sig,
         quote! {
             #tracked
-            let #work = ::policy::__private::typed::<#outcome_ty, _>(async move {
-                #setup
-                #admission
-                #sequence
-            });
-            #deferrable
+            #enqueue
+            let (#(#names,)*) = #args;
+            #scheduling
             #schedule
         },
-    )
+    );
+    let vis = &func.item.vis;
+    let ident = &func.item.sig.ident;
+    let doc = format!(
+        "The worker's side of [`{ident}`] on queue `{queue}`: give `{ident}::task()` to the queue's worker."
+    );
+    let handler_doc = format!(
+        "What a worker of queue `{queue}` runs for a task of `{ident}`: its arguments decoded, then the same sequence as a call on the in-process pool."
+    );
+    quote! {
+        #function
+
+        #[doc = #doc]
+        #vis mod #ident {
+            #[allow(unused_imports, reason = "the arguments' types, as the function names them")]
+            use super::*;
+
+            #[doc = #handler_doc]
+            pub fn task() -> ::policy::queue::Handler {
+                ::policy::__private::queue_handler(#op, |(#(#names,)*): (#(#types,)*)| {
+                    #scheduling
+                    #work
+                })
+            }
+        }
+    }
 }

@@ -55,6 +55,7 @@
 //! | `polls`      | poll monitor ([`PollMonitorSnapshot`](crate::isolate::PollMonitorSnapshot)) | `name`, `display_name`, `budget_ms`, `polls`, `over_budget`, `longest_ms` |
 //! | `deferred`   | (one object: the process's deferred work) | `queued`, `running`, `finished`, `failed`, `panicked`, `abandoned`... |
 //! | `background` | live background pool                     | `name`, its slots, `load`, `shed_load`, `shed_pressure` and its tasks' outcomes |
+//! | `queues`     | live durable queue ([`QueueSnapshot`](crate::queue::QueueSnapshot), feature `redis`) | `name`, `max_len`, the stream's `length`, `pending`, `consumers` (each `consumer` and its `pending`), `oldest_age_ms`, `dead_letters` as last read (`read`), and this instance's `enqueued`, `refused_full`, `refused_unavailable`, `refused_shed`, `completed`, `failed`, `redelivered`, `dead_lettered`, `abandoned`, `running` |
 //! | `store`      | (one object: the breaker store)          | `kind`, `healthy`, `instance`, `sent`, `failed`, `received` |
 //! | `conflicts`  | second configuration refused             | `kind`, `name`, `first` and `second` (`origin`, `settings`) |
 //!

@@ -161,7 +161,7 @@ pub(super) type PushHandler = Arc<dyn Fn(redis::PushInfo) + Send + Sync>;
 /// A connection that sends commands and scripts to the right server. Cheap to clone; clones
 /// share the underlying multiplexed connections.
 #[derive(Clone)]
-pub(super) enum Conn {
+pub(crate) enum Conn {
     Standalone(ConnectionManager),
     Cluster(ClusterConnection),
     Sentinel(SentinelConn),
@@ -302,7 +302,7 @@ impl ConnectionLike for Conn {
 /// again, so a failover costs the requests in flight while it happens, and nothing after the
 /// sentinels name the new primary.
 #[derive(Clone)]
-pub(super) struct SentinelConn(Arc<SentinelInner>);
+pub(crate) struct SentinelConn(Arc<SentinelInner>);
 
 struct SentinelInner {
     sentinel: tokio::sync::Mutex<SentinelClient>,

@@ -228,7 +228,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::breaker::StoreStatus;
 
-use connection::{Conn, Target, Topology};
+pub(crate) use connection::Conn;
+use connection::{Target, Topology};
 pub use limiter::{RedisRateLimiter, RedisRateLimiterBuilder};
 
 /// Counters of the breaker store's traffic; see [`StoreStatus`].
@@ -262,15 +263,15 @@ struct Shared {
     _shutdown: watch::Sender<()>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|p| p.into_inner())
 }
 
-fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -281,7 +282,7 @@ fn millis(d: Duration) -> u64 {
 /// The hash tag that keeps every key of one breaker (or limiter) in one cluster slot:
 /// `{name}`, or `{#<hex>}` for a name that is empty, starts with `#` or holds a brace (which
 /// would end or empty the tag).
-fn hash_tag(name: &str) -> String {
+pub(crate) fn hash_tag(name: &str) -> String {
     if name.is_empty() || name.starts_with('#') || name.contains(['{', '}']) {
         format!("{{#{}}}", hex::encode(name))
     } else {
@@ -291,7 +292,7 @@ fn hash_tag(name: &str) -> String {
 
 /// How a store failure is described: its kind only, never a message that could carry the
 /// server's address.
-fn describe(error: &RedisError) -> String {
+pub(crate) fn describe(error: &RedisError) -> String {
     if error.is_timeout() {
         "timed out".to_owned()
     } else if error.is_connection_refusal() {
@@ -681,6 +682,16 @@ impl RedisStore {
     /// This instance's id.
     pub fn instance(&self) -> &str {
         &self.shared.instance
+    }
+
+    /// The key prefix.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.shared.prefix
+    }
+
+    /// A clone of the store's connection (clones share it).
+    pub(crate) fn connection(&self) -> Conn {
+        self.conn.clone()
     }
 
     /// Whether the last Redis call succeeded.

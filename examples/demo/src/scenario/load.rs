@@ -245,7 +245,18 @@ pub(super) async fn warm_up(load: &Arc<Load>, base: &str, second: Option<&str>) 
     wait_for_deferred_work(Duration::from_secs(5)).await;
 }
 
-/// Waits until no deferred or background work is queued or running (at most `limit`).
+/// Whether the durable queue `embeddings` (when installed) still holds unfinished tasks,
+/// fleet-wide: its figures read now.
+async fn queue_busy() -> bool {
+    #[cfg(feature = "redis")]
+    if let Some(queue) = policy::queue::installed("embeddings") {
+        return queue.refresh().await.is_err() || queue.snapshot().length > 0;
+    }
+    false
+}
+
+/// Waits until no deferred or background work is queued or running (at most `limit`), on the
+/// durable queue too when the embeddings go through Redis.
 pub(super) async fn wait_for_deferred_work(limit: Duration) {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
@@ -254,7 +265,11 @@ pub(super) async fn wait_for_deferred_work(limit: Duration) {
             .background
             .iter()
             .any(|b| b.running > 0 || b.queued > 0);
-        if snapshot.deferred.queued == 0 && snapshot.deferred.running == 0 && !background_busy {
+        if snapshot.deferred.queued == 0
+            && snapshot.deferred.running == 0
+            && !background_busy
+            && !queue_busy().await
+        {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -106,6 +106,26 @@ pub struct BackgroundCount {
     pub shed_pressure: u64,
 }
 
+/// The durable queue `embeddings` in a phase (the demo built with `redis`, `REDIS_URL` set):
+/// this instance's counts over the phase, and the stream's figures (fleet-wide) at its end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCount {
+    /// Embeddings this instance enqueued on the stream.
+    pub enqueued: u64,
+    /// Enqueues refused (full, Redis unavailable, shed).
+    pub refused: u64,
+    /// Tasks this instance's worker completed and acknowledged.
+    pub completed: u64,
+    /// Tasks this instance claimed from a worker that had not finished them.
+    pub redelivered: u64,
+    /// Tasks this instance moved to the dead-letter stream.
+    pub dead_lettered: u64,
+    /// Unfinished tasks in the stream at the phase's end, as last read.
+    pub length: u64,
+    /// Of them, delivered and not yet acknowledged.
+    pub pending: u64,
+}
+
 /// Everything measured in one phase.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhaseReport {
@@ -144,6 +164,8 @@ pub struct PhaseReport {
     pub tasks_failed: Vec<Counted>,
     /// The background pool.
     pub background: BackgroundCount,
+    /// The durable queue, when the embeddings went through Redis.
+    pub queue: Option<QueueCount>,
     /// Calls each provider received, per caller.
     pub provider_calls: Vec<ProviderCalls>,
     /// The most calls each provider had in flight at once.
@@ -277,6 +299,7 @@ pub(super) fn phase_report(
         deferred: Tally::default(),
         tasks_failed: pick(&["task_failed", "task_panicked", "task_abandoned"]),
         background: background_since(before, after),
+        queue: queue_since(before, after),
         provider_calls: calls_since(calls_before, calls_after),
         provider_max_in_flight: stage
             .providers
@@ -388,6 +411,34 @@ fn fallbacks_since(before: &policy::Snapshot, after: &policy::Snapshot) -> Vec<F
             (count.refused + count.expired + count.failed > 0).then_some(count)
         })
         .collect()
+}
+
+fn queue_since(before: &policy::Snapshot, after: &policy::Snapshot) -> Option<QueueCount> {
+    let pick = |s: &policy::Snapshot| {
+        s.queues
+            .iter()
+            .find(|q| &*q.name == "embeddings")
+            .map(|q| QueueCount {
+                enqueued: q.enqueued,
+                refused: q.refused_full + q.refused_unavailable + q.refused_shed,
+                completed: q.completed,
+                redelivered: q.redelivered,
+                dead_lettered: q.dead_lettered,
+                length: q.length,
+                pending: q.pending,
+            })
+    };
+    let a = pick(after)?;
+    let b = pick(before).unwrap_or_default();
+    Some(QueueCount {
+        enqueued: a.enqueued - b.enqueued,
+        refused: a.refused - b.refused,
+        completed: a.completed - b.completed,
+        redelivered: a.redelivered - b.redelivered,
+        dead_lettered: a.dead_lettered - b.dead_lettered,
+        length: a.length,
+        pending: a.pending,
+    })
 }
 
 fn background_since(before: &policy::Snapshot, after: &policy::Snapshot) -> BackgroundCount {

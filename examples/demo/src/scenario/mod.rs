@@ -29,7 +29,7 @@ mod second;
 
 pub use load::{Outcome, Route, SEED_DOCUMENTS, Sample};
 pub use measure::{
-    BackgroundCount, FallbackCount, PhaseReport, ProviderCalls, RouteStats, RunReport,
+    BackgroundCount, FallbackCount, PhaseReport, ProviderCalls, QueueCount, RouteStats, RunReport,
     SearchLimits, percentile,
 };
 pub use phases::{BURST_EVERY, BURST_WAVE, Phase, READ_RATE, SAVE_RATE, phases};
@@ -151,6 +151,7 @@ pub async fn run(options: &Options) -> Result<RunReport, DemoError> {
         second.stop().await;
     }
     instance.stop().await;
+    stack::drain_queue_worker(Duration::from_secs(2)).await;
     providers.stop().await;
     Ok(RunReport {
         phases: reports,

@@ -1,0 +1,74 @@
+pub fn embed_document(id: DocId, text: String) {
+    const _: &[u8] = ::core::include_bytes!(
+        "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
+    );
+    static QUEUE: ::policy::__private::QueueSlot = ::policy::__private::QueueSlot::new(
+        "embeddings",
+    );
+    let Some(args) = QUEUE.enqueue("embed_document", (id, text)) else {
+        return;
+    };
+    let (id, text) = args;
+    let work = ::policy::__private::typed::<
+        ::policy::__private::ScheduledResult<Result<(), EmbedError>>,
+        _,
+    >(async move {
+        let deadline = ::policy::Deadline::for_operation(
+            "embed_document",
+            ::core::time::Duration::from_secs(30),
+            ::core::time::Duration::ZERO,
+        )?;
+        let ran = deadline
+            .run_in_scope(
+                ::policy::__private::typed::<
+                    Result<(), EmbedError>,
+                    _,
+                >(async move { embedder().embed(id, text).await }),
+            )
+            .await;
+        ::policy::CallError::from_run(ran)
+    });
+    let work = ::policy::__private::deferrable(
+        ::policy::__private::scheduled(work, ::policy::__private::logged()),
+    );
+    let _ = ::policy::background(
+        ::core::concat!(::core::module_path!(), "::", "embed_document"),
+        work,
+    );
+}
+///The worker's side of [`embed_document`] on queue `embeddings`: give `embed_document::task()` to the queue's worker.
+pub mod embed_document {
+    #[allow(unused_imports, reason = "the arguments' types, as the function names them")]
+    use super::*;
+    ///What a worker of queue `embeddings` runs for a task of `embed_document`: its arguments decoded, then the same sequence as a call on the in-process pool.
+    pub fn task() -> ::policy::queue::Handler {
+        ::policy::__private::queue_handler(
+            "embed_document",
+            |(id, text): (DocId, String)| {
+                let work = ::policy::__private::typed::<
+                    ::policy::__private::ScheduledResult<Result<(), EmbedError>>,
+                    _,
+                >(async move {
+                    let deadline = ::policy::Deadline::for_operation(
+                        "embed_document",
+                        ::core::time::Duration::from_secs(30),
+                        ::core::time::Duration::ZERO,
+                    )?;
+                    let ran = deadline
+                        .run_in_scope(
+                            ::policy::__private::typed::<
+                                Result<(), EmbedError>,
+                                _,
+                            >(async move { embedder().embed(id, text).await }),
+                        )
+                        .await;
+                    ::policy::CallError::from_run(ran)
+                });
+                let work = ::policy::__private::deferrable(
+                    ::policy::__private::scheduled(work, ::policy::__private::logged()),
+                );
+                work
+            },
+        )
+    }
+}

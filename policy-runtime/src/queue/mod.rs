@@ -1,0 +1,373 @@
+//! Background work on a durable queue: a Redis stream per queue, consumed by every instance
+//! through a consumer group, delivered at least once, never silently dropped (feature `redis`).
+//!
+//! The in-process [background pool](mod@crate::background) loses what it holds when the
+//! process dies, and one instance cannot hand work to another. A [`TaskQueue`] puts each task
+//! on a Redis stream instead; [`Worker`]s in every instance read it through one consumer group
+//! and acknowledge a task only after it finished:
+//!
+//! - **Enqueue** ([`TaskQueue::enqueue`]): the task's arguments are encoded (serde, the
+//!   [encoding](#the-encoding) below) and added with `XADD ... MAXLEN ~ <bound>`, in one Lua
+//!   script that first compares the stream's length with the bound: a stream holding
+//!   [`max_len`](TaskQueueBuilder::max_len) tasks refuses the enqueue
+//!   ([`EnqueueError::Full`]), counted and logged, instead of letting `MAXLEN` trim a task
+//!   nobody ran. Shedding applies first: a queue that [yields to](TaskQueueBuilder::yield_to)
+//!   a busy compartment refuses background work at the background threshold, as the pool does.
+//!   During a Redis outage an enqueue is refused ([`EnqueueError::Unavailable`]) after at most
+//!   the store's timeout; nothing is buffered in the process.
+//! - **Work** ([`Worker`]): `XREADGROUP` hands each new task to one consumer (one per
+//!   instance); the worker runs it under the task deadline ([`WorkerBuilder::task_deadline`])
+//!   with at most [`concurrency`](WorkerBuilder::concurrency) tasks at once (the pool's
+//!   bound: per instance), and only after it finished sends `XACK` and `XDEL` in one
+//!   transaction. A task that failed stays pending with its error recorded; a task whose worker
+//!   died stays pending with no one working on it. Either is claimed again (`XAUTOCLAIM`) by
+//!   whichever worker looks first once it was idle for the
+//!   [visibility timeout](WorkerBuilder::visibility_timeout), and after
+//!   [`max_deliveries`](WorkerBuilder::max_deliveries) deliveries it is moved to the
+//!   dead-letter stream with its last error, counted and logged, so one poison task cannot
+//!   stall the queue.
+//! - **Shutdown** ([`Worker::shutdown`]): the worker stops taking tasks, gives the ones it runs
+//!   the drain timeout to finish, and abandons the rest unacknowledged: another worker claims
+//!   them after the visibility timeout. Nothing is lost, and an abandoned task may run twice.
+//!
+//! Delivery is **at least once**: a task whose acknowledgement was lost, or that outran the
+//! visibility timeout, runs again. The work must be idempotent (the attributes refuse to
+//! compile otherwise), and each task carries an id ([`TaskId`], read inside the work with
+//! [`current`]) for the work to deduplicate with.
+//!
+//! # Why direct stream commands, not a job-queue crate
+//!
+//! A job-queue crate (apalis with its Redis backend is the well-kept one) brings its own worker
+//! runtime, its own job type and storage layout, its own retry and its own monitoring. Each of
+//! those would be a second implementation of something this crate already has, and would have
+//! to be kept in step with it: the deadline, shedding, the bulkhead's per-instance bound, the
+//! snapshot and the metrics. The stream commands themselves (`XADD`, `XREADGROUP`, `XACK`,
+//! `XAUTOCLAIM`) are few, documented by Redis, and sent through the store's existing
+//! connection (standalone, Sentinel or Cluster, with its timeouts and its redaction of
+//! credentials), so the queue is a small module over the `redis` crate instead of a new
+//! dependency with a runtime of its own.
+//!
+//! # The encoding
+//!
+//! One stream entry per task, version 1, every field a string:
+//!
+//! | field | holds |
+//! |---|---|
+//! | `v` | `1`, the encoding's version; a worker dead-letters an entry of a version it does not know |
+//! | `id` | the task id: 32 lowercase hex digits (random, or given with [`TaskQueue::enqueue_with_id`]) |
+//! | `op` | the operation (the handler's name) |
+//! | `args` | the arguments as JSON (`serde_json`): for an attributed function, the tuple of its arguments |
+//! | `at` | when it was enqueued, milliseconds since the Unix epoch, by the enqueuer's clock |
+//!
+//! A dead letter has the same fields and three more: `error` (the last delivery's error),
+//! `deliveries` and `entry` (its id in the task stream).
+//!
+//! # Keys
+//!
+//! With the store's prefix `policy` and a queue named `embeddings`:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `policy:queue:{embeddings}` | stream | the tasks not yet finished (finished ones are deleted) |
+//! | `policy:queue:{embeddings}:dead` | stream | dead letters, trimmed to about 10,000 (`MAXLEN ~`) |
+//! | `policy:queue:{embeddings}:errors` | hash | each pending entry's last error |
+//!
+//! The consumer group is `workers`; each worker's consumer is the store's
+//! [instance id](crate::redis_store::RedisStore::instance).
+//!
+//! # Durability needs AOF
+//!
+//! What Redis acknowledged survives a restart of `redis-server` only if it persists it: run it
+//! with `appendonly yes` (and `appendfsync everysec`, losing at most about a second of writes on
+//! a crash of the machine, or `always`, losing none). Without persistence a restart empties the
+//! queue. The tests restart a server with `appendonly yes` mid-run and check that every
+//! acknowledged task still completes.
+//!
+//! # Without Redis
+//!
+//! The embedded default is unchanged: an attributed function whose queue is not
+//! [installed](install) runs on the in-process background pool.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use policy_runtime::queue::{self, Handler, TaskQueue};
+//! use policy_runtime::redis_store::RedisStore;
+//!
+//! # async fn setup() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::connect(&std::env::var("REDIS_URL")?).await?;
+//! let embeddings = TaskQueue::builder("embeddings").max_len(100_000).build(&store);
+//! queue::install(embeddings.clone());
+//!
+//! let worker = embeddings
+//!     .worker()
+//!     .concurrency(4)
+//!     .handle(Handler::new("embed_document", |(document,): (String,)| async move {
+//!         println!("embedding {document}");
+//!         Ok::<_, std::io::Error>(())
+//!     }))
+//!     .start();
+//!
+//! let id = embeddings.enqueue("embed_document", &("doc-1".to_owned(),)).await?;
+//! println!("enqueued {id}");
+//! // At shutdown: what has not finished in 5 s is left to another instance.
+//! let drained = worker.shutdown(Duration::from_secs(5)).await;
+//! println!("{} finished, {} abandoned", drained.finished, drained.abandoned);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::defer::DeferredOutcome;
+
+#[cfg(feature = "redis")]
+mod stream;
+#[cfg(feature = "redis")]
+mod worker;
+
+#[cfg(feature = "redis")]
+pub(crate) use stream::installs;
+#[cfg(feature = "redis")]
+pub use stream::{EnqueueError, TaskQueue, TaskQueueBuilder, install, installed};
+#[cfg(feature = "redis")]
+pub use worker::{Drained, Worker, WorkerBuilder};
+
+/// A point-in-time view of one queue, for dashboards: this process's counts, and the stream's
+/// figures as last read (every second while a worker runs, or on `TaskQueue::refresh`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct QueueSnapshot {
+    /// The queue's name.
+    pub name: Arc<str>,
+    /// Its bound on unfinished tasks.
+    pub max_len: u64,
+    /// Whether the stream's figures below were read at least once.
+    pub read: bool,
+    /// Unfinished tasks in the stream (waiting or being worked on), fleet-wide.
+    pub length: u64,
+    /// Tasks delivered and not yet acknowledged, fleet-wide.
+    pub pending: u64,
+    /// Pending tasks per consumer (instance).
+    pub consumers: Vec<ConsumerPending>,
+    /// Age of the oldest unfinished task, by the Redis server's clock.
+    pub oldest_age_ms: Option<u64>,
+    /// Dead letters kept in the dead-letter stream, fleet-wide.
+    pub dead_letters: u64,
+    /// Tasks this process enqueued.
+    pub enqueued: u64,
+    /// Enqueues refused because the stream was full.
+    pub refused_full: u64,
+    /// Enqueues refused because Redis could not be reached.
+    pub refused_unavailable: u64,
+    /// Enqueues shed under pressure.
+    pub refused_shed: u64,
+    /// Tasks this process's workers finished and acknowledged.
+    pub completed: u64,
+    /// Deliveries here that failed (left for redelivery or dead-lettered).
+    pub failed: u64,
+    /// Tasks this process claimed from a worker that had not finished them in time.
+    pub redelivered: u64,
+    /// Tasks this process moved to the dead-letter stream.
+    pub dead_lettered: u64,
+    /// Tasks abandoned unfinished at a shutdown (left for redelivery).
+    pub abandoned: u64,
+    /// Tasks running here now.
+    pub running: u64,
+}
+
+/// One consumer's pending tasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsumerPending {
+    /// The consumer: an instance id.
+    pub consumer: String,
+    /// Tasks it was given and has not acknowledged.
+    pub pending: u64,
+}
+
+/// Every live queue of the process, sorted by name (none without the `redis` feature).
+pub fn snapshots() -> Vec<QueueSnapshot> {
+    #[cfg(feature = "redis")]
+    return stream::live_snapshots();
+    #[cfg(not(feature = "redis"))]
+    Vec::new()
+}
+
+/// A task's id: 128 bits, written as 32 lowercase hex digits. The same on every delivery of
+/// the task, so the work can deduplicate with it.
+///
+/// ```
+/// use policy_runtime::queue::TaskId;
+///
+/// let id = TaskId::random();
+/// assert_eq!(id.as_str().len(), 32);
+/// assert_eq!(TaskId::parse(id.as_str()), Some(id.clone()));
+/// assert_eq!(TaskId::parse("not hex"), None);
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(Arc<str>);
+
+impl TaskId {
+    /// A fresh random id.
+    pub fn random() -> Self {
+        Self(Arc::from(format!("{:032x}", rand::random::<u128>())))
+    }
+
+    /// `text` as an id, if it is 32 lowercase hex digits.
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 32
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then(|| Self(Arc::from(text)))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TaskId({})", self.0)
+    }
+}
+
+/// The task a worker is running, as the work sees it through [`current`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Delivery {
+    /// The task's id, the same on every delivery.
+    pub id: TaskId,
+    /// Which delivery this is: 1 the first time, more when it is redelivered.
+    pub attempt: u32,
+}
+
+tokio::task_local! {
+    static DELIVERY: Delivery;
+}
+
+/// The task being run, inside work a [`Worker`] runs; `None` elsewhere (say, on the in-process
+/// pool).
+///
+/// ```
+/// assert_eq!(policy_runtime::queue::current(), None);
+/// ```
+pub fn current() -> Option<Delivery> {
+    DELIVERY.try_with(Clone::clone).ok()
+}
+
+/// Runs `work` with `delivery` as the [`current`] task.
+#[cfg_attr(
+    not(feature = "redis"),
+    expect(dead_code, reason = "only a worker runs deliveries")
+)]
+pub(crate) async fn delivering<F: Future>(delivery: Delivery, work: F) -> F::Output {
+    DELIVERY.scope(delivery, work).await
+}
+
+/// How one delivery ended: `Ok`, or the error recorded for it (its failure or its refusal).
+pub(crate) type Outcome = Result<(), String>;
+
+type Run =
+    dyn Fn(&str) -> Result<Pin<Box<dyn Future<Output = Outcome> + Send>>, String> + Send + Sync;
+
+/// What a worker runs for the tasks of one operation: the operation's name, and a function of
+/// the decoded arguments. An attributed function's is `its_name::task()`.
+///
+/// The work's output is judged as deferred work's is ([`DeferredOutcome`]): an `Err` or a
+/// refusal is a failed delivery, recorded as the task's last error.
+///
+/// ```
+/// use policy_runtime::queue::Handler;
+///
+/// let handler = Handler::new("resize", |(path, width): (String, u32)| async move {
+///     let _ = (path, width);
+///     Ok::<_, std::io::Error>(())
+/// });
+/// assert_eq!(handler.operation(), "resize");
+/// ```
+#[derive(Clone)]
+pub struct Handler {
+    operation: Arc<str>,
+    run: Arc<Run>,
+}
+
+impl fmt::Debug for Handler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handler")
+            .field("operation", &self.operation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handler {
+    /// Runs `work` with the arguments decoded from each task of `operation`.
+    pub fn new<A, F, Fut>(operation: impl Into<Arc<str>>, work: F) -> Self
+    where
+        A: DeserializeOwned + Send + 'static,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: DeferredOutcome,
+    {
+        let run = move |args: &str| {
+            let args: A = decode(args)?;
+            let work = work(args);
+            let outcome: Pin<Box<dyn Future<Output = Outcome> + Send>> = Box::pin(async move {
+                let output = work.await;
+                if let Some(refusal) = output.refusal() {
+                    Err(format!("refused: {refusal}"))
+                } else if let Some(failure) = output.failure() {
+                    Err(failure.to_string())
+                } else {
+                    Ok(())
+                }
+            });
+            Ok(outcome)
+        };
+        Self {
+            operation: operation.into(),
+            run: Arc::new(run),
+        }
+    }
+
+    /// The operation it runs.
+    pub fn operation(&self) -> &str {
+        &self.operation
+    }
+
+    /// The work for one task's encoded arguments, or why they could not be decoded.
+    #[cfg_attr(
+        not(feature = "redis"),
+        expect(dead_code, reason = "only a worker runs handlers")
+    )]
+    pub(crate) fn start(
+        &self,
+        args: &str,
+    ) -> Result<Pin<Box<dyn Future<Output = Outcome> + Send>>, String> {
+        (self.run)(args)
+    }
+}
+
+fn decode<A: DeserializeOwned>(args: &str) -> Result<A, String> {
+    #[cfg(feature = "redis")]
+    return serde_json::from_str(args)
+        .map_err(|e| format!("the arguments could not be decoded: {e}"));
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = args;
+        Err("tasks are decoded only with the `redis` feature".to_owned())
+    }
+}

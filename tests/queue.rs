@@ -1,0 +1,208 @@
+//! `#[background(queue = "...")]` at run time: with the queue installed a call enqueues its
+//! arguments on the Redis stream and a worker runs the function from them (`name::task()`);
+//! without it, the call runs on the in-process background pool as before.
+#![cfg(feature = "redis")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use policy::queue::{self, Delivery, TaskQueue};
+use policy::redis_store::RedisStore;
+use policy_testkit::RedisServer;
+
+const MS: Duration = Duration::from_millis(1);
+
+#[derive(Debug)]
+struct EmbedError(&'static str);
+
+impl std::fmt::Display for EmbedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// What each run of the functions below saw: its arguments and its delivery (none on the
+/// in-process pool).
+static RUNS: Mutex<Vec<(String, u32, Option<Delivery>)>> = Mutex::new(Vec::new());
+
+fn runs_of(document: &str) -> Vec<(u32, Option<Delivery>)> {
+    RUNS.lock()
+        .unwrap()
+        .iter()
+        .filter(|(d, _, _)| d == document)
+        .map(|(_, chunks, delivery)| (*chunks, delivery.clone()))
+        .collect()
+}
+
+async fn wait_for_run(document: &str) -> Vec<(u32, Option<Delivery>)> {
+    let start = Instant::now();
+    loop {
+        let runs = runs_of(document);
+        if !runs.is_empty() {
+            return runs;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "`{document}` never ran"
+        );
+        tokio::time::sleep(5 * MS).await;
+    }
+}
+
+/// Embeds a document's chunks: on the durable queue `embeddings` when it is installed.
+#[policy::background(queue = "embeddings", deadline = "5s")]
+#[policy::idempotent]
+async fn embed_document(document: String, chunks: u32) -> Result<(), EmbedError> {
+    if document.is_empty() {
+        return Err(EmbedError("an empty document has nothing to embed"));
+    }
+    RUNS.lock()
+        .unwrap()
+        .push((document, chunks, queue::current()));
+    Ok(())
+}
+
+/// On a queue this test never installs.
+#[policy::background(queue = "thumbnails")]
+#[policy::idempotent]
+async fn make_thumbnail(image: String) {
+    RUNS.lock().unwrap().push((image, 0, queue::current()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_enqueues_its_arguments_and_a_worker_runs_the_function() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let store = RedisStore::builder()
+        .prefix(server.key_prefix("attribute"))
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let embeddings = TaskQueue::builder("embeddings").build(&store);
+    queue::install(embeddings.clone());
+
+    embed_document("report.pdf".to_owned(), 12);
+    embed_document(String::new(), 1);
+    // Enqueued, not run: no worker yet.
+    let start = Instant::now();
+    while embeddings.snapshot().enqueued < 2 {
+        assert!(start.elapsed() < Duration::from_secs(10), "never enqueued");
+        tokio::time::sleep(5 * MS).await;
+    }
+    assert!(runs_of("report.pdf").is_empty());
+
+    let worker = embeddings
+        .worker()
+        .max_deliveries(1)
+        .poll_every(5 * MS)
+        .handle(embed_document::task())
+        .start();
+    let runs = wait_for_run("report.pdf").await;
+    assert_eq!(runs.len(), 1);
+    let (chunks, delivery) = &runs[0];
+    assert_eq!(*chunks, 12, "the arguments, decoded");
+    assert_eq!(delivery.as_ref().unwrap().attempt, 1, "run by the worker");
+    // The failing call's own error is its dead letter's.
+    while embeddings.snapshot().dead_lettered < 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never dead-lettered"
+        );
+        tokio::time::sleep(5 * MS).await;
+    }
+    let key = format!(
+        "{}:queue:{{embeddings}}:dead",
+        server.key_prefix("attribute")
+    );
+    let letter = server.query(&["XRANGE", &key, "-", "+"]).unwrap();
+    assert!(
+        letter.contains("an empty document has nothing to embed"),
+        "{letter}"
+    );
+    assert!(letter.contains("embed_document"), "the operation: {letter}");
+    worker.shutdown(Duration::from_secs(1)).await;
+}
+
+/// On a queue whose enqueues in flight are bounded.
+#[policy::background(queue = "bounded")]
+#[policy::idempotent]
+async fn bounded_work(n: u32) {
+    let _ = n;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_the_bound_of_enqueues_waiting_for_redis_are_refused_at_once() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let store = RedisStore::builder()
+        .prefix(server.key_prefix("bounded"))
+        .timeout(Duration::from_secs(1))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let bounded = TaskQueue::builder("bounded")
+        .max_enqueues_in_flight(2)
+        .build(&store);
+    queue::install(bounded.clone());
+    // Redis frozen: the first two wait for it, the other three are refused at once.
+    server.pause();
+    for n in 0..5 {
+        bounded_work(n);
+    }
+    let snapshot = bounded.snapshot();
+    assert_eq!((snapshot.enqueued, snapshot.refused_unavailable), (0, 3));
+    server.resume();
+    let start = Instant::now();
+    while bounded.snapshot().enqueued < 2 {
+        assert!(start.elapsed() < Duration::from_secs(10), "never enqueued");
+        tokio::time::sleep(5 * MS).await;
+    }
+    assert_eq!(bounded.snapshot().refused_unavailable, 3);
+}
+
+/// Put on queue `filed` by its operation in `tests/policies/service.policy`.
+#[policy::background]
+async fn embed_from_file(document: String) {
+    RUNS.lock().unwrap().push((document, 0, queue::current()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_file_operation_puts_its_function_on_a_queue() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let store = RedisStore::builder()
+        .prefix(server.key_prefix("filed"))
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let filed = TaskQueue::builder("filed").build(&store);
+    queue::install(filed.clone());
+    let worker = filed
+        .worker()
+        .poll_every(5 * MS)
+        .handle(embed_from_file::task())
+        .start();
+    embed_from_file("from-the-file.txt".to_owned());
+    let runs = wait_for_run("from-the-file.txt").await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].1.as_ref().unwrap().attempt, 1, "run by the worker");
+    assert_eq!(filed.snapshot().enqueued, 1);
+    worker.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_installed_queue_the_call_runs_on_the_in_process_pool() {
+    make_thumbnail("cat.png".to_owned());
+    let runs = wait_for_run("cat.png").await;
+    assert_eq!(runs, [(0, None)], "run once, by no queue worker");
+}
