@@ -514,6 +514,38 @@ pub enum Kind {
         example: String,
     },
 
+    /// A bulkhead given both a fixed slot count and adaptive bounds.
+    #[error("bulkhead `{bulkhead}` sets both `max_concurrent` and `adaptive`")]
+    #[diagnostic(
+        code("policy::adaptive-with-fixed-limit"),
+        help(
+            "an adaptive bulkhead's slot count moves between `min` and `max`, so it has no fixed one: remove `max_concurrent = {max_concurrent}` (or remove `adaptive(...)` to keep a fixed count)"
+        )
+    )]
+    AdaptiveWithFixedLimit {
+        /// The bulkhead.
+        bulkhead: String,
+        /// The fixed count written.
+        max_concurrent: u32,
+    },
+
+    /// Adaptive bounds with `min` above `max`.
+    #[error("bulkhead `{bulkhead}` adapts between `min = {min}` and a smaller `max = {max}`")]
+    #[diagnostic(
+        code("policy::adaptive-bounds-inverted"),
+        help(
+            "the slot count moves from `min` up to `max`: make `min` at most `max`, for example `adaptive(min = {max}, max = {min})`"
+        )
+    )]
+    AdaptiveBoundsInverted {
+        /// The bulkhead.
+        bulkhead: String,
+        /// Its `min`.
+        min: u32,
+        /// Its `max`.
+        max: u32,
+    },
+
     /// An isolated operation that also names another mechanism, or is not critical.
     #[error("isolated operation `{operation}` also sets `{other}`")]
     #[diagnostic(

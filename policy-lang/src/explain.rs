@@ -102,10 +102,13 @@ pub enum Step {
     BulkheadPermit {
         /// Its name.
         name: String,
-        /// Its slots.
+        /// Its slots (an adaptive bulkhead's most).
         max_concurrent: u32,
         /// Its queue.
         max_queued: u32,
+        /// An adaptive bulkhead's fewest slots: its count moves from there up to
+        /// `max_concurrent`, following the dependency's latency.
+        adaptive_min: Option<u32>,
     },
     /// The attempt runs in a child of the deadline.
     Run {
@@ -272,6 +275,10 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
             name: bulkhead.name.value.clone(),
             max_concurrent: bulkhead.max_concurrent.value,
             max_queued: bulkhead.max_queued.value,
+            adaptive_min: bulkhead
+                .adaptive
+                .as_ref()
+                .map(|adaptive| adaptive.min.value),
         });
     }
     let attempt_timeout = retry.and_then(|retry| retry.attempt_timeout.as_ref().map(|d| d.value));
@@ -488,9 +495,19 @@ impl fmt::Display for Step {
                 name,
                 max_concurrent,
                 max_queued,
+                adaptive_min: None,
             } => write!(
                 f,
                 "bulkhead `{name}`: take a permit ({max_concurrent} at once, {max_queued} queued, refuse past that)"
+            ),
+            Step::BulkheadPermit {
+                name,
+                max_concurrent,
+                max_queued,
+                adaptive_min: Some(min),
+            } => write!(
+                f,
+                "bulkhead `{name}`: take a permit (between {min} and {max_concurrent} at once, following the dependency's latency; {max_queued} queued, refuse past that)"
             ),
             Step::Run {
                 attempt_timeout,

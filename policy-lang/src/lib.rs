@@ -72,7 +72,7 @@
 //! |---|---|
 //! | `request` | `deadline`; optional `min_budget` (the least budget a request is started with: one arriving with less left is answered at once, before any work) |
 //! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared); optional `max_retry_after` (the longest opening a `Retry-After` may ask for; default 5m) |
-//! | `bulkhead NAME` | `max_concurrent` (≥ 1), `max_queued` (default 0) |
+//! | `bulkhead NAME` | `max_concurrent` (≥ 1), or `adaptive(min = N, max = N)` (the slot count follows the dependency's latency between the two, from `min`; Netflix's Vegas, adapted), `max_queued` (default 0) |
 //! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `allowance = P% + N/s` (the share of recent calls its retries may add, across requests, and a floor per second) |
 //! | `hedge NAME` | `after = pN` (the operation's own latency at percentile N, 1 to 99, as the runtime records it) or `after = D` (fixed); optional `max` (attempts in flight, the first included: 2, the default, is one hedge; at most 3); optional `allowance = P% + N/s` (what its hedges may add when the operation does not retry; with a retry, hedges draw from the retry's allowance) |
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
@@ -138,13 +138,15 @@
 //! | `policy::request-min-budget-exceeds-deadline` | the `request` stanza's `min_budget` above its deadline (every request would be refused) | lower it, or raise the deadline |
 //! | `policy::duration-not-positive` | a zero or negative duration | a positive duration |
 //! | `policy::zero-attempts` | `attempts = 0` | at least 1 |
-//! | `policy::zero-count` | zero slots, failures, calls, quorum or rate | at least 1 |
+//! | `policy::zero-count` | zero slots (an adaptive `min` included), failures, calls, quorum or rate | at least 1 |
 //! | `policy::ratio-out-of-range` | a failure ratio, retry allowance or ceiling headroom outside (0, 100%] | a share such as `50%` |
 //! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
 //! | `policy::fallback-on-scheduled` | `fallback` or `stale_if_error` on deferred or background work, which answers nobody | remove it: the work's failures are logged |
 //! | `policy::isolate-stands-alone` | an isolated operation that also sets a mechanism, a deadline or a fallback, or is not critical | move them to the operation that calls it |
 //! | `policy::queue-not-background` | `queue` on an operation that is not background work | make it `background`, or remove `queue` |
 //! | `policy::ratelimit-fail-mode-unset` | a rate limit guarding critical work without `on_timeout` or `on_error` (they default to `local`) | choose both: `closed`, `open` or `local` |
+//! | `policy::adaptive-with-fixed-limit` | a bulkhead with both `max_concurrent` and `adaptive(...)` | remove one: `max_concurrent` for a fixed count, `adaptive` for one that follows latency |
+//! | `policy::adaptive-bounds-inverted` | `adaptive(min = N, max = M)` with `min` above `max` | `min` at most `max` |
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
 //! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
@@ -204,9 +206,9 @@ pub use lower::{OPERATION_FLAGS, OPERATION_STATEMENTS, stanza_keywords};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec, Compression,
-    FailMode, HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind,
-    QuarantineSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing,
+    AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec,
+    Compression, FailMode, HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
+    PoolKind, QuarantineSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing,
     SheddingSpec, Spec, WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};

@@ -33,6 +33,8 @@ const RULES: &[Rule] = &[
     durations_positive,
     attempts_at_least_one,
     counts_at_least_one,
+    adaptive_or_fixed,
+    adaptive_bounds_ordered,
     ratios_in_range,
     headrooms_in_range,
     shedding_thresholds_in_range,
@@ -469,6 +471,16 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
         ));
     };
     for bulkhead in &spec.bulkheads {
+        if let Some(adaptive) = &bulkhead.adaptive {
+            if adaptive.min.value == 0 {
+                zero(
+                    "min",
+                    adaptive.min.loc,
+                    "an adaptive bulkhead never goes below `min` slots, and with none it would refuse every call: allow at least one",
+                );
+            }
+            continue;
+        }
         if bulkhead.max_concurrent.value == 0 {
             zero(
                 "max_concurrent",
@@ -976,6 +988,54 @@ fn queue_absorbs_burst(spec: &Spec, out: &mut Vec<Diagnostic>) {
                     "a backlog, not a burst",
                 )
                 .with_label(bulkhead.max_concurrent.loc, "slots"),
+            );
+        }
+    }
+}
+
+/// `policy::adaptive-with-fixed-limit`: a bulkhead's slot count is fixed (`max_concurrent`) or
+/// adaptive (`adaptive(min, max)`), not both.
+fn adaptive_or_fixed(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for bulkhead in &spec.bulkheads {
+        let Some(adaptive) = bulkhead
+            .adaptive
+            .as_ref()
+            .filter(|_| bulkhead.fixed_and_adaptive())
+        else {
+            continue;
+        };
+        out.push(
+            Diagnostic::new(
+                Kind::AdaptiveWithFixedLimit {
+                    bulkhead: bulkhead.name.value.clone(),
+                    max_concurrent: bulkhead.max_concurrent.value,
+                },
+                bulkhead.max_concurrent.loc,
+                "a fixed slot count",
+            )
+            .with_label(adaptive.loc, "an adaptive one"),
+        );
+    }
+}
+
+/// `policy::adaptive-bounds-inverted`: an adaptive bulkhead's `min` is at most its `max`.
+fn adaptive_bounds_ordered(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for bulkhead in &spec.bulkheads {
+        let Some(adaptive) = &bulkhead.adaptive else {
+            continue;
+        };
+        if adaptive.min.value > adaptive.max.value {
+            out.push(
+                Diagnostic::new(
+                    Kind::AdaptiveBoundsInverted {
+                        bulkhead: bulkhead.name.value.clone(),
+                        min: adaptive.min.value,
+                        max: adaptive.max.value,
+                    },
+                    adaptive.min.loc,
+                    "above `max`",
+                )
+                .with_label(adaptive.max.loc, "`max`"),
             );
         }
     }

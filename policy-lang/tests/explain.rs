@@ -234,3 +234,25 @@ fn a_percentile_hedge_counts_as_the_attempt_timeout() {
         "{text}"
     );
 }
+
+/// An adaptive bulkhead is explained with its bounds: the count it admits moves between them.
+#[test]
+fn an_adaptive_bulkhead_is_explained_with_its_bounds() {
+    let [call] = explain(
+        "bulkhead partners { adaptive(min = 4, max = 64); max_queued = 8 }\n\
+         operation call_partner: critical { bulkhead = partners; deadline = 1s }\n",
+    )
+    .try_into()
+    .unwrap();
+    assert!(call.steps.contains(&Step::BulkheadPermit {
+        name: "partners".to_owned(),
+        max_concurrent: 64,
+        max_queued: 8,
+        adaptive_min: Some(4),
+    }));
+    let text = call.to_string();
+    assert!(
+        text.contains("bulkhead `partners`: take a permit (between 4 and 64 at once, following the dependency's latency; 8 queued, refuse past that)"),
+        "{text}"
+    );
+}

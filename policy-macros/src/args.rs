@@ -129,11 +129,20 @@ pub(crate) struct InlineBreaker {
     pub(crate) trips_only: Option<Span>,
 }
 
-/// `bulkhead(max_concurrent = 4, max_queued = 2)`.
+/// `bulkhead(max_concurrent = 4, max_queued = 2)`, or `adaptive(min = 4, max = 64)` instead
+/// of `max_concurrent`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineBulkhead {
     pub(crate) max_concurrent: Option<Spanned<u32>>,
     pub(crate) max_queued: Option<Spanned<u32>>,
+    pub(crate) adaptive: Option<Spanned<InlineAdaptive>>,
+}
+
+/// `adaptive(min = 4, max = 64)`, inside `bulkhead(...)`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InlineAdaptive {
+    pub(crate) min: Option<Spanned<u32>>,
+    pub(crate) max: Option<Spanned<u32>>,
 }
 
 /// `retry(attempts = 3, base = "50ms", cap = "1s", attempt_timeout = "2s")`.
@@ -356,13 +365,17 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
 }
 
 fn inline_bulkhead(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineBulkhead> {
-    const KEYS: &[&str] = &["max_concurrent", "max_queued"];
+    const KEYS: &[&str] = &["max_concurrent", "max_queued", "adaptive"];
     let mut b = InlineBulkhead::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();
         match key {
             "max_concurrent" => set_once(&mut b.max_concurrent, count(inner)?, span, key, errors),
             "max_queued" => set_once(&mut b.max_queued, count(inner)?, span, key, errors),
+            "adaptive" => {
+                let value = inline_adaptive(inner, errors)?;
+                set_once(&mut b.adaptive, Spanned { value, span }, span, key, errors);
+            }
             _ => {
                 errors.at(
                     span,
@@ -374,6 +387,27 @@ fn inline_bulkhead(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resu
         Ok(true)
     })?;
     Ok(b)
+}
+
+fn inline_adaptive(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineAdaptive> {
+    const KEYS: &[&str] = &["min", "max"];
+    let mut a = InlineAdaptive::default();
+    nested(meta, errors, |inner, key, errors| {
+        let span = inner.path.span();
+        match key {
+            "min" => set_once(&mut a.min, count(inner)?, span, key, errors),
+            "max" => set_once(&mut a.max, count(inner)?, span, key, errors),
+            _ => {
+                errors.at(
+                    span,
+                    format!("unknown adaptive key `{key}`: {}", suggestion(key, KEYS)),
+                );
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(a)
 }
 
 fn inline_retry(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineRetry> {

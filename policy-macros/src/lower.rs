@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy_lang::{
-    Backoff, BreakerSpec, BulkheadSpec, HedgeSpec, IsolateSpec, Loc, Located, OpenAfter,
-    OperationSpec, PolicySet, PoolKind, RetrySpec, Sharing, WorkClass,
+    AdaptiveSpec, Backoff, BreakerSpec, BulkheadSpec, HedgeSpec, IsolateSpec, Loc, Located,
+    OpenAfter, OperationSpec, PolicySet, PoolKind, RetrySpec, Sharing, WorkClass,
 };
 use proc_macro2::Span;
 
@@ -158,22 +158,41 @@ fn inline_bulkhead(
     locs: &mut Locs,
     errors: &mut Errors,
 ) -> Option<BulkheadSpec> {
+    const ADAPTIVE: &str = "bulkhead(adaptive(min = 4, max = 64), max_queued = 2)";
     let loc = locs.at(span);
-    let Some(max_concurrent) = &b.max_concurrent else {
-        missing(
-            errors,
-            span,
-            "bulkhead",
-            "max_concurrent",
-            "bulkhead(max_concurrent = 4, max_queued = 2)",
-        );
-        return None;
+    let name = Located::new(name.to_owned(), loc);
+    let mut spec = match (&b.adaptive, &b.max_concurrent) {
+        (Some(adaptive), max_concurrent) => {
+            let (Some(min), Some(max)) = (&adaptive.value.min, &adaptive.value.max) else {
+                let key = if adaptive.value.min.is_none() {
+                    "min"
+                } else {
+                    "max"
+                };
+                missing(errors, adaptive.span, "adaptive bulkhead", key, ADAPTIVE);
+                return None;
+            };
+            let bounds =
+                AdaptiveSpec::new(locs.located(min), locs.located(max), locs.at(adaptive.span));
+            let mut spec = BulkheadSpec::adaptive(name, bounds, loc);
+            // Both: kept, so that the validator names the fix.
+            if let Some(max_concurrent) = max_concurrent {
+                spec.max_concurrent = locs.located(max_concurrent);
+            }
+            spec
+        }
+        (None, Some(max_concurrent)) => BulkheadSpec::new(name, locs.located(max_concurrent), loc),
+        (None, None) => {
+            missing(
+                errors,
+                span,
+                "bulkhead",
+                "max_concurrent",
+                "bulkhead(max_concurrent = 4, max_queued = 2)",
+            );
+            return None;
+        }
     };
-    let mut spec = BulkheadSpec::new(
-        Located::new(name.to_owned(), loc),
-        locs.located(max_concurrent),
-        loc,
-    );
     if let Some(q) = &b.max_queued {
         spec.max_queued = locs.located(q);
     }

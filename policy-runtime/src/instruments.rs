@@ -139,6 +139,7 @@ pub(crate) const BREAKER_OPENINGS: &str = "policy_breaker_openings_total";
 pub(crate) const REFUSALS: &str = "policy_refusals_total";
 pub(crate) const BULKHEAD_IN_FLIGHT: &str = "policy_bulkhead_in_flight";
 pub(crate) const BULKHEAD_QUEUED: &str = "policy_bulkhead_queued";
+pub(crate) const BULKHEAD_LIMIT: &str = "policy_bulkhead_limit";
 pub(crate) const SHED: &str = "policy_shed_total";
 pub(crate) const RETRIES: &str = "policy_retries_total";
 pub(crate) const RETRY_STOPPED: &str = "policy_retry_stopped_total";
@@ -193,6 +194,11 @@ fn describe() {
             BULKHEAD_QUEUED,
             Unit::Count,
             "Calls waiting for a bulkhead slot"
+        );
+        describe_gauge!(
+            BULKHEAD_LIMIT,
+            Unit::Count,
+            "A bulkhead's slot count (an adaptive one's moves with latency)"
         );
         describe_counter!(SHED, Unit::Count, "Work shed, by class and reason");
         describe_counter!(RETRIES, Unit::Count, "Retries started");
@@ -355,11 +361,12 @@ impl BreakerMetrics {
     }
 }
 
-/// A bulkhead's: calls in flight and queued, and its refusals.
+/// A bulkhead's: calls in flight and queued, its slot count, and its refusals.
 #[derive(Debug)]
 pub(crate) struct BulkheadMetrics {
     in_flight: Gauge,
     queued: Gauge,
+    limit: Gauge,
     pub(crate) refusals: Refusals,
 }
 
@@ -368,6 +375,7 @@ impl BulkheadMetrics {
         Self {
             in_flight: gauge(BULKHEAD_IN_FLIGHT, &[("name", name)]),
             queued: gauge(BULKHEAD_QUEUED, &[("name", name)]),
+            limit: gauge(BULKHEAD_LIMIT, &[("name", name)]),
             refusals: Refusals::new(
                 "bulkhead",
                 name,
@@ -396,6 +404,11 @@ impl BulkheadMetrics {
     #[inline]
     pub(crate) fn queued(&self, change: f64) {
         self.queued.add(change);
+    }
+
+    /// The slot count is now `slots` (set at build and at each resize, off the hot path).
+    pub(crate) fn limit(&self, slots: u32) {
+        self.limit.set(f64::from(slots));
     }
 }
 

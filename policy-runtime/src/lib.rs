@@ -5,7 +5,7 @@
 //! | question | module | refuses with |
 //! |---|---|---|
 //! | should we call this at all right now? | [`breaker`] | [`RefusalKind::BreakerOpen`] |
-//! | how much of the pool may this dependency hold? | [`bulkhead`] | [`RefusalKind::BulkheadFull`] |
+//! | how much of the pool may this dependency hold? | [`bulkhead`] (fixed, or [adaptive](bulkhead::adaptive) to measured latency) | [`RefusalKind::BulkheadFull`] |
 //! | is this work worth doing under the current pressure? | [`shedding`] (a pure function) | [`RefusalKind::Shed`], with its reason |
 //! | is this failure worth repeating, out of whose budget? | [`retry`] | never retries a refusal |
 //! | is the first attempt just slow? | [`hedge`] | never hedges a refusal; hedges draw from the retries' allowance |

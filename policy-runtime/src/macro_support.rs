@@ -14,7 +14,7 @@ use std::time::Duration;
 pub use std::sync::LazyLock;
 
 use crate::breaker::{Breaker, OpenAfter, Sharing};
-use crate::bulkhead::Bulkhead;
+use crate::bulkhead::{AdaptiveLimit, Bulkhead};
 use crate::deadline::{Deadline, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
@@ -223,12 +223,15 @@ pub struct SlotSettings {
     max_concurrent: Option<u32>,
     max_queued: Option<u32>,
     kind: Option<PoolKind>,
+    /// An adaptive bulkhead's `min` and `max`.
+    adaptive: Option<(u32, u32)>,
 }
 
 const NO_SLOTS: SlotSettings = SlotSettings {
     max_concurrent: None,
     max_queued: None,
     kind: None,
+    adaptive: None,
 };
 
 impl Register for Bulkhead {
@@ -243,6 +246,9 @@ impl Register for Bulkhead {
             }
             if let Some(places) = settings.max_queued {
                 bulkhead = bulkhead.max_queued(places);
+            }
+            if let Some((min, max)) = settings.adaptive {
+                bulkhead = bulkhead.adaptive(AdaptiveLimit::new(min, max));
             }
             bulkhead
         })
@@ -287,6 +293,13 @@ impl Handle<Bulkhead> {
     /// [`BulkheadBuilder::max_queued`](crate::bulkhead::BulkheadBuilder::max_queued).
     pub const fn max_queued(mut self, places: u32) -> Self {
         self.settings.max_queued = Some(places);
+        self
+    }
+
+    /// [`BulkheadBuilder::adaptive`](crate::bulkhead::BulkheadBuilder::adaptive) with
+    /// [`AdaptiveLimit::new(min, max)`](crate::bulkhead::AdaptiveLimit::new).
+    pub const fn adaptive(mut self, min: u32, max: u32) -> Self {
+        self.settings.adaptive = Some((min, max));
         self
     }
 }

@@ -22,6 +22,7 @@
 //! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` |
 //! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` |
 //! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | |
+//! | an adaptive bulkhead's limit moved by a quarter (and at least 2 slots) since the last such event | INFO | `bulkhead_limit` | `queueing` (latency rose: calls wait inside the dependency), `headroom` (it answers as fast as unloaded) | `from`, `to` (slots), `latency_noload_ms`, `latency_recent_ms`, `queue_estimate` |
 //! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` |
 //! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` |
 //! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` |
@@ -92,6 +93,7 @@
 //! | `policy_refusals_total` | counter | `mechanism` (`breaker`, `bulkhead`, `rate_limiter`), `name`, `kind`, `reason` ([`RefusalReason::code`](crate::RefusalReason::code)) | refusals | a breaker's refusals by the cause of the opening (the snapshot's `refusals`), a bulkhead's by `full` and `queue_timeout` (its `refused_full`, `refused_queue_timeout`), a rate limiter's (`rate`, feature `ratelimit`: over its rate, in process or through Redis, or refused while Redis is away); every reason is registered at zero when the mechanism is built. A refusal by a deadline's minimum budget has no mechanism to count it: it is the call's `refused` outcome with `refused_by="insufficient_budget"` |
 //! | `policy_bulkhead_in_flight` | gauge | `name` | calls | calls holding one of its slots |
 //! | `policy_bulkhead_queued` | gauge | `name` | calls | calls waiting for a slot |
+//! | `policy_bulkhead_limit` | gauge | `name` | calls | its slot count: set when it is built and at each resize, by hand ([`Bulkhead::set_max_concurrent`](crate::Bulkhead::set_max_concurrent)) or by an adaptive bulkhead's latency |
 //! | `policy_shed_total` | counter | `mechanism` (`shedder`, or `background` for a pool's own), `name`, `class`, `reason` (`load`, `budget`) | decisions | decisions to shed; admissions are not counted (that would be a contended write on every call) |
 //! | `policy_retries_total` | counter | `name` (the retry policy) | retries | retries started, by the attribute's loop and the tower layer's alike |
 //! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`) | stops | retrying stopped before success |
@@ -510,6 +512,36 @@ pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) 
         retry_after_ms,
         "breaker `{name}` opened for {} after {cause}",
         Human(open_for)
+    );
+}
+
+/// An adaptive bulkhead's slot count moved materially (the caller decides what is material).
+pub(crate) fn bulkhead_limit_changed(
+    name: &str,
+    from: u32,
+    to: u32,
+    latency_noload_ms: Option<f64>,
+    latency_recent_ms: Option<f64>,
+    queue_estimate: f64,
+) {
+    let (reason, why) = if to < from {
+        ("queueing", "calls wait inside the dependency")
+    } else {
+        ("headroom", "the dependency answers as fast as unloaded")
+    };
+    tracing::info!(
+        target: "policy",
+        operation = operation(),
+        mechanism = "bulkhead",
+        name,
+        kind = "bulkhead_limit",
+        reason,
+        from,
+        to,
+        latency_noload_ms,
+        latency_recent_ms,
+        queue_estimate,
+        "bulkhead `{name}` now admits {to} calls at once (was {from}): {why}"
     );
 }
 

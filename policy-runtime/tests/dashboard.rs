@@ -54,6 +54,9 @@ fn populated() -> &'static Registry {
             .cooldown(Duration::from_secs(20))
     });
     registry.bulkhead("search", |b| b.max_concurrent(4).max_queued(2));
+    registry.bulkhead("partners", |b| {
+        b.adaptive(policy_runtime::bulkhead::AdaptiveLimit::new(4, 64))
+    });
     registry.retry("transient", |r| r.attempts(3));
     let tail = registry.hedge("tail", |h| h.percentile(95.0).min_samples(1));
     tail.record(Duration::from_millis(40));
@@ -276,6 +279,19 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
     let body = browser::table_body(&dom, "hedges").unwrap();
     let row = browser::row(body, "data-name", "tail").unwrap();
     assert!(row.contains(">p95<") && row.contains(" ms<"), "{row}");
+
+    // A bulkhead says whether its limit is fixed or adaptive, and between which bounds.
+    let body = browser::table_body(&dom, "bulkheads").unwrap();
+    let row = browser::row(body, "data-name", "partners")
+        .unwrap_or_else(|| panic!("no row `partners`:\n{body}"));
+    assert!(row.contains("data-limit=\"adaptive\""), "{row}");
+    assert!(
+        row.contains(">adaptive, 4 to 64 (not measured yet)<"),
+        "its bounds: {row}"
+    );
+    assert!(row.contains(">0 / 4<"), "it starts at min: {row}");
+    let row = browser::row(body, "data-name", "search").unwrap();
+    assert!(row.contains(">fixed<"), "{row}");
     // A durable queue's row: the stream's length against its bound, from the last read.
     #[cfg(feature = "redis")]
     if queued.is_some() {

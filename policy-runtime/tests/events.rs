@@ -488,3 +488,69 @@ fn hedges_say_when_they_start_which_won_and_how_many_were_dropped() {
         "the second hedge was dropped"
     );
 }
+
+#[test]
+fn an_adaptive_limit_tells_of_material_moves_only() {
+    use policy_runtime::bulkhead::AdaptiveLimit;
+    use policy_testkit::capacity::Capacity;
+
+    let told = || {
+        EVENTS.with(|events| {
+            events.borrow().as_ref().map_or(0, |events| {
+                events
+                    .iter()
+                    .filter(|e| e.get("kind") == Some("bulkhead_limit"))
+                    .count()
+            })
+        })
+    };
+    let mut settled_told = (0, 0);
+    let events = events_of(|| async {
+        let api = Bulkhead::builder("adaptive-api")
+            .adaptive(AdaptiveLimit::new(4, 64))
+            .build();
+        let dependency = Capacity::new(32, Duration::from_millis(20));
+        let _load = {
+            let api = api.clone();
+            dependency.saturate(40, move || api.try_acquire_owned().ok())
+        };
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        dependency.set_slots(8);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let before = told();
+        // Settled at the new capacity: it moves by a slot now and then, which is not news.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        settled_told = (before, told());
+    });
+    let limits: Vec<_> = events
+        .iter()
+        .filter(|e| e.get("kind") == Some("bulkhead_limit"))
+        .collect();
+    let grew = limits
+        .iter()
+        .filter(|e| e.get("reason") == Some("headroom"))
+        .count();
+    let cut: Vec<_> = limits
+        .iter()
+        .filter(|e| e.get("reason") == Some("queueing"))
+        .collect();
+    assert!(
+        (3..=12).contains(&grew),
+        "from 4 to 32 in a few steps: {limits:#?}"
+    );
+    assert!(!cut.is_empty(), "the drop to 8 is told");
+    let last_cut = cut.last().unwrap();
+    assert_eq!(last_cut.get("mechanism"), Some("bulkhead"));
+    assert_eq!(last_cut.get("name"), Some("adaptive-api"));
+    let to: u32 = last_cut.get("to").unwrap().parse().unwrap();
+    assert!((8..=10).contains(&to), "{last_cut:#?}");
+    for field in [
+        "from",
+        "latency_noload_ms",
+        "latency_recent_ms",
+        "queue_estimate",
+    ] {
+        assert!(last_cut.get(field).is_some(), "`{field}` in {last_cut:#?}");
+    }
+    assert_eq!(settled_told.0, settled_told.1, "nothing told once settled");
+}

@@ -425,3 +425,18 @@ fn hedges_are_counted_started_won_lost_and_stopped() {
         );
     });
 }
+
+#[test]
+fn a_bulkhead_sets_its_limit_gauge_when_built_and_when_resized() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let name = [("name", "metered-limit")];
+    with_recorder(&recorder, async {
+        let bulkhead = Bulkhead::builder("metered-limit").max_concurrent(6).build();
+        let seen = Recorded::take(&snapshotter);
+        assert_eq!(seen.gauge("policy_bulkhead_limit", &name), 6.0);
+        bulkhead.set_max_concurrent(3);
+        let seen = Recorded::take(&snapshotter);
+        assert_eq!(seen.gauge("policy_bulkhead_limit", &name), 3.0);
+    });
+}

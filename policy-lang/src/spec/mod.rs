@@ -353,15 +353,23 @@ impl Named for BreakerSpec {
 }
 
 /// `bulkhead NAME { max_concurrent = 4; max_queued = 8 }`: bounds one instance.
+///
+/// Or `bulkhead NAME { adaptive(min = 4, max = 64); max_queued = 8 }`: the slot count follows
+/// the dependency's measured latency between the bounds (the runtime's
+/// `policy_runtime::bulkhead::adaptive`).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BulkheadSpec {
     /// Its name.
     pub name: Located<String>,
-    /// Calls that may run at once (at least 1).
+    /// Calls that may run at once (at least 1): the fixed count, or an adaptive bulkhead's
+    /// `max` (the same [`Located`] as [`AdaptiveSpec::max`], unless `max_concurrent` was set
+    /// too, which `policy::adaptive-with-fixed-limit` refuses).
     pub max_concurrent: Located<u32>,
     /// Callers that may wait for a slot; past that they are refused (default 0).
     pub max_queued: Located<u32>,
+    /// The bounds of an adaptive slot count, when it has one.
+    pub adaptive: Option<AdaptiveSpec>,
     /// The stanza.
     pub loc: Loc,
 }
@@ -374,8 +382,48 @@ impl BulkheadSpec {
             name,
             max_concurrent,
             max_queued: Located::new(0, loc),
+            adaptive: None,
             loc,
         }
+    }
+
+    /// An adaptive bulkhead with no queue: at most `adaptive.max` slots.
+    #[must_use]
+    pub fn adaptive(name: Located<String>, adaptive: AdaptiveSpec, loc: Loc) -> Self {
+        BulkheadSpec {
+            max_concurrent: adaptive.max.clone(),
+            adaptive: Some(adaptive),
+            ..BulkheadSpec::new(name, Located::new(0, loc), loc)
+        }
+    }
+
+    /// Whether `max_concurrent` was written beside `adaptive(...)`.
+    #[must_use]
+    pub fn fixed_and_adaptive(&self) -> bool {
+        self.adaptive
+            .as_ref()
+            .is_some_and(|adaptive| adaptive.max.loc != self.max_concurrent.loc)
+    }
+}
+
+/// `adaptive(min = 4, max = 64)`: a bulkhead's slot count follows the dependency's latency,
+/// never below `min` nor above `max`, starting at `min`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AdaptiveSpec {
+    /// The fewest slots (at least 1).
+    pub min: Located<u32>,
+    /// The most slots (at least `min`).
+    pub max: Located<u32>,
+    /// The setting.
+    pub loc: Loc,
+}
+
+impl AdaptiveSpec {
+    /// Bounds, as written.
+    #[must_use]
+    pub fn new(min: Located<u32>, max: Located<u32>, loc: Loc) -> Self {
+        AdaptiveSpec { min, max, loc }
     }
 }
 

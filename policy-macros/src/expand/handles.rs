@@ -117,10 +117,19 @@ fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
 
 fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let max_concurrent = count(spec.max_concurrent.value);
+    let slots = match &spec.adaptive {
+        Some(adaptive) => {
+            let (min, max) = (count(adaptive.min.value), count(adaptive.max.value));
+            quote!(.adaptive(#min, #max))
+        }
+        None => {
+            let max_concurrent = count(spec.max_concurrent.value);
+            quote!(.max_concurrent(#max_concurrent))
+        }
+    };
     let max_queued = count(spec.max_queued.value);
     quote! {
-        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY).max_concurrent(#max_concurrent).max_queued(#max_queued)
+        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY) #slots .max_queued(#max_queued)
     }
 }
 

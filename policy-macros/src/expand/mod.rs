@@ -296,6 +296,26 @@ mod tests {
     }
 
     #[test]
+    fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
+        let out = expand(
+            AttrKind::Critical,
+            quote!(
+                bulkhead(adaptive(min = 4, max = 64), max_queued = 2),
+                deadline = "1s"
+            ),
+            quote! {
+                async fn call_partner(id: u64) -> Result<u64, AppError> {
+                    partner().get(id).await
+                }
+            },
+        );
+        assert!(out.contains(".adaptive(4, 64)"), "{out}");
+        assert!(out.contains(".max_queued(2)"), "{out}");
+        assert!(!out.contains(".max_concurrent("), "{out}");
+        assert!(out.contains(".acquire(&deadline)"), "{out}");
+    }
+
+    #[test]
     fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
         let manifest = env!("CARGO_MANIFEST_DIR");
         let source = Path::new(manifest).join("tests/expand/input.rs");
