@@ -83,6 +83,24 @@
 //! queue. The tests restart a server with `appendonly yes` mid-run and check that every
 //! acknowledged task still completes.
 //!
+//! # Numbers from a `.policy` file
+//!
+//! A `queue NAME { max_len = ...; visibility_timeout = ...; max_deliveries = ...;
+//! task_deadline = ...; concurrency = ... }` stanza sets a queue's numbers in the policy files.
+//! The attribute compiles them into [`QueueSettings`] (`fn_name::queue_settings()`, and on the
+//! handler `fn_name::task()` with [`Handler::with_settings`]); nothing reads the files at run
+//! time. Each number, in order of precedence:
+//!
+//! | from | how |
+//! |---|---|
+//! | an explicit builder call | [`TaskQueueBuilder::max_len`], [`WorkerBuilder::visibility_timeout`], ... |
+//! | the stanza, on the queue | [`TaskQueue::configured`] builds the queue from its settings; its [workers](TaskQueue::worker) start from them |
+//! | the stanza, on a handler | a worker given `fn_name::task()` takes its worker numbers when the queue carries none (a queue built without the stanza's `max_len` is logged, `settings_not_applied`) |
+//! | the runtime's default | [`policy_model::queue_defaults`]: 10,000 tasks, 30 s, 5 deliveries, 10 s, 4 at once |
+//!
+//! The settings are defaults of the one queue of that name, not a second queue: the stream,
+//! its consumer group and its counters are the same whichever way the numbers arrived.
+//!
 //! # Without Redis
 //!
 //! The embedded default is unchanged: an attributed function whose queue is not
