@@ -48,6 +48,20 @@ fn breaker_check(c: &mut Criterion) {
     g.bench_function("failsafe_is_call_permitted", |b| {
         b.iter(|| failsafe::futures::CircuitBreaker::is_call_permitted(std::hint::black_box(&fs)))
     });
+    // What reload support adds to a call: an operation's deadline and minimum budget, and a
+    // retry's numbers, each read whole from the cell a reload publishes into.
+    let operation = policy::deadline::OperationDeadline::new(
+        "bench::search",
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+    );
+    g.bench_function("operation_deadline_current", |b| {
+        b.iter(|| std::hint::black_box(&operation).current())
+    });
+    let retry = policy::RetryPolicy::builder("bench").build();
+    g.bench_function("retry_numbers", |b| {
+        b.iter(|| std::hint::black_box(&retry).numbers())
+    });
     g.finish();
 }
 

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use policy_lang::PolicySet;
+use policy_lang::overrides::{Overridden, PolicyFile, overridden};
 use serde_json::json;
 
 use crate::{Exit, Format, files, render};
@@ -15,9 +16,43 @@ pub struct Args {
     /// policy, as the attribute macros see it.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// Check FILES as overrides (a `policies/<env>/` directory, say) of the compiled policy in
+    /// this directory or these files: each override replaces the compiled setting it names, and
+    /// the merged policy is checked whole, as the runtime checks it before applying it.
+    #[arg(long, value_name = "COMPILED")]
+    pub against: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
+}
+
+/// Reads the compiled policy of `against` and merges the overrides of `paths` into it; an
+/// unreadable file is a usage error.
+fn load_against(
+    against: &PathBuf,
+    paths: &[PathBuf],
+    err: &mut dyn Write,
+) -> Result<(Overridden, Vec<PathBuf>), Exit> {
+    let read = |paths: &[PathBuf], err: &mut dyn Write| {
+        let files = files::expand(paths).map_err(|(path, error)| {
+            let _ = writeln!(err, "{}", files::io_error(&path, &error));
+            Exit::Usage
+        })?;
+        let mut read = Vec::new();
+        for file in &files {
+            match PolicyFile::read(file) {
+                Ok(policy) => read.push(policy),
+                Err(error) => {
+                    let _ = writeln!(err, "{}", files::io_error(file, &error));
+                    return Err(Exit::Usage);
+                }
+            }
+        }
+        Ok((files, read))
+    };
+    let (_, compiled) = read(std::slice::from_ref(against), err)?;
+    let (files, overrides) = read(paths, err)?;
+    Ok((overridden(&compiled, &overrides), files))
 }
 
 /// Loads every file into one policy set; an unreadable file is a usage error.
@@ -64,11 +99,21 @@ pub(crate) fn load_valid(
 
 /// Runs `policy check`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let (set, files) = match load(&args.files, err) {
+    // Against a compiled policy, each problem is labelled first at the override it involves.
+    let loaded = match &args.against {
+        Some(against) => load_against(against, &args.files, err).map(|(merged, files)| {
+            let report = merged.check();
+            (merged.set, report, files)
+        }),
+        None => load(&args.files, err).map(|(set, files)| {
+            let report = set.check();
+            (set, report, files)
+        }),
+    };
+    let (set, report, files) = match loaded {
         Ok(loaded) => loaded,
         Err(exit) => return exit,
     };
-    let report = set.check();
     match args.format {
         Format::Human => {
             render::human_all(&report.all(), set.sources(), render::CHECK_JSON, err);

@@ -294,3 +294,44 @@ fn the_readmes_policy_examples_are_formatted() {
         "found {examples} policy examples in the README"
     );
 }
+
+/// `policy check --against policies policies/production`: the overrides merged into the
+/// compiled policy and checked whole, with the diagnostic a reload would refuse them with.
+#[test]
+fn check_against_a_compiled_policy_refuses_an_unsafe_override_at_its_location() {
+    let root = std::env::temp_dir().join(format!("policy-cli-{}-against", std::process::id()));
+    let production = root.join("production");
+    std::fs::create_dir_all(&production).unwrap();
+    std::fs::write(
+        root.join("search.policy"),
+        "retry transient { attempts = 2; backoff = full_jitter(base = 50ms, cap = 1s); attempt_timeout = 500ms }\n\
+         operation search: critical, idempotent { retry = transient; deadline = 2s }\n",
+    )
+    .unwrap();
+    let overrides = production.join("search.policy");
+    std::fs::write(&overrides, "operation search { deadline = 800ms }\n").unwrap();
+    let output = policy(&["check", "--against", path(&root), path(&production)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("0 errors, 0 warnings in 1 file (1 operation)"));
+
+    std::fs::write(&overrides, "operation search { deadline = 300ms }\n").unwrap();
+    let output = policy(&["check", "--against", path(&root), path(&production)]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(
+        err.contains("policy::attempt-timeout-exceeds-deadline"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{}:1:31", overrides.display())),
+        "{err}"
+    );
+
+    std::fs::write(&overrides, "operation serch { deadline = 800ms }\n").unwrap();
+    let output = policy(&["check", "--against", path(&root), path(&production)]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(err.contains("policy::unknown-name"), "{err}");
+    assert!(err.contains("did you mean `search`?"), "{err}");
+    std::fs::remove_dir_all(&root).unwrap();
+}

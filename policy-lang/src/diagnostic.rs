@@ -237,6 +237,17 @@ pub enum Kind {
         help: String,
     },
 
+    /// An override that changes what only the compiled policy may say: a class, a flag, which
+    /// mechanisms an operation uses, a fallback, how a breaker is shared.
+    #[error("`{what}` cannot be overridden at run time")]
+    #[diagnostic(code("policy::not-overridable"), help("{help}"))]
+    NotOverridable {
+        /// The setting or tag, as written.
+        what: String,
+        /// What may be overridden in this stanza.
+        help: String,
+    },
+
     /// Retry on an operation not marked idempotent.
     #[error("operation `{operation}` is retried but not marked `idempotent`")]
     #[diagnostic(
@@ -312,6 +323,27 @@ pub enum Kind {
         operation: String,
         /// The minimum budget, formatted.
         min_budget: String,
+        /// The effective deadline, formatted.
+        deadline: String,
+    },
+
+    /// A retry's `attempt_timeout` longer than the deadline of an operation that uses it.
+    #[error(
+        "`attempt_timeout` of retry `{retry}` ({attempt_timeout}) is longer than the deadline of operation `{operation}` ({deadline})"
+    )]
+    #[diagnostic(
+        code("policy::attempt-timeout-exceeds-deadline"),
+        help(
+            "an attempt can never run to its timeout: lower `attempt_timeout` to {deadline} or less, or raise the deadline"
+        )
+    )]
+    AttemptTimeoutExceedsDeadline {
+        /// The retry policy.
+        retry: String,
+        /// The operation.
+        operation: String,
+        /// The attempt timeout, formatted.
+        attempt_timeout: String,
         /// The effective deadline, formatted.
         deadline: String,
     },

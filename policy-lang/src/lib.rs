@@ -134,6 +134,7 @@
 //! | `policy::durable-not-critical` | a `durable` write that is deferred or background | make it critical |
 //! | `policy::retry-without-deadline` | a retry with no deadline on the operation or the request | add one |
 //! | `policy::min-budget-exceeds-deadline` | `min_budget` above the effective deadline | lower it, or raise the deadline |
+//! | `policy::attempt-timeout-exceeds-deadline` | a retry's `attempt_timeout` above the effective deadline of an operation that uses it | lower it, or raise the deadline |
 //! | `policy::request-min-budget-exceeds-deadline` | the `request` stanza's `min_budget` above its deadline (every request would be refused) | lower it, or raise the deadline |
 //! | `policy::duration-not-positive` | a zero or negative duration | a positive duration |
 //! | `policy::zero-attempts` | `attempts = 0` | at least 1 |
@@ -188,6 +189,7 @@ pub mod diagnostic;
 pub mod explain;
 pub mod fmt;
 mod lower;
+pub mod overrides;
 mod parse;
 pub mod source;
 pub mod spec;
@@ -233,6 +235,23 @@ impl PolicySet {
     pub fn add_source(&mut self, name: impl Into<String>, bytes: &[u8]) -> SourceId {
         let parsed = parse::parse(&mut self.sources, name, bytes);
         self.add_parsed(parsed)
+    }
+
+    /// A set over `sources` (already read) holding `diagnostics` found reading them, before
+    /// any file is lowered: the overrides' merge builds one.
+    fn with_sources(sources: Sources, diagnostics: Vec<Diagnostic>) -> Self {
+        Self {
+            sources,
+            diagnostics,
+            ..Self::default()
+        }
+    }
+
+    /// Lowers a file already parsed into this set's sources.
+    fn add_file(&mut self, file: &ast::File) {
+        let lowered = lower::lower(file, &mut self.spec);
+        self.diagnostics.extend(lowered.diagnostics);
+        self.dropped.extend(lowered.dropped);
     }
 
     fn add_parsed(&mut self, parsed: parse::Parsed) -> SourceId {

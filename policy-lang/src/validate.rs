@@ -23,6 +23,7 @@ const RULES: &[Rule] = &[
     durable_requires_critical,
     retry_requires_deadline,
     min_budget_within_deadline,
+    attempt_timeout_within_deadline,
     request_min_budget_within_deadline,
     durations_positive,
     attempts_at_least_one,
@@ -275,6 +276,39 @@ fn min_budget_within_deadline(spec: &Spec, out: &mut Vec<Diagnostic>) {
                     },
                     min_budget.loc,
                     "more than the deadline allows",
+                )
+                .with_label(deadline.loc, "the deadline"),
+            );
+        }
+    }
+}
+
+/// `policy::attempt-timeout-exceeds-deadline`: an attempt that could never run to its timeout.
+fn attempt_timeout_within_deadline(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        let Some(retry) = operation
+            .retry
+            .as_ref()
+            .and_then(|name| spec.retries.get(&name.value))
+        else {
+            continue;
+        };
+        let (Some(timeout), Some(deadline)) =
+            (&retry.attempt_timeout, effective_deadline(spec, operation))
+        else {
+            continue;
+        };
+        if timeout.value > deadline.value {
+            out.push(
+                Diagnostic::new(
+                    Kind::AttemptTimeoutExceedsDeadline {
+                        retry: retry.name.value.clone(),
+                        operation: operation.name.value.clone(),
+                        attempt_timeout: format_duration(timeout.value),
+                        deadline: format_duration(deadline.value),
+                    },
+                    timeout.loc,
+                    "longer than the deadline",
                 )
                 .with_label(deadline.loc, "the deadline"),
             );

@@ -52,9 +52,33 @@
 //! ```
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
+
+/// What holds a breaker's configuration and tally: with the feature `overrides` an
+/// `arc_swap::ArcSwap` a reload swaps whole and readers load with no lock; without it nothing
+/// swaps them, and it is a plain `Arc` (the default build has no `arc-swap`).
+#[cfg(feature = "overrides")]
+type Cell<T> = arc_swap::ArcSwap<T>;
+#[cfg(not(feature = "overrides"))]
+type Cell<T> = Fixed<T>;
+
+/// A value no reload changes (without the feature `overrides`).
+#[cfg(not(feature = "overrides"))]
+struct Fixed<T>(Arc<T>);
+
+#[cfg(not(feature = "overrides"))]
+impl<T> Fixed<T> {
+    fn from_pointee(value: T) -> Self {
+        Self(Arc::new(value))
+    }
+
+    #[inline]
+    fn load(&self) -> &Arc<T> {
+        &self.0
+    }
+}
 
 use serde::Serialize;
 use tokio::time::Instant;
@@ -317,23 +341,52 @@ struct Stats {
 
 struct Inner {
     name: Arc<str>,
-    config: BreakerConfig,
+    /// Its configuration and what counts toward its rule: swapped whole by a reload, read with
+    /// no lock (one load on the failure path, none on a closed count breaker's success).
+    counting: Cell<Counting>,
+    /// Whether the rule is a failure ratio (whose successes are counted too): the one thing a
+    /// success reads.
+    ratio: AtomicBool,
     clock: Clock,
     /// Nanoseconds on `clock` at which the current opening ends; 0 when closed.
     open_until: AtomicU64,
     /// Nanoseconds on `clock` until which one failure reopens; 0 when not on probation.
     probation_until: AtomicU64,
-    window: Window,
-    /// A count breaker's last failure times (count mode up to [`MAX_RING`]): the exact window.
-    ring: Option<Ring>,
-    /// The rule's window, in nanoseconds.
-    window_nanos: u64,
     /// The last opening's cause. Held while an opening is written, so a refusal never sees an
     /// opening without its cause. Only openings and refusals take it.
     cause: Mutex<Option<OpenCause>>,
     store: Arc<dyn BreakerStore>,
     stats: Stats,
     metrics: BreakerMetrics,
+}
+
+/// A breaker's configuration with the tally its rule counts in.
+struct Counting {
+    config: BreakerConfig,
+    tally: Arc<Tally>,
+}
+
+/// What counts toward the rule: kept across a reload that keeps the rule (a new cooldown, say),
+/// started afresh when the rule itself changes.
+struct Tally {
+    window: Window,
+    /// A count breaker's last failure times (count mode up to [`MAX_RING`]): the exact window.
+    ring: Option<Ring>,
+    /// The rule's window, in nanoseconds.
+    window_nanos: u64,
+}
+
+impl Tally {
+    fn new(open_after: OpenAfter) -> Self {
+        Self {
+            window: Window::new(open_after.window()),
+            ring: match open_after {
+                OpenAfter::Failures { count, .. } if count <= MAX_RING => Some(Ring::new(count)),
+                _ => None,
+            },
+            window_nanos: saturating_nanos(open_after.window()),
+        }
+    }
 }
 
 /// A named circuit breaker. Cloning is cheap and clones share state.
@@ -347,7 +400,7 @@ impl fmt::Debug for Breaker {
         f.debug_struct("Breaker")
             .field("name", &self.inner.name)
             .field("state", &self.state())
-            .field("config", &self.inner.config)
+            .field("config", &self.config())
             .field("store", &self.inner.store)
             .finish()
     }
@@ -447,15 +500,14 @@ impl BreakerBuilder {
     pub fn build(self) -> Breaker {
         let breaker = Breaker {
             inner: Arc::new(Inner {
-                window: Window::new(self.config.open_after.window()),
-                ring: match self.config.open_after {
-                    OpenAfter::Failures { count, .. } if count <= MAX_RING => {
-                        Some(Ring::new(count))
-                    }
-                    _ => None,
-                },
-                window_nanos: saturating_nanos(self.config.open_after.window()),
-                config: self.config,
+                counting: Cell::from_pointee(Counting {
+                    tally: Arc::new(Tally::new(self.config.open_after)),
+                    config: self.config,
+                }),
+                ratio: AtomicBool::new(matches!(
+                    self.config.open_after,
+                    OpenAfter::FailureRatio { .. }
+                )),
                 clock: Clock::new(),
                 open_until: AtomicU64::new(0),
                 probation_until: AtomicU64::new(0),
@@ -492,9 +544,45 @@ impl Breaker {
         &self.inner.name
     }
 
-    /// Its configuration.
-    pub fn config(&self) -> &BreakerConfig {
-        &self.inner.config
+    /// Its configuration now.
+    pub fn config(&self) -> BreakerConfig {
+        self.inner.counting.load().config
+    }
+
+    /// Uses the rule `open_after`, `cooldown` and `max_retry_after` from now on (its sharing
+    /// stays as built); true when they changed. The breaker's state survives: an opening runs
+    /// to the end it was given, a probation stays, the counters go on; the failures counted
+    /// toward the rule are kept when the rule is the same and start afresh when it changes
+    /// (a window of another length or another count counts differently).
+    #[cfg(feature = "overrides")]
+    pub(crate) fn retune(
+        &self,
+        open_after: OpenAfter,
+        cooldown: Duration,
+        max_retry_after: Duration,
+    ) -> bool {
+        let inner = &*self.inner;
+        let current = inner.counting.load();
+        let config = BreakerConfig {
+            open_after,
+            cooldown,
+            max_retry_after,
+            ..current.config
+        };
+        if config == current.config {
+            return false;
+        }
+        let tally = if open_after == current.config.open_after {
+            current.tally.clone()
+        } else {
+            Arc::new(Tally::new(open_after))
+        };
+        inner.counting.store(Arc::new(Counting { config, tally }));
+        inner.ratio.store(
+            matches!(open_after, OpenAfter::FailureRatio { .. }),
+            Ordering::Release,
+        );
+        true
     }
 
     /// A handle that does not keep the breaker alive.
@@ -555,8 +643,13 @@ impl Breaker {
         if inner.probation_until.load(Ordering::Relaxed) != 0 {
             self.probe_succeeded();
         }
-        if matches!(inner.config.open_after, OpenAfter::FailureRatio { .. }) {
-            inner.window.record_call(inner.clock.now_nanos());
+        if inner.ratio.load(Ordering::Relaxed) {
+            inner
+                .counting
+                .load()
+                .tally
+                .window
+                .record_call(inner.clock.now_nanos());
         }
     }
 
@@ -587,10 +680,12 @@ impl Breaker {
             // A straggler admitted before the opening: the breaker is already open.
             return;
         }
+        let counting = inner.counting.load();
+        let (config, tally) = (&counting.config, &*counting.tally);
         let probation = inner.probation_until.load(Ordering::Acquire);
         if probation != 0 {
             if now < probation {
-                self.open(now, inner.config.cooldown, OpenCause::ProbeFailed);
+                self.open(now, config.cooldown, OpenCause::ProbeFailed);
                 return;
             }
             // Probation lapsed without a verdict: back to plain counting.
@@ -604,19 +699,19 @@ impl Breaker {
         }
         let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         if let (Some(ring), OpenAfter::Failures { count, window }) =
-            (&inner.ring, inner.config.open_after)
+            (&tally.ring, config.open_after)
         {
-            if ring.record(now, inner.window_nanos) {
+            if ring.record(now, tally.window_nanos) {
                 let cause = OpenCause::Failures { count, window };
-                self.open(now, inner.config.cooldown, cause);
+                self.open(now, config.cooldown, cause);
             } else {
                 inner.store.failure_recorded(self);
             }
             return;
         }
-        inner.window.record_hit(now);
-        let counts = inner.window.counts(now);
-        let cause = match inner.config.open_after {
+        tally.window.record_hit(now);
+        let counts = tally.window.counts(now);
+        let cause = match config.open_after {
             OpenAfter::Failures { count, window } if counts.hits >= u64::from(count) => {
                 Some(OpenCause::Failures {
                     count: to_u32(counts.hits),
@@ -641,7 +736,7 @@ impl Breaker {
         };
         match cause {
             Some(cause) => {
-                self.open(now, inner.config.cooldown, cause);
+                self.open(now, config.cooldown, cause);
             }
             None => inner.store.failure_recorded(self),
         }
@@ -703,7 +798,7 @@ impl Breaker {
     pub fn trip(&self, retry_after: Duration, reason: impl Into<Arc<str>>) {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
-        let cap = inner.config.max_retry_after;
+        let cap = inner.counting.load().config.max_retry_after;
         let open_for = retry_after.min(cap);
         if open_for < retry_after {
             observe::retry_after_capped(&inner.name, retry_after, cap);
@@ -733,7 +828,7 @@ impl Breaker {
     pub fn apply_shared_opening(&self, until: Instant, cause: OpenCause) -> bool {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
-        let config = &inner.config;
+        let config = inner.counting.load().config;
         let longest = saturating_nanos(config.cooldown.max(config.max_retry_after));
         let until_nanos = inner
             .clock
@@ -783,12 +878,13 @@ impl Breaker {
         cause: OpenCause,
     ) {
         let inner = &*self.inner;
-        let window = saturating_nanos(inner.config.open_after.window());
+        let counting = inner.counting.load();
+        let window = saturating_nanos(counting.config.open_after.window());
         inner
             .probation_until
             .store(until.saturating_add(window), Ordering::Release);
-        inner.window.clear();
-        if let Some(ring) = &inner.ring {
+        counting.tally.window.clear();
+        if let Some(ring) = &counting.tally.ring {
             ring.clear();
         }
         inner.stats.openings.fetch_add(1, Ordering::Relaxed);
@@ -840,9 +936,10 @@ impl Breaker {
     pub fn snapshot(&self) -> BreakerSnapshot {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
-        let mut counts = inner.window.counts(now);
-        if let Some(ring) = &inner.ring {
-            counts.hits = ring.count(now, inner.window_nanos);
+        let counting = inner.counting.load();
+        let mut counts = counting.tally.window.counts(now);
+        if let Some(ring) = &counting.tally.ring {
+            counts.hits = ring.count(now, counting.tally.window_nanos);
         }
         let state = self.state();
         let until = inner.open_until.load(Ordering::Acquire);
@@ -852,7 +949,7 @@ impl Breaker {
             open_for: (state == BreakerState::Open)
                 .then(|| Duration::from_nanos(until.saturating_sub(now))),
             last_cause: self.lock_cause().clone(),
-            config: inner.config,
+            config: counting.config,
             window_failures: counts.hits,
             window_calls: counts.calls,
             openings: inner.stats.openings.load(Ordering::Relaxed),

@@ -18,6 +18,11 @@
 //! it back: no semaphore, no lock, no allocation. The permit is released on drop, also when the
 //! work panics or its future is cancelled.
 //!
+//! The slot count can change while the bulkhead runs ([`Bulkhead::set_max_concurrent`], for a
+//! policy reload): each admission reads the current count. Raising it wakes queued callers at
+//! once; lowering it refuses (or queues) new callers until the calls in flight drain below the
+//! new count, and never takes a slot back from a call that holds one.
+//!
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::{Bulkhead, Deadline, RefusalKind};
@@ -42,7 +47,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use serde::Serialize;
 use tokio::sync::Notify;
@@ -73,7 +78,8 @@ struct Stats {
 
 struct Inner {
     name: Arc<str>,
-    max_concurrent: u32,
+    /// Slots; read on each admission, so a resize applies to the next caller.
+    max_concurrent: AtomicU32,
     max_queued: u32,
     /// Running calls in the low 32 bits, queued callers in the high 32 bits.
     state: AtomicU64,
@@ -94,7 +100,7 @@ impl fmt::Debug for Bulkhead {
         let state = self.inner.state.load(Ordering::Relaxed);
         f.debug_struct("Bulkhead")
             .field("name", &self.inner.name)
-            .field("max_concurrent", &self.inner.max_concurrent)
+            .field("max_concurrent", &self.inner.slots())
             .field("max_queued", &self.inner.max_queued)
             .field("running", &running(state))
             .field("queued", &queued(state))
@@ -131,7 +137,7 @@ impl BulkheadBuilder {
             inner: Arc::new(Inner {
                 metrics: BulkheadMetrics::new(&self.name),
                 name: self.name,
-                max_concurrent: self.max_concurrent,
+                max_concurrent: AtomicU32::new(self.max_concurrent),
                 max_queued: self.max_queued,
                 state: AtomicU64::new(0),
                 freed: Notify::new(),
@@ -257,12 +263,18 @@ pub struct BulkheadSnapshot {
 }
 
 impl Inner {
+    /// The slot count now.
+    #[inline]
+    fn slots(&self) -> u32 {
+        self.max_concurrent.load(Ordering::Relaxed)
+    }
+
     /// Takes a slot when one is free and nobody is queued ahead.
     #[inline]
     fn try_take(&self) -> bool {
         let mut current = self.state.load(Ordering::Relaxed);
         loop {
-            if running(current) >= self.max_concurrent || queued(current) > 0 {
+            if running(current) >= self.slots() || queued(current) > 0 {
                 return false;
             }
             match self.state.compare_exchange_weak(
@@ -306,7 +318,7 @@ impl Inner {
     fn try_take_from_queue(&self) -> bool {
         let mut current = self.state.load(Ordering::Relaxed);
         loop {
-            if running(current) >= self.max_concurrent {
+            if running(current) >= self.slots() {
                 return false;
             }
             match self.state.compare_exchange_weak(
@@ -329,7 +341,7 @@ impl Inner {
         let before = self.state.fetch_sub(QUEUED, Ordering::AcqRel);
         self.metrics.queued(-1.0);
         // If a slot is free and others still wait, make sure one of them hears of it.
-        if running(before) < self.max_concurrent && queued(before) > 1 {
+        if running(before) < self.slots() && queued(before) > 1 {
             self.freed.notify_one();
         }
     }
@@ -353,7 +365,7 @@ impl Inner {
     fn refuse_full(&self) -> ResilienceError {
         self.stats.refused_full.fetch_add(1, Ordering::Relaxed);
         self.refuse(RefusalReason::BulkheadFull {
-            max_concurrent: self.max_concurrent,
+            max_concurrent: self.slots(),
             max_queued: self.max_queued,
         })
     }
@@ -423,9 +435,48 @@ impl Bulkhead {
         &self.inner.name
     }
 
-    /// Slots.
+    /// Slots now.
     pub fn max_concurrent(&self) -> u32 {
-        self.inner.max_concurrent
+        self.inner.slots()
+    }
+
+    /// Changes the slot count while the bulkhead runs (at least 1), for a policy reload.
+    ///
+    /// - **Raising** it wakes the queued callers, which take the new slots in turn.
+    /// - **Lowering** it admits nobody new (they queue, if there is room, or are refused)
+    ///   until the calls in flight drain below the new count. It never revokes a slot: a call
+    ///   that holds one keeps it until it ends, so `running` may exceed the count for a while.
+    ///
+    /// The queue length does not change. Returns the previous count.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_runtime::{Bulkhead, Deadline};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let search = Bulkhead::builder("search").max_concurrent(2).build();
+    /// let a = search.try_acquire().unwrap();
+    /// let b = search.try_acquire().unwrap();
+    ///
+    /// assert_eq!(search.set_max_concurrent(1), 2);
+    /// drop(a);
+    /// // One call still runs: that is the new count, so a newcomer is refused.
+    /// assert!(search.try_acquire().is_err());
+    /// drop(b);
+    /// assert!(search.try_acquire().is_ok());
+    /// # }
+    /// ```
+    pub fn set_max_concurrent(&self, slots: u32) -> u32 {
+        let slots = slots.max(1);
+        let before = self.inner.max_concurrent.swap(slots, Ordering::AcqRel);
+        if slots > before {
+            // Every queued caller registers its wake-up before it looks for a slot, so one
+            // that looked too early to see the new count hears this; those that find no slot
+            // go back to waiting.
+            self.inner.freed.notify_waiters();
+        }
+        before
     }
 
     /// Queue places.
@@ -496,8 +547,8 @@ impl Bulkhead {
     /// decision reads it.
     pub fn load(&self) -> f64 {
         let state = self.inner.state.load(Ordering::Relaxed);
-        f64::from(running(state).min(self.inner.max_concurrent))
-            / f64::from(self.inner.max_concurrent)
+        let slots = self.inner.slots();
+        f64::from(running(state).min(slots)) / f64::from(slots)
     }
 
     /// Calls running now.
@@ -516,7 +567,7 @@ impl Bulkhead {
         let state = inner.state.load(Ordering::Relaxed);
         BulkheadSnapshot {
             name: inner.name.clone(),
-            max_concurrent: inner.max_concurrent,
+            max_concurrent: inner.slots(),
             max_queued: inner.max_queued,
             running: running(state),
             queued: queued(state),

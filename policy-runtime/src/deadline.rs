@@ -232,12 +232,12 @@ impl Deadline {
         self.at.saturating_sub(self.budget as i64)
     }
 
-    /// [`Deadline::child`] as of `now` (on the process clock), a moment the caller read: no
-    /// clock read here. With a `now` in the past, the child is granted less, never more: it
-    /// still never outlives its parent.
+    /// [`Deadline::child`] of at most `max` nanoseconds, as of `now` (on the process clock), a
+    /// moment the caller read: no clock read here. With a `now` in the past, the child is
+    /// granted less, never more: it still never outlives its parent.
     #[inline]
-    pub(crate) fn child_as_of(&self, now: i64, max: Duration) -> Self {
-        self.granting(now, nanos(max).min(self.left_at(now)))
+    pub(crate) fn child_as_of_nanos(&self, now: i64, max: u64) -> Self {
+        self.granting(now, max.min(self.left_at(now)))
     }
 
     /// Refuses to start an operation with less than its minimum useful budget left.
@@ -308,6 +308,14 @@ impl Deadline {
             return Ok(deadline);
         }
         Err(Self::too_little(operation, deadline.budget(), min_budget))
+    }
+
+    /// [`Deadline::for_operation`] with the operation's current numbers: its deadline and
+    /// minimum budget read once, together, from `operation` (which a reload may change).
+    #[inline]
+    pub fn for_named(operation: &OperationDeadline) -> Result<Self, ResilienceError> {
+        let (max, min_budget) = operation.current();
+        Self::for_operation(operation.display_name(), max, min_budget)
     }
 
     /// The refusal of an operation granted less than its minimum, counted and logged.
@@ -598,6 +606,127 @@ mod tests {
             "10 S",
         ] {
             assert!(parse_grpc_timeout(bad).is_err(), "{bad:?}");
+        }
+    }
+}
+
+/// The deadline and minimum budget of one named operation: the registry's entry an annotated
+/// function reads on every call ([`Deadline::for_named`]), so an override can change them while
+/// the service runs. Both numbers are published together (one cell, read with no lock):
+/// a call reads both from before a reload or both from after it.
+///
+/// ```
+/// use std::time::Duration;
+/// use policy_runtime::deadline::OperationDeadline;
+///
+/// let search = OperationDeadline::new("shop::search", Duration::from_secs(2), Duration::ZERO);
+/// assert_eq!(search.display_name(), "search");
+/// assert_eq!(search.current(), (Duration::from_secs(2), Duration::ZERO));
+/// ```
+pub struct OperationDeadline {
+    name: std::sync::Arc<str>,
+    compiled: (Duration, Duration),
+    numbers: crate::tuning::Tuned<2>,
+}
+
+impl fmt::Debug for OperationDeadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (deadline, min_budget) = self.current();
+        f.debug_struct("OperationDeadline")
+            .field("name", &self.name)
+            .field("deadline", &deadline)
+            .field("min_budget", &min_budget)
+            .finish()
+    }
+}
+
+/// A point-in-time view of an operation's deadline, for dashboards.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct OperationSnapshot {
+    /// The entry's name: for an annotated function's, the operation's name made unique by
+    /// the module path.
+    pub name: std::sync::Arc<str>,
+    /// The operation's own name, what a dashboard shows.
+    pub display_name: std::sync::Arc<str>,
+    /// The deadline in use.
+    #[serde(rename = "deadline_ms", serialize_with = "crate::observe::millis")]
+    pub deadline: Duration,
+    /// The minimum budget in use.
+    #[serde(rename = "min_budget_ms", serialize_with = "crate::observe::millis")]
+    pub min_budget: Duration,
+    /// The deadline compiled in.
+    #[serde(
+        rename = "compiled_deadline_ms",
+        serialize_with = "crate::observe::millis"
+    )]
+    pub compiled_deadline: Duration,
+    /// The minimum budget compiled in.
+    #[serde(
+        rename = "compiled_min_budget_ms",
+        serialize_with = "crate::observe::millis"
+    )]
+    pub compiled_min_budget: Duration,
+}
+
+impl OperationDeadline {
+    /// The operation `name` (its last `::` segment is the operation's own name), with the
+    /// compiled `deadline` (at most [`Deadline::MAX_BUDGET`]) and `min_budget`.
+    pub fn new(
+        name: impl Into<std::sync::Arc<str>>,
+        deadline: Duration,
+        min_budget: Duration,
+    ) -> Self {
+        use crate::tuning::word;
+        Self {
+            name: name.into(),
+            compiled: (deadline, min_budget),
+            numbers: crate::tuning::Tuned::new([word(deadline), word(min_budget)]),
+        }
+    }
+
+    /// The entry's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The operation's own name: the name without its module path.
+    pub fn display_name(&self) -> &str {
+        crate::observe::short_name(&self.name)
+    }
+
+    /// The deadline and the minimum budget in use now, read together.
+    #[inline]
+    pub fn current(&self) -> (Duration, Duration) {
+        let [deadline, min_budget] = self.numbers.read();
+        (
+            crate::tuning::duration(deadline),
+            crate::tuning::duration(min_budget),
+        )
+    }
+
+    /// The deadline and the minimum budget compiled in.
+    pub fn compiled(&self) -> (Duration, Duration) {
+        self.compiled
+    }
+
+    /// Uses `deadline` and `min_budget` from the next call on; true when they changed.
+    #[cfg(feature = "overrides")]
+    pub(crate) fn retune(&self, deadline: Duration, min_budget: Duration) -> bool {
+        use crate::tuning::word;
+        self.numbers.write([word(deadline), word(min_budget)])
+    }
+
+    /// A point-in-time view, for dashboards.
+    pub fn snapshot(&self) -> OperationSnapshot {
+        let (deadline, min_budget) = self.current();
+        OperationSnapshot {
+            name: self.name.clone(),
+            display_name: self.display_name().into(),
+            deadline,
+            min_budget,
+            compiled_deadline: self.compiled.0,
+            compiled_min_budget: self.compiled.1,
         }
     }
 }

@@ -22,6 +22,10 @@
 //! `.policy` operation that names one asks it once per call, after the deadline and the
 //! shedding decision and before the breaker.
 //!
+//! The numbers of the compiled policy (deadlines, attempts, thresholds, cooldowns, bulkhead
+//! sizes) may be overridden per environment and reloaded live, each combination checked by the
+//! `.policy` validator first: the module `overrides` (feature `overrides`).
+//!
 //! Each mechanism is also a tower layer ([`layer`], feature `tower`; the request's deadline,
 //! its axum extractor and outgoing propagation with `http`): one folder per mechanism under
 //! `layer/`, in tower's shape (`layer.rs`, `service.rs`, `future.rs`), holding the same registry
@@ -186,12 +190,15 @@ pub mod isolate;
 pub mod layer;
 pub mod limiter;
 pub mod observe;
+#[cfg(feature = "overrides")]
+pub mod overrides;
 pub mod queue;
 #[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod registry;
 pub mod retry;
 pub mod shedding;
+pub(crate) mod tuning;
 mod window;
 
 pub use background::{BackgroundPool, background};

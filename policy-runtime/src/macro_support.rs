@@ -15,6 +15,7 @@ pub use std::sync::LazyLock;
 
 use crate::breaker::{Breaker, OpenAfter, Sharing};
 use crate::bulkhead::Bulkhead;
+use crate::deadline::{Deadline, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
@@ -585,6 +586,37 @@ impl Handle<PollMonitor> {
     /// The longest one poll may take before it is reported.
     pub const fn budget(mut self, budget: Duration) -> Self {
         self.settings = budget;
+        self
+    }
+}
+
+impl Register for OperationDeadline {
+    const KIND: &'static str = "operation";
+    /// The deadline and the minimum budget.
+    type Settings = (Duration, Duration);
+    const NONE: (Duration, Duration) = (Deadline::MAX_BUDGET, Duration::ZERO);
+    type Handle = Arc<OperationDeadline>;
+    fn register(name: &'static str, (deadline, min_budget): (Duration, Duration)) -> Self::Handle {
+        Registry::global().operation_deadline(name, deadline, min_budget)
+    }
+}
+
+/// The deadline and minimum budget of an [`OperationDeadline`], declared in a `static`.
+impl Handle<OperationDeadline> {
+    /// The operation `name` (made unique by its module path), declared by `origin`.
+    pub const fn operation(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// Its deadline ([`Deadline::MAX_BUDGET`] when not set).
+    pub const fn deadline(mut self, deadline: Duration) -> Self {
+        self.settings.0 = deadline;
+        self
+    }
+
+    /// Its minimum budget (zero when not set).
+    pub const fn min_budget(mut self, min_budget: Duration) -> Self {
+        self.settings.1 = min_budget;
         self
     }
 }

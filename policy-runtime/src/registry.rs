@@ -70,6 +70,7 @@ use crate::breaker::{
     Breaker, BreakerBuilder, BreakerSnapshot, BreakerStore, InProcessStore, StoreStatus,
 };
 use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
+use crate::deadline::{OperationDeadline, OperationSnapshot};
 use crate::defer::DeferredSnapshot;
 use crate::fallback::{Fallback, FallbackSnapshot};
 use crate::isolate::{
@@ -80,6 +81,7 @@ use crate::limiter::LimiterSnapshot;
 use crate::limiter::{RateLimiter, RateLimiterBuilder};
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
+pub use crate::tuning::{OverriddenSetting, OverridesSnapshot, RefusedOverrides};
 
 type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
 
@@ -98,6 +100,13 @@ pub struct Registry {
     fallbacks: Map<Arc<Fallback>>,
     isolated: Map<IsolatedPool>,
     polls: Map<Arc<PollMonitor>>,
+    operations: Map<Arc<OperationDeadline>>,
+    /// The overrides in force (feature `overrides`): applied to each mechanism they name when
+    /// it is built, and to those already built when they change.
+    #[cfg(feature = "overrides")]
+    tunings: RwLock<Arc<crate::overrides::Tunings>>,
+    /// What the dashboard shows of the overrides: where each overridden value came from.
+    overrides: RwLock<OverridesSnapshot>,
     declarations: RwLock<BTreeMap<(&'static str, Arc<str>), Declaration>>,
     conflicts: RwLock<Vec<Conflict>>,
 }
@@ -230,6 +239,11 @@ pub struct Snapshot {
     pub isolated: Vec<IsolatedPoolSnapshot>,
     /// Poll-budget monitors, by name.
     pub polls: Vec<PollMonitorSnapshot>,
+    /// Operations' deadlines and minimum budgets, by name.
+    pub operations: Vec<OperationSnapshot>,
+    /// The overrides in force and where each value came from (feature `overrides`; empty
+    /// without it: every value is compiled).
+    pub overrides: OverridesSnapshot,
     /// Deferred work of the whole process (whichever registry is asked).
     pub deferred: DeferredSnapshot,
     /// Every live background pool of the process, by name (whichever registry is asked).
@@ -263,6 +277,10 @@ impl Registry {
             fallbacks: RwLock::default(),
             isolated: RwLock::default(),
             polls: RwLock::default(),
+            operations: RwLock::default(),
+            #[cfg(feature = "overrides")]
+            tunings: RwLock::default(),
+            overrides: RwLock::default(),
             declarations: RwLock::default(),
             conflicts: RwLock::default(),
         }
@@ -293,7 +311,10 @@ impl Registry {
         configure: impl FnOnce(BreakerBuilder) -> BreakerBuilder,
     ) -> Breaker {
         get_or_insert(&self.breakers, name, |name| {
-            configure(Breaker::builder(name).store(self.breaker_store())).build()
+            let breaker = configure(Breaker::builder(name).store(self.breaker_store())).build();
+            #[cfg(feature = "overrides")]
+            read(&self.tunings).apply_to_breaker(&breaker);
+            breaker
         })
     }
 
@@ -304,7 +325,10 @@ impl Registry {
         configure: impl FnOnce(BulkheadBuilder) -> BulkheadBuilder,
     ) -> Bulkhead {
         get_or_insert(&self.bulkheads, name, |name| {
-            configure(Bulkhead::builder(name)).build()
+            let bulkhead = configure(Bulkhead::builder(name)).build();
+            #[cfg(feature = "overrides")]
+            read(&self.tunings).apply_to_bulkhead(&bulkhead);
+            bulkhead
         })
     }
 
@@ -315,14 +339,36 @@ impl Registry {
         configure: impl FnOnce(RetryPolicyBuilder) -> RetryPolicyBuilder,
     ) -> Arc<RetryPolicy> {
         get_or_insert(&self.retries, name, |name| {
-            Arc::new(configure(RetryPolicy::builder(name)).build())
+            let retry = Arc::new(configure(RetryPolicy::builder(name)).build());
+            #[cfg(feature = "overrides")]
+            read(&self.tunings).apply_to_retry(&retry);
+            retry
         })
     }
 
     /// The shedder named `name`, built with `thresholds` the first time.
     pub fn shedder(&self, name: &str, thresholds: Thresholds) -> Arc<Shedder> {
         get_or_insert(&self.shedders, name, |name| {
-            Arc::new(Shedder::with_thresholds(name, thresholds))
+            let shedder = Arc::new(Shedder::with_thresholds(name, thresholds));
+            #[cfg(feature = "overrides")]
+            read(&self.tunings).apply_to_shedder(&shedder);
+            shedder
+        })
+    }
+
+    /// The deadline and minimum budget of the operation `name` (its last `::` segment the
+    /// operation's own name), built with `deadline` and `min_budget` the first time.
+    pub fn operation_deadline(
+        &self,
+        name: &str,
+        deadline: std::time::Duration,
+        min_budget: std::time::Duration,
+    ) -> Arc<OperationDeadline> {
+        get_or_insert(&self.operations, name, |name| {
+            let operation = Arc::new(OperationDeadline::new(name, deadline, min_budget));
+            #[cfg(feature = "overrides")]
+            read(&self.tunings).apply_to_operation(&operation);
+            operation
         })
     }
 
@@ -483,11 +529,53 @@ impl Registry {
                 .map(IsolatedPool::snapshot)
                 .collect(),
             polls: read(&self.polls).values().map(|p| p.snapshot()).collect(),
+            operations: read(&self.operations)
+                .values()
+                .map(|o| o.snapshot())
+                .collect(),
+            overrides: read(&self.overrides).clone(),
             deferred: crate::defer::snapshot(),
             background: crate::background::snapshots(),
             queues: crate::queue::snapshots(),
             conflicts: read(&self.conflicts).clone(),
         }
+    }
+
+    /// Puts `tunings` in force: applied now to every mechanism they name that is built, and to
+    /// the others when they are built. Only the overrides call this, after the validator
+    /// accepted the set.
+    #[cfg(feature = "overrides")]
+    pub(crate) fn put_tunings(&self, tunings: crate::overrides::Tunings) {
+        let tunings = Arc::new(tunings);
+        // In force for what is built from now on, before the built ones change, so a mechanism
+        // built in between gets the new numbers too.
+        *write(&self.tunings) = tunings.clone();
+        for breaker in read(&self.breakers).values() {
+            tunings.apply_to_breaker(breaker);
+        }
+        for retry in read(&self.retries).values() {
+            tunings.apply_to_retry(retry);
+        }
+        for shedder in read(&self.shedders).values() {
+            tunings.apply_to_shedder(shedder);
+        }
+        for operation in read(&self.operations).values() {
+            tunings.apply_to_operation(operation);
+        }
+        for bulkhead in read(&self.bulkheads).values() {
+            tunings.apply_to_bulkhead(bulkhead);
+        }
+    }
+
+    /// Replaces what the snapshot says of the overrides.
+    #[cfg(feature = "overrides")]
+    pub(crate) fn set_overrides_snapshot(&self, change: impl FnOnce(&mut OverridesSnapshot)) {
+        change(&mut write(&self.overrides));
+    }
+
+    /// The operation deadline named `name`, if one was built.
+    pub fn find_operation_deadline(&self, name: &str) -> Option<Arc<OperationDeadline>> {
+        read(&self.operations).get(name).cloned()
     }
 
     /// The registry's own rate limiters and the ones registered by hand, sorted by name; a

@@ -72,6 +72,7 @@ use crate::deadline::{Deadline, process_clock};
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::instruments::RetryMetrics;
 use crate::observe;
+use crate::tuning::{self, Tuned};
 use crate::window::{Clock, Window, saturating_nanos};
 
 /// Whether an error is worth retrying: the dependency may answer differently next time.
@@ -355,10 +356,9 @@ struct Stats {
 /// the retry allowance its requests share.
 pub struct RetryPolicy {
     name: Arc<str>,
-    attempts: u32,
-    base: Duration,
-    cap: Duration,
-    attempt_timeout: Option<Duration>,
+    /// Attempts, backoff base and cap, attempt timeout ([`NO_TIMEOUT`] for none): one cell, so
+    /// a reload changes them together.
+    numbers: Tuned<4>,
     allowance: Arc<RetryAllowance>,
     stats: Stats,
     metrics: RetryMetrics,
@@ -368,10 +368,7 @@ impl fmt::Debug for RetryPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryPolicy")
             .field("name", &self.name)
-            .field("attempts", &self.attempts)
-            .field("base", &self.base)
-            .field("cap", &self.cap)
-            .field("attempt_timeout", &self.attempt_timeout)
+            .field("numbers", &self.numbers())
             .field("allowance", &self.allowance)
             .finish()
     }
@@ -422,12 +419,76 @@ impl RetryPolicyBuilder {
         RetryPolicy {
             metrics: RetryMetrics::new(&self.name),
             name: self.name,
-            attempts: self.attempts,
-            base: self.base,
-            cap: self.cap,
-            attempt_timeout: self.attempt_timeout,
+            numbers: Tuned::new(
+                RetryNumbers {
+                    attempts: self.attempts,
+                    base: self.base,
+                    cap: self.cap,
+                    attempt_timeout: self.attempt_timeout,
+                }
+                .words(),
+            ),
             allowance: self.allowance.unwrap_or_default(),
             stats: Stats::default(),
+        }
+    }
+}
+
+/// The numbers of a [`RetryPolicy`] one call uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryNumbers {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// The full-jitter backoff's base.
+    pub base: Duration,
+    /// The full-jitter backoff's cap.
+    pub cap: Duration,
+    /// Each attempt's own timeout.
+    pub attempt_timeout: Option<Duration>,
+}
+
+/// The attempt-timeout word that means none.
+const NO_TIMEOUT: u64 = u64::MAX;
+
+impl RetryNumbers {
+    /// The numbers: `attempts`, a backoff from `base` capped at `cap`, `attempt_timeout`.
+    pub fn new(
+        attempts: u32,
+        base: Duration,
+        cap: Duration,
+        attempt_timeout: Option<Duration>,
+    ) -> Self {
+        Self {
+            attempts,
+            base,
+            cap,
+            attempt_timeout,
+        }
+    }
+
+    /// The pause before retry `n` (0 for the first retry).
+    pub fn backoff(&self, n: u32) -> Duration {
+        full_jitter(self.base, self.cap, n)
+    }
+
+    fn words(self) -> [u64; 4] {
+        [
+            u64::from(self.attempts),
+            tuning::word(self.base),
+            tuning::word(self.cap),
+            self.attempt_timeout.map_or(NO_TIMEOUT, |timeout| {
+                tuning::word(timeout).min(NO_TIMEOUT - 1)
+            }),
+        ]
+    }
+
+    fn from_words([attempts, base, cap, timeout]: [u64; 4]) -> Self {
+        Self {
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            base: tuning::duration(base),
+            cap: tuning::duration(cap),
+            attempt_timeout: (timeout != NO_TIMEOUT).then(|| tuning::duration(timeout)),
         }
     }
 }
@@ -473,12 +534,30 @@ impl RetryPolicy {
 
     /// Attempts in all.
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.numbers().attempts
     }
 
     /// The per-attempt timeout.
     pub fn attempt_timeout(&self) -> Option<Duration> {
-        self.attempt_timeout
+        self.numbers().attempt_timeout
+    }
+
+    /// Its numbers now, read together: what one call uses from its start to its end.
+    #[inline]
+    pub fn numbers(&self) -> RetryNumbers {
+        RetryNumbers::from_words(self.numbers.read())
+    }
+
+    /// Uses `numbers` from the next call on (attempts at least 1, the cap at least the base);
+    /// true when they changed. Calls under way keep the numbers they started with.
+    #[cfg(feature = "overrides")]
+    pub(crate) fn retune(&self, numbers: RetryNumbers) -> bool {
+        let numbers = RetryNumbers {
+            attempts: numbers.attempts.max(1),
+            cap: numbers.cap.max(numbers.base),
+            ..numbers
+        };
+        self.numbers.write(numbers.words())
     }
 
     /// The shared allowance.
@@ -488,14 +567,14 @@ impl RetryPolicy {
 
     /// The pause before retry `n` (0 for the first retry).
     pub fn backoff(&self, n: u32) -> Duration {
-        full_jitter(self.base, self.cap, n)
+        self.numbers().backoff(n)
     }
 
     /// A point-in-time view, for dashboards.
     pub fn snapshot(&self) -> RetrySnapshot {
         RetrySnapshot {
             name: self.name.clone(),
-            attempts: self.attempts,
+            attempts: self.numbers().attempts,
             retries: self.stats.retries.load(Ordering::Relaxed),
             stopped_by_allowance: self.stats.stopped_by_allowance.load(Ordering::Relaxed),
             stopped_by_deadline: self.stats.stopped_by_deadline.load(Ordering::Relaxed),
@@ -600,7 +679,10 @@ where
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
     let mut op = op.op;
-    let attempt_max = policy.attempt_timeout.unwrap_or(Deadline::MAX_BUDGET);
+    // Read once, as words: the call keeps these numbers to its end, whatever a reload
+    // publishes, and a call that succeeds first time converts none of them.
+    let [attempts, base, cap, timeout] = policy.numbers.read();
+    let attempt_max_nanos = timeout.min(process_clock::nanos(Deadline::MAX_BUDGET));
     let start = match bound {
         // The expansion passes the operation's deadline, made just before: the first attempt
         // starts as it was made (a moment already read), no clock read on the path of a call
@@ -609,11 +691,11 @@ where
         // A caller's deadline may have been made long before: read the clock.
         Bound::Here => process_clock::now(),
     };
-    let first = if process_clock::nanos(attempt_max) >= deadline.budget_nanos() {
+    let first = if attempt_max_nanos >= deadline.budget_nanos() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
     } else {
-        deadline.child_as_of(start, attempt_max)
+        deadline.child_as_of_nanos(start, attempt_max_nanos)
     };
     if first.budget_nanos() == 0 {
         // Nothing left to start the first attempt with: the work never ran.
@@ -664,7 +746,7 @@ where
             );
             return Err(CallError::DeadlineExceeded(budget));
         }
-        if number >= policy.attempts {
+        if u64::from(number) >= attempts {
             policy.stop(
                 &policy.stats.exhausted,
                 "exhausted",
@@ -673,7 +755,7 @@ where
             );
             return Err(error);
         }
-        let delay = policy.backoff(number - 1);
+        let delay = full_jitter(tuning::duration(base), tuning::duration(cap), number - 1);
         // Timers fire on a millisecond grid, so a pause may end up to a tick late: leave room
         // for it, and for an attempt to start after it.
         if delay + TIMER_TICK >= deadline.remaining() {
@@ -703,7 +785,7 @@ where
         observe::retry(&policy.name, number, delay, code, &ErrorKindOnly(&error));
         policy.metrics.retried(policy.allowance.balance());
         tokio::time::sleep(delay).await;
-        let child = deadline.child(attempt_max);
+        let child = deadline.child(tuning::duration(attempt_max_nanos));
         if child.budget().is_zero() {
             // The budget ran out during the pause: the last attempt's error stands.
             policy.stop(

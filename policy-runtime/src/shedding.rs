@@ -48,6 +48,7 @@ pub use crate::error::ShedReason;
 use crate::error::{RefusalReason, ResilienceError};
 use crate::instruments::ShedMetrics;
 use crate::observe;
+use crate::tuning::Tuned;
 use policy_model::WorkClass;
 
 /// Load thresholds at or above which optional work is shed.
@@ -177,7 +178,9 @@ fn class_index(class: WorkClass) -> usize {
 /// ```
 pub struct Shedder {
     name: Arc<str>,
-    thresholds: Thresholds,
+    /// The deferred and background thresholds, as `f64` bits: one cell, so a reload changes
+    /// them together.
+    thresholds: Tuned<2>,
     stats: Stats,
     metrics: ShedMetrics,
 }
@@ -186,7 +189,7 @@ impl fmt::Debug for Shedder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Shedder")
             .field("name", &self.name)
-            .field("thresholds", &self.thresholds)
+            .field("thresholds", &self.thresholds())
             .finish()
     }
 }
@@ -242,7 +245,10 @@ impl Shedder {
         Self {
             metrics: ShedMetrics::new("shedder", observe::short_name(&name), &WorkClass::ALL),
             name,
-            thresholds,
+            thresholds: Tuned::new([
+                thresholds.deferred.to_bits(),
+                thresholds.background.to_bits(),
+            ]),
             stats: Stats::default(),
         }
     }
@@ -252,9 +258,23 @@ impl Shedder {
         &self.name
     }
 
-    /// Its thresholds.
-    pub fn thresholds(&self) -> &Thresholds {
-        &self.thresholds
+    /// Its thresholds now, read together.
+    #[inline]
+    pub fn thresholds(&self) -> Thresholds {
+        let [deferred, background] = self.thresholds.read();
+        Thresholds {
+            deferred: f64::from_bits(deferred),
+            background: f64::from_bits(background),
+        }
+    }
+
+    /// Uses `thresholds` from the next decision on; true when they changed.
+    #[cfg(feature = "overrides")]
+    pub(crate) fn retune(&self, thresholds: Thresholds) -> bool {
+        self.thresholds.write([
+            thresholds.deferred.to_bits(),
+            thresholds.background.to_bits(),
+        ])
     }
 
     /// Decides with [`decide`], counts the decision, and turns a shed into a refusal with its
@@ -278,7 +298,12 @@ impl Shedder {
         remaining: Duration,
         expected_cost: Duration,
     ) -> Result<AdmitReason, ResilienceError> {
-        match decide(class, load, remaining, expected_cost, &self.thresholds) {
+        // Critical work is never shed for load: its call reads no threshold.
+        let thresholds = match class {
+            WorkClass::Critical => Thresholds::DEFAULT,
+            _ => self.thresholds(),
+        };
+        match decide(class, load, remaining, expected_cost, &thresholds) {
             // Admissions are not counted: that would put a contended write on every call.
             Decision::Admit(reason) => Ok(reason),
             Decision::Shed(reason) => {
@@ -302,7 +327,7 @@ impl Shedder {
         ShedderSnapshot {
             name: self.name.clone(),
             display_name: crate::observe::short_name(&self.name).into(),
-            thresholds: self.thresholds,
+            thresholds: self.thresholds(),
             shed_load: PerClass::read(&self.stats.shed_load),
             shed_budget: PerClass::read(&self.stats.shed_budget),
         }

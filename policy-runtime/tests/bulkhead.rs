@@ -214,3 +214,164 @@ fn hammering_from_many_tasks_never_exceeds_the_slots_and_counts_stay_exact() {
         assert_eq!((snap.running, snap.queued), (0, 0));
     });
 }
+
+#[tokio::test(start_paused = true)]
+async fn raising_the_slot_count_wakes_queued_callers_at_once() {
+    let b = Bulkhead::builder("search")
+        .max_concurrent(1)
+        .max_queued(3)
+        .build();
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let _held = b.try_acquire().unwrap();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let _slot = b.acquire(&deadline).await.unwrap();
+                let waited = start.elapsed();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                waited
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    assert_eq!((b.running(), b.queued()), (1, 3));
+
+    advance(20 * MS).await;
+    assert_eq!(b.set_max_concurrent(4), 1);
+    tokio::task::yield_now().await;
+    assert_eq!(
+        (b.running(), b.queued()),
+        (4, 0),
+        "all three took a new slot"
+    );
+    assert_eq!(b.max_concurrent(), 4);
+    for waiter in waiters {
+        assert_eq!(
+            waiter.await.unwrap(),
+            20 * MS,
+            "woken by the resize, not later"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn lowering_the_slot_count_drains_in_flight_calls_and_revokes_none() {
+    let b = Bulkhead::builder("search").max_concurrent(3).build();
+    let held: Vec<_> = (0..3).map(|_| b.try_acquire().unwrap()).collect();
+    assert_eq!(b.set_max_concurrent(1), 3);
+    assert_eq!(b.running(), 3, "no slot is taken back");
+    assert_eq!(b.load(), 1.0);
+    let snap = b.snapshot();
+    assert_eq!((snap.max_concurrent, snap.running), (1, 3));
+
+    let mut held = held.into_iter();
+    drop(held.next());
+    assert_eq!(b.running(), 2);
+    let refusal = b.try_acquire().unwrap_err();
+    assert_eq!(
+        refusal.reason(),
+        &RefusalReason::BulkheadFull {
+            max_concurrent: 1,
+            max_queued: 0
+        },
+        "the refusal names the new count"
+    );
+    drop(held.next());
+    assert!(
+        b.try_acquire().is_err(),
+        "one call in flight is the new count"
+    );
+    drop(held.next());
+    let _slot = b.try_acquire().unwrap();
+    assert!(b.try_acquire().is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_lowering_a_queued_caller_waits_until_calls_drain_below_the_new_count() {
+    let b = Bulkhead::builder("search")
+        .max_concurrent(2)
+        .max_queued(1)
+        .build();
+    let deadline = Deadline::after(Duration::from_secs(10));
+    let first = b.try_acquire().unwrap();
+    let second = b.try_acquire().unwrap();
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire(&deadline).await.map(|_| Instant::now()) })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(b.set_max_concurrent(1), 2);
+
+    advance(10 * MS).await;
+    drop(first);
+    tokio::task::yield_now().await;
+    assert_eq!(
+        (b.running(), b.queued()),
+        (1, 1),
+        "still at the new count: it waits"
+    );
+
+    advance(10 * MS).await;
+    let freed_at = Instant::now();
+    drop(second);
+    assert_eq!(waiter.await.unwrap().unwrap(), freed_at);
+    assert_eq!((b.running(), b.queued()), (0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_slot_count_is_at_least_one() {
+    let b = Bulkhead::builder("search").max_concurrent(2).build();
+    b.set_max_concurrent(0);
+    assert_eq!(b.max_concurrent(), 1);
+    assert!(b.try_acquire().is_ok());
+}
+
+#[test]
+fn resizing_while_many_tasks_hammer_never_exceeds_the_largest_count_and_ends_empty() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = Bulkhead::builder("resized")
+            .max_concurrent(2)
+            .max_queued(4)
+            .build();
+        let inside = Arc::new(AtomicU32::new(0));
+        let peak = Arc::new(AtomicU32::new(0));
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let (b, inside, peak) = (b.clone(), inside.clone(), peak.clone());
+                tokio::spawn(async move {
+                    for _ in 0..300 {
+                        let deadline = Deadline::after(Duration::from_millis(50));
+                        if let Ok(_slot) = b.acquire(&deadline).await {
+                            let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                            peak.fetch_max(now, Ordering::SeqCst);
+                            tokio::task::yield_now().await;
+                            inside.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let resizer = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                for round in 0..200u32 {
+                    b.set_max_concurrent(1 + round % 5);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        resizer.await.unwrap();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert!(peak.load(Ordering::SeqCst) <= 5);
+        assert_eq!((b.running(), b.queued()), (0, 0));
+    });
+}

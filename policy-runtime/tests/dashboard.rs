@@ -65,6 +65,11 @@ fn populated() -> &'static Registry {
     registry.fallback("my_service::session::lookup_session", "anonymous");
     registry.isolated_pool("my_service::render::render_pdf", |p| p);
     registry.poll_monitor("my_service::render::embed", Duration::from_millis(5));
+    registry.operation_deadline(
+        "my_service::search::find",
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+    );
     registry
         .declare("breaker", "search", "my_service::a", "3 in 30s")
         .unwrap();
@@ -119,6 +124,9 @@ async fn the_json_is_versioned_in_milliseconds_and_named_by_operation() {
     assert_eq!(json["polls"][0]["budget_ms"], 5.0);
     assert_eq!(json["limiters"][0]["refused"], 3);
     assert_eq!(json["conflicts"][0]["second"]["origin"], "my_service::b");
+    assert_eq!(json["operations"][0]["display_name"], "find");
+    assert_eq!(json["operations"][0]["deadline_ms"], 2000.0);
+    assert_eq!(json["overrides"]["settings"], serde_json::json!([]));
 
     let (status, headers, page) = get(&app, "/ops/dashboard").await;
     assert_eq!(status, StatusCode::OK);
@@ -245,6 +253,7 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
         ("work", "background: embeddings"),
         ("store", "in_process"),
         ("conflicts", "search"),
+        ("operations", "find"),
     ] {
         let body = browser::table_body(&dom, table)
             .unwrap_or_else(|| panic!("no table `{table}`:\n{dom}"));
@@ -276,4 +285,68 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
         assert!(row.contains(">in process<"), "where it decides: {row}");
     }
     server.stop().await;
+}
+
+/// With an override in force, the page says which value came from where: the deadline row
+/// names the override's file, line and column, the overrides table lists it beside the
+/// compiled value, and a refused set is shown with `policy check`'s rendering.
+#[cfg(feature = "overrides")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_where_an_overridden_value_came_from() {
+    use policy_runtime::overrides::Overrides;
+
+    let Some(chromium) = Chromium::find() else {
+        return;
+    };
+    let root = std::env::temp_dir().join(format!("policy-dashboard-{}", std::process::id()));
+    std::fs::create_dir_all(root.join("production")).unwrap();
+    std::fs::write(
+        root.join("search.policy"),
+        "operation find: critical { deadline = 2s; min_budget = 100ms }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("production/search.policy"),
+        "operation find { deadline = 800ms }\n",
+    )
+    .unwrap();
+    let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+    let overrides = Overrides::builder(&root)
+        .environment("production")
+        .registry(registry)
+        .strict(true)
+        .load()
+        .unwrap();
+    registry.operation_deadline(
+        "my_service::search::find",
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+    );
+    std::fs::write(
+        root.join("production/search.policy"),
+        "operation find { deadline = 50ms }\n",
+    )
+    .unwrap();
+    assert!(overrides.reload().is_err());
+
+    let server = Server::start(Router::new().merge(dashboard::router_for(registry))).await;
+    let url = server.url("/dashboard");
+    let dom = tokio::task::spawn_blocking(move || chromium.dump_dom(&url, Duration::from_secs(2)))
+        .await
+        .unwrap();
+    let body = browser::table_body(&dom, "operations").unwrap();
+    let row = browser::row(body, "data-name", "find").unwrap_or_else(|| panic!("{body}"));
+    assert!(row.contains(">800 ms (compiled 2 s)<"), "{row}");
+    assert!(row.contains("production/search.policy:1:18"), "{row}");
+    let body = browser::table_body(&dom, "overrides").unwrap();
+    let row = browser::row(body, "data-name", "operation find deadline")
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(row.contains(">800ms<") && row.contains(">2s<"), "{row}");
+    assert!(dom.contains("environment production"), "{dom}");
+    assert!(
+        dom.contains("policy::min-budget-exceeds-deadline"),
+        "the refusal is shown"
+    );
+    server.stop().await;
+    std::fs::remove_dir_all(&root).unwrap();
 }

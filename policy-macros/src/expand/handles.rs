@@ -42,6 +42,8 @@ pub(super) struct Handles {
     pub(super) monitor: Option<Ident>,
     pub(super) fallback: Option<Ident>,
     pub(super) pool: Option<Ident>,
+    /// The operation's deadline and minimum budget, which an override may change.
+    pub(super) operation: Option<Ident>,
 }
 
 /// A duration inside the block, where `Duration` is `::core::time::Duration`.
@@ -212,6 +214,19 @@ impl Handles {
         {
             h.shedder = Some(h.add("shedder", shedder(plan)));
         }
+        let name = operation_name(&plan.op);
+        let deadline = plan.deadline.map(|deadline| {
+            let deadline = duration(deadline);
+            quote!(.deadline(#deadline))
+        });
+        let min_budget = plan.min_budget.filter(|min| !min.is_zero()).map(|min| {
+            let min = duration(min);
+            quote!(.min_budget(#min))
+        });
+        h.operation = Some(h.add(
+            "operation",
+            quote!(Handle<::policy::deadline::OperationDeadline> = Handle::operation(#name, BY) #deadline #min_budget),
+        ));
         if let Some(budget) = plan.poll_budget {
             let (name, budget) = (operation_name(&plan.op), duration(budget));
             h.monitor = Some(h.add(

@@ -62,6 +62,10 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
         let r = clone(r);
         quote!(.ratelimit(#r))
     });
+    let named = h.operation.as_ref().map(|o| {
+        let o = clone(o);
+        quote!(.deadline_of(#o))
+    });
     let retry = h.retry.as_ref().map(|r| {
         let r = clone(r);
         quote!(.retry(#r))
@@ -79,6 +83,7 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
                     &CALLS
                 })
                 #min_budget
+                #named
                 #breaker
                 #bulkhead
                 #shed

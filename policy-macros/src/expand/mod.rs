@@ -159,7 +159,7 @@ mod tests {
             out.find(needle)
                 .unwrap_or_else(|| panic!("`{needle}` in\n{out}"))
         };
-        assert!(at("Deadline::for_operation") < at("retry_within"));
+        assert!(at("Deadline::for_named") < at("retry_within"));
         assert!(at("retry_within") < at("breaker.check()"));
         assert!(at("breaker.check()") < at("bulkhead.acquire"));
         assert!(at("bulkhead.acquire") < at(".run_in_scope("));
@@ -189,7 +189,7 @@ mod tests {
         assert!(at(".enqueue(") < at("::policy::background("));
         // The worker's side: the same deadline and sequence, from the decoded arguments.
         assert!(at("pub mod embed_document") < at("queue_handler("));
-        assert!(out.matches("Deadline::for_operation").count() == 2, "{out}");
+        assert!(out.matches("Deadline::for_named").count() == 2, "{out}");
         check("queue", &out);
     }
 
@@ -212,7 +212,7 @@ mod tests {
             out.find(needle)
                 .unwrap_or_else(|| panic!("`{needle}` in\n{out}"))
         };
-        assert!(at("Deadline::for_operation") < at(".admit("));
+        assert!(at("Deadline::for_named") < at(".admit("));
         assert!(at(".admit(") < at("ratelimit.acquire().await"));
         assert!(at("ratelimit.acquire().await") < at("breaker.check()"));
         // The file's stanza, setting for setting: one registry entry by the stanza's name.
@@ -485,8 +485,8 @@ mod tests {
                 used: Expanded(
                     AttrKind::Critical,
                     &[
-                        "::core::time::Duration::from_secs(7)",
-                        "Deadline::for_operation",
+                        ".deadline(Duration::from_secs(7))",
+                        "Deadline::for_named(operation)",
                     ],
                 ),
             },
@@ -495,7 +495,7 @@ mod tests {
                 policy: "operation sample: critical { deadline = 1s; min_budget = 13ms }",
                 used: Expanded(
                     AttrKind::Critical,
-                    &["::core::time::Duration::from_millis(13)"],
+                    &[".min_budget(Duration::from_millis(13))"],
                 ),
             },
             Sample {
@@ -586,10 +586,7 @@ mod tests {
             Sample {
                 setting: "request",
                 policy: "request { deadline = 9s }\noperation sample: critical {}",
-                used: Expanded(
-                    AttrKind::Critical,
-                    &["::core::time::Duration::from_secs(9)"],
-                ),
+                used: Expanded(AttrKind::Critical, &[".deadline(Duration::from_secs(9))"]),
             },
             Sample {
                 setting: "shedding",

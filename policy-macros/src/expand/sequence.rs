@@ -45,18 +45,14 @@ pub(super) fn body(
 /// function's own error carries it, nothing when the sequence's error is a `CallError`.
 ///
 /// Deferred and background work runs in its own task, after the response: no deadline is in
-/// scope there, so the same `Deadline::for_operation` gives it a fresh budget of its own.
+/// scope there, so the same `Deadline::for_named` gives it a fresh budget of its own.
 pub(super) fn admission(
     plan: &Plan,
     h: &Handles,
     deadline: &Ident,
     lift: &TokenStream,
 ) -> TokenStream {
-    let op = &plan.op;
-    let budget = plan
-        .deadline
-        .map_or_else(|| quote!(::policy::Deadline::MAX_BUDGET), duration);
-    let min_budget = duration(plan.min_budget.unwrap_or_default());
+    let operation = &h.operation;
     let shed = h.shedder.as_ref().map(|shedder| {
         let class = match plan.class {
             WorkClass::Critical => quote!(::policy::WorkClass::Critical),
@@ -76,7 +72,7 @@ pub(super) fn admission(
         .as_ref()
         .map(|ratelimit| quote!(#ratelimit.acquire().await #lift ?;));
     quote! {
-        let #deadline = ::policy::Deadline::for_operation(#op, #budget, #min_budget) #lift ?;
+        let #deadline = ::policy::Deadline::for_named(#operation) #lift ?;
         #shed
         #limit
     }

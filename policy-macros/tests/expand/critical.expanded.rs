@@ -3,6 +3,18 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
     let carrier = ::policy::__private::carrier::<Result<DocId, AppError>>();
+    let operation = {
+        use ::core::time::Duration;
+        use ::policy::__private::Handle;
+        const BY: &str = ::core::concat!(::core::module_path!(), "::", "save_document");
+        static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+                ::core::concat!(::core::module_path!(), "::", "save_document"),
+                BY,
+            )
+            .deadline(Duration::from_secs(2))
+            .min_budget(Duration::from_millis(200));
+        &*OPERATION
+    };
     ::policy::__private::traced(
             {
                 static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
@@ -16,11 +28,7 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
             ),
             carrier
                 .body(async move {
-                    let deadline = ::policy::Deadline::for_operation(
-                            "save_document",
-                            ::core::time::Duration::from_secs(2),
-                            ::core::time::Duration::from_millis(200),
-                        )
+                    let deadline = ::policy::Deadline::for_named(operation)
                         .map_err(carrier.refused)?;
                     let ran = deadline
                         .run_in_scope(

@@ -6,11 +6,18 @@ fn index_document(id: DocId) {
         ::policy::__private::ScheduledResult<Result<(), SearchError>>,
         _,
     >(async move {
-        let deadline = ::policy::Deadline::for_operation(
-            "index_document",
-            ::policy::Deadline::MAX_BUDGET,
-            ::core::time::Duration::ZERO,
-        )?;
+        let operation = {
+            use ::policy::__private::Handle;
+            const BY: &str = ::core::concat!(
+                ::core::module_path!(), "::", "index_document"
+            );
+            static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+                ::core::concat!(::core::module_path!(), "::", "index_document"),
+                BY,
+            );
+            &*OPERATION
+        };
+        let deadline = ::policy::Deadline::for_named(operation)?;
         let ran = deadline
             .run_in_scope(
                 ::policy::__private::typed::<

@@ -3,7 +3,7 @@ fn layer() {
         const _: &[u8] = ::core::include_bytes!(
             "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
         );
-        let (breaker, bulkhead, retry) = {
+        let (breaker, bulkhead, retry, operation) = {
             use ::core::time::Duration;
             use ::policy::__private::Handle;
             const BY: &str = ::core::concat!(
@@ -22,7 +22,13 @@ fn layer() {
                 .attempts(3)
                 .backoff(Duration::from_millis(50), Duration::from_secs(1))
                 .attempt_timeout(Duration::from_millis(500));
-            (&*BREAKER, &*BULKHEAD, &*RETRY)
+            static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+                    ::core::concat!(::core::module_path!(), "::", "reindex_all"),
+                    BY,
+                )
+                .deadline(Duration::from_secs(1))
+                .min_budget(Duration::from_millis(50));
+            (&*BREAKER, &*BULKHEAD, &*RETRY, &*OPERATION)
         };
         ::policy::layer::OperationLayer::new(
                 "reindex_all",
@@ -41,6 +47,7 @@ fn layer() {
                 &CALLS
             })
             .min_budget(::core::time::Duration::from_millis(50))
+            .deadline_of(::core::clone::Clone::clone(operation))
             .breaker(::core::clone::Clone::clone(breaker))
             .bulkhead(::core::clone::Clone::clone(bulkhead))
             .retry(::core::clone::Clone::clone(retry))

@@ -13,11 +13,20 @@ pub fn embed_document(id: DocId, text: String) {
         ::policy::__private::ScheduledResult<Result<(), EmbedError>>,
         _,
     >(async move {
-        let deadline = ::policy::Deadline::for_operation(
-            "embed_document",
-            ::core::time::Duration::from_secs(30),
-            ::core::time::Duration::ZERO,
-        )?;
+        let operation = {
+            use ::core::time::Duration;
+            use ::policy::__private::Handle;
+            const BY: &str = ::core::concat!(
+                ::core::module_path!(), "::", "embed_document"
+            );
+            static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+                    ::core::concat!(::core::module_path!(), "::", "embed_document"),
+                    BY,
+                )
+                .deadline(Duration::from_secs(30));
+            &*OPERATION
+        };
+        let deadline = ::policy::Deadline::for_named(operation)?;
         let ran = deadline
             .run_in_scope(
                 ::policy::__private::typed::<
@@ -53,11 +62,24 @@ pub mod embed_document {
                         ::policy::__private::ScheduledResult<Result<(), EmbedError>>,
                         _,
                     >(async move {
-                        let deadline = ::policy::Deadline::for_operation(
-                            "embed_document",
-                            ::core::time::Duration::from_secs(30),
-                            ::core::time::Duration::ZERO,
-                        )?;
+                        let operation = {
+                            use ::core::time::Duration;
+                            use ::policy::__private::Handle;
+                            const BY: &str = ::core::concat!(
+                                ::core::module_path!(), "::", "embed_document"
+                            );
+                            static OPERATION: Handle<
+                                ::policy::deadline::OperationDeadline,
+                            > = Handle::operation(
+                                    ::core::concat!(
+                                        ::core::module_path!(), "::", "embed_document"
+                                    ),
+                                    BY,
+                                )
+                                .deadline(Duration::from_secs(30));
+                            &*OPERATION
+                        };
+                        let deadline = ::policy::Deadline::for_named(operation)?;
                         let ran = deadline
                             .run_in_scope(
                                 ::policy::__private::typed::<

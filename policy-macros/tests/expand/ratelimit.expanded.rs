@@ -3,7 +3,7 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
     let carrier = ::policy::__private::carrier::<Result<UserId, AppError>>();
-    let (breaker, ratelimit, shedder) = {
+    let (breaker, ratelimit, shedder, operation) = {
         use ::core::time::Duration;
         use ::policy::__private::Handle;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "sign_up");
@@ -26,7 +26,12 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
                 BY,
             )
             .thresholds(0.5, 0.25);
-        (&*BREAKER, &*RATELIMIT, &*SHEDDER)
+        static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+                ::core::concat!(::core::module_path!(), "::", "sign_up"),
+                BY,
+            )
+            .deadline(Duration::from_secs(2));
+        (&*BREAKER, &*RATELIMIT, &*SHEDDER, &*OPERATION)
     };
     ::policy::__private::traced(
             {
@@ -40,11 +45,7 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
             ),
             carrier
                 .body(async move {
-                    let deadline = ::policy::Deadline::for_operation(
-                            "sign_up",
-                            ::core::time::Duration::from_secs(2),
-                            ::core::time::Duration::ZERO,
-                        )
+                    let deadline = ::policy::Deadline::for_named(operation)
                         .map_err(carrier.refused)?;
                     shedder
                         .admit(

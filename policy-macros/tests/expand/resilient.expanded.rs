@@ -4,7 +4,7 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
     let carrier = ::policy::__private::carrier::<Result<(), SearchError>>();
-    let (breaker, bulkhead, retry) = {
+    let (breaker, bulkhead, retry, operation) = {
         use ::core::time::Duration;
         use ::policy::__private::Handle;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "push_to_index");
@@ -21,7 +21,12 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
             .attempts(3)
             .backoff(Duration::from_millis(50), Duration::from_secs(1))
             .attempt_timeout(Duration::from_millis(500));
-        (&*BREAKER, &*BULKHEAD, &*RETRY)
+        static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+                ::core::concat!(::core::module_path!(), "::", "push_to_index"),
+                BY,
+            )
+            .deadline(Duration::from_secs(2));
+        (&*BREAKER, &*BULKHEAD, &*RETRY, &*OPERATION)
     };
     ::policy::__private::traced(
             {
@@ -36,11 +41,7 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
             ),
             carrier
                 .body(async move {
-                    let deadline = ::policy::Deadline::for_operation(
-                            "push_to_index",
-                            ::core::time::Duration::from_secs(2),
-                            ::core::time::Duration::ZERO,
-                        )
+                    let deadline = ::policy::Deadline::for_named(operation)
                         .map_err(carrier.refused)?;
                     let outcome = ::policy::retry::retry_within_self_bounded(
                             &deadline,

@@ -58,6 +58,8 @@
 //! | `queues`     | live durable queue ([`QueueSnapshot`](crate::queue::QueueSnapshot), feature `redis`) | `name`, `max_len`, the stream's `length`, `pending`, `consumers` (each `consumer` and its `pending`), `oldest_age_ms`, `dead_letters` as last read (`read`), and this instance's `enqueued`, `refused_full`, `refused_unavailable`, `refused_shed`, `completed`, `failed`, `redelivered`, `dead_lettered`, `abandoned`, `running` |
 //! | `store`      | (one object: the breaker store)          | `kind`, `healthy`, `instance`, `sent`, `failed`, `received` |
 //! | `conflicts`  | second configuration refused             | `kind`, `name`, `first` and `second` (`origin`, `settings`) |
+//! | `operations` | operation's deadline ([`OperationSnapshot`](crate::deadline::OperationSnapshot)) | `name`, `display_name`, `deadline_ms` and `min_budget_ms` in force, `compiled_deadline_ms`, `compiled_min_budget_ms` |
+//! | `overrides`  | (one object: the overrides in force, feature `overrides`; [`OverridesSnapshot`](crate::registry::OverridesSnapshot)) | `environment`, `dir`, `applied`, `refusals`, `applied_at_unix_ms`, `settings` (each `kind`, `name`, `setting`, `value`, `compiled`, `file`, `line`, `column`), `refused` (`at_unix_ms`, `codes`, `rendered`: `policy check`'s message) |
 //!
 //! # Which registry
 //!

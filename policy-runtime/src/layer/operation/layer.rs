@@ -5,6 +5,7 @@ use tower_layer::Layer;
 
 use super::{OperationService, Optional};
 use crate::WorkClass;
+use crate::deadline::OperationDeadline;
 use crate::layer::breaker::{BreakerService, ErrorsAreFailures};
 use crate::layer::bulkhead::BulkheadService;
 use crate::layer::retry::{ClaimedIdempotent, RetryService, TransientErrors};
@@ -39,6 +40,7 @@ pub struct OperationLayer<R = NoRetry> {
     calls: Option<&'static Calls>,
     deadline: Duration,
     min_budget: Duration,
+    named: Option<Arc<OperationDeadline>>,
     breaker: Option<Breaker>,
     bulkhead: Option<Bulkhead>,
     shed: Option<ShedLayer>,
@@ -57,6 +59,7 @@ impl OperationLayer {
             calls: None,
             deadline,
             min_budget: Duration::ZERO,
+            named: None,
             breaker: None,
             bulkhead: None,
             shed: None,
@@ -104,6 +107,7 @@ impl OperationLayer {
             calls: self.calls,
             deadline: self.deadline,
             min_budget: self.min_budget,
+            named: self.named,
             breaker: self.breaker,
             bulkhead: self.bulkhead,
             shed: self.shed,
@@ -115,6 +119,14 @@ impl OperationLayer {
 }
 
 impl<R> OperationLayer<R> {
+    /// Each call's deadline and minimum budget are `operation`'s current ones (the registry's
+    /// entry an attribute naming the operation reads, which an override may change) instead
+    /// of `new`'s and [`min_budget`](Self::min_budget)'s. `policy::operation_layer!` sets it.
+    pub fn deadline_of(mut self, operation: Arc<OperationDeadline>) -> Self {
+        self.named = Some(operation);
+        self
+    }
+
     /// The least budget worth starting with: below it a call is refused before any work.
     pub fn min_budget(mut self, min_budget: Duration) -> Self {
         self.min_budget = min_budget;
@@ -213,6 +225,7 @@ impl<R> OperationLayer<R> {
             self.calls,
             self.deadline,
             self.min_budget,
+            self.named.clone(),
         )
     }
 }

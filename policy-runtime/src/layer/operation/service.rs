@@ -8,6 +8,7 @@ use super::ResponseFuture;
 use super::future::Outcome;
 use super::layer::CallSpan;
 use crate::Deadline;
+use crate::deadline::OperationDeadline;
 use crate::layer::BoxError;
 use crate::observe::Calls;
 
@@ -21,6 +22,7 @@ pub struct OperationService<S> {
     calls: Option<&'static Calls>,
     deadline: Duration,
     min_budget: Duration,
+    named: Option<Arc<OperationDeadline>>,
 }
 
 impl<S> OperationService<S> {
@@ -31,6 +33,7 @@ impl<S> OperationService<S> {
         calls: Option<&'static Calls>,
         deadline: Duration,
         min_budget: Duration,
+        named: Option<Arc<OperationDeadline>>,
     ) -> Self {
         Self {
             inner,
@@ -39,6 +42,7 @@ impl<S> OperationService<S> {
             calls,
             deadline,
             min_budget,
+            named,
         }
     }
 }
@@ -62,7 +66,11 @@ where
         // One span per call, entered here and at each poll: the mechanisms' events are inside.
         let span = (self.span)(&self.name);
         let entered = span.enter();
-        let outcome = match Deadline::for_operation(&self.name, self.deadline, self.min_budget) {
+        let admitted = match &self.named {
+            Some(named) => Deadline::for_named(named),
+            None => Deadline::for_operation(&self.name, self.deadline, self.min_budget),
+        };
+        let outcome = match admitted {
             Ok(deadline) => {
                 let fut = deadline.sync_scope(|| self.inner.call(request));
                 Outcome::running(deadline.scope(deadline.run(fut)))

@@ -1,0 +1,671 @@
+//! Overrides per environment and live reload (feature `overrides`): the `.policy` files of the
+//! running environment change the numbers of the compiled policy, checked by the same validator
+//! as `policy check`, before the first call and again at each reload.
+//!
+//! # Two layers of truth
+//!
+//! The compiled policy (the crate's `policies/*.policy`, which the attribute macros read) is
+//! the baseline, and keeps every structural rule at compile time: which operations are
+//! idempotent, their classes, which mechanisms an operation uses, its fallback, how a breaker
+//! is shared. An environment's files, `policies/<env>/*.policy` with `<env>` from the
+//! [`POLICY_ENV`](ENV_VAR) environment variable, change numbers only:
+//!
+//! | stanza | what an override may set |
+//! |---|---|
+//! | `operation NAME` | `deadline`, `min_budget`, `shed_at` |
+//! | `breaker NAME` | `open_after`, `cooldown`, `max_retry_after` |
+//! | `retry NAME` | `attempts`, `backoff`, `attempt_timeout` |
+//! | `bulkhead NAME` | `max_concurrent` |
+//! | `shedding` | `deferred at load R`, `background at load R` |
+//!
+//! Each override replaces the compiled stanza's setting of that key, then the merged policy is
+//! validated whole ([`policy_lang::overrides`]). A set that breaks a rule (an `attempt_timeout`
+//! above its operation's deadline, a `min_budget` above the deadline, `shed_at` on critical
+//! work, zero attempts, a name the compiled policy does not declare, a setting that is not a
+//! number) is refused with the diagnostic `policy check` prints for it, at the override's file,
+//! line and column: logged as an error event (`kind = "override_refused"`, with `code`, `file`,
+//! `line` and `column` fields), listed in the [snapshot](crate::registry::Snapshot::overrides),
+//! and the numbers in force stay as they were: the compiled ones at startup, the previous set
+//! at a reload. With [`strict`](OverridesBuilder::strict), a refused set at startup is an
+//! error instead, and the service does not start.
+//!
+//! The compiled model comes from the crate's own policy files, read again at startup (the
+//! directory the macros read; ship it beside the binary, or point [`Overrides::builder`] at
+//! it), rather than from a model the macros would write: the validator then sees the very
+//! text `policy check` sees, so its diagnostics are the same, labels and all. Mechanisms an
+//! attribute declares inline (not in a file) cannot be overridden; naming one is an unknown
+//! name.
+//!
+//! # How the numbers change under a running service
+//!
+//! Each mechanism holds its overridable numbers in one cell, read on the hot path with no lock
+//! and no allocation (a sequence lock over atomic words; a breaker's rule and tally behind an
+//! `arc-swap`), and published whole: a call sees one mechanism's numbers all from before a
+//! reload or all from after it. A call reads them where it starts (the operation's deadline
+//! and minimum budget when it is admitted, the retry's attempts and timeouts when its first
+//! attempt starts), so calls in flight finish on the settings they started with. A breaker
+//! keeps its state across a reload of its thresholds (an opening runs to its end, a probation
+//! stays, the counters go on; the failures counted toward the rule restart only when the rule
+//! itself changes). A bulkhead resized down refuses new callers until the calls in flight drain
+//! below the new size, and never takes back a permit.
+//!
+//! ```
+//! use std::time::Duration;
+//! use policy_runtime::Registry;
+//! use policy_runtime::overrides::Overrides;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let policies = std::env::temp_dir().join(format!("overrides-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(policies.join("production"))?;
+//! std::fs::write(
+//!     policies.join("search.policy"),
+//!     "retry transient { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s); attempt_timeout = 500ms }\n\
+//!      operation search: critical, idempotent { retry = transient; deadline = 2s }\n",
+//! )?;
+//! std::fs::write(policies.join("production/search.policy"), "operation search { deadline = 800ms }\n")?;
+//!
+//! let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+//! let overrides = Overrides::builder(&policies)
+//!     .environment("production")
+//!     .registry(registry)
+//!     .strict(true)
+//!     .load()?;
+//! // What an annotated `search` reads on each call.
+//! let search = registry.operation_deadline("shop::search", Duration::from_secs(2), Duration::ZERO);
+//! assert_eq!(search.current().0, Duration::from_millis(800));
+//!
+//! // An unsafe change is refused, with `policy check`'s message; the previous set stays.
+//! std::fs::write(policies.join("production/search.policy"), "operation search { deadline = 300ms }\n")?;
+//! let refused = overrides.reload().unwrap_err();
+//! assert!(refused.to_string().contains("policy::attempt-timeout-exceeds-deadline"));
+//! assert_eq!(search.current().0, Duration::from_millis(800));
+//! # std::fs::remove_dir_all(&policies)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Reloading
+//!
+//! [`Overrides::reload`] reads the files again and swaps a valid set in; call it from a signal
+//! handler, say SIGHUP with tokio's `signal` feature:
+//!
+//! ```no_run
+//! # async fn serve(overrides: std::sync::Arc<policy_runtime::overrides::Overrides>) {
+//! use tokio::signal::unix::{SignalKind, signal};
+//!
+//! let mut hangups = signal(SignalKind::hangup()).expect("a SIGHUP handler");
+//! tokio::spawn(async move {
+//!     while hangups.recv().await.is_some() {
+//!         // A refused set is logged and shown on the dashboard; the previous one stays.
+//!         let _ = overrides.reload();
+//!     }
+//! });
+//! # }
+//! ```
+//!
+//! With the feature `overrides-watch`, [`Overrides::watch`] reloads whenever a file of the
+//! compiled or the environment's directory changes (the `notify` crate).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use policy_lang::overrides::{Applied, Overridden, PolicyFile, overridden};
+use policy_lang::{Backoff, OpenAfter as SpecOpenAfter, Spec, WorkClass};
+
+use crate::breaker::{Breaker, DEFAULT_MAX_RETRY_AFTER, OpenAfter};
+use crate::bulkhead::Bulkhead;
+use crate::deadline::{Deadline, OperationDeadline};
+use crate::observe::short_name;
+use crate::registry::Registry;
+use crate::retry::{RetryNumbers, RetryPolicy};
+use crate::shedding::{Shedder, Thresholds};
+use crate::tuning::{OverriddenSetting, RefusedOverrides, unix_ms};
+
+/// The environment variable that names the running environment: overrides are read from
+/// `<policies>/<POLICY_ENV>/*.policy`. Unset or empty, there are none.
+pub const ENV_VAR: &str = "POLICY_ENV";
+
+/// Why a set of overrides was not applied.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OverridesError {
+    /// The validator refused the set: `rendered` is what `policy check` prints for it.
+    #[error("the overrides in `{dir}` were refused, the numbers in force stay:\n{rendered}")]
+    Refused {
+        /// The overrides' directory.
+        dir: String,
+        /// Each error's code.
+        codes: Vec<String>,
+        /// The errors, rendered with file, line, column, snippet and help.
+        rendered: String,
+    },
+    /// A file or directory could not be read.
+    #[error("cannot read the policy files in `{dir}`: {source}")]
+    Read {
+        /// The directory.
+        dir: String,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The watcher could not be started (feature `overrides-watch`).
+    #[cfg(feature = "overrides-watch")]
+    #[error("cannot watch `{dir}` for changes: {source}")]
+    Watch {
+        /// The directory.
+        dir: String,
+        /// What failed.
+        source: notify::Error,
+    },
+}
+
+/// Overrides of the compiled policy for the running environment, applied to a registry;
+/// [`reload`](Self::reload) applies them again. See the [module](self).
+pub struct Overrides {
+    registry: &'static Registry,
+    compiled_dir: PathBuf,
+    dir: Option<PathBuf>,
+    environment: Option<String>,
+    /// Serialises loads, and holds the names the set in force overrides (a later set that no
+    /// longer names one puts its compiled numbers back).
+    in_force: Mutex<BTreeSet<(&'static str, String)>>,
+}
+
+impl fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Overrides")
+            .field("compiled_dir", &self.compiled_dir)
+            .field("dir", &self.dir)
+            .field("environment", &self.environment)
+            .finish()
+    }
+}
+
+/// Builds [`Overrides`]; see [`Overrides::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `load` is called"]
+pub struct OverridesBuilder {
+    compiled_dir: PathBuf,
+    dir: Option<PathBuf>,
+    environment: Option<String>,
+    strict: bool,
+    registry: &'static Registry,
+}
+
+impl OverridesBuilder {
+    /// The running environment, instead of [`POLICY_ENV`](ENV_VAR): overrides are read from
+    /// `<policies>/<environment>/`.
+    pub fn environment(mut self, environment: impl Into<String>) -> Self {
+        self.environment = Some(environment.into());
+        self
+    }
+
+    /// Reads the overrides from `dir` instead of `<policies>/<environment>/`.
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// Refuse to start on a refused set: [`load`](Self::load) returns the error instead of
+    /// starting on the compiled numbers with an error event. Off by default.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// The registry to apply them to ([`Registry::global`], which the attribute macros use,
+    /// by default).
+    pub fn registry(mut self, registry: &'static Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Reads and applies the overrides, before the first call.
+    ///
+    /// # Errors
+    ///
+    /// A directory that cannot be read, always; a refused set only when
+    /// [`strict`](Self::strict) (otherwise the compiled numbers stay in force, the refusal is
+    /// logged and shown in the snapshot).
+    pub fn load(self) -> Result<Overrides, OverridesError> {
+        let environment = self.environment.or_else(|| {
+            std::env::var(ENV_VAR)
+                .ok()
+                .filter(|environment| !environment.is_empty())
+        });
+        let dir = self.dir.or_else(|| {
+            environment
+                .as_ref()
+                .map(|environment| self.compiled_dir.join(environment))
+        });
+        let overrides = Overrides {
+            registry: self.registry,
+            compiled_dir: self.compiled_dir,
+            dir,
+            environment,
+            in_force: Mutex::new(BTreeSet::new()),
+        };
+        match overrides.reload() {
+            Ok(()) => Ok(overrides),
+            Err(refused @ OverridesError::Refused { .. }) if !self.strict => {
+                // Logged and listed by `reload`: the service starts on the compiled numbers.
+                let _ = refused;
+                Ok(overrides)
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// [`Overrides::builder`]`(policies).load()`: the overrides of the environment
+/// [`POLICY_ENV`](ENV_VAR) names, from `<policies>/<env>/`, applied to the global registry.
+///
+/// # Errors
+///
+/// As [`OverridesBuilder::load`].
+pub fn load(policies: impl AsRef<Path>) -> Result<Overrides, OverridesError> {
+    Overrides::builder(policies).load()
+}
+
+impl Overrides {
+    /// Overrides of the compiled policy in `policies` (the crate's policy directory, the one
+    /// the attribute macros read), for the environment [`POLICY_ENV`](ENV_VAR) names.
+    pub fn builder(policies: impl AsRef<Path>) -> OverridesBuilder {
+        OverridesBuilder {
+            compiled_dir: policies.as_ref().to_path_buf(),
+            dir: None,
+            environment: None,
+            strict: false,
+            registry: Registry::global(),
+        }
+    }
+
+    /// The running environment, if one is set.
+    pub fn environment(&self) -> Option<&str> {
+        self.environment.as_deref()
+    }
+
+    /// Reads the compiled and the environment's files again; a valid set is swapped in, for
+    /// the next call of each mechanism.
+    ///
+    /// # Errors
+    ///
+    /// A refused set (the numbers in force stay; the refusal is logged as an error event and
+    /// shown in the snapshot), or a directory that cannot be read.
+    pub fn reload(&self) -> Result<(), OverridesError> {
+        let mut in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
+        let dir_text = self
+            .dir
+            .as_ref()
+            .map_or_else(String::new, |dir| dir.display().to_string());
+        let read = |dir: &Path| {
+            PolicyFile::read_dir(dir).map_err(|source| OverridesError::Read {
+                dir: dir.display().to_string(),
+                source,
+            })
+        };
+        let compiled = read(&self.compiled_dir)?;
+        let files = match &self.dir {
+            Some(dir) => read(dir)?,
+            None => Vec::new(),
+        };
+        let merged = overridden(&compiled, &files);
+        let report = merged.check();
+        if report.has_errors() {
+            return Err(self.refuse(&merged, &report.errors, dir_text));
+        }
+        let named = named(&merged.applied);
+        // Named before and no longer: back to the compiled numbers, which the merged spec holds.
+        let mut touched = named.clone();
+        touched.extend(in_force.iter().cloned());
+        let tunings = Tunings::from_spec(merged.set.spec(), &touched);
+        self.registry.put_tunings(tunings);
+        let now = unix_ms();
+        let settings = settings(&merged);
+        for setting in &settings {
+            tracing::info!(
+                target: "policy",
+                kind = "override_applied",
+                mechanism = &*setting.kind,
+                name = setting.name.as_deref().unwrap_or(""),
+                setting = &*setting.setting,
+                value = &*setting.value,
+                file = &*setting.file,
+                line = setting.line,
+                column = setting.column,
+                "override applied: {} {} {} = {}",
+                setting.kind,
+                setting.name.as_deref().unwrap_or(""),
+                setting.setting,
+                setting.value
+            );
+        }
+        self.registry.set_overrides_snapshot(|snapshot| {
+            snapshot.environment = self.environment.as_deref().map(Arc::from);
+            snapshot.dir = self
+                .dir
+                .as_ref()
+                .map(|dir| Arc::from(dir.display().to_string()));
+            snapshot.applied += 1;
+            snapshot.applied_at_unix_ms = Some(now);
+            snapshot.settings = settings;
+            snapshot.refused = None;
+        });
+        *in_force = named;
+        Ok(())
+    }
+
+    /// Logs and records a refused set, and returns its error.
+    fn refuse(
+        &self,
+        merged: &Overridden,
+        errors: &[policy_lang::Diagnostic],
+        dir: String,
+    ) -> OverridesError {
+        let codes: Vec<String> = errors.iter().map(|error| error.code()).collect();
+        let rendered = errors
+            .iter()
+            .map(|error| merged.set.render(error))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for error in errors {
+            let position = error
+                .primary_loc()
+                .and_then(|loc| merged.set.sources().position(loc));
+            tracing::error!(
+                target: "policy",
+                kind = "override_refused",
+                code = error.code(),
+                file = position.as_ref().map_or("", |p| p.file),
+                line = position.as_ref().map_or(0, |p| p.line),
+                column = position.as_ref().map_or(0, |p| p.column),
+                "{}",
+                merged.set.render(error)
+            );
+        }
+        let refused = RefusedOverrides {
+            at_unix_ms: unix_ms(),
+            codes: codes.iter().map(|code| Arc::from(code.as_str())).collect(),
+            rendered: Arc::from(rendered.as_str()),
+        };
+        self.registry.set_overrides_snapshot(|snapshot| {
+            snapshot.environment = self.environment.as_deref().map(Arc::from);
+            snapshot.dir = self
+                .dir
+                .as_ref()
+                .map(|dir| Arc::from(dir.display().to_string()));
+            snapshot.refusals += 1;
+            snapshot.refused = Some(refused);
+        });
+        OverridesError::Refused {
+            dir,
+            codes,
+            rendered,
+        }
+    }
+}
+
+/// The mechanisms a set names, by kind and name (an operation's also tunes its shedder).
+fn named(applied: &[Applied]) -> BTreeSet<(&'static str, String)> {
+    applied
+        .iter()
+        .filter_map(|applied| {
+            let kind = match applied.keyword.as_str() {
+                "operation" => "operation",
+                "breaker" => "breaker",
+                "retry" => "retry",
+                "bulkhead" => "bulkhead",
+                "shedding" => "shedding",
+                _ => return None,
+            };
+            Some((kind, applied.name.clone().unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// What the snapshot lists of a set.
+fn settings(merged: &Overridden) -> Vec<OverriddenSetting> {
+    merged
+        .applied
+        .iter()
+        .map(|applied| {
+            let position = merged.set.sources().position(applied.loc);
+            OverriddenSetting {
+                kind: Arc::from(applied.keyword.as_str()),
+                name: applied.name.as_deref().map(Arc::from),
+                setting: Arc::from(applied.key.as_str()),
+                value: Arc::from(applied.value.as_str()),
+                compiled: applied.replaced.as_deref().map(Arc::from),
+                file: Arc::from(position.as_ref().map_or("", |p| p.file)),
+                line: position.as_ref().map_or(0, |p| saturating_u32(p.line)),
+                column: position.as_ref().map_or(0, |p| saturating_u32(p.column)),
+            }
+        })
+        .collect()
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The numbers a valid set puts in force, per mechanism: applied to those built now
+/// ([`Registry`]'s `put_tunings`) and to each one built later, as it is built.
+#[derive(Debug, Default)]
+pub(crate) struct Tunings {
+    breakers: BTreeMap<String, (OpenAfter, Duration, Duration)>,
+    retries: BTreeMap<String, RetryNumbers>,
+    bulkheads: BTreeMap<String, u32>,
+    /// By the operation's own name.
+    operations: BTreeMap<String, (Duration, Duration)>,
+    /// By the operation's own name.
+    shedders: BTreeMap<String, Thresholds>,
+}
+
+impl Tunings {
+    /// The numbers of the merged `spec` for every mechanism of `touched`.
+    fn from_spec(spec: &Spec, touched: &BTreeSet<(&'static str, String)>) -> Self {
+        let mut tunings = Self::default();
+        let shedding_touched = touched.iter().any(|(kind, _)| *kind == "shedding");
+        let (deferred, background) = spec.shedding_thresholds();
+        for breaker in &spec.breakers {
+            if !touched.contains(&("breaker", breaker.name.value.clone())) {
+                continue;
+            }
+            let open_after = match breaker.open_after.value {
+                SpecOpenAfter::Count { failures, window } => OpenAfter::Failures {
+                    count: failures,
+                    window,
+                },
+                SpecOpenAfter::Ratio {
+                    ratio,
+                    min_calls,
+                    window,
+                } => OpenAfter::FailureRatio {
+                    ratio,
+                    min_calls,
+                    window,
+                },
+                _ => continue,
+            };
+            let max_retry_after = breaker
+                .max_retry_after
+                .as_ref()
+                .map_or(DEFAULT_MAX_RETRY_AFTER, |max| max.value);
+            tunings.breakers.insert(
+                breaker.name.value.clone(),
+                (open_after, breaker.cooldown.value, max_retry_after),
+            );
+        }
+        for retry in &spec.retries {
+            if !touched.contains(&("retry", retry.name.value.clone())) {
+                continue;
+            }
+            let Backoff::FullJitter { base, cap } = retry.backoff.value else {
+                continue;
+            };
+            tunings.retries.insert(
+                retry.name.value.clone(),
+                RetryNumbers::new(
+                    retry.attempts.value,
+                    base,
+                    cap,
+                    retry.attempt_timeout.as_ref().map(|timeout| timeout.value),
+                ),
+            );
+        }
+        for bulkhead in &spec.bulkheads {
+            if touched.contains(&("bulkhead", bulkhead.name.value.clone())) {
+                tunings
+                    .bulkheads
+                    .insert(bulkhead.name.value.clone(), bulkhead.max_concurrent.value);
+            }
+        }
+        for operation in &spec.operations {
+            let name = &operation.name.value;
+            if !shedding_touched && !touched.contains(&("operation", name.clone())) {
+                continue;
+            }
+            let deadline = spec
+                .governing_deadline(operation)
+                .map_or(Deadline::MAX_BUDGET, |deadline| deadline.value);
+            let min_budget = operation
+                .min_budget
+                .as_ref()
+                .map_or(Duration::ZERO, |min| min.value);
+            tunings
+                .operations
+                .insert(name.clone(), (deadline, min_budget));
+            let shed_at = operation.shed_at.as_ref().map(|shed_at| shed_at.value);
+            let thresholds = match (operation.class.value, shed_at) {
+                (WorkClass::Deferred, Some(shed_at)) => Thresholds {
+                    deferred: shed_at,
+                    background,
+                },
+                (WorkClass::Background, Some(shed_at)) => Thresholds {
+                    deferred,
+                    background: shed_at,
+                },
+                _ => Thresholds {
+                    deferred,
+                    background,
+                },
+            };
+            tunings.shedders.insert(name.clone(), thresholds);
+        }
+        tunings
+    }
+
+    pub(crate) fn apply_to_breaker(&self, breaker: &Breaker) {
+        if let Some(&(open_after, cooldown, max_retry_after)) = self.breakers.get(breaker.name()) {
+            breaker.retune(open_after, cooldown, max_retry_after);
+        }
+    }
+
+    pub(crate) fn apply_to_retry(&self, retry: &RetryPolicy) {
+        if let Some(&numbers) = self.retries.get(retry.name()) {
+            retry.retune(numbers);
+        }
+    }
+
+    pub(crate) fn apply_to_bulkhead(&self, bulkhead: &Bulkhead) {
+        if let Some(&slots) = self.bulkheads.get(bulkhead.name())
+            && bulkhead.max_concurrent() != slots
+        {
+            bulkhead.set_max_concurrent(slots);
+        }
+    }
+
+    pub(crate) fn apply_to_operation(&self, operation: &OperationDeadline) {
+        if let Some(&(deadline, min_budget)) = self.operations.get(operation.display_name()) {
+            operation.retune(deadline, min_budget);
+        }
+    }
+
+    pub(crate) fn apply_to_shedder(&self, shedder: &Shedder) {
+        if let Some(&thresholds) = self.shedders.get(short_name(shedder.name())) {
+            shedder.retune(thresholds);
+        }
+    }
+}
+
+#[cfg(feature = "overrides-watch")]
+mod watch {
+    use std::sync::Arc;
+
+    use notify::{RecursiveMode, Watcher as _};
+
+    use super::{Overrides, OverridesError};
+
+    /// How long the files must be quiet before a change is read.
+    const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+
+    /// Reloads the overrides whenever a file of the compiled or the environment's directory
+    /// changes (feature `overrides-watch`); dropping it stops watching.
+    pub struct Watcher {
+        _watcher: notify::RecommendedWatcher,
+    }
+
+    impl std::fmt::Debug for Watcher {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Watcher")
+        }
+    }
+
+    impl Overrides {
+        /// Watches the policy directories and [reloads](Self::reload) on each change (a
+        /// refused set is logged and listed, the previous one stays).
+        ///
+        /// # Errors
+        ///
+        /// The watcher could not be started, or a directory could not be watched.
+        pub fn watch(self: &Arc<Self>) -> Result<Watcher, OverridesError> {
+            let (changed, changes) = std::sync::mpsc::channel::<()>();
+            let mut watcher =
+                notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                    if event.is_ok_and(|event| !event.kind.is_access()) {
+                        let _ = changed.send(());
+                    }
+                })
+                .map_err(|source| OverridesError::Watch {
+                    dir: self.compiled_dir.display().to_string(),
+                    source,
+                })?;
+            // One reload per burst of events: an editor's save (truncate, write, rename) is
+            // read once it is quiet for QUIET, not half-written. The thread ends with the
+            // watcher, which holds the sending side.
+            let overrides = Arc::downgrade(self);
+            std::thread::Builder::new()
+                .name("policy-overrides-watch".into())
+                .spawn(move || {
+                    while changes.recv().is_ok() {
+                        while changes.recv_timeout(QUIET).is_ok() {}
+                        let Some(overrides) = overrides.upgrade() else {
+                            return;
+                        };
+                        // Logged and listed when refused; the set in force stays.
+                        let _ = overrides.reload();
+                    }
+                })
+                .map_err(|source| OverridesError::Read {
+                    dir: self.compiled_dir.display().to_string(),
+                    source,
+                })?;
+            for dir in std::iter::once(&self.compiled_dir).chain(self.dir.as_ref()) {
+                if dir.is_dir() {
+                    watcher
+                        .watch(dir, RecursiveMode::NonRecursive)
+                        .map_err(|source| OverridesError::Watch {
+                            dir: dir.display().to_string(),
+                            source,
+                        })?;
+                }
+            }
+            Ok(Watcher { _watcher: watcher })
+        }
+    }
+}
+
+#[cfg(feature = "overrides-watch")]
+pub use watch::Watcher;

@@ -1,0 +1,200 @@
+//! The numbers of a named mechanism, changeable while it runs (by the overrides' reload,
+//! feature `overrides`), read on the hot path with no lock and no allocation.
+//!
+//! Each mechanism keeps the numbers an override may change (a breaker's cooldown, a retry's
+//! attempts and timeouts, an operation's deadline and minimum budget, a shedder's thresholds)
+//! in one [`Tuned`] cell: a sequence lock over a few atomic words. A reader loads the sequence,
+//! the words and the sequence again, and tries again only if a writer ran in between, which is
+//! only during a reload; it never writes, so readers on many cores never contend. A writer
+//! (the reload, serialised) publishes every word of the cell at once: a reader sees the old
+//! numbers or the new ones, never half of each. A call reads its numbers once, where it
+//! starts, so an in-flight call finishes on the settings it started with.
+
+use std::sync::atomic::{AtomicU64, Ordering, fence};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// `N` numbers published together: a sequence lock over atomic words.
+pub(crate) struct Tuned<const N: usize> {
+    /// Even when stable, odd while a writer publishes.
+    sequence: AtomicU64,
+    words: [AtomicU64; N],
+    /// Serialises writers (reloads), never taken by readers.
+    writer: Mutex<()>,
+}
+
+impl<const N: usize> std::fmt::Debug for Tuned<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.read()).finish()
+    }
+}
+
+impl<const N: usize> Tuned<N> {
+    /// A cell holding `words`.
+    pub(crate) fn new(words: [u64; N]) -> Self {
+        Self {
+            sequence: AtomicU64::new(0),
+            words: words.map(AtomicU64::new),
+            writer: Mutex::new(()),
+        }
+    }
+
+    /// The words, all from one publication.
+    #[inline]
+    pub(crate) fn read(&self) -> [u64; N] {
+        loop {
+            let before = self.sequence.load(Ordering::Acquire);
+            if before & 1 == 0 {
+                let words = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
+                fence(Ordering::Acquire);
+                if self.sequence.load(Ordering::Relaxed) == before {
+                    return words;
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Publishes `words`, all at once for every reader; true when they differ from the
+    /// current ones.
+    #[cfg_attr(
+        not(any(test, feature = "overrides")),
+        expect(dead_code, reason = "only a reload writes after the build")
+    )]
+    pub(crate) fn write(&self, words: [u64; N]) -> bool {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if self.read() == words {
+            return false;
+        }
+        let sequence = self.sequence.load(Ordering::Relaxed);
+        self.sequence
+            .store(sequence.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (word, value) in self.words.iter().zip(words) {
+            word.store(value, Ordering::Relaxed);
+        }
+        self.sequence
+            .store(sequence.wrapping_add(2), Ordering::Release);
+        true
+    }
+}
+
+/// A duration as a word: nanoseconds, saturating.
+#[inline]
+pub(crate) fn word(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A word as a duration.
+#[inline]
+pub(crate) fn duration(word: u64) -> Duration {
+    Duration::from_nanos(word)
+}
+
+/// Where the overridden numbers of the snapshot came from: the overrides in force (feature
+/// `overrides`), each value with its file, line and column and when it was applied. A value
+/// not listed is the compiled one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct OverridesSnapshot {
+    /// The running environment (`POLICY_ENV`), when overrides were loaded for one.
+    pub environment: Option<Arc<str>>,
+    /// The directory the overrides are read from.
+    pub dir: Option<Arc<str>>,
+    /// Sets applied since the start, the startup's included.
+    pub applied: u64,
+    /// Sets refused since the start.
+    pub refusals: u64,
+    /// When the set in force was applied, in milliseconds since the Unix epoch.
+    pub applied_at_unix_ms: Option<u64>,
+    /// Every overridden value of the set in force, in file order.
+    pub settings: Vec<OverriddenSetting>,
+    /// The last set refused, while the set in force is older than it.
+    pub refused: Option<RefusedOverrides>,
+}
+
+/// One value an override file changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct OverriddenSetting {
+    /// The stanza: `operation`, `breaker`, `retry`, `bulkhead` or `shedding`.
+    pub kind: Arc<str>,
+    /// What it names (`None` for `shedding`).
+    pub name: Option<Arc<str>>,
+    /// The setting: `deadline`, `cooldown`, `deferred`, ...
+    pub setting: Arc<str>,
+    /// The value in force, as written (`800ms`).
+    pub value: Arc<str>,
+    /// The compiled value it replaces, as written; `None` when that was the default.
+    pub compiled: Option<Arc<str>>,
+    /// The override file.
+    pub file: Arc<str>,
+    /// Its line, from 1.
+    pub line: u32,
+    /// Its column, from 1.
+    pub column: u32,
+}
+
+/// A set of overrides the validator refused: the set in force stayed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RefusedOverrides {
+    /// When it was refused, in milliseconds since the Unix epoch.
+    pub at_unix_ms: u64,
+    /// Each error's stable code (`policy::attempt-timeout-exceeds-deadline`).
+    pub codes: Vec<Arc<str>>,
+    /// The errors as `policy check` renders them: file, line, column, snippet and help.
+    pub rendered: Arc<str>,
+}
+
+/// Milliseconds since the Unix epoch, now.
+#[cfg_attr(
+    not(feature = "overrides"),
+    expect(dead_code, reason = "only the overrides stamp when a set was applied")
+)]
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+
+    #[test]
+    fn readers_never_see_half_a_publication() {
+        let cell = Arc::new(Tuned::new([0u64; 4]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (cell, stop) = (cell.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut seen = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let words = cell.read();
+                        assert!(words.iter().all(|w| *w == words[0]), "torn: {words:?}");
+                        seen += 1;
+                    }
+                    seen
+                })
+            })
+            .collect();
+        for n in 1..=20_000u64 {
+            assert!(cell.write([n; 4]));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for reader in readers {
+            assert!(reader.join().is_ok_and(|seen| seen > 0));
+        }
+        assert_eq!(cell.read(), [20_000; 4]);
+        assert!(!cell.write([20_000; 4]), "the same numbers publish nothing");
+    }
+}
