@@ -9,7 +9,10 @@ use std::time::Duration;
 use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
-use crate::spec::{Backoff, Items, Named, OpenAfter, OperationSpec, Sharing, Spec, WorkClass};
+use crate::spec::{
+    Backoff, HedgeAfter, HedgeSpec, Items, Named, OpenAfter, OperationSpec, Sharing, Spec,
+    WorkClass,
+};
 use crate::suggest;
 use crate::units::{format_duration, format_ratio, format_size};
 
@@ -19,6 +22,8 @@ type Rule = fn(&Spec, &mut Vec<Diagnostic>);
 const RULES: &[Rule] = &[
     references_exist,
     retry_requires_idempotent,
+    hedge_requires_idempotent,
+    hedge_max_in_range,
     deferred_requires_idempotent,
     durable_requires_critical,
     retry_requires_deadline,
@@ -68,7 +73,7 @@ fn effective_deadline(spec: &Spec, operation: &OperationSpec) -> Option<Located<
 
 // ---- errors -----------------------------------------------------------------------------------
 
-/// `policy::unknown-name`: an operation names a breaker, bulkhead, retry or rate limit that is
+/// `policy::unknown-name`: an operation names a breaker, bulkhead, retry, hedge or rate limit that is
 /// not defined.
 ///
 /// Each reference is one hash lookup; only an unknown name is compared with the names of its
@@ -82,6 +87,7 @@ fn references_exist(spec: &Spec, out: &mut Vec<Diagnostic>) {
         reference_exists(out, &mut suggestions, &operation.breaker, &spec.breakers);
         reference_exists(out, &mut suggestions, &operation.bulkhead, &spec.bulkheads);
         reference_exists(out, &mut suggestions, &operation.retry, &spec.retries);
+        reference_exists(out, &mut suggestions, &operation.hedge, &spec.hedges);
         reference_exists(
             out,
             &mut suggestions,
@@ -182,6 +188,43 @@ fn retry_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 )
                 .with_label(operation.name.loc, "not marked `idempotent`"),
             );
+        }
+    }
+}
+
+/// `policy::hedge-not-idempotent`: a hedge runs the work twice at once, on purpose.
+fn hedge_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if let (Some(hedge), false) = (&operation.hedge, operation.is_idempotent()) {
+            out.push(
+                Diagnostic::new(
+                    Kind::HedgeNotIdempotent {
+                        operation: operation.name.value.clone(),
+                        hedge: hedge.value.clone(),
+                    },
+                    hedge.loc,
+                    "hedged here",
+                )
+                .with_label(operation.name.loc, "not marked `idempotent`"),
+            );
+        }
+    }
+}
+
+/// `policy::hedge-max-out-of-range`: `max` counts the attempts in flight, the first included.
+fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for hedge in &spec.hedges {
+        let max = hedge.max.value;
+        if !(2..=HedgeSpec::MAX_IN_FLIGHT).contains(&max) {
+            out.push(Diagnostic::new(
+                Kind::HedgeMaxOutOfRange {
+                    hedge: hedge.name.value.clone(),
+                    found: max,
+                    most: HedgeSpec::MAX_IN_FLIGHT,
+                },
+                hedge.max.loc,
+                "out of range",
+            ));
         }
     }
 }
@@ -369,6 +412,11 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         durations.push(("base", base, retry.backoff.loc));
         durations.push(("cap", cap, retry.backoff.loc));
     }
+    for hedge in &spec.hedges {
+        if let HedgeAfter::Fixed(after) = hedge.after.value {
+            durations.push(("after", after, hedge.after.loc));
+        }
+    }
     for breaker in &spec.breakers {
         durations.push(("cooldown", breaker.cooldown.value, breaker.cooldown.loc));
         durations.extend(optional("max_retry_after", &breaker.max_retry_after));
@@ -541,6 +589,11 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
     for retry in &spec.retries {
         if let Some(allowance) = &retry.allowance {
+            check("allowance", allowance.value.ratio, allowance.loc);
+        }
+    }
+    for hedge in &spec.hedges {
+        if let Some(allowance) = &hedge.allowance {
             check("allowance", allowance.value.ratio, allowance.loc);
         }
     }

@@ -33,6 +33,7 @@ const COMMON_KEYS: &[&str] = &[
     "breaker",
     "bulkhead",
     "retry",
+    "hedge",
     "ratelimit",
     "durable",
     "shed_at",
@@ -144,6 +145,13 @@ pub(crate) struct InlineRetry {
     pub(crate) attempt_timeout: Option<Spanned<Duration>>,
 }
 
+/// `hedge(after = "p95", max = 2)`, or `after = "50ms"`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InlineHedge {
+    pub(crate) after: Option<Spanned<policy_lang::HedgeAfter>>,
+    pub(crate) max: Option<Spanned<u32>>,
+}
+
 /// Everything the policy attributes on one function say.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Args {
@@ -160,6 +168,7 @@ pub(crate) struct Args {
     pub(crate) breaker: Option<Ref<InlineBreaker>>,
     pub(crate) bulkhead: Option<Ref<InlineBulkhead>>,
     pub(crate) retry: Option<Ref<InlineRetry>>,
+    pub(crate) hedge: Option<Ref<InlineHedge>>,
     /// A rate limit of the policy files, by name.
     pub(crate) ratelimit: Option<Spanned<String>>,
     pub(crate) fallback: Option<Spanned<String>>,
@@ -392,6 +401,54 @@ fn inline_retry(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<
     Ok(r)
 }
 
+/// `"p95"` (a percentile of the operation's own latency, 1 to 99) or a duration, `"50ms"`.
+fn hedge_after(meta: &ParseNestedMeta<'_>) -> syn::Result<Spanned<policy_lang::HedgeAfter>> {
+    let lit: LitStr = meta.value()?.parse()?;
+    let text = lit.value();
+    let value = match text.strip_prefix('p') {
+        Some(digits) => match digits.parse::<u32>() {
+            Ok(p) if (1..=99).contains(&p) => policy_lang::HedgeAfter::Percentile(p),
+            _ => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "`{text}` is not a percentile: write one from `\"p1\"` to `\"p99\"` (`after = \"p95\"`), or a duration (`after = \"50ms\"`)"
+                    ),
+                ));
+            }
+        },
+        None => policy_lang::HedgeAfter::Fixed(
+            policy_lang::units::parse_duration(&text)
+                .map_err(|message| syn::Error::new(lit.span(), message))?,
+        ),
+    };
+    Ok(Spanned {
+        value,
+        span: lit.span(),
+    })
+}
+
+fn inline_hedge(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineHedge> {
+    const KEYS: &[&str] = &["after", "max"];
+    let mut h = InlineHedge::default();
+    nested(meta, errors, |inner, key, errors| {
+        let span = inner.path.span();
+        match key {
+            "after" => set_once(&mut h.after, hedge_after(inner)?, span, key, errors),
+            "max" => set_once(&mut h.max, count(inner)?, span, key, errors),
+            _ => {
+                errors.at(
+                    span,
+                    format!("unknown hedge key `{key}`: {}", suggestion(key, KEYS)),
+                );
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(h)
+}
+
 /// A named reference (`breaker = "search"`) or an inline definition (`breaker(...)`).
 fn reference<I>(
     meta: &ParseNestedMeta<'_>,
@@ -588,6 +645,10 @@ impl Args {
                     "retry" => {
                         let r = reference(&meta, errors, inline_retry)?;
                         set_ref(&mut self.retry, r, span, &key, errors);
+                    }
+                    "hedge" => {
+                        let r = reference(&meta, errors, inline_hedge)?;
+                        set_ref(&mut self.hedge, r, span, &key, errors);
                     }
                     _ => {}
                 }

@@ -147,6 +147,8 @@ pub(crate) const TASKS: &str = "policy_tasks_total";
 pub(crate) const TASKS_WAITING: &str = "policy_tasks_waiting";
 pub(crate) const TASK_START_DELAY: &str = "policy_task_start_delay_seconds";
 pub(crate) const FALLBACKS: &str = "policy_fallbacks_total";
+pub(crate) const HEDGES: &str = "policy_hedges_total";
+pub(crate) const HEDGE_STOPPED: &str = "policy_hedge_stopped_total";
 pub(crate) const STALE: &str = "policy_stale_total";
 pub(crate) const POLLS_OVER_BUDGET: &str = "policy_polls_over_budget_total";
 pub(crate) const QUEUE_TASKS: &str = "policy_queue_tasks_total";
@@ -219,6 +221,8 @@ fn describe() {
             Unit::Seconds,
             "Time from a task's hand-over (a deferred task's response end) to its start"
         );
+        describe_counter!(HEDGES, Unit::Count, "Hedges started, won and lost");
+        describe_counter!(HEDGE_STOPPED, Unit::Count, "Hedges not started, by reason");
         describe_counter!(FALLBACKS, Unit::Count, "Calls answered by their fallback");
         describe_counter!(STALE, Unit::Count, "Calls answered with a stale result");
         describe_counter!(
@@ -471,6 +475,53 @@ impl RetryMetrics {
             counter.increment();
         }
         self.balance.set(balance as f64);
+    }
+}
+
+/// A hedge's: started, won, lost, and hedges not started by reason.
+#[derive(Debug)]
+pub(crate) struct HedgeMetrics {
+    started: Counter,
+    won: Counter,
+    lost: Counter,
+    /// `deadline`, `budget`.
+    stopped: [(&'static str, Counter); 2],
+}
+
+impl HedgeMetrics {
+    pub(crate) fn new(name: &str) -> Self {
+        let outcome = |o| counter(HEDGES, &[("name", name), ("outcome", o)]);
+        Self {
+            started: outcome("started"),
+            won: outcome("won"),
+            lost: outcome("lost"),
+            stopped: ["deadline", "budget"].map(|reason| {
+                (
+                    reason,
+                    counter(HEDGE_STOPPED, &[("name", name), ("reason", reason)]),
+                )
+            }),
+        }
+    }
+
+    pub(crate) fn started(&self) {
+        self.started.increment();
+    }
+
+    pub(crate) fn won(&self) {
+        self.won.increment();
+    }
+
+    pub(crate) fn lost(&self, count: u64) {
+        for _ in 0..count {
+            self.lost.increment();
+        }
+    }
+
+    pub(crate) fn stopped(&self, reason: &str) {
+        if let Some((_, counter)) = self.stopped.iter().find(|(r, _)| *r == reason) {
+            counter.increment();
+        }
     }
 }
 

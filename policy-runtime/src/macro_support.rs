@@ -18,6 +18,7 @@ use crate::bulkhead::Bulkhead;
 use crate::deadline::{Deadline, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
+use crate::hedge::{Hedge, HedgeDelay};
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
 use crate::limiter::FailMode;
 use crate::registry::Registry;
@@ -379,6 +380,72 @@ impl Handle<RetryPolicy> {
     /// [`RetryPolicyBuilder::attempt_timeout`](crate::retry::RetryPolicyBuilder::attempt_timeout).
     pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.settings.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// A `.policy` file's `allowance = R% + N/s`: [`retry_allowance`].
+    pub const fn allowance(mut self, ratio: f64, floor_per_second: u32) -> Self {
+        self.settings.allowance = Some((ratio, floor_per_second));
+        self
+    }
+}
+
+/// What an expansion declares of a hedging policy.
+#[derive(Debug, Clone, Copy)]
+pub struct HedgeSettings {
+    delay: Option<HedgeDelay>,
+    max: Option<u32>,
+    /// `R% + N/s`, for a hedge without a retry policy.
+    allowance: Option<(f64, u32)>,
+}
+
+impl Register for Hedge {
+    const KIND: &'static str = "hedge";
+    type Settings = HedgeSettings;
+    const NONE: HedgeSettings = HedgeSettings {
+        delay: None,
+        max: None,
+        allowance: None,
+    };
+    type Handle = Arc<Hedge>;
+    fn register(name: &'static str, settings: HedgeSettings) -> Arc<Hedge> {
+        Registry::global().hedge(name, |mut hedge| {
+            if let Some(delay) = settings.delay {
+                hedge = hedge.delay(delay);
+            }
+            if let Some(max) = settings.max {
+                hedge = hedge.max(max);
+            }
+            if let Some((ratio, floor_per_second)) = settings.allowance {
+                hedge = hedge.allowance(retry_allowance(ratio, floor_per_second));
+            }
+            hedge
+        })
+    }
+}
+
+/// The settings of a [`HedgeBuilder`](crate::hedge::HedgeBuilder), declared in a `static`.
+impl Handle<Hedge> {
+    /// The hedging policy `name`, declared by `origin`.
+    pub const fn hedge(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// [`HedgeBuilder::after`](crate::hedge::HedgeBuilder::after).
+    pub const fn after(mut self, delay: Duration) -> Self {
+        self.settings.delay = Some(HedgeDelay::After(delay));
+        self
+    }
+
+    /// [`HedgeBuilder::percentile`](crate::hedge::HedgeBuilder::percentile).
+    pub const fn percentile(mut self, percentile: f64) -> Self {
+        self.settings.delay = Some(HedgeDelay::Percentile(percentile));
+        self
+    }
+
+    /// [`HedgeBuilder::max`](crate::hedge::HedgeBuilder::max).
+    pub const fn max(mut self, max: u32) -> Self {
+        self.settings.max = Some(max);
         self
     }
 

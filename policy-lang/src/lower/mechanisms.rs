@@ -1,13 +1,13 @@
 //! Lowering the resilience mechanisms: `request` (the deadline), `breaker`, `bulkhead`, `retry`,
-//! `shedding`, `ratelimit` and `queue`.
+//! `hedge`, `shedding`, `ratelimit` and `queue`.
 
 use super::{Lowering, insert, word};
 use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
-    Backoff, BreakerSpec, BulkheadSpec, OpenAfter, QueueSpec, Rate, RatelimitSpec, RequestSpec,
-    RetryAllowance, RetrySpec, Sharing, SheddingSpec,
+    Backoff, BreakerSpec, BulkheadSpec, HedgeAfter, HedgeSpec, OpenAfter, QueueSpec, Rate,
+    RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
 };
 use crate::suggest;
 
@@ -349,6 +349,91 @@ pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             insert(&mut lowering.spec.retries, retry, &mut lowering.diagnostics);
         }
         (name, ..) => lowering.drop_item("retry", name),
+    }
+}
+
+pub(super) fn lower_hedge(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &["after", "max", "allowance"];
+    let name = lowering.named(stanza);
+    let body = lowering.body(stanza, KEYS);
+    for phrase in &body.phrases {
+        lowering.unknown_phrase(stanza, phrase, KEYS);
+    }
+    let what = name.as_ref().map_or_else(
+        || "hedge".to_owned(),
+        |name| format!("hedge `{}`", name.value),
+    );
+    let after = match body.get("after") {
+        Some((key, value)) => lower_hedge_after(lowering, &key.text, value),
+        None => {
+            lowering.missing(&body, &what, "after", "after = p95");
+            None
+        }
+    };
+    let max = body
+        .get("max")
+        .map(|(key, value)| lowering.count(&key.text, value));
+    let allowance = body
+        .get("allowance")
+        .map(|(key, value)| lower_allowance(lowering, &key.text, value));
+    match (name, after, max, allowance) {
+        (
+            Some(name),
+            Some(after),
+            max @ (None | Some(Some(_))),
+            allowance @ (None | Some(Some(_))),
+        ) => {
+            let max = max.flatten().unwrap_or(Located::new(2, stanza.loc));
+            let mut hedge = HedgeSpec::new(name, after, max, stanza.loc);
+            hedge.allowance = allowance.flatten();
+            insert(&mut lowering.spec.hedges, hedge, &mut lowering.diagnostics);
+        }
+        (name, ..) => lowering.drop_item("hedge", name),
+    }
+}
+
+/// `p95` (a percentile of the operation's own latency, 1 to 99) or a duration.
+fn lower_hedge_after(
+    lowering: &mut Lowering<'_>,
+    key: &str,
+    value: &Value,
+) -> Option<Located<HedgeAfter>> {
+    const EXPECTED: &str = "a percentile like `p95` or a duration like `50ms`";
+    match value.terms.as_slice() {
+        [Term::Word(word)] => {
+            let percentile = word
+                .text
+                .strip_prefix('p')
+                .and_then(|digits| digits.parse::<u32>().ok())
+                .filter(|p| (1..=99).contains(p));
+            match percentile {
+                Some(p) => Some(Located::new(HedgeAfter::Percentile(p), word.loc)),
+                None => {
+                    lowering.invalid(
+                        key,
+                        EXPECTED,
+                        value,
+                        value.loc,
+                        "write a percentile from `p1` to `p99` (`after = p95`), or a duration (`after = 50ms`)"
+                            .to_owned(),
+                    );
+                    None
+                }
+            }
+        }
+        [Term::Quantity(quantity)] => lowering
+            .quantity_duration(key, quantity)
+            .map(|d| Located::new(HedgeAfter::Fixed(d.value), d.loc)),
+        _ => {
+            lowering.invalid(
+                key,
+                EXPECTED,
+                value,
+                value.loc,
+                "write `after = p95` or `after = 50ms`".to_owned(),
+            );
+            None
+        }
     }
 }
 

@@ -42,6 +42,8 @@ pub struct Spec {
     pub bulkheads: Items<BulkheadSpec>,
     /// Retry policies by name.
     pub retries: Items<RetrySpec>,
+    /// Hedging policies by name.
+    pub hedges: Items<HedgeSpec>,
     /// Load-shedding thresholds, if declared (otherwise [`SheddingSpec::DEFAULT_DEFERRED`] and
     /// [`SheddingSpec::DEFAULT_BACKGROUND`] apply).
     pub shedding: Option<SheddingSpec>,
@@ -566,6 +568,72 @@ impl RetrySpec {
     }
 }
 
+/// When a hedge starts: `after = 50ms` or `after = p95`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HedgeAfter {
+    /// After a fixed time without an answer.
+    Fixed(Duration),
+    /// After the operation's own latency at this percentile (1 to 99), as the runtime
+    /// records it.
+    Percentile(u32),
+}
+
+impl fmt::Display for HedgeAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Fixed(d) => f.write_str(&crate::units::format_duration(*d)),
+            Self::Percentile(p) => write!(f, "p{p}"),
+        }
+    }
+}
+
+/// `hedge NAME { after = p95; max = 2; allowance = 10% + 5/s }`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HedgeSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// When a hedge starts.
+    pub after: Located<HedgeAfter>,
+    /// Attempts in flight at most, the first included (2 is one hedge; at most
+    /// [`HedgeSpec::MAX_IN_FLIGHT`]).
+    pub max: Located<u32>,
+    /// The share of traffic its hedges may add, when the operation does not retry (with a
+    /// retry policy the hedges draw from the retry's allowance).
+    pub allowance: Option<Located<RetryAllowance>>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl HedgeSpec {
+    /// The most attempts in flight a hedge may have, the first included (the runtime's bound).
+    pub const MAX_IN_FLIGHT: u32 = 3;
+
+    /// A hedging policy with no allowance of its own.
+    #[must_use]
+    pub fn new(
+        name: Located<String>,
+        after: Located<HedgeAfter>,
+        max: Located<u32>,
+        loc: Loc,
+    ) -> Self {
+        HedgeSpec {
+            name,
+            after,
+            max,
+            allowance: None,
+            loc,
+        }
+    }
+}
+
+impl Named for HedgeSpec {
+    const KIND: &'static str = "hedge";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
 impl Named for RetrySpec {
     const KIND: &'static str = "retry";
     fn name(&self) -> &Located<String> {
@@ -703,6 +771,8 @@ pub struct OperationSpec {
     pub bulkhead: Option<Located<String>>,
     /// The retry policy it runs under, by name.
     pub retry: Option<Located<String>>,
+    /// The hedging policy each attempt runs under, by name.
+    pub hedge: Option<Located<String>>,
     /// The rate limit it is admitted by, by name.
     pub ratelimit: Option<Located<String>>,
     /// Its deadline (clamped to the request's).
@@ -748,6 +818,7 @@ impl OperationSpec {
             breaker: None,
             bulkhead: None,
             retry: None,
+            hedge: None,
             ratelimit: None,
             deadline: None,
             min_budget: None,
