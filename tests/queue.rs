@@ -11,7 +11,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use policy::queue::{self, Delivery, TaskQueue};
+use policy::queue::{self, Delivery, QueueSettings, TaskQueue};
 use policy::redis_store::RedisStore;
 use policy_testkit::RedisServer;
 
@@ -205,4 +205,122 @@ async fn without_an_installed_queue_the_call_runs_on_the_in_process_pool() {
     make_thumbnail("cat.png".to_owned());
     let runs = wait_for_run("cat.png").await;
     assert_eq!(runs, [(0, None)], "run once, by no queue worker");
+}
+
+/// Always fails; on queue `stanza`, whose numbers `tests/policies/service.policy` declares.
+#[policy::background]
+async fn poison_from_file(document: String) -> Result<(), EmbedError> {
+    RUNS.lock().unwrap().push((document, 0, queue::current()));
+    Err(EmbedError("always fails"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_stanzas_numbers_bound_the_queue_and_run_its_worker() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let settings = poison_from_file::queue_settings();
+    let mut expected = QueueSettings::new("stanza");
+    expected.max_len = Some(3);
+    expected.max_deliveries = Some(2);
+    expected.visibility_timeout = Some(200 * MS);
+    expected.task_deadline = Some(150 * MS);
+    expected.concurrency = Some(2);
+    assert_eq!(settings, expected, "the file's numbers, compiled in");
+    assert_eq!(poison_from_file::task().settings(), Some(&expected));
+
+    let store = RedisStore::builder()
+        .prefix(server.key_prefix("stanza"))
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let stanza = TaskQueue::configured(settings).build(&store);
+    queue::install(stanza.clone());
+    // `max_len = 3`: the fourth enqueue is refused, visibly.
+    for n in 0..4 {
+        poison_from_file(format!("poison-{n}"));
+    }
+    let start = Instant::now();
+    while {
+        let snapshot = stanza.snapshot();
+        snapshot.enqueued + snapshot.refused_full < 4
+    } {
+        assert!(start.elapsed() < Duration::from_secs(10), "never enqueued");
+        tokio::time::sleep(5 * MS).await;
+    }
+    let snapshot = stanza.snapshot();
+    assert_eq!(
+        (snapshot.max_len, snapshot.enqueued, snapshot.refused_full),
+        (3, 3, 1)
+    );
+
+    // The worker takes the file's numbers; an explicit call still wins.
+    let builder = stanza.worker().poll_every(5 * MS).refresh_every(20 * MS);
+    let shown = format!("{builder:?}");
+    for part in [
+        "concurrency: 2",
+        "visibility: 200ms",
+        "max_deliveries: 2",
+        "task_deadline: 150ms",
+    ] {
+        assert!(shown.contains(part), "{part} in {shown}");
+    }
+    let overridden = format!("{:?}", stanza.worker().max_deliveries(7));
+    assert!(overridden.contains("max_deliveries: 7"), "{overridden}");
+
+    // `max_deliveries = 2`: each task is dead-lettered on its second failed delivery.
+    let worker = builder.handle(poison_from_file::task()).start();
+    let start = Instant::now();
+    while stanza.snapshot().dead_lettered < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "not dead-lettered: {:?}",
+            stanza.snapshot()
+        );
+        tokio::time::sleep(10 * MS).await;
+    }
+    // Nothing runs a dead letter again.
+    tokio::time::sleep(500 * MS).await;
+    // The calls' enqueues race, so which one was refused is not known: one never ran.
+    let attempts: Vec<Vec<u32>> = (0..4)
+        .map(|n| {
+            runs_of(&format!("poison-{n}"))
+                .iter()
+                .map(|(_, delivery)| delivery.as_ref().unwrap().attempt)
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        attempts.iter().filter(|runs| runs.is_empty()).count(),
+        1,
+        "the refused task never ran: {attempts:?}"
+    );
+    for runs in attempts.iter().filter(|runs| !runs.is_empty()) {
+        assert_eq!(
+            runs,
+            &[1, 2],
+            "two deliveries, then the dead letter: {attempts:?}"
+        );
+    }
+    let snapshot = stanza.snapshot();
+    assert_eq!(
+        (
+            snapshot.dead_lettered,
+            snapshot.redelivered,
+            snapshot.completed
+        ),
+        (3, 3, 0)
+    );
+    worker.shutdown(Duration::from_secs(1)).await;
+
+    // A queue built without the settings: a worker given the handler still takes its numbers
+    // (and the bound it cannot take is logged, `settings_not_applied`).
+    let plain = TaskQueue::builder("stanza").build(&store);
+    let shown = format!("{:?}", plain.worker().handle(poison_from_file::task()));
+    for part in ["visibility: 200ms", "max_deliveries: 2", "concurrency: 2"] {
+        assert!(shown.contains(part), "{part} in {shown}");
+    }
+    let defaults = format!("{:?}", plain.worker());
+    assert!(defaults.contains("max_deliveries: 5"), "{defaults}");
 }

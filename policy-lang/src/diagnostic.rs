@@ -578,6 +578,25 @@ pub enum Kind {
         queue: String,
     },
 
+    /// A queue's task deadline longer than its visibility timeout.
+    #[error(
+        "`task_deadline` of queue `{queue}` ({task_deadline}) is longer than its visibility timeout ({visibility})"
+    )]
+    #[diagnostic(
+        code("policy::task-deadline-exceeds-visibility"),
+        help(
+            "a task still running past the visibility timeout is claimed by another worker and runs twice (the worker would lower the deadline to {visibility}): lower `task_deadline`, or raise `visibility_timeout`"
+        )
+    )]
+    TaskDeadlineExceedsVisibility {
+        /// The queue.
+        queue: String,
+        /// Its task deadline, formatted.
+        task_deadline: String,
+        /// Its visibility timeout (declared or the default), formatted.
+        visibility: String,
+    },
+
     /// Background shed later than deferred.
     #[error("`background` is shed at load {background}, later than `deferred` at {deferred}")]
     #[diagnostic(
@@ -656,6 +675,24 @@ pub enum Kind {
     },
 
     // ---- warnings ---------------------------------------------------------------------------
+    /// An operation's queue is not declared, but a declared one has a close name.
+    #[error("queue `{queue}` of operation `{operation}` is not declared, but `{declared}` is")]
+    #[diagnostic(
+        code("policy::undeclared-queue"),
+        severity(Warning),
+        help(
+            "did you mean `{declared}`? an undeclared queue runs with the runtime's defaults, not the numbers of `queue {declared}`"
+        )
+    )]
+    UndeclaredQueue {
+        /// The operation.
+        operation: String,
+        /// The queue it names.
+        queue: String,
+        /// The declared queue with a close name.
+        declared: String,
+    },
+
     /// An operation deadline longer than the request deadline.
     #[error(
         "deadline of operation `{operation}` ({deadline}) is longer than the request deadline ({request})"

@@ -26,8 +26,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::source::Located;
 use crate::spec::{
-    Backoff, FailMode, HedgeAfter, OperationSpec, PoolKind, Rate, RetryAllowance, Spec, WorkClass,
+    Backoff, FailMode, HedgeAfter, OperationSpec, PoolKind, QueueSpec, Rate, RetryAllowance, Spec,
+    WorkClass,
 };
 use crate::units::{format_duration, format_ratio};
 
@@ -40,6 +42,19 @@ pub enum Step {
     Enqueue {
         /// The queue's name.
         queue: String,
+        /// Whether a `queue` stanza declares it (otherwise the numbers are the runtime's
+        /// defaults).
+        declared: bool,
+        /// Unfinished tasks the stream may hold; an enqueue past it is refused.
+        max_len: u32,
+        /// How long a delivered task may stay unacknowledged before another worker claims it.
+        visibility_timeout: Duration,
+        /// Deliveries after which an unfinished task is dead-lettered.
+        max_deliveries: u32,
+        /// The bound on one delivery's run (at most the visibility timeout).
+        task_deadline: Duration,
+        /// Tasks one instance's worker runs at once.
+        concurrency: u32,
     },
     /// The admission decision: load for deferred and background work, budget for all.
     Shed {
@@ -202,8 +217,20 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
         .queue
         .iter()
         .filter(|_| class == WorkClass::Background)
-        .map(|queue| Step::Enqueue {
-            queue: queue.value.clone(),
+        .map(|queue| {
+            let declared = spec.queues.get(&queue.value);
+            let numbers = declared.cloned().unwrap_or_else(|| {
+                QueueSpec::new(Located::new(queue.value.clone(), queue.loc), queue.loc)
+            });
+            Step::Enqueue {
+                queue: queue.value.clone(),
+                declared: declared.is_some(),
+                max_len: numbers.effective_max_len(),
+                visibility_timeout: numbers.effective_visibility_timeout(),
+                max_deliveries: numbers.effective_max_deliveries(),
+                task_deadline: numbers.effective_task_deadline(),
+                concurrency: numbers.effective_concurrency(),
+            }
         })
         .collect();
     steps.push(Step::Shed {
@@ -568,9 +595,24 @@ impl fmt::Display for Step {
                 }
                 Ok(())
             }
-            Step::Enqueue { queue } => write!(
+            Step::Enqueue {
+                queue,
+                declared,
+                max_len,
+                visibility_timeout,
+                max_deliveries,
+                task_deadline,
+                concurrency,
+            } => write!(
                 f,
-                "queue `{queue}`: enqueue the arguments on the durable queue (acknowledged by Redis, or refused when full or unreachable); a worker on any instance runs the rest, at least once (the in-process pool while no queue is installed)"
+                "queue `{queue}`: enqueue the arguments on the durable queue (acknowledged by Redis, or refused when full or unreachable: at most {max_len} unfinished tasks); a worker on any instance runs the rest, at least once ({concurrency} at once per instance, each delivery within {}, claimed again after {} unacknowledged, dead-lettered after {max_deliveries} deliveries{}) (the in-process pool while no queue is installed)",
+                format_duration(*task_deadline),
+                format_duration(*visibility_timeout),
+                if *declared {
+                    ""
+                } else {
+                    "; the runtime's defaults: no `queue` stanza declares it"
+                }
             ),
             Step::Isolate {
                 pool,

@@ -44,6 +44,7 @@
 //! shedding { deferred at load 0.5; background at load 0.25 }
 //! ratelimit signups { 100 per 1m; on_timeout = open; on_error = closed }
 //! ratelimit logins { 10 per 1m; on_timeout = local; on_error = local; local_rate = 5 per 1m }
+//! queue embeddings { max_len = 10000; visibility_timeout = 30s; max_deliveries = 5 }
 //!
 //! operation charge_card: critical, durable {
 //!     breaker = payments
@@ -54,6 +55,7 @@
 //! operation index_document: deferred, idempotent { retry = transient; deadline = 5s }
 //! operation feed: critical { fallback = "cached_feed"; fallback_on_failure; poll_budget = 10ms }
 //! operation resize_image: critical { isolate = rayon(max_concurrent = 2, max_queued = 4) }
+//! operation embed_document: background, idempotent { queue = embeddings; deadline = 20s }
 //!
 //! // What the built front end may ship (`policy assets`); every setting has a default.
 //! assets web { dir = "web/dist"; max_image = 200kb; large_image = 50kb; max_high_priority = 1 }
@@ -77,6 +79,7 @@
 //! | `hedge NAME` | `after = pN` (the operation's own latency at percentile N, 1 to 99, as the runtime records it) or `after = D` (fixed); optional `max` (attempts in flight, the first included: 2, the default, is one hedge; at most 3); optional `allowance = P% + N/s` (what its hedges may add when the operation does not retry; with a retry, hedges draw from the retry's allowance) |
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D` (on each instance, or across the fleet with a limiter store); for the fleet's store, `on_timeout = open\|closed\|local` and `on_error = open\|closed\|local` (`local`, the default: this instance enforces a rate of its own while the store fails; a limiter guarding critical work must choose both), optional `local_rate = N per D` (default: the fleet's rate) |
+//! | `queue NAME` | all optional, each the runtime's default when absent: `max_len` (unfinished tasks the Redis stream may hold, ≥ 1, default 10000; an enqueue past it is refused), `visibility_timeout` (how long a delivered task may stay unacknowledged before another worker claims it, default 30s), `max_deliveries` (after which an unfinished task is dead-lettered, ≥ 1, default 5), `task_deadline` (the bound on one delivery, at most the visibility timeout, default 10s), `concurrency` (tasks one instance's worker runs at once, ≥ 1, default 4). Declaring a queue is optional: an operation's `queue = NAME` with no stanza runs with the defaults. The attribute's expansion hands the numbers to the runtime as `fn_name::queue_settings()` |
 //! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `hedge` (idempotent only), `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error`, `poll_budget` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string), `fallback_on_failure` (the fallback also answers the work's own failures), `isolate = blocking\|rayon[(max_concurrent = N, max_queued = N)]` (CPU work on a pool of its own; nothing else may be set), `queue` (a name: background work enqueued on the durable queue the application installs under it) |
 //! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`; no longer used by `policy assets`, kept so policies still parse), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
@@ -144,6 +147,7 @@
 //! | `policy::fallback-on-scheduled` | `fallback` or `stale_if_error` on deferred or background work, which answers nobody | remove it: the work's failures are logged |
 //! | `policy::isolate-stands-alone` | an isolated operation that also sets a mechanism, a deadline or a fallback, or is not critical | move them to the operation that calls it |
 //! | `policy::queue-not-background` | `queue` on an operation that is not background work | make it `background`, or remove `queue` |
+//! | `policy::task-deadline-exceeds-visibility` | a `queue` stanza's `task_deadline` longer than its visibility timeout (declared, or the default 30s): a task still running would be claimed and run twice, and the worker lowers the deadline | lower `task_deadline`, or raise `visibility_timeout` |
 //! | `policy::ratelimit-fail-mode-unset` | a rate limit guarding critical work without `on_timeout` or `on_error` (they default to `local`) | choose both: `closed`, `open` or `local` |
 //! | `policy::adaptive-with-fixed-limit` | a bulkhead with both `max_concurrent` and `adaptive(...)` | remove one: `max_concurrent` for a fixed count, `adaptive` for one that follows latency |
 //! | `policy::adaptive-bounds-inverted` | `adaptive(min = N, max = M)` with `min` above `max` | `min` at most `max` |
@@ -156,6 +160,7 @@
 //! | `policy::duplicate-variable` | two hops located by one variable | declare the service once, or name the other variable |
 //! | `policy::deadline-clamped` (warning) | an operation deadline longer than the request's: it will be clamped | lower it |
 //! | `policy::unreachable-attempts` (warning) | attempts that cannot start in the deadline once earlier ones time out | fewer attempts or shorter timeouts |
+//! | `policy::undeclared-queue` (warning) | an operation's `queue` names no `queue` stanza but one with a close name exists (an undeclared queue runs with the runtime's defaults) | the suggested name |
 //! | `policy::queue-stores-backlog` (warning) | `max_queued` above [`validate::BACKLOG_FACTOR`] × `max_concurrent` | a shorter queue |
 //! | `policy::large-image-above-max` (warning) | `large_image` at or above `max_image`: the large-image rules only repeat the ceiling | `large_image` below `max_image` |
 //!
@@ -208,8 +213,8 @@ pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
     AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec,
     Compression, FailMode, HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
-    PoolKind, QuarantineSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing,
-    SheddingSpec, Spec, WebMetric, WorkClass,
+    PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance,
+    RetrySpec, Sharing, SheddingSpec, Spec, WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;
@@ -311,6 +316,12 @@ impl PolicySet {
     /// Adds a bulkhead.
     pub fn add_bulkhead(&mut self, bulkhead: BulkheadSpec) {
         let inserted = self.spec.bulkheads.insert(bulkhead);
+        self.record(inserted);
+    }
+
+    /// Adds a durable queue's numbers.
+    pub fn add_queue(&mut self, queue: QueueSpec) {
+        let inserted = self.spec.queues.insert(queue);
         self.record(inserted);
     }
 

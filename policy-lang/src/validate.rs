@@ -44,6 +44,8 @@ const RULES: &[Rule] = &[
     fallbacks_answer_a_caller,
     isolate_stands_alone,
     queue_is_for_background_work,
+    task_deadline_within_visibility,
+    queue_declared,
     backoff_base_within_cap,
     asset_sizes_positive,
     one_hop_per_variable,
@@ -402,6 +404,10 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         durations.extend(optional("stale_if_error", &operation.stale_if_error));
         durations.extend(optional("poll_budget", &operation.poll_budget));
     }
+    for queue in &spec.queues {
+        durations.extend(optional("visibility_timeout", &queue.visibility_timeout));
+        durations.extend(optional("task_deadline", &queue.task_deadline));
+    }
     for retry in &spec.retries {
         durations.extend(optional("attempt_timeout", &retry.attempt_timeout));
         let Backoff::FullJitter { base, cap } = retry.backoff.value;
@@ -533,6 +539,30 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 local.loc,
                 "a local rate of 0 refuses every call while the store fails: use `on_error = closed` for that, or allow at least one per period",
             );
+        }
+    }
+    for queue in &spec.queues {
+        let counts = [
+            (
+                "max_len",
+                &queue.max_len,
+                "a queue that holds no task refuses every enqueue: allow at least one",
+            ),
+            (
+                "max_deliveries",
+                &queue.max_deliveries,
+                "a task is delivered at least once: allow at least one delivery",
+            ),
+            (
+                "concurrency",
+                &queue.concurrency,
+                "a worker that runs no task at once never runs one: allow at least one",
+            ),
+        ];
+        for (key, count, help) in counts {
+            if let Some(count) = count.as_ref().filter(|count| count.value == 0) {
+                zero(key, count.loc, help);
+            }
         }
     }
     for operation in &spec.operations {
@@ -667,8 +697,6 @@ fn fallbacks_answer_a_caller(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// `policy::isolate-stands-alone`: isolated work is a synchronous function on a pool, waited
-/// for within its caller's deadline; the caller's operation carries the mechanisms.
 /// `policy::queue-not-background`: only background work goes to a durable queue.
 fn queue_is_for_background_work(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for operation in &spec.operations {
@@ -693,6 +721,62 @@ fn queue_is_for_background_work(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// `policy::task-deadline-exceeds-visibility`: a delivery still running when another worker
+/// may claim it runs twice; the worker lowers the deadline to the visibility timeout, so the
+/// file should say what will happen.
+fn task_deadline_within_visibility(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for queue in &spec.queues {
+        let Some(task_deadline) = &queue.task_deadline else {
+            continue;
+        };
+        let visibility = queue.effective_visibility_timeout();
+        if task_deadline.value <= visibility {
+            continue;
+        }
+        let mut diagnostic = Diagnostic::new(
+            Kind::TaskDeadlineExceedsVisibility {
+                queue: queue.name.value.clone(),
+                task_deadline: format_duration(task_deadline.value),
+                visibility: format_duration(visibility),
+            },
+            task_deadline.loc,
+            "longer than the visibility timeout",
+        );
+        if let Some(declared) = &queue.visibility_timeout {
+            diagnostic = diagnostic.with_label(declared.loc, "the visibility timeout");
+        }
+        out.push(diagnostic);
+    }
+}
+
+/// `policy::undeclared-queue`: declaring a queue is optional (an undeclared one runs with the
+/// runtime's defaults), so only a name close to a declared queue's is reported, as the typo it
+/// likely is.
+fn queue_declared(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        let Some(queue) = &operation.queue else {
+            continue;
+        };
+        if spec.queues.get(&queue.value).is_some() {
+            continue;
+        }
+        let Some(declared) = suggest::closest(&queue.value, spec.queues.names()) else {
+            continue;
+        };
+        out.push(Diagnostic::new(
+            Kind::UndeclaredQueue {
+                operation: operation.name.value.clone(),
+                queue: queue.value.clone(),
+                declared: declared.to_owned(),
+            },
+            queue.loc,
+            "no queue stanza has this name",
+        ));
+    }
+}
+
+/// `policy::isolate-stands-alone`: isolated work is a synchronous function on a pool, waited
+/// for within its caller's deadline; the caller's operation carries the mechanisms.
 fn isolate_stands_alone(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for operation in &spec.operations {
         let Some(isolate) = &operation.isolate else {

@@ -141,22 +141,52 @@ fn every_setting_of_the_model_is_explained() {
     )
     .try_into()
     .unwrap();
-    let [embed] =
-        explain("operation embed: background, idempotent { queue = embeddings; deadline = 30s }\n")
-            .try_into()
-            .unwrap();
+    let [embed, undeclared] = explain(
+        "queue embeddings { max_len = 300; visibility_timeout = 1m; max_deliveries = 2; task_deadline = 20s; concurrency = 8 }\n\
+         operation embed: background, idempotent { queue = embeddings; deadline = 30s }\n\
+         operation thumbnail: background, idempotent { queue = thumbnails }\n",
+    )
+    .try_into()
+    .unwrap();
     assert_eq!(
         embed.steps.first(),
         Some(&Step::Enqueue {
-            queue: "embeddings".to_owned()
+            queue: "embeddings".to_owned(),
+            declared: true,
+            max_len: 300,
+            visibility_timeout: Duration::from_secs(60),
+            max_deliveries: 2,
+            task_deadline: Duration::from_secs(20),
+            concurrency: 8,
         }),
-        "enqueued first, the rest run by a worker"
+        "enqueued first with the stanza's numbers, the rest run by a worker"
+    );
+    let text = embed.to_string();
+    for part in [
+        "queue `embeddings`: enqueue the arguments",
+        "at most 300 unfinished tasks",
+        "8 at once per instance, each delivery within 20s, claimed again after 1m unacknowledged, dead-lettered after 2 deliveries)",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert_eq!(
+        undeclared.steps.first(),
+        Some(&Step::Enqueue {
+            queue: "thumbnails".to_owned(),
+            declared: false,
+            max_len: 10_000,
+            visibility_timeout: Duration::from_secs(30),
+            max_deliveries: 5,
+            task_deadline: Duration::from_secs(10),
+            concurrency: 4,
+        }),
+        "an undeclared queue: the runtime's defaults"
     );
     assert!(
-        embed
+        undeclared
             .to_string()
-            .contains("queue `embeddings`: enqueue the arguments"),
-        "{embed}"
+            .contains("the runtime's defaults: no `queue` stanza declares it"),
+        "{undeclared}"
     );
     let text = feed.to_string();
     for part in [

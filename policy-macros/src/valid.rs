@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy_lang::{
-    BreakerSpec, BulkheadSpec, Diagnostic, HedgeSpec, Loc, OperationSpec, PoolKind, RatelimitSpec,
-    RetrySpec, WorkClass,
+    BreakerSpec, BulkheadSpec, Diagnostic, HedgeSpec, Loc, OperationSpec, PoolKind, QueueSpec,
+    RatelimitSpec, RetrySpec, Spec, WorkClass,
 };
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{ToTokens, quote_spanned};
@@ -64,6 +64,8 @@ pub(crate) struct Plan {
 pub(crate) struct Queued {
     pub(crate) name: String,
     pub(crate) span: Span,
+    /// The numbers of its `queue NAME { ... }` stanza, when the files declare one.
+    pub(crate) settings: Option<QueueSpec>,
     /// Every parameter, by name and type: the task's arguments, in order.
     pub(crate) params: Vec<(Ident, Type)>,
 }
@@ -348,7 +350,7 @@ fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Opt
     };
     Some(Plan {
         answer: answer(operation, func, &span_of, errors),
-        queue: queued(operation, func, &span_of, errors),
+        queue: queued(spec, operation, func, &span_of, errors),
         per_attempt,
         isolate: operation.isolate.as_ref().map(|isolate| Isolate {
             pool: isolate.pool.value,
@@ -394,6 +396,7 @@ fn mechanisms(lowered: &Lowered, operation: &OperationSpec) -> Plan {
 /// it can encode. That only background work may name one is the validator's rule
 /// (`policy::queue-not-background`), for files and attributes alike.
 fn queued(
+    spec: &Spec,
     operation: &OperationSpec,
     func: &Func,
     span_of: &dyn Fn(Loc) -> Span,
@@ -428,6 +431,7 @@ fn queued(
     Some(Queued {
         name: queue.value.clone(),
         span,
+        settings: spec.queues.get(&queue.value).cloned(),
         params,
     })
 }

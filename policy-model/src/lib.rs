@@ -2,7 +2,8 @@
 //!
 //! The `.policy` language (`policy-lang`, used by the attribute macros at compile time) and the
 //! runtime (`policy-runtime`, in every service) each need a few of the same concepts: the class
-//! of a piece of work, and what a rate limiter decides when its store fails. Each is one type,
+//! of a piece of work, what a rate limiter decides when its store fails, and a durable queue's
+//! default numbers ([`queue_defaults`]). Each is one type,
 //! here, with one name and one spelling in the language ([`WorkClass::as_str`],
 //! [`FailMode::as_str`]), so the two crates cannot drift apart.
 //!
@@ -120,6 +121,25 @@ impl fmt::Display for FailMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A durable queue's numbers when neither a `queue NAME { ... }` stanza nor a builder call sets
+/// them: the runtime's `TaskQueueBuilder` and `WorkerBuilder` start from these, and
+/// `policy explain` prints them for an undeclared queue.
+pub mod queue_defaults {
+    use std::time::Duration;
+
+    /// Unfinished tasks a queue's stream may hold (`max_len`).
+    pub const MAX_LEN: u32 = 10_000;
+    /// How long a delivered task may stay unacknowledged before another worker claims it
+    /// (`visibility_timeout`).
+    pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Deliveries after which an unfinished task is dead-lettered (`max_deliveries`).
+    pub const MAX_DELIVERIES: u32 = 5;
+    /// The bound on one delivery's run (`task_deadline`), at most the visibility timeout.
+    pub const TASK_DEADLINE: Duration = Duration::from_secs(10);
+    /// Tasks one instance's worker runs at once (`concurrency`): the background pool's.
+    pub const CONCURRENCY: u32 = 4;
 }
 
 #[cfg(test)]

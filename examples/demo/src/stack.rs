@@ -31,16 +31,14 @@ pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(
                 "REDIS_URL is set, but Redis cannot be used ({e}); unset REDIS_URL to run the single-instance demo"
             ))
         })?;
-    let embeddings = policy::queue::TaskQueue::builder("embeddings")
-        .max_len(10_000)
-        .build(&store);
+    // The queue's numbers are the `queue embeddings { ... }` stanza of `policies/demo.policy`.
+    let embeddings =
+        policy::queue::TaskQueue::configured(service::embed_on_queue::queue_settings())
+            .build(&store);
     policy::queue::install(embeddings.clone());
     *lock_worker() = Some(
         embeddings
             .worker()
-            .concurrency(2)
-            .visibility_timeout(Duration::from_secs(10))
-            .task_deadline(Duration::from_secs(5))
             .handle(service::embed_on_queue::task())
             .start(),
     );

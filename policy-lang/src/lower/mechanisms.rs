@@ -1,13 +1,13 @@
 //! Lowering the resilience mechanisms: `request` (the deadline), `breaker`, `bulkhead`, `retry`,
-//! `hedge`, `shedding` and `ratelimit`.
+//! `hedge`, `shedding`, `ratelimit` and `queue`.
 
 use super::{Lowering, insert, word};
 use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
-    AdaptiveSpec, Backoff, BreakerSpec, BulkheadSpec, HedgeAfter, HedgeSpec, OpenAfter, Rate,
-    RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
+    AdaptiveSpec, Backoff, BreakerSpec, BulkheadSpec, HedgeAfter, HedgeSpec, OpenAfter, QueueSpec,
+    Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
 };
 use crate::suggest;
 
@@ -365,6 +365,52 @@ fn lower_adaptive(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<Option<
             );
             Some(None)
         }
+    }
+}
+
+/// `queue NAME { ... }`: every setting optional (the runtime's default where absent).
+pub(super) fn lower_queue(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &[
+        "max_len",
+        "visibility_timeout",
+        "max_deliveries",
+        "task_deadline",
+        "concurrency",
+    ];
+    let name = lowering.named(stanza);
+    let body = lowering.body(stanza, KEYS);
+    for phrase in &body.phrases {
+        lowering.unknown_phrase(stanza, phrase, KEYS);
+    }
+    let mut complete = true;
+    let mut count = |lowering: &mut Lowering<'_>, key: &str| {
+        let (key, value) = body.get(key)?;
+        let count = lowering.count(&key.text, value);
+        complete &= count.is_some();
+        count
+    };
+    let max_len = count(lowering, "max_len");
+    let max_deliveries = count(lowering, "max_deliveries");
+    let concurrency = count(lowering, "concurrency");
+    let mut duration = |lowering: &mut Lowering<'_>, key: &str| {
+        let (key, value) = body.get(key)?;
+        let duration = lowering.duration(&key.text, value);
+        complete &= duration.is_some();
+        duration
+    };
+    let visibility_timeout = duration(lowering, "visibility_timeout");
+    let task_deadline = duration(lowering, "task_deadline");
+    match name {
+        Some(name) if complete => {
+            let mut queue = QueueSpec::new(name, stanza.loc);
+            queue.max_len = max_len;
+            queue.visibility_timeout = visibility_timeout;
+            queue.max_deliveries = max_deliveries;
+            queue.task_deadline = task_deadline;
+            queue.concurrency = concurrency;
+            insert(&mut lowering.spec.queues, queue, &mut lowering.diagnostics);
+        }
+        name => lowering.drop_item("queue", name),
     }
 }
 

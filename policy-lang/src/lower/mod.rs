@@ -2,7 +2,7 @@
 //!
 //! A new stanza is a row in the `STANZAS` table and its lowering function; the grammar, the
 //! formatter and the rest of lowering do not change. The functions live by family, as the
-//! model does: `mechanisms` (request, breaker, bulkhead, retry, shedding, ratelimit),
+//! model does: `mechanisms` (request, breaker, bulkhead, retry, shedding, ratelimit, queue),
 //! `operation`, and `delivery` (assets, locality, ceilings, quarantine). This module holds the
 //! table and what every stanza shares: headers, bodies, and reading values.
 //!
@@ -25,8 +25,8 @@ mod operation;
 
 use delivery::{lower_assets, lower_ceilings, lower_locality, lower_quarantine};
 use mechanisms::{
-    lower_breaker, lower_bulkhead, lower_hedge, lower_ratelimit, lower_request, lower_retry,
-    lower_shedding,
+    lower_breaker, lower_bulkhead, lower_hedge, lower_queue, lower_ratelimit, lower_request,
+    lower_retry, lower_shedding,
 };
 use operation::{FLAGS, lower_operation};
 pub use operation::{OPERATION_FLAGS, OPERATION_STATEMENTS};
@@ -47,6 +47,7 @@ const STANZAS: &[(&str, LowerFn)] = &[
     ("hedge", lower_hedge),
     ("shedding", lower_shedding),
     ("ratelimit", lower_ratelimit),
+    ("queue", lower_queue),
     ("operation", lower_operation),
     ("assets", lower_assets),
     ("locality", lower_locality),

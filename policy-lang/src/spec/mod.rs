@@ -21,7 +21,7 @@ use crate::source::{Loc, Located};
 
 /// The work classes and the rate limiter's failure modes are words the runtime shares: they are
 /// defined once, in `policy-model`.
-pub use policy_model::{FailMode, WorkClass};
+pub use policy_model::{FailMode, WorkClass, queue_defaults};
 
 mod delivery;
 
@@ -49,6 +49,10 @@ pub struct Spec {
     pub shedding: Option<SheddingSpec>,
     /// Rate limits by name.
     pub ratelimits: Items<RatelimitSpec>,
+    /// Durable queues by name (`queue NAME { ... }`): the numbers of the queue an operation's
+    /// `queue = NAME` enqueues on. Optional: a queue no stanza declares runs with the
+    /// runtime's defaults.
+    pub queues: Items<QueueSpec>,
     /// Operations by name.
     pub operations: Items<OperationSpec>,
     /// The calls a request makes to other services, if declared.
@@ -429,6 +433,97 @@ impl AdaptiveSpec {
 
 impl Named for BulkheadSpec {
     const KIND: &'static str = "bulkhead";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
+/// `queue NAME { max_len = 10000; visibility_timeout = 30s; max_deliveries = 5 }`: the numbers
+/// of one durable queue (background work on a Redis stream). Every setting is optional; what is
+/// not set keeps the runtime's default (10,000 tasks, 30 s, 5 deliveries, a 10 s task deadline,
+/// 4 tasks at once per instance). The attribute expansion hands them to the queue's and the
+/// worker's builders (`fn_name::queue_settings()`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct QueueSpec {
+    /// Its name (the `queue = NAME` of its operations).
+    pub name: Located<String>,
+    /// Unfinished tasks the stream may hold; an enqueue past it is refused (at least 1).
+    pub max_len: Option<Located<u32>>,
+    /// How long a delivered task may stay unacknowledged before another worker claims it.
+    pub visibility_timeout: Option<Located<Duration>>,
+    /// Deliveries after which an unfinished task goes to the dead-letter stream (at least 1).
+    pub max_deliveries: Option<Located<u32>>,
+    /// The bound on one delivery's run (at most the visibility timeout).
+    pub task_deadline: Option<Located<Duration>>,
+    /// Tasks one instance's worker runs at once (at least 1).
+    pub concurrency: Option<Located<u32>>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl QueueSpec {
+    /// A queue with the runtime's defaults.
+    #[must_use]
+    pub fn new(name: Located<String>, loc: Loc) -> Self {
+        QueueSpec {
+            name,
+            max_len: None,
+            visibility_timeout: None,
+            max_deliveries: None,
+            task_deadline: None,
+            concurrency: None,
+            loc,
+        }
+    }
+}
+
+impl QueueSpec {
+    /// The bound in force: declared, or the runtime's default.
+    #[must_use]
+    pub fn effective_max_len(&self) -> u32 {
+        self.max_len
+            .as_ref()
+            .map_or(queue_defaults::MAX_LEN, |m| m.value)
+    }
+
+    /// The visibility timeout in force: declared, or the runtime's default.
+    #[must_use]
+    pub fn effective_visibility_timeout(&self) -> Duration {
+        self.visibility_timeout
+            .as_ref()
+            .map_or(queue_defaults::VISIBILITY_TIMEOUT, |v| v.value)
+    }
+
+    /// The deliveries in force: declared, or the runtime's default.
+    #[must_use]
+    pub fn effective_max_deliveries(&self) -> u32 {
+        self.max_deliveries
+            .as_ref()
+            .map_or(queue_defaults::MAX_DELIVERIES, |m| m.value)
+    }
+
+    /// The task deadline in force: declared (or the runtime's default), at most the visibility
+    /// timeout, as the worker clamps it.
+    #[must_use]
+    pub fn effective_task_deadline(&self) -> Duration {
+        self.task_deadline
+            .as_ref()
+            .map_or(queue_defaults::TASK_DEADLINE, |t| t.value)
+            .min(self.effective_visibility_timeout())
+    }
+
+    /// The tasks one instance runs at once: declared, or the runtime's default.
+    #[must_use]
+    pub fn effective_concurrency(&self) -> u32 {
+        self.concurrency
+            .as_ref()
+            .map_or(queue_defaults::CONCURRENCY, |c| c.value)
+    }
+}
+
+impl Named for QueueSpec {
+    const KIND: &'static str = "queue";
     fn name(&self) -> &Located<String> {
         &self.name
     }

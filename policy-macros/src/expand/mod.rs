@@ -645,9 +645,12 @@ mod tests {
                     &["stale_cache", "::core::time::Duration::from_secs(30)"],
                 ),
             },
+            // `queue` is both an operation setting and a stanza (one concept, one name): the
+            // sample sets both, and the stanza's every number must reach the expansion.
             Sample {
                 setting: "queue",
-                policy: "operation sample: background, idempotent { queue = embeddings }",
+                policy: "queue embeddings { max_len = 3; visibility_timeout = 7s; max_deliveries = 2; task_deadline = 6s; concurrency = 9 }\n\
+                         operation sample: background, idempotent { queue = embeddings }",
                 used: Expanded(
                     AttrKind::Background,
                     &[
@@ -655,6 +658,15 @@ mod tests {
                         "\"embeddings\"",
                         "mod sample {",
                         "queue_handler(",
+                        "pub fn queue_settings() -> ::policy::queue::QueueSettings",
+                        "settings.max_len = ::core::option::Option::Some(3u64);",
+                        "settings.visibility_timeout = ::core::option::Option::Some(",
+                        "::core::time::Duration::from_secs(7)",
+                        "settings.max_deliveries = ::core::option::Option::Some(2u32);",
+                        "settings.task_deadline = ::core::option::Option::Some(",
+                        "::core::time::Duration::from_secs(6)",
+                        "settings.concurrency = ::core::option::Option::Some(9u32);",
+                        ".with_settings(queue_settings())",
                     ],
                 ),
             },
@@ -721,6 +733,24 @@ mod tests {
             .chain(policy_lang::stanza_keywords().filter(|k| *k != "operation"))
             .collect();
         let sampled: std::collections::BTreeSet<&str> = samples.iter().map(|s| s.setting).collect();
+        // A name that is both a stanza and an operation setting has one sample: it declares
+        // the stanza too (here or among the mechanisms above), so neither is sampled through
+        // the other alone.
+        for both in
+            policy_lang::stanza_keywords().filter(|k| policy_lang::OPERATION_STATEMENTS.contains(k))
+        {
+            let sample = samples.iter().find(|s| s.setting == both);
+            assert!(
+                sample.is_some_and(|s| {
+                    let stanza = format!("{both} ");
+                    format!("{MECHANISMS}{}", s.policy)
+                        .lines()
+                        .any(|line| line.trim_start().starts_with(&stanza))
+                        && s.policy.contains(&format!("{both} = "))
+                }),
+                "the sample of `{both}` declares the stanza and sets the operation's `{both}`"
+            );
+        }
         assert_eq!(
             accepted, sampled,
             "every setting and stanza of the language has a sample"

@@ -384,8 +384,17 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
         "The worker's side of [`{ident}`] on queue `{queue}`: give `{ident}::task()` to the queue's worker."
     );
     let handler_doc = format!(
-        "What a worker of queue `{queue}` runs for a task of `{ident}`: its arguments decoded, then the same sequence as a call on the in-process pool."
+        "What a worker of queue `{queue}` runs for a task of `{ident}`: its arguments decoded, then the same sequence as a call on the in-process pool. It carries `queue_settings()`, for the worker to start from."
     );
+    let settings_doc = match &queued.settings {
+        Some(_) => format!(
+            "The numbers of queue `{queue}` from its `queue {queue} {{ ... }}` stanza: build the queue with `TaskQueue::configured({ident}::queue_settings())`."
+        ),
+        None => format!(
+            "The numbers of queue `{queue}`: no `queue {queue} {{ ... }}` stanza declares it, so each is the runtime's default."
+        ),
+    };
+    let settings = queue_settings(queued);
     quote! {
         #function
 
@@ -394,13 +403,54 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
             #[allow(unused_imports, reason = "the arguments' types, as the function names them")]
             use super::*;
 
+            #[doc = #settings_doc]
+            pub fn queue_settings() -> ::policy::queue::QueueSettings {
+                #settings
+            }
+
             #[doc = #handler_doc]
             pub fn task() -> ::policy::queue::Handler {
                 ::policy::__private::queue_handler(#op, |(#(#names,)*): (#(#types,)*)| {
                     #scheduling
                     #work
                 })
+                .with_settings(queue_settings())
             }
         }
+    }
+}
+
+/// The body of `fn_name::queue_settings()`: the queue's name and each number its stanza sets.
+fn queue_settings(queued: &crate::valid::Queued) -> TokenStream {
+    let queue = &queued.name;
+    let Some(spec) = &queued.settings else {
+        return quote!(::policy::queue::QueueSettings::new(#queue));
+    };
+    let settings = local("settings");
+    let mut set = Vec::new();
+    if let Some(max_len) = &spec.max_len {
+        let max_len = u64::from(max_len.value);
+        set.push(quote!(#settings.max_len = ::core::option::Option::Some(#max_len);));
+    }
+    if let Some(visibility) = &spec.visibility_timeout {
+        let visibility = duration(visibility.value);
+        set.push(quote!(#settings.visibility_timeout = ::core::option::Option::Some(#visibility);));
+    }
+    if let Some(deliveries) = &spec.max_deliveries {
+        let deliveries = deliveries.value;
+        set.push(quote!(#settings.max_deliveries = ::core::option::Option::Some(#deliveries);));
+    }
+    if let Some(deadline) = &spec.task_deadline {
+        let deadline = duration(deadline.value);
+        set.push(quote!(#settings.task_deadline = ::core::option::Option::Some(#deadline);));
+    }
+    if let Some(concurrency) = &spec.concurrency {
+        let concurrency = concurrency.value;
+        set.push(quote!(#settings.concurrency = ::core::option::Option::Some(#concurrency);));
+    }
+    quote! {
+        let mut #settings = ::policy::queue::QueueSettings::new(#queue);
+        #(#set)*
+        #settings
     }
 }

@@ -83,6 +83,24 @@
 //! queue. The tests restart a server with `appendonly yes` mid-run and check that every
 //! acknowledged task still completes.
 //!
+//! # Numbers from a `.policy` file
+//!
+//! A `queue NAME { max_len = ...; visibility_timeout = ...; max_deliveries = ...;
+//! task_deadline = ...; concurrency = ... }` stanza sets a queue's numbers in the policy files.
+//! The attribute compiles them into [`QueueSettings`] (`fn_name::queue_settings()`, and on the
+//! handler `fn_name::task()` with [`Handler::with_settings`]); nothing reads the files at run
+//! time. Each number, in order of precedence:
+//!
+//! | from | how |
+//! |---|---|
+//! | an explicit builder call | [`TaskQueueBuilder::max_len`], [`WorkerBuilder::visibility_timeout`], ... |
+//! | the stanza, on the queue | [`TaskQueue::configured`] builds the queue from its settings; its [workers](TaskQueue::worker) start from them |
+//! | the stanza, on a handler | a worker given `fn_name::task()` takes its worker numbers when the queue carries none (a queue built without the stanza's `max_len` is logged, `settings_not_applied`) |
+//! | the runtime's default | [`policy_model::queue_defaults`]: 10,000 tasks, 30 s, 5 deliveries, 10 s, 4 at once |
+//!
+//! The settings are defaults of the one queue of that name, not a second queue: the stream,
+//! its consumer group and its counters are the same whichever way the numbers arrived.
+//!
 //! # Without Redis
 //!
 //! The embedded default is unchanged: an attributed function whose queue is not
@@ -120,6 +138,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -278,6 +297,72 @@ pub(crate) async fn delivering<F: Future>(delivery: Delivery, work: F) -> F::Out
     DELIVERY.scope(delivery, work).await
 }
 
+/// A queue's numbers as a `.policy` file's `queue NAME { ... }` stanza sets them: what the
+/// attribute expansion hands over as `fn_name::queue_settings()` (and carries on
+/// `fn_name::task()`), for [`TaskQueue::configured`] and the queue's
+/// [worker](TaskQueue::worker) to start from. A field left `None` keeps the runtime's default
+/// ([`policy_model::queue_defaults`]); an explicit builder call still wins over either.
+///
+/// ```
+/// use std::time::Duration;
+/// use policy_runtime::queue::QueueSettings;
+///
+/// let mut settings = QueueSettings::new("embeddings");
+/// settings.max_len = Some(3);
+/// settings.max_deliveries = Some(2);
+/// assert_eq!(settings.name(), "embeddings");
+/// assert_eq!(settings.visibility_timeout, None, "the default, 30 s");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueSettings {
+    name: Arc<str>,
+    /// Unfinished tasks the stream may hold ([`TaskQueueBuilder::max_len`]).
+    pub max_len: Option<u64>,
+    /// How long a delivered task may stay unacknowledged before another worker claims it
+    /// ([`WorkerBuilder::visibility_timeout`]).
+    pub visibility_timeout: Option<Duration>,
+    /// Deliveries after which an unfinished task is dead-lettered
+    /// ([`WorkerBuilder::max_deliveries`]).
+    pub max_deliveries: Option<u32>,
+    /// The bound on one delivery's run ([`WorkerBuilder::task_deadline`]).
+    pub task_deadline: Option<Duration>,
+    /// Tasks one instance's worker runs at once ([`WorkerBuilder::concurrency`]).
+    pub concurrency: Option<u32>,
+}
+
+impl QueueSettings {
+    /// The settings of queue `name`, every number the runtime's default.
+    pub fn new(name: impl Into<Arc<str>>) -> Self {
+        Self {
+            name: name.into(),
+            max_len: None,
+            visibility_timeout: None,
+            max_deliveries: None,
+            task_deadline: None,
+            concurrency: None,
+        }
+    }
+
+    /// The queue they are for.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether a worker number (visibility timeout, deliveries, task deadline, concurrency) is
+    /// set.
+    #[cfg_attr(
+        not(feature = "redis"),
+        expect(dead_code, reason = "only a worker reads them")
+    )]
+    pub(crate) fn sets_worker(&self) -> bool {
+        self.visibility_timeout.is_some()
+            || self.max_deliveries.is_some()
+            || self.task_deadline.is_some()
+            || self.concurrency.is_some()
+    }
+}
+
 /// How one delivery ended: `Ok`, or the error recorded for it (its failure or its refusal).
 pub(crate) type Outcome = Result<(), String>;
 
@@ -303,12 +388,14 @@ type Run =
 pub struct Handler {
     operation: Arc<str>,
     run: Arc<Run>,
+    settings: Option<QueueSettings>,
 }
 
 impl fmt::Debug for Handler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handler")
             .field("operation", &self.operation)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
@@ -340,7 +427,22 @@ impl Handler {
         Self {
             operation: operation.into(),
             run: Arc::new(run),
+            settings: None,
         }
+    }
+
+    /// Carries the numbers of the queue its tasks are enqueued on: a worker of that queue
+    /// given this handler starts from them where it was not told otherwise. An attributed
+    /// function's `task()` carries its `queue_settings()`.
+    #[must_use]
+    pub fn with_settings(mut self, settings: QueueSettings) -> Self {
+        self.settings = Some(settings);
+        self
+    }
+
+    /// The numbers of its queue, if it carries them.
+    pub fn settings(&self) -> Option<&QueueSettings> {
+        self.settings.as_ref()
     }
 
     /// The operation it runs.

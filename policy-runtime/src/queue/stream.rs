@@ -12,7 +12,7 @@ use redis::{Script, Value};
 use serde::Serialize;
 
 use super::worker::WorkerBuilder;
-use super::{ConsumerPending, QueueSnapshot, TaskId};
+use super::{ConsumerPending, QueueSettings, QueueSnapshot, TaskId};
 use crate::bulkhead::Bulkhead;
 use crate::deadline::Deadline;
 use crate::error::ShedReason;
@@ -20,7 +20,7 @@ use crate::instruments::QueueMetrics;
 use crate::observe;
 use crate::redis_store::{Conn, RedisStore, describe, hash_tag};
 use crate::shedding::{Decision, Thresholds, decide};
-use policy_model::WorkClass;
+use policy_model::{WorkClass, queue_defaults};
 
 /// The consumer group every worker of a queue reads through.
 pub(super) const GROUP: &str = "workers";
@@ -126,6 +126,9 @@ pub(super) struct Inner {
     pub(super) errors_key: String,
     pub(super) max_len: u64,
     pub(super) dead_max_len: u64,
+    /// The numbers it was [configured](TaskQueue::configured) with, if it was: its workers
+    /// start from them.
+    pub(super) settings: Option<QueueSettings>,
     thresholds: Thresholds,
     yield_to: Vec<Bulkhead>,
     pub(super) store: RedisStore,
@@ -162,6 +165,7 @@ impl fmt::Debug for TaskQueue {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct TaskQueueBuilder {
     name: Arc<str>,
+    settings: Option<QueueSettings>,
     max_len: u64,
     dead_max_len: u64,
     thresholds: Thresholds,
@@ -229,6 +233,7 @@ impl TaskQueueBuilder {
             name: self.name,
             max_len: self.max_len,
             dead_max_len: self.dead_max_len,
+            settings: self.settings,
             thresholds: self.thresholds,
             yield_to: self.yield_to,
             conn: store.connection(),
@@ -257,12 +262,15 @@ pub(super) fn entry_ms(entry: &str) -> Option<u64> {
 }
 
 impl TaskQueue {
-    /// A builder for a queue named `name`: 10,000 unfinished tasks at most, about 10,000 dead
+    /// A builder for a queue named `name` with the runtime's defaults (for a queue a `.policy`
+    /// file declares, [`configured`](Self::configured) starts from its numbers): 10,000
+    /// unfinished tasks at most, about 10,000 dead
     /// letters kept, yielding to no compartment.
     pub fn builder(name: impl Into<Arc<str>>) -> TaskQueueBuilder {
         TaskQueueBuilder {
             name: name.into(),
-            max_len: 10_000,
+            settings: None,
+            max_len: u64::from(queue_defaults::MAX_LEN),
             dead_max_len: 10_000,
             thresholds: Thresholds::default(),
             yield_to: Vec::new(),
@@ -270,9 +278,37 @@ impl TaskQueue {
         }
     }
 
+    /// A builder for the queue `settings` are for, starting from their numbers: a `.policy`
+    /// file's `queue NAME { ... }` stanza, as an attributed function hands it over
+    /// (`fn_name::queue_settings()`). The queue's [workers](Self::worker) start from the
+    /// worker numbers among them; explicit builder calls still win.
+    ///
+    /// ```no_run
+    /// # use policy_runtime::queue::{QueueSettings, TaskQueue};
+    /// # use policy_runtime::redis_store::RedisStore;
+    /// # async fn setup(store: RedisStore, settings: QueueSettings) {
+    /// // `settings` is e.g. `embed_document::queue_settings()`.
+    /// let embeddings = TaskQueue::configured(settings).build(&store);
+    /// let worker = embeddings.worker().start(); // visibility, deliveries, ... from the file
+    /// # }
+    /// ```
+    pub fn configured(settings: QueueSettings) -> TaskQueueBuilder {
+        let mut builder = Self::builder(settings.name.clone());
+        if let Some(max_len) = settings.max_len {
+            builder = builder.max_len(max_len);
+        }
+        builder.settings = Some(settings);
+        builder
+    }
+
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Whether it was [configured](Self::configured) from a queue's settings.
+    pub(super) fn settings(&self) -> Option<&QueueSettings> {
+        self.inner.settings.as_ref()
     }
 
     /// A worker for this queue, to be given its handlers and started.

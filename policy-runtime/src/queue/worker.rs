@@ -17,53 +17,132 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::stream::{GROUP, TaskQueue};
-use super::{Delivery, Handler, Outcome, TaskId, delivering};
+use super::{Delivery, Handler, Outcome, QueueSettings, TaskId, delivering};
 use crate::redis_store::describe;
+use policy_model::queue_defaults;
 
 /// Builds and starts a [`Worker`]; see [`TaskQueue::worker`].
+///
+/// Each number comes from, in order: this builder's own call; the
+/// [settings](super::QueueSettings) the queue was [configured](TaskQueue::configured) with, or
+/// else those a [handler](Self::handle) of this queue carries (an attributed function's
+/// `task()` carries its `.policy` queue stanza's); the runtime's default
+/// ([`policy_model::queue_defaults`]).
 #[must_use = "a worker does nothing until `start` is called"]
 pub struct WorkerBuilder {
     queue: TaskQueue,
     handlers: HashMap<Arc<str>, Handler>,
-    concurrency: u32,
-    visibility: Duration,
-    max_deliveries: u32,
-    task_deadline: Duration,
+    /// What this builder was told, each `None` until a call sets it.
+    explicit: QueueSettings,
     poll_every: Duration,
     refresh_every: Duration,
 }
 
 impl fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let numbers = self.numbers();
         f.debug_struct("WorkerBuilder")
             .field("queue", &self.queue.name())
             .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
-            .field("concurrency", &self.concurrency)
-            .field("visibility", &self.visibility)
-            .field("max_deliveries", &self.max_deliveries)
-            .field("task_deadline", &self.task_deadline)
+            .field("concurrency", &numbers.concurrency)
+            .field("visibility", &numbers.visibility)
+            .field("max_deliveries", &numbers.max_deliveries)
+            .field("task_deadline", &numbers.task_deadline)
             .finish_non_exhaustive()
     }
+}
+
+/// The worker numbers in force, resolved.
+struct Numbers {
+    concurrency: u32,
+    visibility: Duration,
+    max_deliveries: u32,
+    task_deadline: Duration,
 }
 
 impl WorkerBuilder {
     pub(super) fn new(queue: TaskQueue) -> Self {
         Self {
+            explicit: QueueSettings::new(queue.inner.name.clone()),
             queue,
             handlers: HashMap::new(),
-            concurrency: 4,
-            visibility: Duration::from_secs(30),
-            max_deliveries: 5,
-            task_deadline: Duration::from_secs(10),
             poll_every: Duration::from_millis(50),
             refresh_every: Duration::from_secs(1),
+        }
+    }
+
+    /// The numbers in force: this builder's, else the queue's settings (or its handlers'),
+    /// else the defaults.
+    fn numbers(&self) -> Numbers {
+        let inherited = self
+            .queue
+            .settings()
+            .filter(|s| s.sets_worker())
+            .or_else(|| {
+                self.handlers
+                    .values()
+                    .filter_map(Handler::settings)
+                    .find(|s| s.name() == self.queue.name())
+            });
+        let pick = |own: &dyn Fn(&QueueSettings) -> Option<u64>, default: u64| {
+            own(&self.explicit)
+                .or_else(|| inherited.and_then(own))
+                .unwrap_or(default)
+        };
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let concurrency = pick(
+            &|s| s.concurrency.map(u64::from),
+            u64::from(queue_defaults::CONCURRENCY),
+        );
+        let max_deliveries = pick(
+            &|s| s.max_deliveries.map(u64::from),
+            u64::from(queue_defaults::MAX_DELIVERIES),
+        );
+        let visibility = Duration::from_millis(pick(
+            &|s| s.visibility_timeout.map(ms),
+            ms(queue_defaults::VISIBILITY_TIMEOUT),
+        ))
+        .max(Duration::from_millis(10));
+        let task_deadline = Duration::from_millis(pick(
+            &|s| s.task_deadline.map(ms),
+            ms(queue_defaults::TASK_DEADLINE),
+        ));
+        Numbers {
+            concurrency: u32::try_from(concurrency).unwrap_or(u32::MAX).max(1),
+            visibility,
+            max_deliveries: u32::try_from(max_deliveries).unwrap_or(u32::MAX).max(1),
+            task_deadline: task_deadline.min(visibility),
         }
     }
 
     /// Runs the tasks of `handler`'s operation. A task of an operation no handler runs is a
     /// failed delivery (`no handler`), redelivered and in the end dead-lettered: give every
     /// worker of a queue the same handlers.
+    ///
+    /// A handler that carries its queue's [settings](Handler::with_settings) (an attributed
+    /// function's `task()`) gives this worker its numbers, unless the queue was configured
+    /// with its own. When they bound the queue itself (`max_len`) and the queue was built
+    /// without them, a warning says so: build it with [`TaskQueue::configured`].
     pub fn handle(mut self, handler: Handler) -> Self {
+        if let Some(settings) = handler.settings()
+            && settings.name() == self.queue.name()
+            && self.queue.settings().is_none()
+            && settings
+                .max_len
+                .is_some_and(|max_len| max_len != self.queue.inner.max_len)
+        {
+            tracing::warn!(
+                target: "policy::queue",
+                event = "settings_not_applied",
+                queue = %self.queue.name(),
+                operation = %handler.operation(),
+                max_len = self.queue.inner.max_len,
+                policy_max_len = settings.max_len,
+                "queue `{}` was built without its policy settings: build it with `TaskQueue::configured({}::queue_settings())`",
+                self.queue.name(),
+                handler.operation(),
+            );
+        }
         self.handlers.insert(handler.operation.clone(), handler);
         self
     }
@@ -71,7 +150,7 @@ impl WorkerBuilder {
     /// Tasks this instance runs at once (default 4, the background pool's; at least 1): the
     /// bound is per instance, like a bulkhead's.
     pub fn concurrency(mut self, tasks: u32) -> Self {
-        self.concurrency = tasks.max(1);
+        self.explicit.concurrency = Some(tasks.max(1));
         self
     }
 
@@ -79,14 +158,14 @@ impl WorkerBuilder {
     /// (default 30 s). Keep it above the [task deadline](Self::task_deadline): a task still
     /// running past it may be claimed and run twice. The task deadline is lowered to fit.
     pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
-        self.visibility = timeout.max(Duration::from_millis(10));
+        self.explicit.visibility_timeout = Some(timeout.max(Duration::from_millis(10)));
         self
     }
 
     /// Deliveries after which a task that has not finished goes to the dead-letter stream
     /// (default 5; at least 1).
     pub fn max_deliveries(mut self, deliveries: u32) -> Self {
-        self.max_deliveries = deliveries.max(1);
+        self.explicit.max_deliveries = Some(deliveries.max(1));
         self
     }
 
@@ -94,7 +173,7 @@ impl WorkerBuilder {
     /// expired delivery is a failed one. The work's own deadline, when it has one, applies
     /// inside it.
     pub fn task_deadline(mut self, deadline: Duration) -> Self {
-        self.task_deadline = deadline;
+        self.explicit.task_deadline = Some(deadline);
         self
     }
 
@@ -117,14 +196,15 @@ impl WorkerBuilder {
     ///
     /// Outside a tokio runtime.
     pub fn start(self) -> Worker {
+        let numbers = self.numbers();
         let state = Arc::new(State {
             consumer: Arc::from(self.queue.inner.store.instance()),
-            task_deadline: self.task_deadline.min(self.visibility),
+            task_deadline: numbers.task_deadline,
             queue: self.queue,
             handlers: self.handlers,
-            concurrency: self.concurrency as usize,
-            visibility: self.visibility,
-            max_deliveries: self.max_deliveries,
+            concurrency: numbers.concurrency as usize,
+            visibility: numbers.visibility,
+            max_deliveries: numbers.max_deliveries,
             poll_every: self.poll_every,
             refresh_every: self.refresh_every,
         });
