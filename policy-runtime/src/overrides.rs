@@ -105,6 +105,55 @@
 //!
 //! With the feature `overrides-watch`, [`Overrides::watch`] reloads whenever a file of the
 //! compiled or the environment's directory changes (the `notify` crate).
+//!
+//! # Fleet reload
+//!
+//! With the feature `redis` as well, one set reaches every instance of a fleet through the
+//! [Redis store](crate::redis_store): [`publish`] (from any instance, or a small admin binary)
+//! stores the `*.policy` files of a directory, names and texts, as the fleet's set, and
+//! announces it on a channel; every instance that [`follow`](Overrides::follow)s validates it
+//! against its own compiled policy and applies it through the same path as
+//! [`reload`](Overrides::reload), or refuses it with the same diagnostic and error event
+//! (`kind = "override_refused"`, `source = "fleet"`), keeping the set in force. The snapshot's
+//! [`fleet`](crate::registry::OverridesSnapshot::fleet) says the set came from the fleet (its
+//! version, publisher and publication time), and the dashboard shows it.
+//!
+//! - **The key is the truth, the channel only news.** The set lives under
+//!   `<prefix>:overrides:{fleet}` (a hash: `set`, the JSON of the files, publisher and time;
+//!   `version`, one more per publication, written in one transaction). A message says only
+//!   "read the key"; a follower reads it when it starts following (so an instance started
+//!   after a publication starts on the latest set, before its first call), on each
+//!   announcement, after each reconnection and at each of the store's re-syncs (5 s by
+//!   default), so an announcement missed costs at most one re-sync period. A version already
+//!   applied or refused is not applied again. Two publishers at once: the last write to the
+//!   key wins, and every instance converges on it.
+//! - **Checked as input.** A set over 256 KiB, or not of the one shape, is refused before the
+//!   validator sees it; with the store's [shared secret](crate::redis_store::RedisStoreBuilder::shared_secret)
+//!   a set must be signed with it (sets published by a store with the secret are), so a writer
+//!   to Redis without the secret cannot change a number. Without one, whoever can write the key
+//!   can publish a set, but only one the validator accepts against each instance's compiled
+//!   policy.
+//! - **Last one wins.** A reload of the files after a fleet's set puts the files' set in
+//!   force again, and the next publication replaces that. The connection, its timeouts and
+//!   its outage events are the store's; nothing prints the connection string.
+//!
+//! ```no_run
+//! # async fn fleet(overrides: std::sync::Arc<policy_runtime::overrides::Overrides>) -> Result<(), Box<dyn std::error::Error>> {
+//! use policy_runtime::redis_store::RedisStore;
+//!
+//! let store = RedisStore::builder()
+//!     .shared_secret(std::env::var("POLICY_REDIS_SECRET")?)
+//!     .connect(&std::env::var("REDIS_URL")?)
+//!     .await?;
+//! // On every instance, at startup: applies the latest set, then each one published.
+//! let following = overrides.follow(&store).await;
+//!
+//! // From one instance or an admin binary, after `policy check --against` passed in CI:
+//! let version = policy_runtime::overrides::publish(&store, "policies/production").await?;
+//! # let _ = (following, version);
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
