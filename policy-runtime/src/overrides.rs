@@ -805,7 +805,7 @@ mod fleet {
 
     impl Overrides {
         /// Applies the fleet's override set published through `store`
-        /// ([`publish`](super::publish)), now and whenever another is published: reads the
+        /// ([`publish`]), now and whenever another is published: reads the
         /// latest set stored in Redis before returning (so the first call already uses it),
         /// then again on each announcement, on each reconnection and at each of the store's
         /// re-syncs (so an announcement missed costs at most one re-sync period). Each set is
