@@ -7,7 +7,13 @@
 //! 2. the latency bound while a dependency is slow: p50, p99 and max of the protected call
 //!    against its deadline (real time, about three seconds);
 //! 3. isolation: the p99 of an unrelated route while one dependency is 100 times slower, with
-//!    and without a bulkhead (paused clock).
+//!    and without a bulkhead (paused clock);
+//! 4. hedging a heavy tail: p99 of a dependency whose p99 is 20 times its p50, without and with
+//!    a hedge after the operation's own p95 (the runtime's `Hedge`), and the extra calls it
+//!    cost (paused clock).
+//! 5. the adaptive bulkhead: a dependency's capacity drops from 32 to 8 concurrent calls
+//!    mid-run; how fast the adaptive limit follows, and the p99 of an unrelated route, against
+//!    a fixed limit of 32 (paused clock).
 //!
 //! ```text
 //! cargo run --release --example scenarios
@@ -528,8 +534,361 @@ fn scenario_isolation() {
     println!();
 }
 
+// ---------------------------------------------------------------------------------------------
+// 4. Hedging a heavy tail
+// ---------------------------------------------------------------------------------------------
+
+const HEDGE_CALLS: u32 = 20_000;
+const HEDGE_ARRIVALS_PER_SEC: u32 = 1_000;
+
+/// One attempt's latency: 90% of attempts take 8 to 12 ms, 8% 12 to 40 ms, and 2% (a slow
+/// replica, a pause) 100 to 300 ms: a p50 of about 10 ms and a p99 of about 200 ms, 20 times
+/// as much. Each attempt draws its own, as a second replica would answer.
+fn heavy_tail(rng: &mut Rng) -> Duration {
+    match rng.next() % 100 {
+        0..2 => rng.between(100 * MS, 300 * MS),
+        2..10 => rng.between(12 * MS, 40 * MS),
+        _ => rng.between(8 * MS, 12 * MS),
+    }
+}
+
+struct HedgeRow {
+    latencies: Vec<Duration>,
+    attempts: u64,
+    hedge: Option<policy::hedge::HedgeSnapshot>,
+}
+
+/// `HEDGE_CALLS` calls, `HEDGE_ARRIVALS_PER_SEC` a second, each under a 1 s deadline; with a
+/// hedge, through `hedge_within` (every call records its latency, the delay is the recorded
+/// percentile), without, the attempt alone. Counts the attempts that reached the dependency.
+fn hedging(hedge: Option<policy::hedge::Hedge>) -> HedgeRow {
+    use policy::hedge::hedge_within;
+    let rt = paused_runtime();
+    let local = tokio::task::LocalSet::new();
+    let rng = Rc::new(std::cell::RefCell::new(Rng(0x9e37_79b9_7f4a_7c15)));
+    let attempts = Rc::new(Cell::new(0u64));
+    let hedge = hedge.map(Rc::new);
+    let latencies = Rc::new(std::cell::RefCell::new(Vec::new()));
+    local.block_on(&rt, async {
+        let every = Duration::from_secs(1) / HEDGE_ARRIVALS_PER_SEC;
+        let mut next = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..HEDGE_CALLS {
+            tokio::time::sleep_until(next).await;
+            next += every;
+            let (rng, attempts, hedge, latencies) = (
+                rng.clone(),
+                attempts.clone(),
+                hedge.clone(),
+                latencies.clone(),
+            );
+            tasks.push(tokio::task::spawn_local(async move {
+                let began = Instant::now();
+                let deadline = Deadline::after(Duration::from_secs(1));
+                let attempt = || {
+                    attempts.set(attempts.get() + 1);
+                    let took = heavy_tail(&mut rng.borrow_mut());
+                    async move {
+                        tokio::time::sleep(took).await;
+                        Ok::<(), CallError<Unavailable>>(())
+                    }
+                };
+                match &hedge {
+                    Some(hedge) => hedge_within(
+                        &deadline,
+                        hedge,
+                        Idempotent::claim(|_: policy::retry::Attempt| attempt()),
+                    )
+                    .await
+                    .unwrap(),
+                    None => attempt().await.unwrap(),
+                }
+                latencies.borrow_mut().push(began.elapsed());
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let mut latencies = latencies.take();
+    latencies.sort();
+    HedgeRow {
+        latencies,
+        attempts: attempts.get(),
+        hedge: hedge.map(|h| h.snapshot()),
+    }
+}
+
+fn scenario_hedging() {
+    println!(
+        "## 4. Hedging a heavy tail\n\n{HEDGE_CALLS} calls, {HEDGE_ARRIVALS_PER_SEC} a second; each attempt takes 8 to 12 ms (90%), 12 to 40 ms (8%) or 100 to 300 ms (2%), each attempt its own draw; a 1 s deadline (tokio's paused clock).\n"
+    );
+    println!(
+        "| calls | p50 | p95 | p99 | p99.9 | max | calls hedged | hedges won | attempts at the dependency | extra load |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let rows = [
+        ("no hedge", None),
+        (
+            "hedge after the operation's p95 (`hedge(after = \"p95\", max = 2)`)",
+            Some(
+                policy::hedge::Hedge::builder("tail")
+                    .percentile(95.0)
+                    .max(2)
+                    .build(),
+            ),
+        ),
+        (
+            "hedge after a fixed 30 ms (`hedge(after = \"30ms\")`)",
+            Some(
+                policy::hedge::Hedge::builder("fixed")
+                    .after(30 * MS)
+                    .build(),
+            ),
+        ),
+    ];
+    for (what, hedge) in rows {
+        let row = hedging(hedge);
+        let calls = row.latencies.len() as u64;
+        let (hedged, won) = row
+            .hedge
+            .as_ref()
+            .map_or(("none".to_owned(), "".to_owned()), |h| {
+                (
+                    format!(
+                        "{} ({:.1}%)",
+                        h.started,
+                        100.0 * h.started as f64 / h.calls.max(1) as f64
+                    ),
+                    h.won.to_string(),
+                )
+            });
+        println!(
+            "| {what} | {} | {} | {} | {} | {} | {hedged} | {won} | {} | {:+.1}% |",
+            ms(percentile(&row.latencies, 0.5)),
+            ms(percentile(&row.latencies, 0.95)),
+            ms(percentile(&row.latencies, 0.99)),
+            ms(percentile(&row.latencies, 0.999)),
+            ms(row.latencies.last().copied().unwrap_or_default()),
+            row.attempts,
+            100.0 * (row.attempts as f64 / calls.max(1) as f64 - 1.0),
+        );
+    }
+    println!();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. The adaptive bulkhead: the dependency's capacity drops from 32 to 8 concurrent calls
+// ---------------------------------------------------------------------------------------------
+
+const ADAPTIVE_POOL: usize = 36;
+const ADAPTIVE_RUN: Duration = Duration::from_secs(15);
+const CAPACITY_DROP_AT: Duration = Duration::from_secs(5);
+const CAPACITY_BEFORE: u32 = 32;
+const CAPACITY_AFTER: u32 = 8;
+const X_SERVICE: Duration = Duration::from_millis(20);
+const A_PER_SEC: f64 = 1200.0;
+const B_PER_SEC: f64 = 1500.0;
+
+/// What one run of the capacity drop measured.
+struct CapacityDrop {
+    /// The bulkhead's slot count every 10 ms, from the start.
+    limits: Vec<u32>,
+    /// Route B's latencies before the drop (from 1 s on) and after it (from 2 s after it).
+    b_before: Vec<Duration>,
+    b_after: Vec<Duration>,
+    /// Route A after the drop (from 2 s after it): latencies of served calls, and refusals.
+    a_after: Vec<Duration>,
+    a_refused_after: u64,
+}
+
+/// An exponential gap between arrivals, for `per_sec` arrivals a second on average.
+fn poisson_gap(rng: &mut Rng, per_sec: f64) -> Duration {
+    let uniform = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    Duration::from_secs_f64(-(1.0 - uniform).ln() / per_sec)
+}
+
+/// Routes A (to dependency X, behind `bulkhead`) and B (to the healthy Y, 2 ms) share a pool
+/// of `ADAPTIVE_POOL` workers; requests arrive at random (Poisson) on both. X serves
+/// `CAPACITY_BEFORE` calls at once, each in 20 ms, then `CAPACITY_AFTER` from
+/// `CAPACITY_DROP_AT` on; calls past its capacity wait inside it.
+fn capacity_drop(bulkhead: Bulkhead) -> CapacityDrop {
+    use policy_testkit::capacity::Capacity;
+    use std::cell::RefCell;
+
+    let rt = paused_runtime();
+    let local = tokio::task::LocalSet::new();
+    let pool = Rc::new(Semaphore::new(ADAPTIVE_POOL));
+    let x = Capacity::new(CAPACITY_BEFORE, X_SERVICE);
+    let start = rt.block_on(async { Instant::now() });
+    let drop_at = start + CAPACITY_DROP_AT;
+    let a_after = Rc::new(RefCell::new((Vec::new(), 0u64)));
+    let b = Rc::new(RefCell::new((Vec::new(), Vec::new())));
+    let limits = Rc::new(RefCell::new(Vec::new()));
+    local.block_on(&rt, async {
+        let watch = {
+            let (bulkhead, limits) = (bulkhead.clone(), limits.clone());
+            tokio::task::spawn_local(async move {
+                while Instant::now() < start + ADAPTIVE_RUN {
+                    tokio::time::sleep(10 * MS).await;
+                    limits.borrow_mut().push(bulkhead.max_concurrent());
+                }
+            })
+        };
+        let drop_capacity = {
+            let x = x.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep_until(drop_at).await;
+                x.set_slots(CAPACITY_AFTER);
+            })
+        };
+        let routes = [
+            (A_PER_SEC, true, 0x5eed_000a),
+            (B_PER_SEC, false, 0x5eed_000b),
+        ];
+        let arrivals = routes.map(|(per_sec, to_x, seed)| {
+            let (pool, x, bulkhead) = (pool.clone(), x.clone(), bulkhead.clone());
+            let (a_after, b) = (a_after.clone(), b.clone());
+            tokio::task::spawn_local(async move {
+                let mut rng = Rng(seed);
+                let mut next = start;
+                let mut tasks = Vec::new();
+                while next < start + ADAPTIVE_RUN {
+                    next += poisson_gap(&mut rng, per_sec);
+                    tokio::time::sleep_until(next).await;
+                    let (pool, x, bulkhead) = (pool.clone(), x.clone(), bulkhead.clone());
+                    let (a_after, b) = (a_after.clone(), b.clone());
+                    tasks.push(tokio::task::spawn_local(async move {
+                        let began = Instant::now();
+                        let settled = began >= drop_at + Duration::from_secs(2);
+                        if to_x {
+                            // Asked before the shared pool: a refused call holds no worker.
+                            let Ok(slot) = bulkhead.try_acquire_owned() else {
+                                if settled {
+                                    a_after.borrow_mut().1 += 1;
+                                }
+                                return;
+                            };
+                            let _worker = pool.acquire().await.unwrap();
+                            x.call().await;
+                            drop(slot);
+                            if settled {
+                                a_after.borrow_mut().0.push(began.elapsed());
+                            }
+                        } else {
+                            let _worker = pool.acquire().await.unwrap();
+                            tokio::time::sleep(FAST).await;
+                            let took = began.elapsed();
+                            let mut b = b.borrow_mut();
+                            if began >= start + Duration::from_secs(1) && began < drop_at {
+                                b.0.push(took);
+                            } else if settled {
+                                b.1.push(took);
+                            }
+                        }
+                    }));
+                }
+                for task in tasks {
+                    task.await.unwrap();
+                }
+            })
+        });
+        for route in arrivals {
+            route.await.unwrap();
+        }
+        drop_capacity.await.unwrap();
+        watch.await.unwrap();
+    });
+    let (mut a_after, a_refused_after) = a_after.take();
+    let (mut b_before, mut b_after) = b.take();
+    a_after.sort();
+    b_before.sort();
+    b_after.sort();
+    CapacityDrop {
+        limits: limits.take(),
+        b_before,
+        b_after,
+        a_after,
+        a_refused_after,
+    }
+}
+
+/// From the drop, how long until the limit is within 25% of the new capacity and stays there
+/// to the end of the run (`None`: it never settles there).
+fn converged_after(limits: &[u32]) -> Option<Duration> {
+    let low = (f64::from(CAPACITY_AFTER) * 0.75).ceil() as u32;
+    let high = (f64::from(CAPACITY_AFTER) * 1.25).floor() as u32;
+    let from = (CAPACITY_DROP_AT.as_millis() / 10) as usize;
+    let after = &limits[from.min(limits.len())..];
+    let first_inside = match after.iter().rposition(|l| !(low..=high).contains(l)) {
+        Some(last_outside) if last_outside + 1 == after.len() => return None,
+        Some(last_outside) => last_outside + 1,
+        None => 0,
+    };
+    Some(10 * MS * first_inside as u32)
+}
+
+fn scenario_adaptive() {
+    use policy::bulkhead::AdaptiveLimit;
+
+    println!(
+        "## 5. The adaptive bulkhead: the dependency's capacity drops from {CAPACITY_BEFORE} to {CAPACITY_AFTER} concurrent calls\n\nRoutes A (to dependency X, behind the bulkhead) and B (to Y, {} ms) share a pool of {ADAPTIVE_POOL} workers; requests arrive at random, {A_PER_SEC} a second on A and {B_PER_SEC} on B, for {} s. X serves {CAPACITY_BEFORE} calls at once, each in {} ms, and {CAPACITY_AFTER} from {} s on; calls past its capacity wait inside it. The bulkhead is asked before the pool and does not queue. \"Before\" is from 1 s to the drop, \"after\" from 2 s after it to the end (tokio's paused clock).\n",
+        FAST.as_millis(),
+        ADAPTIVE_RUN.as_secs(),
+        X_SERVICE.as_millis(),
+        CAPACITY_DROP_AT.as_secs(),
+    );
+    println!(
+        "| bulkhead on X | limit at the drop | limit after (min-max) | within 25% of {CAPACITY_AFTER} after the drop | route B p99 before | route B p99 after | route B max after | route A served/s after | route A refused/s after | route A p99 after |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let after_secs = (ADAPTIVE_RUN - CAPACITY_DROP_AT - Duration::from_secs(2)).as_secs_f64();
+    for (what, bulkhead) in [
+        (
+            format!("fixed, {CAPACITY_BEFORE} slots"),
+            Bulkhead::builder("x-fixed")
+                .max_concurrent(CAPACITY_BEFORE)
+                .build(),
+        ),
+        (
+            format!("adaptive(min = 4, max = {CAPACITY_BEFORE})"),
+            Bulkhead::builder("x-adaptive")
+                .adaptive(AdaptiveLimit::new(4, CAPACITY_BEFORE))
+                .build(),
+        ),
+        (
+            "adaptive(min = 4, max = 64)".to_owned(),
+            Bulkhead::builder("x-adaptive-64")
+                .adaptive(AdaptiveLimit::new(4, 64))
+                .build(),
+        ),
+    ] {
+        let run = capacity_drop(bulkhead);
+        let drop_index = (CAPACITY_DROP_AT.as_millis() / 10) as usize - 1;
+        let settled = &run.limits[drop_index + 201..];
+        let converged = converged_after(&run.limits).map_or("never".to_owned(), |after| {
+            format!("{:.2} s", after.as_secs_f64())
+        });
+        println!(
+            "| {what} | {} | {}-{} | {converged} | {} | {} | {} | {:.0} | {:.0} | {} |",
+            run.limits[drop_index],
+            settled.iter().min().unwrap(),
+            settled.iter().max().unwrap(),
+            ms(percentile(&run.b_before, 0.99)),
+            ms(percentile(&run.b_after, 0.99)),
+            ms(run.b_after.last().copied().unwrap_or_default()),
+            run.a_after.len() as f64 / after_secs,
+            run.a_refused_after as f64 / after_secs,
+            ms(percentile(&run.a_after, 0.99)),
+        );
+    }
+    println!();
+}
+
 fn main() {
     scenario_amplification();
     scenario_latency_bound();
     scenario_isolation();
+    scenario_hedging();
+    scenario_adaptive();
 }

@@ -225,11 +225,11 @@ pub enum Kind {
     },
 
     // ---- validation -------------------------------------------------------------------------
-    /// A reference to a breaker, bulkhead, retry or rate limit that is not defined.
+    /// A reference to a breaker, bulkhead, retry, hedge or rate limit that is not defined.
     #[error("unknown {kind} `{name}`")]
     #[diagnostic(code("policy::unknown-name"), help("{help}"))]
     UnknownName {
-        /// `breaker`, `bulkhead`, `retry` or `ratelimit`.
+        /// `breaker`, `bulkhead`, `retry`, `hedge` or `ratelimit`.
         kind: String,
         /// The name as written.
         name: String,
@@ -261,6 +261,38 @@ pub enum Kind {
         operation: String,
         /// The retry policy.
         retry: String,
+    },
+
+    /// A hedge on an operation not marked idempotent.
+    #[error("operation `{operation}` is hedged but not marked `idempotent`")]
+    #[diagnostic(
+        code("policy::hedge-not-idempotent"),
+        help(
+            "a hedge runs the work a second time while the first may still succeed: mark `{operation}` `idempotent` if running it twice at once is safe, or remove `hedge = {hedge}`"
+        )
+    )]
+    HedgeNotIdempotent {
+        /// The operation.
+        operation: String,
+        /// The hedging policy.
+        hedge: String,
+    },
+
+    /// A hedge whose `max` is not 2 to the runtime's bound.
+    #[error("hedge `{hedge}` has `max = {found}`, outside 2 to {most}")]
+    #[diagnostic(
+        code("policy::hedge-max-out-of-range"),
+        help(
+            "`max` counts the attempts in flight, the first included: `max = 2` is one hedge, and at most {most} attempts may run at once"
+        )
+    )]
+    HedgeMaxOutOfRange {
+        /// The hedging policy.
+        hedge: String,
+        /// The `max` written.
+        found: u32,
+        /// The most allowed.
+        most: u32,
     },
 
     /// Deferred or background work not marked idempotent.
@@ -480,6 +512,38 @@ pub enum Kind {
         missing: String,
         /// The settings to add, as an example.
         example: String,
+    },
+
+    /// A bulkhead given both a fixed slot count and adaptive bounds.
+    #[error("bulkhead `{bulkhead}` sets both `max_concurrent` and `adaptive`")]
+    #[diagnostic(
+        code("policy::adaptive-with-fixed-limit"),
+        help(
+            "an adaptive bulkhead's slot count moves between `min` and `max`, so it has no fixed one: remove `max_concurrent = {max_concurrent}` (or remove `adaptive(...)` to keep a fixed count)"
+        )
+    )]
+    AdaptiveWithFixedLimit {
+        /// The bulkhead.
+        bulkhead: String,
+        /// The fixed count written.
+        max_concurrent: u32,
+    },
+
+    /// Adaptive bounds with `min` above `max`.
+    #[error("bulkhead `{bulkhead}` adapts between `min = {min}` and a smaller `max = {max}`")]
+    #[diagnostic(
+        code("policy::adaptive-bounds-inverted"),
+        help(
+            "the slot count moves from `min` up to `max`: make `min` at most `max`, for example `adaptive(min = {max}, max = {min})`"
+        )
+    )]
+    AdaptiveBoundsInverted {
+        /// The bulkhead.
+        bulkhead: String,
+        /// Its `min`.
+        min: u32,
+        /// Its `max`.
+        max: u32,
     },
 
     /// An isolated operation that also names another mechanism, or is not critical.

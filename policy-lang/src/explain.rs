@@ -14,13 +14,21 @@
 //! * **with deadline propagation** every attempt and every backoff draws from one budget, which
 //!   is clamped by the request's: `min(D_op, D_req, the sum above)`.
 //!
+//! A hedge (`after = H`, `max = M` attempts in flight) runs each attempt up to `M` times at
+//! once, the `j`th starting `(j - 1) × H` after the first: an attempt then ends by
+//! `t + (M - 1) × H` at worst, and that replaces `t` above. A percentile delay has no fixed
+//! value; the runtime starts no hedge whose delay ends past the deadline, so `H` is taken as
+//! `t`. With deadline propagation every hedge shares the one budget and the bound does not grow.
+//!
 //! `D_req` applies to critical work only: deferred and background work runs after the response,
 //! outside the request's budget, under its own deadline.
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::spec::{Backoff, FailMode, OperationSpec, PoolKind, Rate, Spec, WorkClass};
+use crate::spec::{
+    Backoff, FailMode, HedgeAfter, OperationSpec, PoolKind, Rate, RetryAllowance, Spec, WorkClass,
+};
 use crate::units::{format_duration, format_ratio};
 
 /// One step of an operation's chain.
@@ -68,6 +76,21 @@ pub enum Step {
         /// The backoff between attempts.
         backoff: Backoff,
     },
+    /// The hedge: each attempt again, at once, when it has not answered in time; the steps
+    /// after it run once per attempt in flight.
+    Hedge {
+        /// Its name.
+        name: String,
+        /// When a hedge starts.
+        after: HedgeAfter,
+        /// Attempts in flight at most, the first included.
+        max: u32,
+        /// The retry policy whose allowance the hedges draw from, if the operation retries.
+        shares_with: Option<String>,
+        /// Its own allowance, when set and the operation does not retry (the runtime's
+        /// default, 20% + 10/s, otherwise).
+        allowance: Option<RetryAllowance>,
+    },
     /// The breaker refuses while open.
     BreakerCheck {
         /// Its name.
@@ -79,10 +102,13 @@ pub enum Step {
     BulkheadPermit {
         /// Its name.
         name: String,
-        /// Its slots.
+        /// Its slots (an adaptive bulkhead's most).
         max_concurrent: u32,
         /// Its queue.
         max_queued: u32,
+        /// An adaptive bulkhead's fewest slots: its count moves from there up to
+        /// `max_concurrent`, following the dependency's latency.
+        adaptive_min: Option<u32>,
     },
     /// The attempt runs in a child of the deadline.
     Run {
@@ -217,6 +243,19 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
             backoff: retry.backoff.value,
         });
     }
+    let hedge = operation
+        .hedge
+        .as_ref()
+        .and_then(|name| spec.hedges.get(&name.value));
+    if let Some(hedge) = hedge {
+        steps.push(Step::Hedge {
+            name: hedge.name.value.clone(),
+            after: hedge.after.value,
+            max: hedge.max.value,
+            shares_with: retry.map(|retry| retry.name.value.clone()),
+            allowance: hedge.allowance.as_ref().map(|a| a.value),
+        });
+    }
     let breaker = operation
         .breaker
         .as_ref()
@@ -236,6 +275,10 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
             name: bulkhead.name.value.clone(),
             max_concurrent: bulkhead.max_concurrent.value,
             max_queued: bulkhead.max_queued.value,
+            adaptive_min: bulkhead
+                .adaptive
+                .as_ref()
+                .map(|adaptive| adaptive.min.value),
         });
     }
     let attempt_timeout = retry.and_then(|retry| retry.attempt_timeout.as_ref().map(|d| d.value));
@@ -267,13 +310,43 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     let per_attempt = attempt_timeout
         .or_else(|| operation.deadline.as_ref().map(|d| d.value))
         .or(deadline);
+    // A hedged attempt ends by `t + (M - 1) × H` at worst; a percentile `H` counts as `t`.
+    let hedging = hedge
+        .filter(|hedge| hedge.max.value > 1)
+        .map(|hedge| (hedge.max.value - 1, hedge.after.value));
+    let hedge_delay = |t: Duration| match hedging {
+        Some((_, HedgeAfter::Fixed(h))) => h,
+        _ => t,
+    };
+    let attempt_bound = |t: Duration| match hedging {
+        Some((extra, _)) => t.saturating_add(hedge_delay(t).saturating_mul(extra)),
+        None => t,
+    };
     let bound_without_propagation = per_attempt.map(|t| {
         backoffs
             .iter()
-            .fold(t.saturating_mul(attempts), |sum, b| sum.saturating_add(*b))
+            .fold(attempt_bound(t).saturating_mul(attempts), |sum, b| {
+                sum.saturating_add(*b)
+            })
     });
+    let attempt_text = |t: Duration| match hedging {
+        Some((extra, after)) => {
+            let h = format_duration(hedge_delay(t));
+            let h = match after {
+                HedgeAfter::Fixed(_) => h,
+                HedgeAfter::Percentile(p) => format!("{h} for p{p}"),
+            };
+            let hedges = if extra == 1 {
+                h
+            } else {
+                format!("{extra} × {h}")
+            };
+            format!("({} + {hedges})", format_duration(t))
+        }
+        None => format_duration(t),
+    };
     let sum = match per_attempt {
-        Some(t) => std::iter::once(format!("{attempts} × {}", format_duration(t)))
+        Some(t) => std::iter::once(format!("{attempts} × {}", attempt_text(t)))
             .chain(backoffs.iter().map(|b| format_duration(*b)))
             .collect::<Vec<_>>()
             .join(" + "),
@@ -375,6 +448,35 @@ impl fmt::Display for Step {
                     format_duration(*cap)
                 )
             }
+            Step::Hedge {
+                name,
+                after,
+                max,
+                shares_with,
+                allowance,
+            } => {
+                let when = match after {
+                    HedgeAfter::Fixed(d) => format!("{} without an answer", format_duration(*d)),
+                    HedgeAfter::Percentile(p) => {
+                        format!("the operation's p{p} latency without an answer")
+                    }
+                };
+                write!(
+                    f,
+                    "hedge `{name}`: another attempt after {when}, at most {max} in flight; the first answer wins, the others are dropped; hedges draw from "
+                )?;
+                match (shares_with, allowance) {
+                    (Some(retry), _) => write!(f, "retry `{retry}`'s allowance")?,
+                    (None, Some(a)) => write!(
+                        f,
+                        "an allowance of {}% + {}/s",
+                        format_ratio(a.ratio * 100.0),
+                        a.floor_per_second
+                    )?,
+                    (None, None) => f.write_str("an allowance of 20% + 10/s")?,
+                }
+                f.write_str("; each attempt:")
+            }
             Step::BreakerCheck {
                 name,
                 max_retry_after,
@@ -393,9 +495,19 @@ impl fmt::Display for Step {
                 name,
                 max_concurrent,
                 max_queued,
+                adaptive_min: None,
             } => write!(
                 f,
                 "bulkhead `{name}`: take a permit ({max_concurrent} at once, {max_queued} queued, refuse past that)"
+            ),
+            Step::BulkheadPermit {
+                name,
+                max_concurrent,
+                max_queued,
+                adaptive_min: Some(min),
+            } => write!(
+                f,
+                "bulkhead `{name}`: take a permit (between {min} and {max_concurrent} at once, following the dependency's latency; {max_queued} queued, refuse past that)"
             ),
             Step::Run {
                 attempt_timeout,
@@ -504,7 +616,9 @@ impl fmt::Display for Explanation {
                     *letter = char::from_u32(u32::from(*letter) + 1).unwrap_or('?');
                 }
             }
-            if matches!(step, Step::Retry { .. }) {
+            if matches!(step, Step::Retry { .. })
+                || (letter.is_none() && matches!(step, Step::Hedge { .. }))
+            {
                 letter = Some('a');
             }
         }

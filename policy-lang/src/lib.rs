@@ -72,11 +72,12 @@
 //! |---|---|
 //! | `request` | `deadline`; optional `min_budget` (the least budget a request is started with: one arriving with less left is answered at once, before any work) |
 //! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared); optional `max_retry_after` (the longest opening a `Retry-After` may ask for; default 5m) |
-//! | `bulkhead NAME` | `max_concurrent` (≥ 1), `max_queued` (default 0) |
+//! | `bulkhead NAME` | `max_concurrent` (≥ 1), or `adaptive(min = N, max = N)` (the slot count follows the dependency's latency between the two, from `min`; Netflix's Vegas, adapted), `max_queued` (default 0) |
 //! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `allowance = P% + N/s` (the share of recent calls its retries may add, across requests, and a floor per second) |
+//! | `hedge NAME` | `after = pN` (the operation's own latency at percentile N, 1 to 99, as the runtime records it) or `after = D` (fixed); optional `max` (attempts in flight, the first included: 2, the default, is one hedge; at most 3); optional `allowance = P% + N/s` (what its hedges may add when the operation does not retry; with a retry, hedges draw from the retry's allowance) |
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D` (on each instance, or across the fleet with a limiter store); for the fleet's store, `on_timeout = open\|closed\|local` and `on_error = open\|closed\|local` (`local`, the default: this instance enforces a rate of its own while the store fails; a limiter guarding critical work must choose both), optional `local_rate = N per D` (default: the fleet's rate) |
-//! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error`, `poll_budget` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string), `fallback_on_failure` (the fallback also answers the work's own failures), `isolate = blocking\|rayon[(max_concurrent = N, max_queued = N)]` (CPU work on a pool of its own; nothing else may be set), `queue` (a name: background work enqueued on the durable queue the application installs under it) |
+//! | `operation NAME: CLASS[, idempotent][, durable]` | `breaker`, `bulkhead`, `retry`, `hedge` (idempotent only), `ratelimit` (names), `deadline`, `min_budget`, `expected_cost`, `stale_if_error`, `poll_budget` (durations), `shed_at` (a load, deferred and background only), `fallback` (a string), `fallback_on_failure` (the fallback also answers the work's own failures), `isolate = blocking\|rayon[(max_concurrent = N, max_queued = N)]` (CPU work on a pool of its own; nothing else may be set), `queue` (a name: background work enqueued on the durable queue the application installs under it) |
 //! | `assets NAME` | all optional: `dir` (a string, relative to the policy file), `max_image` (default `200kb`), `large_image` (`50kb`; no longer used by `policy assets`, kept so policies still parse), `max_font` (`100kb`), and per document `max_font_files` (4), `max_font_weights` (3 per family), `max_high_priority` (2 `fetchpriority="high"`), `max_preloads` (3); see [`AssetsSpec`] |
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
 //! | `ceilings NAME` | `dir` (a front-end build folder, for the front-end metrics); one ceiling a line, `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
@@ -125,8 +126,10 @@
 //! | `policy::duplicate-name` | two items of one kind with one name (across files too) | rename or remove one |
 //! | `policy::duplicate-stanza` | two `request` or `shedding` stanzas | merge them |
 //! | `policy::unknown-metric` | a ceiling whose metric does not exist | the suggested metric |
-//! | `policy::unknown-name` | an operation names a breaker, bulkhead, retry or rate limit that does not exist | the suggested name, or define it |
+//! | `policy::unknown-name` | an operation names a breaker, bulkhead, retry, hedge or rate limit that does not exist | the suggested name, or define it |
 //! | `policy::retry-not-idempotent` | retry on an operation not marked `idempotent` | mark it, or remove the retry |
+//! | `policy::hedge-not-idempotent` | a hedge on an operation not marked `idempotent` (a hedge runs the work twice at once) | mark it, or remove the hedge |
+//! | `policy::hedge-max-out-of-range` | a hedge's `max` (attempts in flight, the first included) outside 2 to 3 | `max = 2`, one hedge |
 //! | `policy::deferred-not-idempotent` | deferred or background work not marked `idempotent` (it is delivered at least once) | make it idempotent, or critical |
 //! | `policy::durable-not-critical` | a `durable` write that is deferred or background | make it critical |
 //! | `policy::retry-without-deadline` | a retry with no deadline on the operation or the request | add one |
@@ -135,13 +138,15 @@
 //! | `policy::request-min-budget-exceeds-deadline` | the `request` stanza's `min_budget` above its deadline (every request would be refused) | lower it, or raise the deadline |
 //! | `policy::duration-not-positive` | a zero or negative duration | a positive duration |
 //! | `policy::zero-attempts` | `attempts = 0` | at least 1 |
-//! | `policy::zero-count` | zero slots, failures, calls, quorum or rate | at least 1 |
+//! | `policy::zero-count` | zero slots (an adaptive `min` included), failures, calls, quorum or rate | at least 1 |
 //! | `policy::ratio-out-of-range` | a failure ratio, retry allowance or ceiling headroom outside (0, 100%] | a share such as `50%` |
 //! | `policy::shedding-threshold-out-of-range` | a shedding threshold outside (0, 1) | a load such as `0.5` |
 //! | `policy::fallback-on-scheduled` | `fallback` or `stale_if_error` on deferred or background work, which answers nobody | remove it: the work's failures are logged |
 //! | `policy::isolate-stands-alone` | an isolated operation that also sets a mechanism, a deadline or a fallback, or is not critical | move them to the operation that calls it |
 //! | `policy::queue-not-background` | `queue` on an operation that is not background work | make it `background`, or remove `queue` |
 //! | `policy::ratelimit-fail-mode-unset` | a rate limit guarding critical work without `on_timeout` or `on_error` (they default to `local`) | choose both: `closed`, `open` or `local` |
+//! | `policy::adaptive-with-fixed-limit` | a bulkhead with both `max_concurrent` and `adaptive(...)` | remove one: `max_concurrent` for a fixed count, `adaptive` for one that follows latency |
+//! | `policy::adaptive-bounds-inverted` | `adaptive(min = N, max = M)` with `min` above `max` | `min` at most `max` |
 //! | `policy::shed-critical` | `shed_at` on a critical operation: critical work is never shed for load | remove it, or make the work deferred or background |
 //! | `policy::shedding-thresholds-inverted` | background shed later than deferred | background at or below deferred |
 //! | `policy::backoff-base-above-cap` | `full_jitter` base above its cap | base at most cap |
@@ -201,10 +206,10 @@ pub use lower::{OPERATION_FLAGS, OPERATION_STATEMENTS, stanza_keywords};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec, Compression,
-    FailMode, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec, Rate,
-    RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
-    WorkClass,
+    AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec,
+    Compression, FailMode, HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
+    PoolKind, QuarantineSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing,
+    SheddingSpec, Spec, WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;
@@ -312,6 +317,12 @@ impl PolicySet {
     /// Adds a retry policy.
     pub fn add_retry(&mut self, retry: RetrySpec) {
         let inserted = self.spec.retries.insert(retry);
+        self.record(inserted);
+    }
+
+    /// Adds a hedging policy.
+    pub fn add_hedge(&mut self, hedge: HedgeSpec) {
+        let inserted = self.spec.hedges.insert(hedge);
         self.record(inserted);
     }
 

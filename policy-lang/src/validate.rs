@@ -9,7 +9,10 @@ use std::time::Duration;
 use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
-use crate::spec::{Backoff, Items, Named, OpenAfter, OperationSpec, Sharing, Spec, WorkClass};
+use crate::spec::{
+    Backoff, HedgeAfter, HedgeSpec, Items, Named, OpenAfter, OperationSpec, Sharing, Spec,
+    WorkClass,
+};
 use crate::suggest;
 use crate::units::{format_duration, format_ratio, format_size};
 
@@ -19,6 +22,8 @@ type Rule = fn(&Spec, &mut Vec<Diagnostic>);
 const RULES: &[Rule] = &[
     references_exist,
     retry_requires_idempotent,
+    hedge_requires_idempotent,
+    hedge_max_in_range,
     deferred_requires_idempotent,
     durable_requires_critical,
     retry_requires_deadline,
@@ -28,6 +33,8 @@ const RULES: &[Rule] = &[
     durations_positive,
     attempts_at_least_one,
     counts_at_least_one,
+    adaptive_or_fixed,
+    adaptive_bounds_ordered,
     ratios_in_range,
     headrooms_in_range,
     shedding_thresholds_in_range,
@@ -66,7 +73,7 @@ fn effective_deadline(spec: &Spec, operation: &OperationSpec) -> Option<Located<
 
 // ---- errors -----------------------------------------------------------------------------------
 
-/// `policy::unknown-name`: an operation names a breaker, bulkhead, retry or rate limit that is
+/// `policy::unknown-name`: an operation names a breaker, bulkhead, retry, hedge or rate limit that is
 /// not defined.
 ///
 /// Each reference is one hash lookup; only an unknown name is compared with the names of its
@@ -80,6 +87,7 @@ fn references_exist(spec: &Spec, out: &mut Vec<Diagnostic>) {
         reference_exists(out, &mut suggestions, &operation.breaker, &spec.breakers);
         reference_exists(out, &mut suggestions, &operation.bulkhead, &spec.bulkheads);
         reference_exists(out, &mut suggestions, &operation.retry, &spec.retries);
+        reference_exists(out, &mut suggestions, &operation.hedge, &spec.hedges);
         reference_exists(
             out,
             &mut suggestions,
@@ -180,6 +188,43 @@ fn retry_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 )
                 .with_label(operation.name.loc, "not marked `idempotent`"),
             );
+        }
+    }
+}
+
+/// `policy::hedge-not-idempotent`: a hedge runs the work twice at once, on purpose.
+fn hedge_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for operation in &spec.operations {
+        if let (Some(hedge), false) = (&operation.hedge, operation.is_idempotent()) {
+            out.push(
+                Diagnostic::new(
+                    Kind::HedgeNotIdempotent {
+                        operation: operation.name.value.clone(),
+                        hedge: hedge.value.clone(),
+                    },
+                    hedge.loc,
+                    "hedged here",
+                )
+                .with_label(operation.name.loc, "not marked `idempotent`"),
+            );
+        }
+    }
+}
+
+/// `policy::hedge-max-out-of-range`: `max` counts the attempts in flight, the first included.
+fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for hedge in &spec.hedges {
+        let max = hedge.max.value;
+        if !(2..=HedgeSpec::MAX_IN_FLIGHT).contains(&max) {
+            out.push(Diagnostic::new(
+                Kind::HedgeMaxOutOfRange {
+                    hedge: hedge.name.value.clone(),
+                    found: max,
+                    most: HedgeSpec::MAX_IN_FLIGHT,
+                },
+                hedge.max.loc,
+                "out of range",
+            ));
         }
     }
 }
@@ -363,6 +408,11 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         durations.push(("base", base, retry.backoff.loc));
         durations.push(("cap", cap, retry.backoff.loc));
     }
+    for hedge in &spec.hedges {
+        if let HedgeAfter::Fixed(after) = hedge.after.value {
+            durations.push(("after", after, hedge.after.loc));
+        }
+    }
     for breaker in &spec.breakers {
         durations.push(("cooldown", breaker.cooldown.value, breaker.cooldown.loc));
         durations.extend(optional("max_retry_after", &breaker.max_retry_after));
@@ -421,6 +471,16 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
         ));
     };
     for bulkhead in &spec.bulkheads {
+        if let Some(adaptive) = &bulkhead.adaptive {
+            if adaptive.min.value == 0 {
+                zero(
+                    "min",
+                    adaptive.min.loc,
+                    "an adaptive bulkhead never goes below `min` slots, and with none it would refuse every call: allow at least one",
+                );
+            }
+            continue;
+        }
         if bulkhead.max_concurrent.value == 0 {
             zero(
                 "max_concurrent",
@@ -511,6 +571,11 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
     for retry in &spec.retries {
         if let Some(allowance) = &retry.allowance {
+            check("allowance", allowance.value.ratio, allowance.loc);
+        }
+    }
+    for hedge in &spec.hedges {
+        if let Some(allowance) = &hedge.allowance {
             check("allowance", allowance.value.ratio, allowance.loc);
         }
     }
@@ -923,6 +988,54 @@ fn queue_absorbs_burst(spec: &Spec, out: &mut Vec<Diagnostic>) {
                     "a backlog, not a burst",
                 )
                 .with_label(bulkhead.max_concurrent.loc, "slots"),
+            );
+        }
+    }
+}
+
+/// `policy::adaptive-with-fixed-limit`: a bulkhead's slot count is fixed (`max_concurrent`) or
+/// adaptive (`adaptive(min, max)`), not both.
+fn adaptive_or_fixed(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for bulkhead in &spec.bulkheads {
+        let Some(adaptive) = bulkhead
+            .adaptive
+            .as_ref()
+            .filter(|_| bulkhead.fixed_and_adaptive())
+        else {
+            continue;
+        };
+        out.push(
+            Diagnostic::new(
+                Kind::AdaptiveWithFixedLimit {
+                    bulkhead: bulkhead.name.value.clone(),
+                    max_concurrent: bulkhead.max_concurrent.value,
+                },
+                bulkhead.max_concurrent.loc,
+                "a fixed slot count",
+            )
+            .with_label(adaptive.loc, "an adaptive one"),
+        );
+    }
+}
+
+/// `policy::adaptive-bounds-inverted`: an adaptive bulkhead's `min` is at most its `max`.
+fn adaptive_bounds_ordered(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    for bulkhead in &spec.bulkheads {
+        let Some(adaptive) = &bulkhead.adaptive else {
+            continue;
+        };
+        if adaptive.min.value > adaptive.max.value {
+            out.push(
+                Diagnostic::new(
+                    Kind::AdaptiveBoundsInverted {
+                        bulkhead: bulkhead.name.value.clone(),
+                        min: adaptive.min.value,
+                        max: adaptive.max.value,
+                    },
+                    adaptive.min.loc,
+                    "above `max`",
+                )
+                .with_label(adaptive.max.loc, "`max`"),
             );
         }
     }

@@ -185,3 +185,74 @@ fn every_setting_of_the_model_is_explained() {
         "{text}"
     );
 }
+
+/// A hedge after 50 ms with `max = 2`: without propagation an attempt ends by its 800 ms timeout
+/// after the 50 ms hedge delay, 2 × (800 ms + 50 ms) + 100 ms = 1.8 s; the 1 s deadline bounds
+/// every hedge with the rest.
+#[test]
+fn a_hedge_adds_its_delay_to_each_attempt_without_propagation() {
+    let [search] = explain(
+        "retry quick { attempts = 2; backoff = full_jitter(base = 100ms, cap = 1s); attempt_timeout = 800ms }\n\
+         hedge tail { after = 50ms; max = 2 }\n\
+         operation search: critical, idempotent { retry = quick; hedge = tail; deadline = 1s }\n",
+    )
+    .try_into()
+    .unwrap();
+    assert_eq!(search.bound_without_propagation, ms(1_800));
+    assert_eq!(search.sum, "2 × (800ms + 50ms) + 100ms");
+    assert_eq!(search.bound, ms(1_000));
+    assert!(search.steps.iter().any(|step| matches!(
+        step,
+        Step::Hedge { max: 2, shares_with: Some(retry), .. } if retry == "quick"
+    )));
+    let text = search.to_string();
+    assert!(
+        text.contains("hedge `tail`: another attempt after 50ms without an answer, at most 2 in flight; the first answer wins, the others are dropped; hedges draw from retry `quick`'s allowance; each attempt:"),
+        "{text}"
+    );
+    assert!(text.contains("     b. deadline"), "{text}");
+}
+
+/// A percentile delay has no fixed value: the runtime never starts a hedge whose delay ends
+/// past the deadline, so each of the `max - 1` hedges counts as the whole 300 ms:
+/// 1 × (300 ms + 2 × 300 ms) = 900 ms alone, 300 ms with propagation.
+#[test]
+fn a_percentile_hedge_counts_as_the_attempt_timeout() {
+    let [read] = explain(
+        "hedge tail { after = p95; max = 3; allowance = 10% + 5/s }\n\
+         operation read: critical, idempotent { hedge = tail; deadline = 300ms }\n",
+    )
+    .try_into()
+    .unwrap();
+    assert_eq!(read.bound_without_propagation, ms(900));
+    assert_eq!(read.sum, "1 × (300ms + 2 × 300ms for p95)");
+    assert_eq!(read.bound, ms(300));
+    let text = read.to_string();
+    assert!(
+        text.contains("the operation's p95 latency without an answer, at most 3 in flight")
+            && text.contains("an allowance of 10% + 5/s"),
+        "{text}"
+    );
+}
+
+/// An adaptive bulkhead is explained with its bounds: the count it admits moves between them.
+#[test]
+fn an_adaptive_bulkhead_is_explained_with_its_bounds() {
+    let [call] = explain(
+        "bulkhead partners { adaptive(min = 4, max = 64); max_queued = 8 }\n\
+         operation call_partner: critical { bulkhead = partners; deadline = 1s }\n",
+    )
+    .try_into()
+    .unwrap();
+    assert!(call.steps.contains(&Step::BulkheadPermit {
+        name: "partners".to_owned(),
+        max_concurrent: 64,
+        max_queued: 8,
+        adaptive_min: Some(4),
+    }));
+    let text = call.to_string();
+    assert!(
+        text.contains("bulkhead `partners`: take a permit (between 4 and 64 at once, following the dependency's latency; 8 queued, refuse past that)"),
+        "{text}"
+    );
+}

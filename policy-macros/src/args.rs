@@ -33,6 +33,7 @@ const COMMON_KEYS: &[&str] = &[
     "breaker",
     "bulkhead",
     "retry",
+    "hedge",
     "ratelimit",
     "durable",
     "shed_at",
@@ -128,11 +129,20 @@ pub(crate) struct InlineBreaker {
     pub(crate) trips_only: Option<Span>,
 }
 
-/// `bulkhead(max_concurrent = 4, max_queued = 2)`.
+/// `bulkhead(max_concurrent = 4, max_queued = 2)`, or `adaptive(min = 4, max = 64)` instead
+/// of `max_concurrent`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineBulkhead {
     pub(crate) max_concurrent: Option<Spanned<u32>>,
     pub(crate) max_queued: Option<Spanned<u32>>,
+    pub(crate) adaptive: Option<Spanned<InlineAdaptive>>,
+}
+
+/// `adaptive(min = 4, max = 64)`, inside `bulkhead(...)`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InlineAdaptive {
+    pub(crate) min: Option<Spanned<u32>>,
+    pub(crate) max: Option<Spanned<u32>>,
 }
 
 /// `retry(attempts = 3, base = "50ms", cap = "1s", attempt_timeout = "2s")`.
@@ -142,6 +152,13 @@ pub(crate) struct InlineRetry {
     pub(crate) base: Option<Spanned<Duration>>,
     pub(crate) cap: Option<Spanned<Duration>>,
     pub(crate) attempt_timeout: Option<Spanned<Duration>>,
+}
+
+/// `hedge(after = "p95", max = 2)`, or `after = "50ms"`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InlineHedge {
+    pub(crate) after: Option<Spanned<policy_lang::HedgeAfter>>,
+    pub(crate) max: Option<Spanned<u32>>,
 }
 
 /// Everything the policy attributes on one function say.
@@ -160,6 +177,7 @@ pub(crate) struct Args {
     pub(crate) breaker: Option<Ref<InlineBreaker>>,
     pub(crate) bulkhead: Option<Ref<InlineBulkhead>>,
     pub(crate) retry: Option<Ref<InlineRetry>>,
+    pub(crate) hedge: Option<Ref<InlineHedge>>,
     /// A rate limit of the policy files, by name.
     pub(crate) ratelimit: Option<Spanned<String>>,
     pub(crate) fallback: Option<Spanned<String>>,
@@ -347,13 +365,17 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
 }
 
 fn inline_bulkhead(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineBulkhead> {
-    const KEYS: &[&str] = &["max_concurrent", "max_queued"];
+    const KEYS: &[&str] = &["max_concurrent", "max_queued", "adaptive"];
     let mut b = InlineBulkhead::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();
         match key {
             "max_concurrent" => set_once(&mut b.max_concurrent, count(inner)?, span, key, errors),
             "max_queued" => set_once(&mut b.max_queued, count(inner)?, span, key, errors),
+            "adaptive" => {
+                let value = inline_adaptive(inner, errors)?;
+                set_once(&mut b.adaptive, Spanned { value, span }, span, key, errors);
+            }
             _ => {
                 errors.at(
                     span,
@@ -365,6 +387,27 @@ fn inline_bulkhead(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resu
         Ok(true)
     })?;
     Ok(b)
+}
+
+fn inline_adaptive(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineAdaptive> {
+    const KEYS: &[&str] = &["min", "max"];
+    let mut a = InlineAdaptive::default();
+    nested(meta, errors, |inner, key, errors| {
+        let span = inner.path.span();
+        match key {
+            "min" => set_once(&mut a.min, count(inner)?, span, key, errors),
+            "max" => set_once(&mut a.max, count(inner)?, span, key, errors),
+            _ => {
+                errors.at(
+                    span,
+                    format!("unknown adaptive key `{key}`: {}", suggestion(key, KEYS)),
+                );
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(a)
 }
 
 fn inline_retry(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineRetry> {
@@ -390,6 +433,54 @@ fn inline_retry(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<
         Ok(true)
     })?;
     Ok(r)
+}
+
+/// `"p95"` (a percentile of the operation's own latency, 1 to 99) or a duration, `"50ms"`.
+fn hedge_after(meta: &ParseNestedMeta<'_>) -> syn::Result<Spanned<policy_lang::HedgeAfter>> {
+    let lit: LitStr = meta.value()?.parse()?;
+    let text = lit.value();
+    let value = match text.strip_prefix('p') {
+        Some(digits) => match digits.parse::<u32>() {
+            Ok(p) if (1..=99).contains(&p) => policy_lang::HedgeAfter::Percentile(p),
+            _ => {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "`{text}` is not a percentile: write one from `\"p1\"` to `\"p99\"` (`after = \"p95\"`), or a duration (`after = \"50ms\"`)"
+                    ),
+                ));
+            }
+        },
+        None => policy_lang::HedgeAfter::Fixed(
+            policy_lang::units::parse_duration(&text)
+                .map_err(|message| syn::Error::new(lit.span(), message))?,
+        ),
+    };
+    Ok(Spanned {
+        value,
+        span: lit.span(),
+    })
+}
+
+fn inline_hedge(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineHedge> {
+    const KEYS: &[&str] = &["after", "max"];
+    let mut h = InlineHedge::default();
+    nested(meta, errors, |inner, key, errors| {
+        let span = inner.path.span();
+        match key {
+            "after" => set_once(&mut h.after, hedge_after(inner)?, span, key, errors),
+            "max" => set_once(&mut h.max, count(inner)?, span, key, errors),
+            _ => {
+                errors.at(
+                    span,
+                    format!("unknown hedge key `{key}`: {}", suggestion(key, KEYS)),
+                );
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(h)
 }
 
 /// A named reference (`breaker = "search"`) or an inline definition (`breaker(...)`).
@@ -588,6 +679,10 @@ impl Args {
                     "retry" => {
                         let r = reference(&meta, errors, inline_retry)?;
                         set_ref(&mut self.retry, r, span, &key, errors);
+                    }
+                    "hedge" => {
+                        let r = reference(&meta, errors, inline_hedge)?;
+                        set_ref(&mut self.hedge, r, span, &key, errors);
                     }
                     _ => {}
                 }

@@ -9,12 +9,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy_lang::{
-    Backoff, BreakerSpec, BulkheadSpec, IsolateSpec, Loc, Located, OpenAfter, OperationSpec,
-    PolicySet, PoolKind, RetrySpec, Sharing, WorkClass,
+    AdaptiveSpec, Backoff, BreakerSpec, BulkheadSpec, HedgeSpec, IsolateSpec, Loc, Located,
+    OpenAfter, OperationSpec, PolicySet, PoolKind, RetrySpec, Sharing, WorkClass,
 };
 use proc_macro2::Span;
 
-use crate::args::{Args, Errors, InlineBreaker, InlineBulkhead, InlineRetry, Ref, Spanned};
+use crate::args::{
+    Args, Errors, InlineBreaker, InlineBulkhead, InlineHedge, InlineRetry, Ref, Spanned,
+};
 use crate::files::Loaded;
 
 /// The model for one function, and the spans its external locations stand for.
@@ -40,6 +42,7 @@ pub(crate) struct InlineFlags {
     pub(crate) breaker: bool,
     pub(crate) bulkhead: bool,
     pub(crate) retry: bool,
+    pub(crate) hedge: bool,
 }
 
 /// Hands out external locations.
@@ -155,22 +158,41 @@ fn inline_bulkhead(
     locs: &mut Locs,
     errors: &mut Errors,
 ) -> Option<BulkheadSpec> {
+    const ADAPTIVE: &str = "bulkhead(adaptive(min = 4, max = 64), max_queued = 2)";
     let loc = locs.at(span);
-    let Some(max_concurrent) = &b.max_concurrent else {
-        missing(
-            errors,
-            span,
-            "bulkhead",
-            "max_concurrent",
-            "bulkhead(max_concurrent = 4, max_queued = 2)",
-        );
-        return None;
+    let name = Located::new(name.to_owned(), loc);
+    let mut spec = match (&b.adaptive, &b.max_concurrent) {
+        (Some(adaptive), max_concurrent) => {
+            let (Some(min), Some(max)) = (&adaptive.value.min, &adaptive.value.max) else {
+                let key = if adaptive.value.min.is_none() {
+                    "min"
+                } else {
+                    "max"
+                };
+                missing(errors, adaptive.span, "adaptive bulkhead", key, ADAPTIVE);
+                return None;
+            };
+            let bounds =
+                AdaptiveSpec::new(locs.located(min), locs.located(max), locs.at(adaptive.span));
+            let mut spec = BulkheadSpec::adaptive(name, bounds, loc);
+            // Both: kept, so that the validator names the fix.
+            if let Some(max_concurrent) = max_concurrent {
+                spec.max_concurrent = locs.located(max_concurrent);
+            }
+            spec
+        }
+        (None, Some(max_concurrent)) => BulkheadSpec::new(name, locs.located(max_concurrent), loc),
+        (None, None) => {
+            missing(
+                errors,
+                span,
+                "bulkhead",
+                "max_concurrent",
+                "bulkhead(max_concurrent = 4, max_queued = 2)",
+            );
+            return None;
+        }
     };
-    let mut spec = BulkheadSpec::new(
-        Located::new(name.to_owned(), loc),
-        locs.located(max_concurrent),
-        loc,
-    );
     if let Some(q) = &b.max_queued {
         spec.max_queued = locs.located(q);
     }
@@ -213,6 +235,36 @@ fn inline_retry(
     );
     spec.attempt_timeout = r.attempt_timeout.as_ref().map(|t| locs.located(t));
     Some(spec)
+}
+
+fn inline_hedge(
+    name: &str,
+    h: &InlineHedge,
+    span: Span,
+    locs: &mut Locs,
+    errors: &mut Errors,
+) -> Option<HedgeSpec> {
+    let loc = locs.at(span);
+    let Some(after) = &h.after else {
+        missing(
+            errors,
+            span,
+            "hedge",
+            "after",
+            "hedge(after = \"p95\", max = 2)",
+        );
+        return None;
+    };
+    let max = h
+        .max
+        .as_ref()
+        .map_or(Located::new(2, loc), |m| locs.located(m));
+    Some(HedgeSpec::new(
+        Located::new(name.to_owned(), loc),
+        locs.located(after),
+        max,
+        loc,
+    ))
 }
 
 /// Builds the model for the function `fn_name` (spanned at `fn_span`) from `args` and the
@@ -394,6 +446,17 @@ pub(crate) fn lower(
                 operation.retry = Some(spec.name.clone());
                 set.add_retry(spec);
                 inline.retry = true;
+            }
+        }
+        None => {}
+    }
+    match &args.hedge {
+        Some(Ref::Named(name)) => operation.hedge = Some(locs.located(name)),
+        Some(Ref::Inline(h, span)) => {
+            if let Some(spec) = inline_hedge(&op, h, *span, &mut locs, errors) {
+                operation.hedge = Some(spec.name.clone());
+                set.add_hedge(spec);
+                inline.hedge = true;
             }
         }
         None => {}

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use policy_lang::{
-    BreakerSpec, BulkheadSpec, Diagnostic, Loc, OperationSpec, PoolKind, RatelimitSpec, RetrySpec,
-    WorkClass,
+    BreakerSpec, BulkheadSpec, Diagnostic, HedgeSpec, Loc, OperationSpec, PoolKind, RatelimitSpec,
+    RetrySpec, WorkClass,
 };
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{ToTokens, quote_spanned};
@@ -39,6 +39,8 @@ pub(crate) struct Plan {
     pub(crate) breaker: Option<BreakerSpec>,
     pub(crate) bulkhead: Option<BulkheadSpec>,
     pub(crate) retry: Option<RetrySpec>,
+    /// The hedge each attempt runs under: the attempt again when it is slow.
+    pub(crate) hedge: Option<HedgeSpec>,
     /// The rate limit that admits each call, after the deadline and shedding.
     pub(crate) ratelimit: Option<RatelimitSpec>,
     pub(crate) inline: InlineFlags,
@@ -47,7 +49,8 @@ pub(crate) struct Plan {
     pub(crate) poll_budget: Option<Duration>,
     /// What answers when the work cannot run.
     pub(crate) answer: Option<Answer>,
-    /// Each attempt's copy of the arguments, when retried: `(name, mutable, type's span)`.
+    /// Each attempt's copy of the arguments, when retried or hedged: `(name, mutable, type's
+    /// span)`.
     pub(crate) per_attempt: Vec<(Ident, bool, Span)>,
     /// The pool, for isolated work.
     pub(crate) isolate: Option<Isolate>,
@@ -245,6 +248,9 @@ fn attribute_help(code: &str) -> Option<&'static str> {
         "policy::retry-not-idempotent" => {
             "add `#[policy::idempotent]` if running it twice is safe, or remove the retry: a network timeout is exactly when the first attempt may have succeeded unseen"
         }
+        "policy::hedge-not-idempotent" => {
+            "add `#[policy::idempotent]` if running it twice at once is safe, or remove the hedge: a hedge starts the work again while the first attempt may still succeed"
+        }
         "policy::deferred-not-idempotent" => {
             "deferred and background work is delivered at least once: add `#[policy::idempotent]` once running it twice is safe, or make it `#[policy::critical]`"
         }
@@ -332,10 +338,11 @@ fn plan(args: &Args, func: &Func, lowered: &Lowered, errors: &mut Errors) -> Opt
             ),
         );
     }
-    let per_attempt = match &operation.retry {
-        Some(retry) if args.isolate.is_none() => {
+    // Each attempt, a retry's or a hedge's, gets its own copy of the arguments.
+    let per_attempt = match operation.retry.as_ref().or(operation.hedge.as_ref()) {
+        Some(repeated) if args.isolate.is_none() => {
             let scheduled = operation.class.value != WorkClass::Critical;
-            per_attempt_copies(func, span_of(retry.loc), scheduled, errors)
+            per_attempt_copies(func, span_of(repeated.loc), scheduled, errors)
         }
         _ => Vec::new(),
     };
@@ -370,6 +377,7 @@ fn mechanisms(lowered: &Lowered, operation: &OperationSpec) -> Plan {
         breaker: named(&operation.breaker).and_then(|n| spec.breakers.get(&n).cloned()),
         bulkhead: named(&operation.bulkhead).and_then(|n| spec.bulkheads.get(&n).cloned()),
         retry: named(&operation.retry).and_then(|n| spec.retries.get(&n).cloned()),
+        hedge: named(&operation.hedge).and_then(|n| spec.hedges.get(&n).cloned()),
         ratelimit: named(&operation.ratelimit).and_then(|n| spec.ratelimits.get(&n).cloned()),
         inline: lowered.inline,
         files: lowered.files.clone(),
@@ -476,6 +484,16 @@ pub(crate) fn validate_layer(lowered: &Lowered, errors: &mut Errors) -> Option<P
                 ),
             );
         }
+    }
+    if let Some(hedge) = &operation.hedge {
+        errors.at(
+            lowered.anchor,
+            format!(
+                "operation `{op}` sets `hedge = {}`{}, which `operation_layer!` does not apply: the operation layer has no hedging step\nhelp: put `#[policy::operation(\"{op}\")]` on the function instead, or build the stack by hand with `HedgeLayer::new(Registry::global().find_hedge(..))` above the breaker and bulkhead layers",
+                hedge.value,
+                position(hedge.loc)
+            ),
+        );
     }
     errors.is_empty().then(|| mechanisms(lowered, operation))
 }

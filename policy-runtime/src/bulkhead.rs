@@ -23,6 +23,10 @@
 //! once; lowering it refuses (or queues) new callers until the calls in flight drain below the
 //! new count, and never takes a slot back from a call that holds one.
 //!
+//! An **adaptive** bulkhead ([`BulkheadBuilder::adaptive`], `adaptive(min = 4, max = 64)` in a
+//! `.policy` file) moves its own slot count between a `min` and a `max`, following the latency
+//! of the calls it admits (Netflix's Vegas, adapted: see [`adaptive`]).
+//!
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::{Bulkhead, Deadline, RefusalKind};
@@ -58,6 +62,11 @@ use crate::error::{RefusalReason, ResilienceError};
 use crate::instruments::BulkheadMetrics;
 use crate::observe;
 
+pub mod adaptive;
+
+use adaptive::Adaptation;
+pub use adaptive::{AdaptiveLimit, AdaptiveSnapshot};
+
 const RUNNING: u64 = 1;
 const QUEUED: u64 = 1 << 32;
 
@@ -87,6 +96,8 @@ struct Inner {
     freed: Notify,
     stats: Stats,
     metrics: BulkheadMetrics,
+    /// The measurements of an adaptive bulkhead; `None` for a fixed one.
+    adaptive: Option<Adaptation>,
 }
 
 /// A named bulkhead. Cloning is cheap and clones share the compartment.
@@ -115,12 +126,23 @@ pub struct BulkheadBuilder {
     name: Arc<str>,
     max_concurrent: u32,
     max_queued: u32,
+    adaptive: Option<AdaptiveLimit>,
 }
 
 impl BulkheadBuilder {
-    /// Slots: calls that may run at once (at least 1).
+    /// Slots: calls that may run at once (at least 1). A fixed count: for one that follows
+    /// the dependency's latency, [`adaptive`](Self::adaptive) instead.
     pub fn max_concurrent(mut self, slots: u32) -> Self {
         self.max_concurrent = slots.max(1);
+        self
+    }
+
+    /// Slots that follow the dependency's measured latency, between `limit`'s `min` and
+    /// `max`, starting at `min` (see [the module docs](self::adaptive)). Replaces
+    /// [`max_concurrent`](Self::max_concurrent); the queue stays as
+    /// [`max_queued`](Self::max_queued) sets it.
+    pub fn adaptive(mut self, limit: AdaptiveLimit) -> Self {
+        self.adaptive = Some(limit);
         self
     }
 
@@ -133,15 +155,21 @@ impl BulkheadBuilder {
 
     /// Builds the bulkhead.
     pub fn build(self) -> Bulkhead {
+        let slots = self
+            .adaptive
+            .map_or(self.max_concurrent, |limit| limit.min());
+        let metrics = BulkheadMetrics::new(&self.name);
+        metrics.limit(slots);
         Bulkhead {
             inner: Arc::new(Inner {
-                metrics: BulkheadMetrics::new(&self.name),
+                metrics,
                 name: self.name,
-                max_concurrent: AtomicU32::new(self.max_concurrent),
+                max_concurrent: AtomicU32::new(slots),
                 max_queued: self.max_queued,
                 state: AtomicU64::new(0),
                 freed: Notify::new(),
                 stats: Stats::default(),
+                adaptive: self.adaptive.map(Adaptation::new),
             }),
         }
     }
@@ -151,6 +179,8 @@ impl BulkheadBuilder {
 #[must_use = "the slot is released as soon as the permit is dropped"]
 pub struct BulkheadPermit<'a> {
     inner: &'a Inner,
+    /// When the call took its slot, for an adaptive bulkhead's measurement.
+    started: u64,
 }
 
 impl fmt::Debug for BulkheadPermit<'_> {
@@ -164,7 +194,7 @@ impl fmt::Debug for BulkheadPermit<'_> {
 impl Drop for BulkheadPermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.inner.release();
+        self.inner.release(self.started);
     }
 }
 
@@ -173,6 +203,7 @@ impl Drop for BulkheadPermit<'_> {
 #[must_use = "the slot is released as soon as the permit is dropped"]
 pub struct OwnedBulkheadPermit {
     inner: Arc<Inner>,
+    started: u64,
 }
 
 impl fmt::Debug for OwnedBulkheadPermit {
@@ -185,7 +216,7 @@ impl fmt::Debug for OwnedBulkheadPermit {
 
 impl Drop for OwnedBulkheadPermit {
     fn drop(&mut self) {
-        self.inner.release();
+        self.inner.release(self.started);
     }
 }
 
@@ -230,7 +261,7 @@ impl<'a> std::future::Future for Acquire<'a> {
                 None => Poll::Pending,
             },
             AcquireState::Queued(inner, wait) => match wait.as_mut().poll(cx) {
-                Poll::Ready(Ok(())) => Poll::Ready(Ok(BulkheadPermit { inner })),
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(inner.permit())),
                 Poll::Ready(Err(refusal)) => Poll::Ready(Err(refusal)),
                 Poll::Pending => Poll::Pending,
             },
@@ -260,6 +291,9 @@ pub struct BulkheadSnapshot {
     pub refused_queue_timeout: u64,
     /// Callers that had to queue.
     pub queued_total: u64,
+    /// For an adaptive bulkhead, its bounds and what it measured (`max_concurrent` is its
+    /// limit now); `None` for a fixed one.
+    pub adaptive: Option<AdaptiveSnapshot>,
 }
 
 impl Inner {
@@ -267,6 +301,40 @@ impl Inner {
     #[inline]
     fn slots(&self) -> u32 {
         self.max_concurrent.load(Ordering::Relaxed)
+    }
+
+    /// The permit for a slot just taken: for an adaptive bulkhead it notes the time (the one
+    /// clock read its admitted path adds).
+    #[inline]
+    fn permit(&self) -> BulkheadPermit<'_> {
+        BulkheadPermit {
+            inner: self,
+            started: self.permit_started(),
+        }
+    }
+
+    #[inline]
+    fn permit_started(&self) -> u64 {
+        self.adaptive.as_ref().map_or(0, Adaptation::now)
+    }
+
+    /// Sets the slot count; raising it wakes the queue. Returns the previous count.
+    fn set_slots(&self, slots: u32) -> u32 {
+        let slots = slots.max(1);
+        let before = self.max_concurrent.swap(slots, Ordering::AcqRel);
+        if slots != before {
+            self.metrics.limit(slots);
+            if let Some(adaptation) = &self.adaptive {
+                adaptation.restart();
+            }
+        }
+        if slots > before {
+            // Every queued caller registers its wake-up before it looks for a slot, so one
+            // that looked too early to see the new count hears this; those that find no slot
+            // go back to waiting.
+            self.freed.notify_waiters();
+        }
+        before
     }
 
     /// Takes a slot when one is free and nobody is queued ahead.
@@ -347,11 +415,27 @@ impl Inner {
     }
 
     #[inline]
-    fn release(&self) {
+    fn release(&self, started: u64) {
         let before = self.state.fetch_sub(RUNNING, Ordering::Release);
         self.metrics.released_slot();
         if queued(before) > 0 {
             self.freed.notify_one();
+        }
+        if let Some(adaptation) = &self.adaptive {
+            self.measured(adaptation, started, running(before));
+        }
+    }
+
+    /// An adaptive bulkhead's call ended: its latency counts, and when it closed a window the
+    /// limit moves.
+    #[inline]
+    fn measured(&self, adaptation: &Adaptation, started: u64, in_flight: u32) {
+        let slots = self.slots();
+        if let Some(decided) = adaptation.completed(started, in_flight, slots)
+            && decided != slots
+        {
+            self.set_slots(decided);
+            adaptation.report(&self.name, decided);
         }
     }
 
@@ -427,6 +511,7 @@ impl Bulkhead {
             name: name.into(),
             max_concurrent: 10,
             max_queued: 0,
+            adaptive: None,
         }
     }
 
@@ -447,7 +532,9 @@ impl Bulkhead {
     ///   until the calls in flight drain below the new count. It never revokes a slot: a call
     ///   that holds one keeps it until it ends, so `running` may exceed the count for a while.
     ///
-    /// The queue length does not change. Returns the previous count.
+    /// The queue length does not change. Returns the previous count. An
+    /// [adaptive](BulkheadBuilder::adaptive) bulkhead goes on adapting from the new count
+    /// (which may be outside its bounds until its next window).
     ///
     /// ```
     /// use std::time::Duration;
@@ -468,15 +555,12 @@ impl Bulkhead {
     /// # }
     /// ```
     pub fn set_max_concurrent(&self, slots: u32) -> u32 {
-        let slots = slots.max(1);
-        let before = self.inner.max_concurrent.swap(slots, Ordering::AcqRel);
-        if slots > before {
-            // Every queued caller registers its wake-up before it looks for a slot, so one
-            // that looked too early to see the new count hears this; those that find no slot
-            // go back to waiting.
-            self.inner.freed.notify_waiters();
-        }
-        before
+        self.inner.set_slots(slots)
+    }
+
+    /// The bounds of an adaptive bulkhead; `None` for a fixed one.
+    pub fn adaptive(&self) -> Option<AdaptiveLimit> {
+        self.inner.adaptive.as_ref().map(Adaptation::config)
     }
 
     /// Queue places.
@@ -488,7 +572,7 @@ impl Bulkhead {
     #[inline]
     pub fn try_acquire(&self) -> Result<BulkheadPermit<'_>, ResilienceError> {
         if self.inner.try_take() {
-            Ok(BulkheadPermit { inner: &self.inner })
+            Ok(self.inner.permit())
         } else {
             Err(self.inner.refuse_full())
         }
@@ -504,7 +588,7 @@ impl Bulkhead {
     #[inline]
     pub fn acquire<'a>(&'a self, deadline: &Deadline) -> Acquire<'a> {
         let state = if self.inner.try_take() {
-            AcquireState::Ready(Some(BulkheadPermit { inner: &self.inner }))
+            AcquireState::Ready(Some(self.inner.permit()))
         } else {
             AcquireState::Queued(&self.inner, Box::pin(self.inner.wait_in_queue(*deadline)))
         };
@@ -517,18 +601,22 @@ impl Bulkhead {
         deadline: &Deadline,
     ) -> Result<OwnedBulkheadPermit, ResilienceError> {
         let permit = self.acquire(deadline).await?;
+        let started = permit.started;
         std::mem::forget(permit);
         Ok(OwnedBulkheadPermit {
             inner: self.inner.clone(),
+            started,
         })
     }
 
     /// Like [`Bulkhead::try_acquire`], for a permit that owns a handle to the bulkhead.
     pub fn try_acquire_owned(&self) -> Result<OwnedBulkheadPermit, ResilienceError> {
         let permit = self.try_acquire()?;
+        let started = permit.started;
         std::mem::forget(permit);
         Ok(OwnedBulkheadPermit {
             inner: self.inner.clone(),
+            started,
         })
     }
 
@@ -539,6 +627,7 @@ impl Bulkhead {
     #[inline]
     pub(crate) fn take_free_owned(&self) -> Option<OwnedBulkheadPermit> {
         self.inner.try_take().then(|| OwnedBulkheadPermit {
+            started: self.inner.permit_started(),
             inner: self.inner.clone(),
         })
     }
@@ -575,6 +664,7 @@ impl Bulkhead {
             refused_full: inner.stats.refused_full.load(Ordering::Relaxed),
             refused_queue_timeout: inner.stats.refused_queue_timeout.load(Ordering::Relaxed),
             queued_total: inner.stats.queued_total.load(Ordering::Relaxed),
+            adaptive: inner.adaptive.as_ref().map(Adaptation::snapshot),
         }
     }
 }

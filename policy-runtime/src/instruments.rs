@@ -139,6 +139,7 @@ pub(crate) const BREAKER_OPENINGS: &str = "policy_breaker_openings_total";
 pub(crate) const REFUSALS: &str = "policy_refusals_total";
 pub(crate) const BULKHEAD_IN_FLIGHT: &str = "policy_bulkhead_in_flight";
 pub(crate) const BULKHEAD_QUEUED: &str = "policy_bulkhead_queued";
+pub(crate) const BULKHEAD_LIMIT: &str = "policy_bulkhead_limit";
 pub(crate) const SHED: &str = "policy_shed_total";
 pub(crate) const RETRIES: &str = "policy_retries_total";
 pub(crate) const RETRY_STOPPED: &str = "policy_retry_stopped_total";
@@ -147,6 +148,8 @@ pub(crate) const TASKS: &str = "policy_tasks_total";
 pub(crate) const TASKS_WAITING: &str = "policy_tasks_waiting";
 pub(crate) const TASK_START_DELAY: &str = "policy_task_start_delay_seconds";
 pub(crate) const FALLBACKS: &str = "policy_fallbacks_total";
+pub(crate) const HEDGES: &str = "policy_hedges_total";
+pub(crate) const HEDGE_STOPPED: &str = "policy_hedge_stopped_total";
 pub(crate) const STALE: &str = "policy_stale_total";
 pub(crate) const POLLS_OVER_BUDGET: &str = "policy_polls_over_budget_total";
 pub(crate) const QUEUE_TASKS: &str = "policy_queue_tasks_total";
@@ -192,6 +195,11 @@ fn describe() {
             Unit::Count,
             "Calls waiting for a bulkhead slot"
         );
+        describe_gauge!(
+            BULKHEAD_LIMIT,
+            Unit::Count,
+            "A bulkhead's slot count (an adaptive one's moves with latency)"
+        );
         describe_counter!(SHED, Unit::Count, "Work shed, by class and reason");
         describe_counter!(RETRIES, Unit::Count, "Retries started");
         describe_counter!(
@@ -219,6 +227,8 @@ fn describe() {
             Unit::Seconds,
             "Time from a task's hand-over (a deferred task's response end) to its start"
         );
+        describe_counter!(HEDGES, Unit::Count, "Hedges started, won and lost");
+        describe_counter!(HEDGE_STOPPED, Unit::Count, "Hedges not started, by reason");
         describe_counter!(FALLBACKS, Unit::Count, "Calls answered by their fallback");
         describe_counter!(STALE, Unit::Count, "Calls answered with a stale result");
         describe_counter!(
@@ -351,11 +361,12 @@ impl BreakerMetrics {
     }
 }
 
-/// A bulkhead's: calls in flight and queued, and its refusals.
+/// A bulkhead's: calls in flight and queued, its slot count, and its refusals.
 #[derive(Debug)]
 pub(crate) struct BulkheadMetrics {
     in_flight: Gauge,
     queued: Gauge,
+    limit: Gauge,
     pub(crate) refusals: Refusals,
 }
 
@@ -364,6 +375,7 @@ impl BulkheadMetrics {
         Self {
             in_flight: gauge(BULKHEAD_IN_FLIGHT, &[("name", name)]),
             queued: gauge(BULKHEAD_QUEUED, &[("name", name)]),
+            limit: gauge(BULKHEAD_LIMIT, &[("name", name)]),
             refusals: Refusals::new(
                 "bulkhead",
                 name,
@@ -392,6 +404,11 @@ impl BulkheadMetrics {
     #[inline]
     pub(crate) fn queued(&self, change: f64) {
         self.queued.add(change);
+    }
+
+    /// The slot count is now `slots` (set at build and at each resize, off the hot path).
+    pub(crate) fn limit(&self, slots: u32) {
+        self.limit.set(f64::from(slots));
     }
 }
 
@@ -471,6 +488,53 @@ impl RetryMetrics {
             counter.increment();
         }
         self.balance.set(balance as f64);
+    }
+}
+
+/// A hedge's: started, won, lost, and hedges not started by reason.
+#[derive(Debug)]
+pub(crate) struct HedgeMetrics {
+    started: Counter,
+    won: Counter,
+    lost: Counter,
+    /// `deadline`, `budget`.
+    stopped: [(&'static str, Counter); 2],
+}
+
+impl HedgeMetrics {
+    pub(crate) fn new(name: &str) -> Self {
+        let outcome = |o| counter(HEDGES, &[("name", name), ("outcome", o)]);
+        Self {
+            started: outcome("started"),
+            won: outcome("won"),
+            lost: outcome("lost"),
+            stopped: ["deadline", "budget"].map(|reason| {
+                (
+                    reason,
+                    counter(HEDGE_STOPPED, &[("name", name), ("reason", reason)]),
+                )
+            }),
+        }
+    }
+
+    pub(crate) fn started(&self) {
+        self.started.increment();
+    }
+
+    pub(crate) fn won(&self) {
+        self.won.increment();
+    }
+
+    pub(crate) fn lost(&self, count: u64) {
+        for _ in 0..count {
+            self.lost.increment();
+        }
+    }
+
+    pub(crate) fn stopped(&self, reason: &str) {
+        if let Some((_, counter)) = self.stopped.iter().find(|(r, _)| *r == reason) {
+            counter.increment();
+        }
     }
 }
 

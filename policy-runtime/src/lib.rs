@@ -5,9 +5,10 @@
 //! | question | module | refuses with |
 //! |---|---|---|
 //! | should we call this at all right now? | [`breaker`] | [`RefusalKind::BreakerOpen`] |
-//! | how much of the pool may this dependency hold? | [`bulkhead`] | [`RefusalKind::BulkheadFull`] |
+//! | how much of the pool may this dependency hold? | [`bulkhead`] (fixed, or [adaptive](bulkhead::adaptive) to measured latency) | [`RefusalKind::BulkheadFull`] |
 //! | is this work worth doing under the current pressure? | [`shedding`] (a pure function) | [`RefusalKind::Shed`], with its reason |
 //! | is this failure worth repeating, out of whose budget? | [`retry`] | never retries a refusal |
+//! | is the first attempt just slow? | [`hedge`] | never hedges a refusal; hedges draw from the retries' allowance |
 //! | how long may this take? | [`deadline`] | [`RefusalKind::InsufficientBudget`] before start, [`DeadlineExceeded`] after |
 //! | may this start once more in this period? | [`limiter`] (feature `ratelimit`) | [`RefusalKind::RateLimited`], with the wait that would admit it |
 //!
@@ -150,7 +151,8 @@
 //!
 //! | what | where | bound |
 //! |---|---|---|
-//! | named breakers, bulkheads, retry policies, shedders, rate limiters, fallback records, isolated pools, poll monitors | [`Registry`] (one map each) | one entry per distinct name, never removed: the names the program's attributes and `.policy` files use. Building a mechanism from a name made of request data would grow it; don't |
+//! | a hedge's latencies (a percentile delay) | [`hedge`] | fixed: 240 buckets of one `AtomicU32`, halved every 2 × [`hedge::HISTORY`] calls |
+//! | named breakers, bulkheads, retry policies, hedges, shedders, rate limiters, fallback records, isolated pools, poll monitors | [`Registry`] (one map each) | one entry per distinct name, never removed: the names the program's attributes and `.policy` files use. Building a mechanism from a name made of request data would grow it; don't |
 //! | background pools, for the snapshot | [`background`](mod@background) | one weak reference per live pool; dropped pools are pruned whenever a pool is built |
 //! | a breaker's failure window | [`breaker`] | fixed: 11 buckets of two counters, whatever the traffic, and for a count breaker the times of its last `count` failures (one `AtomicU64` each, up to 1024); plus the cause of its last opening |
 //! | a retry allowance's windows | [`RetryAllowance`] | fixed: one window of retries and 8 striped windows of calls |
@@ -184,6 +186,7 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
+pub mod hedge;
 mod instruments;
 pub mod isolate;
 #[cfg(feature = "tower")]

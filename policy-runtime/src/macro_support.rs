@@ -14,10 +14,11 @@ use std::time::Duration;
 pub use std::sync::LazyLock;
 
 use crate::breaker::{Breaker, OpenAfter, Sharing};
-use crate::bulkhead::Bulkhead;
+use crate::bulkhead::{AdaptiveLimit, Bulkhead};
 use crate::deadline::{Deadline, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
+use crate::hedge::{Hedge, HedgeDelay};
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
 use crate::limiter::FailMode;
 use crate::registry::Registry;
@@ -222,12 +223,15 @@ pub struct SlotSettings {
     max_concurrent: Option<u32>,
     max_queued: Option<u32>,
     kind: Option<PoolKind>,
+    /// An adaptive bulkhead's `min` and `max`.
+    adaptive: Option<(u32, u32)>,
 }
 
 const NO_SLOTS: SlotSettings = SlotSettings {
     max_concurrent: None,
     max_queued: None,
     kind: None,
+    adaptive: None,
 };
 
 impl Register for Bulkhead {
@@ -242,6 +246,9 @@ impl Register for Bulkhead {
             }
             if let Some(places) = settings.max_queued {
                 bulkhead = bulkhead.max_queued(places);
+            }
+            if let Some((min, max)) = settings.adaptive {
+                bulkhead = bulkhead.adaptive(AdaptiveLimit::new(min, max));
             }
             bulkhead
         })
@@ -286,6 +293,13 @@ impl Handle<Bulkhead> {
     /// [`BulkheadBuilder::max_queued`](crate::bulkhead::BulkheadBuilder::max_queued).
     pub const fn max_queued(mut self, places: u32) -> Self {
         self.settings.max_queued = Some(places);
+        self
+    }
+
+    /// [`BulkheadBuilder::adaptive`](crate::bulkhead::BulkheadBuilder::adaptive) with
+    /// [`AdaptiveLimit::new(min, max)`](crate::bulkhead::AdaptiveLimit::new).
+    pub const fn adaptive(mut self, min: u32, max: u32) -> Self {
+        self.settings.adaptive = Some((min, max));
         self
     }
 }
@@ -379,6 +393,72 @@ impl Handle<RetryPolicy> {
     /// [`RetryPolicyBuilder::attempt_timeout`](crate::retry::RetryPolicyBuilder::attempt_timeout).
     pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.settings.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// A `.policy` file's `allowance = R% + N/s`: [`retry_allowance`].
+    pub const fn allowance(mut self, ratio: f64, floor_per_second: u32) -> Self {
+        self.settings.allowance = Some((ratio, floor_per_second));
+        self
+    }
+}
+
+/// What an expansion declares of a hedging policy.
+#[derive(Debug, Clone, Copy)]
+pub struct HedgeSettings {
+    delay: Option<HedgeDelay>,
+    max: Option<u32>,
+    /// `R% + N/s`, for a hedge without a retry policy.
+    allowance: Option<(f64, u32)>,
+}
+
+impl Register for Hedge {
+    const KIND: &'static str = "hedge";
+    type Settings = HedgeSettings;
+    const NONE: HedgeSettings = HedgeSettings {
+        delay: None,
+        max: None,
+        allowance: None,
+    };
+    type Handle = Arc<Hedge>;
+    fn register(name: &'static str, settings: HedgeSettings) -> Arc<Hedge> {
+        Registry::global().hedge(name, |mut hedge| {
+            if let Some(delay) = settings.delay {
+                hedge = hedge.delay(delay);
+            }
+            if let Some(max) = settings.max {
+                hedge = hedge.max(max);
+            }
+            if let Some((ratio, floor_per_second)) = settings.allowance {
+                hedge = hedge.allowance(retry_allowance(ratio, floor_per_second));
+            }
+            hedge
+        })
+    }
+}
+
+/// The settings of a [`HedgeBuilder`](crate::hedge::HedgeBuilder), declared in a `static`.
+impl Handle<Hedge> {
+    /// The hedging policy `name`, declared by `origin`.
+    pub const fn hedge(name: &'static str, origin: &'static str) -> Self {
+        Self::new(name, origin)
+    }
+
+    /// [`HedgeBuilder::after`](crate::hedge::HedgeBuilder::after).
+    pub const fn after(mut self, delay: Duration) -> Self {
+        self.settings.delay = Some(HedgeDelay::After(delay));
+        self
+    }
+
+    /// [`HedgeBuilder::percentile`](crate::hedge::HedgeBuilder::percentile).
+    pub const fn percentile(mut self, percentile: f64) -> Self {
+        self.settings.delay = Some(HedgeDelay::Percentile(percentile));
+        self
+    }
+
+    /// [`HedgeBuilder::max`](crate::hedge::HedgeBuilder::max).
+    pub const fn max(mut self, max: u32) -> Self {
+        self.settings.max = Some(max);
         self
     }
 

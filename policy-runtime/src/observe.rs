@@ -8,7 +8,7 @@
 //! | field       | what it holds                                                              |
 //! |-------------|----------------------------------------------------------------------------|
 //! | `operation` | the annotated function's operation, when the event happens inside one      |
-//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `deadline`, `rate_limiter`, `deferred`, `background`, `queue`, `platform`, `fallback` or `store` (the Redis store) |
+//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `hedge`, `deadline`, `rate_limiter`, `deferred`, `background`, `queue`, `platform`, `fallback` or `store` (the Redis store) |
 //! | `name`      | the mechanism's name (the breaker's, the bulkhead's, the task's)           |
 //! | `kind`      | what happened, from the table below                                        |
 //! | `reason`    | a short, stable code (never a sentence): see each row                      |
@@ -22,9 +22,15 @@
 //! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` |
 //! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` |
 //! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | |
+//! | an adaptive bulkhead's limit moved by a quarter (and at least 2 slots) since the last such event | INFO | `bulkhead_limit` | `queueing` (latency rose: calls wait inside the dependency), `headroom` (it answers as fast as unloaded) | `from`, `to` (slots), `latency_noload_ms`, `latency_recent_ms`, `queue_estimate` |
 //! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` |
 //! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` |
 //! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` |
+//! | a hedge is started (`mechanism` `hedge`) | DEBUG | `hedge`            | `slow` (no answer within the delay) | `attempt` (the hedge's number: 2 for the first), `delay_ms` |
+//! | ... is not started         | DEBUG | `hedge_stopped`            | `deadline`, `budget` | `attempt` |
+//! | ... is refused (never ran) | DEBUG | `hedge_refused`            | the refusal's code (its kind in `refused_by`) | |
+//! | ... answered first         | DEBUG | `hedge_won`                | `first_answer` | `attempt` |
+//! | ... dropped unanswered     | DEBUG | `hedge_lost`               | `cancelled` | `count` |
 //! | a deferred or background task ends well | TRACE | `task_finished` | `finished` | |
 //! | ... ends with an `Err`     | WARN  | `task_failed`              | `error` (the error's text in `error`) | |
 //! | ... was refused (never ran) | INFO | `task_refused`             | the refusal's code (its kind in `refused_by`) | |
@@ -81,15 +87,18 @@
 //! | metric | type | labels | unit | what it counts |
 //! |---|---|---|---|---|
 //! | `policy_call_duration_seconds` | histogram | `operation`, `outcome` (`ok`, `failed`, `expired`, `refused`), `refused_by` (the [`RefusalKind`](crate::RefusalKind), on `refused` only) | seconds | one value per call of a `#[critical]` or `#[resilient]` function (or of an [`OperationLayer`](crate::layer::OperationLayer) given [`calls`](crate::layer::OperationLayer::calls), as `policy::operation_layer!` does), from its first poll to its end; `failed` is the function's own error, `expired` a [`DeadlineExceeded`](crate::DeadlineExceeded), `refused` a refusal (the work never ran). A fallback's or a stale answer is `ok` |
-//! | `policy_call_attempts` | histogram | `operation` | attempts | attempts per call: 1, plus one per retry |
+//! | `policy_call_attempts` | histogram | `operation` | attempts | attempts per call: 1, plus one per retry or hedge started |
 //! | `policy_breaker_state` | gauge | `name` | state | 0 closed, 1 on probation (the cooldown ended; the next outcome decides), 2 open; set at each transition the breaker sees (it sees an opening end at the next call) |
 //! | `policy_breaker_openings_total` | counter | `name` | openings | every opening: counted failures, trips, a probe failing, shared openings (the snapshot's `openings`) |
 //! | `policy_refusals_total` | counter | `mechanism` (`breaker`, `bulkhead`, `rate_limiter`), `name`, `kind`, `reason` ([`RefusalReason::code`](crate::RefusalReason::code)) | refusals | a breaker's refusals by the cause of the opening (the snapshot's `refusals`), a bulkhead's by `full` and `queue_timeout` (its `refused_full`, `refused_queue_timeout`), a rate limiter's (`rate`, feature `ratelimit`: over its rate, in process or through Redis, or refused while Redis is away); every reason is registered at zero when the mechanism is built. A refusal by a deadline's minimum budget has no mechanism to count it: it is the call's `refused` outcome with `refused_by="insufficient_budget"` |
 //! | `policy_bulkhead_in_flight` | gauge | `name` | calls | calls holding one of its slots |
 //! | `policy_bulkhead_queued` | gauge | `name` | calls | calls waiting for a slot |
+//! | `policy_bulkhead_limit` | gauge | `name` | calls | its slot count: set when it is built and at each resize, by hand ([`Bulkhead::set_max_concurrent`](crate::Bulkhead::set_max_concurrent)) or by an adaptive bulkhead's latency |
 //! | `policy_shed_total` | counter | `mechanism` (`shedder`, or `background` for a pool's own), `name`, `class`, `reason` (`load`, `budget`) | decisions | decisions to shed; admissions are not counted (that would be a contended write on every call) |
 //! | `policy_retries_total` | counter | `name` (the retry policy) | retries | retries started, by the attribute's loop and the tower layer's alike |
 //! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`) | stops | retrying stopped before success |
+//! | `policy_hedges_total` | counter | `name` (the hedge), `outcome` (`started`, `won`, `lost`) | hedges | hedges started, hedges whose answer was the call's, hedges dropped unanswered (a refused hedge is the bulkhead's or breaker's refusal, counted there) |
+//! | `policy_hedge_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`) | hedges | hedges not started: the deadline was about to pass, or the allowance they share with retries was exhausted |
 //! | `policy_retry_budget_balance` | gauge | `name` | retries | what the policy's allowance still grants in its window; set when a retry draws from it or retrying stops |
 //! | `policy_tasks_total` | counter | `class` (`deferred`, `background`), `outcome` (`finished`, `failed`, `refused`, `panicked`, `abandoned`) | tasks | tasks ended, by how |
 //! | `policy_tasks_waiting` | gauge | `class` | tasks | the queue: deferred tasks made and not started (waiting for their response, or for a slot of the process's bound), background tasks submitted and waiting for their pool's slot |
@@ -506,6 +515,36 @@ pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) 
     );
 }
 
+/// An adaptive bulkhead's slot count moved materially (the caller decides what is material).
+pub(crate) fn bulkhead_limit_changed(
+    name: &str,
+    from: u32,
+    to: u32,
+    latency_noload_ms: Option<f64>,
+    latency_recent_ms: Option<f64>,
+    queue_estimate: f64,
+) {
+    let (reason, why) = if to < from {
+        ("queueing", "calls wait inside the dependency")
+    } else {
+        ("headroom", "the dependency answers as fast as unloaded")
+    };
+    tracing::info!(
+        target: "policy",
+        operation = operation(),
+        mechanism = "bulkhead",
+        name,
+        kind = "bulkhead_limit",
+        reason,
+        from,
+        to,
+        latency_noload_ms,
+        latency_recent_ms,
+        queue_estimate,
+        "bulkhead `{name}` now admits {to} calls at once (was {from}): {why}"
+    );
+}
+
 /// `reason` is `cooldown` or `probe_succeeded`.
 pub(crate) fn breaker_closed(name: &str, reason: &'static str) {
     let why = match reason {
@@ -575,6 +614,81 @@ pub(crate) fn retry_stopped(name: &str, reason: &'static str, why: &'static str,
         reason,
         attempt,
         "stopped retrying `{name}` after attempt {attempt}: {why}"
+    );
+}
+
+/// A hedge of attempt `attempt - 1` started, `delay` after the last one.
+pub(crate) fn hedge(name: &str, attempt: u32, delay: Duration) {
+    tracing::debug!(
+        target: "policy",
+        operation = operation(),
+        mechanism = "hedge",
+        name,
+        kind = "hedge",
+        reason = "slow",
+        attempt,
+        delay_ms = ms(delay),
+        "hedging `{name}`: attempt {attempt} started, no answer after {}",
+        Human(delay)
+    );
+    #[cfg(feature = "metrics")]
+    meter::retried();
+}
+
+/// `reason` is `deadline` or `budget`: the hedge after attempt `attempt` did not start.
+pub(crate) fn hedge_stopped(name: &str, reason: &'static str, attempt: u32) {
+    tracing::debug!(
+        target: "policy",
+        operation = operation(),
+        mechanism = "hedge",
+        name,
+        kind = "hedge_stopped",
+        reason,
+        attempt,
+        "not hedging `{name}` after attempt {attempt}: {}",
+        if reason == "budget" { "the retry allowance is exhausted" } else { "the deadline is about to pass" }
+    );
+}
+
+/// A hedge was refused by the breaker or the bulkhead: it never ran.
+pub(crate) fn hedge_refused(name: &str, refusal: &ResilienceError) {
+    tracing::debug!(
+        target: "policy",
+        operation = operation(),
+        mechanism = "hedge",
+        name,
+        kind = "hedge_refused",
+        reason = refusal.reason().code(),
+        refused_by = refusal.kind().as_str(),
+        "a hedge of `{name}` was refused: {refusal}"
+    );
+}
+
+/// The call's answer came from hedge attempt `attempt`.
+pub(crate) fn hedge_won(name: &str, attempt: u32) {
+    tracing::debug!(
+        target: "policy",
+        operation = operation(),
+        mechanism = "hedge",
+        name,
+        kind = "hedge_won",
+        reason = "first_answer",
+        attempt,
+        "a hedge of `{name}` answered first"
+    );
+}
+
+/// `count` hedges were dropped unanswered: another attempt answered first.
+pub(crate) fn hedge_lost(name: &str, count: u64) {
+    tracing::debug!(
+        target: "policy",
+        operation = operation(),
+        mechanism = "hedge",
+        name,
+        kind = "hedge_lost",
+        reason = "cancelled",
+        count,
+        "{count} hedge(s) of `{name}` dropped: another attempt answered first"
     );
 }
 

@@ -73,6 +73,7 @@ use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
 use crate::deadline::{OperationDeadline, OperationSnapshot};
 use crate::defer::DeferredSnapshot;
 use crate::fallback::{Fallback, FallbackSnapshot};
+use crate::hedge::{Hedge, HedgeBuilder, HedgeSnapshot};
 use crate::isolate::{
     IsolatedPool, IsolatedPoolBuilder, IsolatedPoolSnapshot, PollMonitor, PollMonitorSnapshot,
 };
@@ -91,6 +92,7 @@ pub struct Registry {
     breakers: Map<Breaker>,
     bulkheads: Map<Bulkhead>,
     retries: Map<Arc<RetryPolicy>>,
+    hedges: Map<Arc<Hedge>>,
     shedders: Map<Arc<Shedder>>,
     #[cfg(feature = "ratelimit")]
     limiters: Map<RateLimiter>,
@@ -172,6 +174,7 @@ impl fmt::Debug for Registry {
                 &read(&self.bulkheads).keys().collect::<Vec<_>>(),
             )
             .field("retries", &read(&self.retries).keys().collect::<Vec<_>>())
+            .field("hedges", &read(&self.hedges).keys().collect::<Vec<_>>())
             .field("shedders", &read(&self.shedders).keys().collect::<Vec<_>>())
             .finish()
     }
@@ -227,6 +230,8 @@ pub struct Snapshot {
     pub bulkheads: Vec<BulkheadSnapshot>,
     /// Retry policies, by name.
     pub retries: Vec<RetrySnapshot>,
+    /// Hedging policies, by name.
+    pub hedges: Vec<HedgeSnapshot>,
     /// Shedders, by name.
     pub shedders: Vec<ShedderSnapshot>,
     /// Rate limiters, by name.
@@ -268,6 +273,7 @@ impl Registry {
             breakers: RwLock::default(),
             bulkheads: RwLock::default(),
             retries: RwLock::default(),
+            hedges: RwLock::default(),
             shedders: RwLock::default(),
             #[cfg(feature = "ratelimit")]
             limiters: RwLock::default(),
@@ -344,6 +350,22 @@ impl Registry {
             read(&self.tunings).apply_to_retry(&retry);
             retry
         })
+    }
+
+    /// The hedging policy named `name`, built with `configure` the first time.
+    pub fn hedge(
+        &self,
+        name: &str,
+        configure: impl FnOnce(HedgeBuilder) -> HedgeBuilder,
+    ) -> Arc<Hedge> {
+        get_or_insert(&self.hedges, name, |name| {
+            Arc::new(configure(Hedge::builder(name)).build())
+        })
+    }
+
+    /// The hedging policy named `name`, if one was built.
+    pub fn find_hedge(&self, name: &str) -> Option<Arc<Hedge>> {
+        read(&self.hedges).get(name).cloned()
     }
 
     /// The shedder named `name`, built with `thresholds` the first time.
@@ -514,6 +536,7 @@ impl Registry {
                 .map(Bulkhead::snapshot)
                 .collect(),
             retries: read(&self.retries).values().map(|r| r.snapshot()).collect(),
+            hedges: read(&self.hedges).values().map(|h| h.snapshot()).collect(),
             shedders: read(&self.shedders)
                 .values()
                 .map(|s| s.snapshot())

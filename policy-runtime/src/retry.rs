@@ -22,6 +22,8 @@
 //!   from a [`RetryAllowance`] shared by every request through the policy, so retries add at
 //!   most a share of the calls recently made (20% plus 10 per second by default, like Finagle's
 //!   and tower's retry budgets). An exhausted allowance ends the retrying with the last error.
+//!   A [hedge](crate::hedge) of the same operation withdraws from the same allowance
+//!   ([`hedge_within_retry`](crate::hedge::hedge_within_retry)): one budget for both.
 //!
 //! ```
 //! use std::time::Duration;

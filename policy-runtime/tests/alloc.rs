@@ -184,3 +184,41 @@ fn an_operation_that_waits_once_allocates_nothing_either() {
         "pending once: {counted:?}"
     );
 }
+
+#[test]
+fn an_adaptive_bulkhead_allocates_nothing_when_admitted_nor_when_its_limit_moves() {
+    use policy_runtime::bulkhead::AdaptiveLimit;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let bulkhead = Bulkhead::builder("alloc-adaptive")
+        .adaptive(AdaptiveLimit::new(4, 64).window(Duration::from_millis(1)))
+        .build();
+    let request = rt.block_on(async { Deadline::after(Duration::from_secs(60)) });
+    let bulkhead = &bulkhead;
+    // Four calls at once, each 2 ms: the slots are used and latency is flat, so the limit
+    // grows; windows of a millisecond close on releases, so deciding is measured too.
+    let round = || async move {
+        let a = bulkhead.acquire(&request).await.unwrap();
+        let b = bulkhead.acquire(&request).await.unwrap();
+        let c = bulkhead.try_acquire().unwrap();
+        let d = bulkhead.try_acquire_owned().unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        drop((a, b, c, d));
+    };
+    rt.block_on(round());
+    let counted = allocation_counter::measure(|| {
+        rt.block_on(async {
+            for _ in 0..100 {
+                round().await;
+            }
+        })
+    });
+    let adaptive = bulkhead.snapshot().adaptive.unwrap();
+    assert!(adaptive.windows >= 30, "{adaptive:?}");
+    assert!(bulkhead.max_concurrent() > 4, "the limit moved");
+    assert_eq!(counted.count_total, 0, "{counted:?}");
+}

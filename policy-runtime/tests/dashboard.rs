@@ -54,7 +54,12 @@ fn populated() -> &'static Registry {
             .cooldown(Duration::from_secs(20))
     });
     registry.bulkhead("search", |b| b.max_concurrent(4).max_queued(2));
+    registry.bulkhead("partners", |b| {
+        b.adaptive(policy_runtime::bulkhead::AdaptiveLimit::new(4, 64))
+    });
     registry.retry("transient", |r| r.attempts(3));
+    let tail = registry.hedge("tail", |h| h.percentile(95.0).min_samples(1));
+    tail.record(Duration::from_millis(40));
     registry.shedder(
         "my_service::handlers::publish_activity",
         Thresholds::DEFAULT,
@@ -123,6 +128,10 @@ async fn the_json_is_versioned_in_milliseconds_and_named_by_operation() {
     assert_eq!(json["isolated"][0]["display_name"], "render_pdf");
     assert_eq!(json["polls"][0]["budget_ms"], 5.0);
     assert_eq!(json["limiters"][0]["refused"], 3);
+    assert_eq!(json["hedges"][0]["name"], "tail");
+    assert_eq!(json["hedges"][0]["after"], "p95");
+    let delay = json["hedges"][0]["delay_ms"].as_f64().unwrap();
+    assert!((40.0..=45.0).contains(&delay), "{}", json["hedges"][0]);
     assert_eq!(json["conflicts"][0]["second"]["origin"], "my_service::b");
     assert_eq!(json["operations"][0]["display_name"], "find");
     assert_eq!(json["operations"][0]["deadline_ms"], 2000.0);
@@ -246,6 +255,7 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
         ("bulkheads", "search"),
         ("shedders", "publish_activity"),
         ("retries", "transient"),
+        ("hedges", "tail"),
         ("limiters", "uploads"),
         ("fallbacks", "lookup_session"),
         ("isolated", "render_pdf"),
@@ -265,6 +275,23 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
             "table `{table}`: the row is called `{name}`: {row}"
         );
     }
+    // A hedge says when it fires: the percentile it follows and what that is now.
+    let body = browser::table_body(&dom, "hedges").unwrap();
+    let row = browser::row(body, "data-name", "tail").unwrap();
+    assert!(row.contains(">p95<") && row.contains(" ms<"), "{row}");
+
+    // A bulkhead says whether its limit is fixed or adaptive, and between which bounds.
+    let body = browser::table_body(&dom, "bulkheads").unwrap();
+    let row = browser::row(body, "data-name", "partners")
+        .unwrap_or_else(|| panic!("no row `partners`:\n{body}"));
+    assert!(row.contains("data-limit=\"adaptive\""), "{row}");
+    assert!(
+        row.contains(">adaptive, 4 to 64 (not measured yet)<"),
+        "its bounds: {row}"
+    );
+    assert!(row.contains(">0 / 4<"), "it starts at min: {row}");
+    let row = browser::row(body, "data-name", "search").unwrap();
+    assert!(row.contains(">fixed<"), "{row}");
     // A durable queue's row: the stream's length against its bound, from the last read.
     #[cfg(feature = "redis")]
     if queued.is_some() {

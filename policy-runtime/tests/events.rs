@@ -435,3 +435,122 @@ fn task_events_name_their_class_as_the_mechanism_and_keep_the_error_apart() {
         ],
     );
 }
+
+#[test]
+fn hedges_say_when_they_start_which_won_and_how_many_were_dropped() {
+    use policy_runtime::hedge::{Hedge, hedge_within};
+    let events = events_of(|| async {
+        let hedge = Hedge::builder("tail")
+            .after(Duration::from_millis(10))
+            .max(3)
+            .build();
+        let deadline = Deadline::after(Duration::from_secs(1));
+        // The first attempt is slow, the first hedge answers, the second hedge is slower.
+        let call = hedge_within(
+            &deadline,
+            &hedge,
+            Idempotent::claim(|attempt: policy_runtime::retry::Attempt| async move {
+                let ms = [500, 15, 500][attempt.number as usize - 1];
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok::<_, CallError<Flaky>>(attempt.number)
+            }),
+        );
+        let span = tr::info_span!(target: "policy", "read", operation = "read", class = "critical");
+        static READ: Calls = Calls::new("read");
+        assert_eq!(traced(&READ, span, call).await.unwrap(), 2);
+    });
+    let of = |kind| -> Vec<&Captured> {
+        events
+            .iter()
+            .filter(|e| e.get("kind") == Some(kind))
+            .collect()
+    };
+    let started = of("hedge");
+    assert_eq!(started.len(), 2, "{events:#?}");
+    for (event, attempt) in started.iter().zip(["2", "3"]) {
+        assert_eq!(event.get("operation"), Some("read"));
+        assert_eq!(event.get("mechanism"), Some("hedge"));
+        assert_eq!(event.get("name"), Some("tail"));
+        assert_eq!(event.get("reason"), Some("slow"));
+        assert_eq!(event.get("attempt"), Some(attempt));
+        assert_eq!(event.get("delay_ms"), Some("10"));
+    }
+    let won = of("hedge_won");
+    assert_eq!(won.len(), 1);
+    assert_eq!(won[0].get("reason"), Some("first_answer"));
+    assert_eq!(won[0].get("attempt"), Some("2"), "the first hedge answered");
+    let lost = of("hedge_lost");
+    assert_eq!(lost.len(), 1);
+    assert_eq!(lost[0].get("reason"), Some("cancelled"));
+    assert_eq!(
+        lost[0].get("count"),
+        Some("1"),
+        "the second hedge was dropped"
+    );
+}
+
+#[test]
+fn an_adaptive_limit_tells_of_material_moves_only() {
+    use policy_runtime::bulkhead::AdaptiveLimit;
+    use policy_testkit::capacity::Capacity;
+
+    let told = || {
+        EVENTS.with(|events| {
+            events.borrow().as_ref().map_or(0, |events| {
+                events
+                    .iter()
+                    .filter(|e| e.get("kind") == Some("bulkhead_limit"))
+                    .count()
+            })
+        })
+    };
+    let mut settled_told = (0, 0);
+    let events = events_of(|| async {
+        let api = Bulkhead::builder("adaptive-api")
+            .adaptive(AdaptiveLimit::new(4, 64))
+            .build();
+        let dependency = Capacity::new(32, Duration::from_millis(20));
+        let _load = {
+            let api = api.clone();
+            dependency.saturate(40, move || api.try_acquire_owned().ok())
+        };
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        dependency.set_slots(8);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let before = told();
+        // Settled at the new capacity: it moves by a slot now and then, which is not news.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        settled_told = (before, told());
+    });
+    let limits: Vec<_> = events
+        .iter()
+        .filter(|e| e.get("kind") == Some("bulkhead_limit"))
+        .collect();
+    let grew = limits
+        .iter()
+        .filter(|e| e.get("reason") == Some("headroom"))
+        .count();
+    let cut: Vec<_> = limits
+        .iter()
+        .filter(|e| e.get("reason") == Some("queueing"))
+        .collect();
+    assert!(
+        (3..=12).contains(&grew),
+        "from 4 to 32 in a few steps: {limits:#?}"
+    );
+    assert!(!cut.is_empty(), "the drop to 8 is told");
+    let last_cut = cut.last().unwrap();
+    assert_eq!(last_cut.get("mechanism"), Some("bulkhead"));
+    assert_eq!(last_cut.get("name"), Some("adaptive-api"));
+    let to: u32 = last_cut.get("to").unwrap().parse().unwrap();
+    assert!((8..=10).contains(&to), "{last_cut:#?}");
+    for field in [
+        "from",
+        "latency_noload_ms",
+        "latency_recent_ms",
+        "queue_estimate",
+    ] {
+        assert!(last_cut.get(field).is_some(), "`{field}` in {last_cut:#?}");
+    }
+    assert_eq!(settled_told.0, settled_told.1, "nothing told once settled");
+}

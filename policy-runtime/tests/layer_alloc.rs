@@ -162,3 +162,33 @@ fn the_rate_limit_layer_allocates_nothing_when_admitted() {
         assert_eq!(limiter.snapshot().admitted, 4_000);
     }
 }
+
+/// The hedge layer's response future must be a type that can be named, so the runtime's
+/// hedging loop is boxed: one allocation per call, whether or not a hedge starts (the
+/// attribute's expansion holds the loop inline and allocates nothing: tests/macro_alloc.rs).
+#[test]
+fn the_hedge_layer_allocates_once_per_call_its_boxed_loop() {
+    use policy_runtime::hedge::Hedge;
+    use policy_runtime::layer::{HedgeLayer, IdempotentLayer};
+    for wait in [false, true] {
+        let hedge = std::sync::Arc::new(
+            Hedge::builder("alloc-hedge")
+                .after(Duration::from_secs(1))
+                .build(),
+        );
+        let mut svc = ServiceBuilder::new()
+            .layer(HedgeLayer::new(hedge))
+            .layer(IdempotentLayer)
+            .service_fn(move |_: u64| async move { answer(wait).await.map(|_| 1u64) });
+        let counted = allocations!(assert_eq!(
+            svc.ready().await.unwrap().call(1).await.unwrap(),
+            1
+        ));
+        let bare = allocations!(answer(wait).await.unwrap());
+        assert_eq!(
+            counted,
+            bare + 1_000,
+            "one box per call, waits once: {wait}"
+        );
+    }
+}

@@ -369,3 +369,74 @@ fn an_in_process_limiter_counts_its_refusals() {
         assert_eq!(limiter.snapshot().refused, 3);
     });
 }
+
+#[test]
+fn hedges_are_counted_started_won_lost_and_stopped() {
+    use policy_runtime::hedge::{Hedge, hedge_within};
+    use policy_runtime::{CallError, Idempotent, RetryAllowance};
+    use std::sync::Arc;
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    with_recorder(&recorder, async {
+        // Two hedges allowed in the window, then none.
+        let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(1), 2, 0.0));
+        let hedge = Hedge::builder("metered-hedge")
+            .after(Duration::from_millis(10))
+            .allowance(allowance)
+            .build();
+        let deadline = Deadline::after(Duration::from_secs(1));
+        // First attempt 100 ms, the hedge 5 ms (won); then first 20 ms, the hedge 50 ms (lost);
+        // then no allowance left (stopped).
+        for (first, second) in [(100, 5), (20, 50), (30, 1)] {
+            let _: Result<u32, CallError<std::io::Error>> = hedge_within(
+                &deadline,
+                &hedge,
+                Idempotent::claim(|attempt: policy_runtime::retry::Attempt| async move {
+                    let ms = if attempt.number == 1 { first } else { second };
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok(attempt.number)
+                }),
+            )
+            .await;
+        }
+        let seen = Recorded::take(&snapshotter);
+        let hedges = |outcome| {
+            seen.counter(
+                "policy_hedges_total",
+                &[("name", "metered-hedge"), ("outcome", outcome)],
+            )
+        };
+        assert_eq!(hedges("started"), 2);
+        assert_eq!(hedges("won"), 1);
+        assert_eq!(hedges("lost"), 1);
+        let stopped = |reason| {
+            seen.counter(
+                "policy_hedge_stopped_total",
+                &[("name", "metered-hedge"), ("reason", reason)],
+            )
+        };
+        assert_eq!(stopped("budget"), 1);
+        assert_eq!(stopped("deadline"), 0, "registered at zero");
+        let s = hedge.snapshot();
+        assert_eq!(
+            (s.started, s.won, s.lost, s.stopped_by_budget),
+            (2, 1, 1, 1)
+        );
+    });
+}
+
+#[test]
+fn a_bulkhead_sets_its_limit_gauge_when_built_and_when_resized() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let name = [("name", "metered-limit")];
+    with_recorder(&recorder, async {
+        let bulkhead = Bulkhead::builder("metered-limit").max_concurrent(6).build();
+        let seen = Recorded::take(&snapshotter);
+        assert_eq!(seen.gauge("policy_bulkhead_limit", &name), 6.0);
+        bulkhead.set_max_concurrent(3);
+        let seen = Recorded::take(&snapshotter);
+        assert_eq!(seen.gauge("policy_bulkhead_limit", &name), 3.0);
+    });
+}

@@ -29,6 +29,9 @@
 //! [`browser::Chromium`] runs headless Chromium on a page and returns the DOM its scripts built
 //! (for the dashboard's tests).
 //!
+//! With feature `capacity`, [`capacity::Capacity`] is a dependency that serves so many calls
+//! at once and queues the rest, for the adaptive bulkhead's tests and scenario.
+//!
 //! With feature `http`, `http` serves an axum router on loopback for tests of tower layers that
 //! must see a response as a connection does, with a real client and a streaming body.
 //!
@@ -43,6 +46,8 @@
 )]
 
 pub mod browser;
+#[cfg(feature = "capacity")]
+pub mod capacity;
 #[cfg(feature = "tracing")]
 pub mod captured;
 #[cfg(feature = "http")]

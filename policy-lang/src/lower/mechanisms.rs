@@ -1,13 +1,13 @@
 //! Lowering the resilience mechanisms: `request` (the deadline), `breaker`, `bulkhead`, `retry`,
-//! `shedding` and `ratelimit`.
+//! `hedge`, `shedding` and `ratelimit`.
 
 use super::{Lowering, insert, word};
 use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
-    Backoff, BreakerSpec, BulkheadSpec, OpenAfter, Rate, RatelimitSpec, RequestSpec,
-    RetryAllowance, RetrySpec, Sharing, SheddingSpec,
+    AdaptiveSpec, Backoff, BreakerSpec, BulkheadSpec, HedgeAfter, HedgeSpec, OpenAfter, Rate,
+    RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
 };
 use crate::suggest;
 
@@ -220,26 +220,71 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     const KEYS: &[&str] = &["max_concurrent", "max_queued"];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
+    // `None`: not written; `Some(None)`: written wrong (and reported).
+    let mut adaptive: Option<Option<AdaptiveSpec>> = None;
     for phrase in &body.phrases {
-        lowering.unknown_phrase(stanza, phrase, KEYS);
+        match lower_adaptive(lowering, phrase) {
+            Some(found) => match &adaptive {
+                Some(first) => {
+                    let first = first.as_ref().map_or(phrase.loc, |first| first.loc);
+                    lowering.push(
+                        Diagnostic::new(
+                            Kind::DuplicateSetting {
+                                key: "adaptive".to_owned(),
+                            },
+                            phrase.loc,
+                            "set again here",
+                        )
+                        .with_label(first, "first set here"),
+                    );
+                }
+                None => adaptive = Some(found),
+            },
+            None => lowering.unknown_phrase(
+                stanza,
+                phrase,
+                &["max_concurrent", "max_queued", "adaptive"],
+            ),
+        }
     }
     let what = name.as_ref().map_or_else(
         || "bulkhead".to_owned(),
         |name| format!("bulkhead `{}`", name.value),
     );
     let max_concurrent = match body.get("max_concurrent") {
-        Some((key, value)) => lowering.count(&key.text, value),
+        Some((key, value)) => Some(lowering.count(&key.text, value)),
+        None if adaptive.is_some() => None,
         None => {
             lowering.missing(&body, &what, "max_concurrent", "max_concurrent = 4");
-            None
+            Some(None)
         }
     };
     let max_queued = body
         .get("max_queued")
         .map(|(key, value)| lowering.count(&key.text, value));
-    match (name, max_concurrent, max_queued) {
-        (Some(name), Some(max_concurrent), max_queued @ (None | Some(Some(_)))) => {
-            let mut bulkhead = BulkheadSpec::new(name, max_concurrent, stanza.loc);
+    let slots = match (adaptive, max_concurrent) {
+        (Some(Some(adaptive)), None) => Some((None, Some(adaptive))),
+        // Both written: kept, so that the validator names the fix
+        // (`policy::adaptive-with-fixed-limit`).
+        (Some(Some(adaptive)), Some(Some(max_concurrent))) => {
+            Some((Some(max_concurrent), Some(adaptive)))
+        }
+        (None, Some(Some(max_concurrent))) => Some((Some(max_concurrent), None)),
+        _ => None,
+    };
+    match (name, slots, max_queued) {
+        (Some(name), Some((max_concurrent, adaptive)), max_queued @ (None | Some(Some(_)))) => {
+            let mut bulkhead = match (max_concurrent, adaptive) {
+                (max_concurrent, Some(adaptive)) => {
+                    let mut bulkhead = BulkheadSpec::adaptive(name, adaptive, stanza.loc);
+                    if let Some(max_concurrent) = max_concurrent {
+                        bulkhead.max_concurrent = max_concurrent;
+                    }
+                    bulkhead
+                }
+                (Some(max_concurrent), None) => BulkheadSpec::new(name, max_concurrent, stanza.loc),
+                (None, None) => return,
+            };
             if let Some(Some(max_queued)) = max_queued {
                 bulkhead.max_queued = max_queued;
             }
@@ -250,6 +295,76 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             );
         }
         (name, ..) => lowering.drop_item("bulkhead", name),
+    }
+}
+
+/// `adaptive(min = 4, max = 64)`. `None` if the phrase is not about adaptation at all;
+/// `Some(None)` if it is but was wrong (and reported).
+fn lower_adaptive(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<Option<AdaptiveSpec>> {
+    const HELP: &str = "write `adaptive(min = 4, max = 64)`: the slot count moves between the two, following the dependency's latency";
+    let call = match phrase.terms.as_slice() {
+        [Term::Call(call)] if call.name.text == "adaptive" => call,
+        [Term::Word(ident)] if ident.text == "adaptive" => {
+            lowering.invalid(
+                "adaptive",
+                "bounds like `adaptive(min = 4, max = 64)`",
+                &ident.text,
+                ident.loc,
+                HELP.to_owned(),
+            );
+            return Some(None);
+        }
+        _ => return None,
+    };
+    let (mut min, mut max) = (None, None);
+    let mut complete = true;
+    for arg in &call.args {
+        let slot = match arg.key.as_ref().map(|key| key.text.as_str()) {
+            Some("min") if min.is_none() => &mut min,
+            Some("max") if max.is_none() => &mut max,
+            _ => {
+                complete = false;
+                let key_text = arg
+                    .key
+                    .as_ref()
+                    .map_or_else(|| arg.value.to_string(), |key| key.text.clone());
+                let help = suggest::did_you_mean(
+                    &key_text,
+                    ["min", "max"],
+                    "the arguments of `adaptive`",
+                    "",
+                );
+                lowering.push(Diagnostic::new(
+                    Kind::UnknownSetting {
+                        keyword: "adaptive".to_owned(),
+                        key: key_text,
+                        help,
+                    },
+                    arg.loc,
+                    "unknown or repeated",
+                ));
+                continue;
+            }
+        };
+        let name = arg.key.as_ref().map_or("", |key| key.text.as_str());
+        *slot = lowering.count(name, &arg.value);
+        complete &= slot.is_some();
+    }
+    if !complete {
+        return Some(None);
+    }
+    match (min, max) {
+        (Some(min), Some(max)) => Some(Some(AdaptiveSpec::new(min, max, call.loc))),
+        _ => {
+            lowering.invalid(
+                "adaptive",
+                "both `min` and `max`",
+                &Term::Call(call.clone()),
+                call.loc,
+                HELP.to_owned(),
+            );
+            Some(None)
+        }
     }
 }
 
@@ -303,6 +418,91 @@ pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             insert(&mut lowering.spec.retries, retry, &mut lowering.diagnostics);
         }
         (name, ..) => lowering.drop_item("retry", name),
+    }
+}
+
+pub(super) fn lower_hedge(lowering: &mut Lowering<'_>, stanza: &Stanza) {
+    const KEYS: &[&str] = &["after", "max", "allowance"];
+    let name = lowering.named(stanza);
+    let body = lowering.body(stanza, KEYS);
+    for phrase in &body.phrases {
+        lowering.unknown_phrase(stanza, phrase, KEYS);
+    }
+    let what = name.as_ref().map_or_else(
+        || "hedge".to_owned(),
+        |name| format!("hedge `{}`", name.value),
+    );
+    let after = match body.get("after") {
+        Some((key, value)) => lower_hedge_after(lowering, &key.text, value),
+        None => {
+            lowering.missing(&body, &what, "after", "after = p95");
+            None
+        }
+    };
+    let max = body
+        .get("max")
+        .map(|(key, value)| lowering.count(&key.text, value));
+    let allowance = body
+        .get("allowance")
+        .map(|(key, value)| lower_allowance(lowering, &key.text, value));
+    match (name, after, max, allowance) {
+        (
+            Some(name),
+            Some(after),
+            max @ (None | Some(Some(_))),
+            allowance @ (None | Some(Some(_))),
+        ) => {
+            let max = max.flatten().unwrap_or(Located::new(2, stanza.loc));
+            let mut hedge = HedgeSpec::new(name, after, max, stanza.loc);
+            hedge.allowance = allowance.flatten();
+            insert(&mut lowering.spec.hedges, hedge, &mut lowering.diagnostics);
+        }
+        (name, ..) => lowering.drop_item("hedge", name),
+    }
+}
+
+/// `p95` (a percentile of the operation's own latency, 1 to 99) or a duration.
+fn lower_hedge_after(
+    lowering: &mut Lowering<'_>,
+    key: &str,
+    value: &Value,
+) -> Option<Located<HedgeAfter>> {
+    const EXPECTED: &str = "a percentile like `p95` or a duration like `50ms`";
+    match value.terms.as_slice() {
+        [Term::Word(word)] => {
+            let percentile = word
+                .text
+                .strip_prefix('p')
+                .and_then(|digits| digits.parse::<u32>().ok())
+                .filter(|p| (1..=99).contains(p));
+            match percentile {
+                Some(p) => Some(Located::new(HedgeAfter::Percentile(p), word.loc)),
+                None => {
+                    lowering.invalid(
+                        key,
+                        EXPECTED,
+                        value,
+                        value.loc,
+                        "write a percentile from `p1` to `p99` (`after = p95`), or a duration (`after = 50ms`)"
+                            .to_owned(),
+                    );
+                    None
+                }
+            }
+        }
+        [Term::Quantity(quantity)] => lowering
+            .quantity_duration(key, quantity)
+            .map(|d| Located::new(HedgeAfter::Fixed(d.value), d.loc)),
+        _ => {
+            lowering.invalid(
+                key,
+                EXPECTED,
+                value,
+                value.loc,
+                "write `after = p95` or `after = 50ms`".to_owned(),
+            );
+            None
+        }
     }
 }
 

@@ -25,7 +25,8 @@ mod operation;
 
 use delivery::{lower_assets, lower_ceilings, lower_locality, lower_quarantine};
 use mechanisms::{
-    lower_breaker, lower_bulkhead, lower_ratelimit, lower_request, lower_retry, lower_shedding,
+    lower_breaker, lower_bulkhead, lower_hedge, lower_ratelimit, lower_request, lower_retry,
+    lower_shedding,
 };
 use operation::{FLAGS, lower_operation};
 pub use operation::{OPERATION_FLAGS, OPERATION_STATEMENTS};
@@ -43,6 +44,7 @@ const STANZAS: &[(&str, LowerFn)] = &[
     ("breaker", lower_breaker),
     ("bulkhead", lower_bulkhead),
     ("retry", lower_retry),
+    ("hedge", lower_hedge),
     ("shedding", lower_shedding),
     ("ratelimit", lower_ratelimit),
     ("operation", lower_operation),

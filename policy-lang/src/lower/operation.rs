@@ -18,6 +18,7 @@ pub const OPERATION_STATEMENTS: &[&str] = &[
     "breaker",
     "bulkhead",
     "retry",
+    "hedge",
     "ratelimit",
     "deadline",
     "min_budget",
@@ -36,6 +37,7 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         "breaker",
         "bulkhead",
         "retry",
+        "hedge",
         "ratelimit",
         "deadline",
         "min_budget",
@@ -161,6 +163,9 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             "retry" => lowering
                 .reference(key, value)
                 .map(|r| operation.retry = Some(r)),
+            "hedge" => lowering
+                .reference(key, value)
+                .map(|r| operation.hedge = Some(r)),
             "ratelimit" => lowering
                 .reference(key, value)
                 .map(|r| operation.ratelimit = Some(r)),

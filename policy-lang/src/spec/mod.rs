@@ -42,6 +42,8 @@ pub struct Spec {
     pub bulkheads: Items<BulkheadSpec>,
     /// Retry policies by name.
     pub retries: Items<RetrySpec>,
+    /// Hedging policies by name.
+    pub hedges: Items<HedgeSpec>,
     /// Load-shedding thresholds, if declared (otherwise [`SheddingSpec::DEFAULT_DEFERRED`] and
     /// [`SheddingSpec::DEFAULT_BACKGROUND`] apply).
     pub shedding: Option<SheddingSpec>,
@@ -351,15 +353,23 @@ impl Named for BreakerSpec {
 }
 
 /// `bulkhead NAME { max_concurrent = 4; max_queued = 8 }`: bounds one instance.
+///
+/// Or `bulkhead NAME { adaptive(min = 4, max = 64); max_queued = 8 }`: the slot count follows
+/// the dependency's measured latency between the bounds (the runtime's
+/// `policy_runtime::bulkhead::adaptive`).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BulkheadSpec {
     /// Its name.
     pub name: Located<String>,
-    /// Calls that may run at once (at least 1).
+    /// Calls that may run at once (at least 1): the fixed count, or an adaptive bulkhead's
+    /// `max` (the same [`Located`] as [`AdaptiveSpec::max`], unless `max_concurrent` was set
+    /// too, which `policy::adaptive-with-fixed-limit` refuses).
     pub max_concurrent: Located<u32>,
     /// Callers that may wait for a slot; past that they are refused (default 0).
     pub max_queued: Located<u32>,
+    /// The bounds of an adaptive slot count, when it has one.
+    pub adaptive: Option<AdaptiveSpec>,
     /// The stanza.
     pub loc: Loc,
 }
@@ -372,8 +382,48 @@ impl BulkheadSpec {
             name,
             max_concurrent,
             max_queued: Located::new(0, loc),
+            adaptive: None,
             loc,
         }
+    }
+
+    /// An adaptive bulkhead with no queue: at most `adaptive.max` slots.
+    #[must_use]
+    pub fn adaptive(name: Located<String>, adaptive: AdaptiveSpec, loc: Loc) -> Self {
+        BulkheadSpec {
+            max_concurrent: adaptive.max.clone(),
+            adaptive: Some(adaptive),
+            ..BulkheadSpec::new(name, Located::new(0, loc), loc)
+        }
+    }
+
+    /// Whether `max_concurrent` was written beside `adaptive(...)`.
+    #[must_use]
+    pub fn fixed_and_adaptive(&self) -> bool {
+        self.adaptive
+            .as_ref()
+            .is_some_and(|adaptive| adaptive.max.loc != self.max_concurrent.loc)
+    }
+}
+
+/// `adaptive(min = 4, max = 64)`: a bulkhead's slot count follows the dependency's latency,
+/// never below `min` nor above `max`, starting at `min`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AdaptiveSpec {
+    /// The fewest slots (at least 1).
+    pub min: Located<u32>,
+    /// The most slots (at least `min`).
+    pub max: Located<u32>,
+    /// The setting.
+    pub loc: Loc,
+}
+
+impl AdaptiveSpec {
+    /// Bounds, as written.
+    #[must_use]
+    pub fn new(min: Located<u32>, max: Located<u32>, loc: Loc) -> Self {
+        AdaptiveSpec { min, max, loc }
     }
 }
 
@@ -468,6 +518,72 @@ impl RetrySpec {
             allowance: None,
             loc,
         }
+    }
+}
+
+/// When a hedge starts: `after = 50ms` or `after = p95`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HedgeAfter {
+    /// After a fixed time without an answer.
+    Fixed(Duration),
+    /// After the operation's own latency at this percentile (1 to 99), as the runtime
+    /// records it.
+    Percentile(u32),
+}
+
+impl fmt::Display for HedgeAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Fixed(d) => f.write_str(&crate::units::format_duration(*d)),
+            Self::Percentile(p) => write!(f, "p{p}"),
+        }
+    }
+}
+
+/// `hedge NAME { after = p95; max = 2; allowance = 10% + 5/s }`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HedgeSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// When a hedge starts.
+    pub after: Located<HedgeAfter>,
+    /// Attempts in flight at most, the first included (2 is one hedge; at most
+    /// [`HedgeSpec::MAX_IN_FLIGHT`]).
+    pub max: Located<u32>,
+    /// The share of traffic its hedges may add, when the operation does not retry (with a
+    /// retry policy the hedges draw from the retry's allowance).
+    pub allowance: Option<Located<RetryAllowance>>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl HedgeSpec {
+    /// The most attempts in flight a hedge may have, the first included (the runtime's bound).
+    pub const MAX_IN_FLIGHT: u32 = 3;
+
+    /// A hedging policy with no allowance of its own.
+    #[must_use]
+    pub fn new(
+        name: Located<String>,
+        after: Located<HedgeAfter>,
+        max: Located<u32>,
+        loc: Loc,
+    ) -> Self {
+        HedgeSpec {
+            name,
+            after,
+            max,
+            allowance: None,
+            loc,
+        }
+    }
+}
+
+impl Named for HedgeSpec {
+    const KIND: &'static str = "hedge";
+    fn name(&self) -> &Located<String> {
+        &self.name
     }
 }
 
@@ -608,6 +724,8 @@ pub struct OperationSpec {
     pub bulkhead: Option<Located<String>>,
     /// The retry policy it runs under, by name.
     pub retry: Option<Located<String>>,
+    /// The hedging policy each attempt runs under, by name.
+    pub hedge: Option<Located<String>>,
     /// The rate limit it is admitted by, by name.
     pub ratelimit: Option<Located<String>>,
     /// Its deadline (clamped to the request's).
@@ -653,6 +771,7 @@ impl OperationSpec {
             breaker: None,
             bulkhead: None,
             retry: None,
+            hedge: None,
             ratelimit: None,
             deadline: None,
             min_budget: None,

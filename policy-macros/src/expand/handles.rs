@@ -21,8 +21,8 @@
 use std::time::Duration;
 
 use policy_lang::{
-    Backoff, BreakerSpec, BulkheadSpec, FailMode, OpenAfter, RatelimitSpec, RetrySpec, Sharing,
-    WorkClass,
+    Backoff, BreakerSpec, BulkheadSpec, FailMode, HedgeAfter, HedgeSpec, OpenAfter, RatelimitSpec,
+    RetrySpec, Sharing, WorkClass,
 };
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::quote;
@@ -37,6 +37,7 @@ pub(super) struct Handles {
     pub(super) breaker: Option<Ident>,
     pub(super) bulkhead: Option<Ident>,
     pub(super) retry: Option<Ident>,
+    pub(super) hedge: Option<Ident>,
     pub(super) ratelimit: Option<Ident>,
     pub(super) shedder: Option<Ident>,
     pub(super) monitor: Option<Ident>,
@@ -116,10 +117,19 @@ fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
 
 fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let max_concurrent = count(spec.max_concurrent.value);
+    let slots = match &spec.adaptive {
+        Some(adaptive) => {
+            let (min, max) = (count(adaptive.min.value), count(adaptive.max.value));
+            quote!(.adaptive(#min, #max))
+        }
+        None => {
+            let max_concurrent = count(spec.max_concurrent.value);
+            quote!(.max_concurrent(#max_concurrent))
+        }
+    };
     let max_queued = count(spec.max_queued.value);
     quote! {
-        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY).max_concurrent(#max_concurrent).max_queued(#max_queued)
+        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY) #slots .max_queued(#max_queued)
     }
 }
 
@@ -143,6 +153,28 @@ fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
     });
     quote! {
         Handle<::policy::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
+    }
+}
+
+fn hedge(spec: &HedgeSpec, inline: bool) -> TokenStream {
+    let name = runtime_name(&spec.name.value, inline);
+    let after = match spec.after.value {
+        HedgeAfter::Fixed(d) => {
+            let d = duration(d);
+            quote!(.after(#d))
+        }
+        HedgeAfter::Percentile(p) => {
+            let p = Literal::f64_unsuffixed(f64::from(p));
+            quote!(.percentile(#p))
+        }
+    };
+    let max = count(spec.max.value);
+    let allowance = spec.allowance.as_ref().map(|a| {
+        let (share, floor) = (ratio(a.value.ratio), count(a.value.floor_per_second));
+        quote!(.allowance(#share, #floor))
+    });
+    quote! {
+        Handle<::policy::hedge::Hedge> = Handle::hedge(#name, BY) #after .max(#max) #allowance
     }
 }
 
@@ -191,7 +223,7 @@ fn shedder(plan: &Plan) -> TokenStream {
 }
 
 impl Handles {
-    /// The mechanisms the plan names: breaker, bulkhead, retry policy, rate limiter, shedder
+    /// The mechanisms the plan names: breaker, bulkhead, retry policy, hedge, rate limiter, shedder
     /// and poll monitor.
     pub(super) fn of(plan: &Plan) -> Self {
         let mut h = Self::default();
@@ -203,6 +235,9 @@ impl Handles {
         }
         if let Some(spec) = &plan.retry {
             h.retry = Some(h.add("retry", retry(spec, plan.inline.retry)));
+        }
+        if let Some(spec) = &plan.hedge {
+            h.hedge = Some(h.add("hedge", hedge(spec, plan.inline.hedge)));
         }
         if let Some(spec) = &plan.ratelimit {
             h.ratelimit = Some(h.add("ratelimit", ratelimit(spec)));

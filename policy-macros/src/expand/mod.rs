@@ -224,6 +224,98 @@ mod tests {
     }
 
     #[test]
+    fn a_hedge_runs_each_attempt_again_through_the_breaker_and_bulkhead_inside_the_retry() {
+        let out = expand(
+            AttrKind::Resilient,
+            quote!(
+                breaker = "search",
+                bulkhead = "search",
+                retry = "transient",
+                hedge = "tail"
+            ),
+            quote! {
+                #[policy::idempotent]
+                pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
+                    search_client().get(id).await
+                }
+            },
+        );
+        let at = |needle: &str| {
+            out.find(needle)
+                .unwrap_or_else(|| panic!("`{needle}` in\n{out}"))
+        };
+        // Retry outside, the hedge per retry attempt (its budget the retry's), then each
+        // hedged attempt's own breaker check and bulkhead permit.
+        assert!(at("Deadline::for_named") < at("retry_within_self_bounded"));
+        assert!(at("retry_within_self_bounded") < at("hedge_within_retry("));
+        assert!(at("hedge_within_retry") < at("breaker.check()"));
+        assert!(at("breaker.check()") < at("bulkhead.acquire"));
+        assert!(
+            out.contains("Handle<::policy::hedge::Hedge> = Handle::hedge(\"tail\", BY)"),
+            "{out}"
+        );
+        assert!(
+            out.contains(".percentile(95.0)\n            .max(2)"),
+            "{out}"
+        );
+        check("hedge", &out);
+    }
+
+    #[test]
+    fn an_inline_hedge_without_retry_is_the_whole_attempt() {
+        let out = expand(
+            AttrKind::Critical,
+            quote!(hedge(after = "40ms"), deadline = "1s"),
+            quote! {
+                #[policy::idempotent]
+                async fn price(sku: u64) -> Result<u64, AppError> {
+                    pricing().get(sku).await
+                }
+            },
+        );
+        assert!(out.contains("::policy::hedge::hedge_within("), "{out}");
+        assert!(out.contains(".after(Duration::from_millis(40))"), "{out}");
+        assert!(!out.contains("retry_within"), "{out}");
+        let out = expand(
+            AttrKind::Critical,
+            quote!(hedge(after = "p100"), deadline = "1s"),
+            quote! {
+                #[policy::idempotent]
+                async fn price(sku: u64) -> Result<u64, AppError> { Ok(sku) }
+            },
+        );
+        assert!(out.contains("`p100` is not a percentile"), "{out}");
+        let out = expand(
+            AttrKind::Critical,
+            quote!(hedge(after = "5ms", max = 2), deadline = "1s"),
+            quote! {
+                async fn charge(card: Card) -> Result<u64, AppError> { Ok(1) }
+            },
+        );
+        assert!(out.contains("policy::hedge-not-idempotent"), "{out}");
+    }
+
+    #[test]
+    fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
+        let out = expand(
+            AttrKind::Critical,
+            quote!(
+                bulkhead(adaptive(min = 4, max = 64), max_queued = 2),
+                deadline = "1s"
+            ),
+            quote! {
+                async fn call_partner(id: u64) -> Result<u64, AppError> {
+                    partner().get(id).await
+                }
+            },
+        );
+        assert!(out.contains(".adaptive(4, 64)"), "{out}");
+        assert!(out.contains(".max_queued(2)"), "{out}");
+        assert!(!out.contains(".max_concurrent("), "{out}");
+        assert!(out.contains(".acquire(&deadline)"), "{out}");
+    }
+
+    #[test]
     fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
         let manifest = env!("CARGO_MANIFEST_DIR");
         let source = Path::new(manifest).join("tests/expand/input.rs");
@@ -261,6 +353,12 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("search.policy:"), "where it says so: {out}");
+        let out =
+            crate::layer::operation_layer(quote!("hedged_reindex"), Some(&source)).to_string();
+        assert!(
+            out.contains("sets `hedge = tail`") && out.contains("HedgeLayer::new"),
+            "a hedge is refused, not dropped: {out}"
+        );
         let out = crate::layer::operation_layer(quote!(NAME), Some(&source)).to_string();
         assert!(
             out.contains("expected the operation's name as a string literal"),
@@ -465,6 +563,18 @@ mod tests {
                 used: Expanded(
                     AttrKind::Critical,
                     &[".attempts(3)", "retry_within_self_bounded"],
+                ),
+            },
+            Sample {
+                setting: "hedge",
+                policy: "hedge h { after = 25ms; max = 3 }\noperation sample: critical, idempotent { hedge = h; deadline = 1s }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &[
+                        ".after(Duration::from_millis(25))",
+                        ".max(3)",
+                        "hedge_within(",
+                    ],
                 ),
             },
             Sample {

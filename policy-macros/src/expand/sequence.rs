@@ -1,7 +1,9 @@
 //! Steps 2 and 3: the operation's deadline, the shedding decision and the rate limit, then
 //! each attempt:
 //! `breaker.check()`, `bulkhead.acquire(..)`, `deadline.run_in_scope(body)`,
-//! `breaker.observe(ran)`; inside `retry_within_self_bounded` when retried. Critical work is
+//! `breaker.observe(ran)`; inside `hedge_within` when hedged (each hedge is such an attempt,
+//! through the breaker and the bulkhead), and inside `retry_within_self_bounded` when retried
+//! (a hedged operation's retry attempt is then the hedged call, `hedge_within_retry`). Critical work is
 //! awaited by its caller ([`awaited`]); deferred and background work is scheduled
 //! ([`scheduled`]).
 
@@ -123,7 +125,7 @@ pub(super) fn call_error_sequence(
     own: &TokenStream,
     own_span: Span,
 ) -> TokenStream {
-    if h.retry.is_none() {
+    if h.retry.is_none() && h.hedge.is_none() {
         return attempt(
             h,
             &quote!(#deadline),
@@ -135,8 +137,9 @@ pub(super) fn call_error_sequence(
     retried(plan, h, deadline, body, typed_attempt, own, own_span)
 }
 
-/// Every attempt inside `retry_within_self_bounded`, its outcome a `CallError`. The retried
-/// function's classifier is checked at its return type (`own`, at `own_span`).
+/// Every attempt inside `retry_within_self_bounded` and/or `hedge_within`, its outcome a
+/// `CallError`. The retried function's classifier is checked at its return type (`own`, at
+/// `own_span`).
 fn retried(
     plan: &Plan,
     h: &Handles,
@@ -146,14 +149,16 @@ fn retried(
     own: &TokenStream,
     own_span: Span,
 ) -> TokenStream {
-    let retry = h.retry.clone();
-    let classify = quote_spanned!(own_span=> ::policy::__private::classifier::<#own>());
-    let copies = plan.per_attempt.iter().map(|(ident, mutable, span)| {
-        let mutability = mutable.then(|| quote!(mut));
-        quote_spanned! {*span=>
-            let #mutability #ident = ::policy::__private::RetryArg::for_attempt(&#ident);
-        }
-    });
+    let copies: Vec<TokenStream> = plan
+        .per_attempt
+        .iter()
+        .map(|(ident, mutable, span)| {
+            let mutability = mutable.then(|| quote!(mut));
+            quote_spanned! {*span=>
+                let #mutability #ident = ::policy::__private::RetryArg::for_attempt(&#ident);
+            }
+        })
+        .collect();
     // Each attempt's own deadline shadows the operation's.
     let inner = attempt(
         h,
@@ -162,7 +167,27 @@ fn retried(
         body,
         Finish::CallError,
     );
-    let attempt_future = typed_attempt(quote!(async move { #inner }));
+    let mut attempt_future = typed_attempt(quote!(async move { #inner }));
+    if let Some(hedge) = &h.hedge {
+        // The attempt, and a hedge of it each time it is slow: one budget with the retries.
+        let (call, retry) = match &h.retry {
+            Some(retry) => (quote!(hedge_within_retry), Some(quote!(#retry,))),
+            None => (quote!(hedge_within), None),
+        };
+        let hedged = quote! {
+            ::policy::hedge::#call(&#deadline, #hedge, #retry ::policy::Idempotent::claim(|::policy::retry::Attempt { #deadline, .. }| {
+                #(#copies)*
+                #attempt_future
+            }))
+            .await
+        };
+        if h.retry.is_none() {
+            return hedged;
+        }
+        attempt_future = typed_attempt(quote!(async move { #hedged }));
+    }
+    let retry = h.retry.clone();
+    let classify = quote_spanned!(own_span=> ::policy::__private::classifier::<#own>());
     quote! {
         ::policy::retry::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|::policy::retry::Attempt { #deadline, .. }| {
             #(#copies)*
@@ -200,7 +225,7 @@ pub(super) fn awaited(func: &Func, plan: &Plan) -> TokenStream {
     let refused = quote!(.map_err(#carrier.refused));
     let admission = admission(plan, &h, &deadline, &refused);
     let body = body(func, &h, |body| quote!(#carrier.body(#body)));
-    let sequence = if h.retry.is_some() {
+    let sequence = if h.retry.is_some() || h.hedge.is_some() {
         let outcome = local("outcome");
         let retried = retried(
             plan,

@@ -38,7 +38,7 @@
 //! `"version": 1` ([`Snapshot::VERSION`], raised by any change that could break a reader; new
 //! fields may be added within a version). Every duration is a number of milliseconds
 //! (fractional below one) under a name ending in `_ms`. Every row is named by its policy's name
-//! (breakers, bulkheads, retry policies, rate limiters, background pools) or, for what the
+//! (breakers, bulkheads, retry policies, hedges, rate limiters, background pools) or, for what the
 //! attributes make per function (shedders, fallbacks, isolated pools, poll monitors), by the
 //! operation's own name in
 //! `display_name`, with the registry's unique `module::path::operation` in `name`. Its fields:
@@ -46,8 +46,9 @@
 //! | field        | one entry per                            | holds |
 //! |--------------|------------------------------------------|-------|
 //! | `breakers`   | breaker ([`BreakerSnapshot`](crate::breaker::BreakerSnapshot)) | `name`, `state` (`closed`, `open`, `probation`), `open_for_ms`, `last_cause` (`cause`: `failures`, `failure_ratio`, `probe_failed`, `tripped`, `shared`, with its numbers), `config` (`open_after`, `cooldown_ms`...), `openings`, `refusals`, `failures` |
-//! | `bulkheads`  | bulkhead ([`BulkheadSnapshot`](crate::bulkhead::BulkheadSnapshot)) | `name`, `max_concurrent`, `max_queued`, `running`, `queued`, `load`, `refused_full`, `refused_queue_timeout` |
+//! | `bulkheads`  | bulkhead ([`BulkheadSnapshot`](crate::bulkhead::BulkheadSnapshot)) | `name`, `max_concurrent`, `max_queued`, `running`, `queued`, `load`, `refused_full`, `refused_queue_timeout`, `adaptive` (an adaptive bulkhead's `min`, `max`, `estimate`, `latency_noload_ms`, `latency_recent_ms`, `queue_estimate`, `windows`; `null` for a fixed one) |
 //! | `retries`    | retry policy ([`RetrySnapshot`](crate::retry::RetrySnapshot)) | `name`, `attempts`, `retries`, `stopped_by_allowance`, `stopped_by_deadline`, `exhausted`, `allowance` |
+//! | `hedges`     | hedging policy ([`HedgeSnapshot`](crate::hedge::HedgeSnapshot)) | `name`, `after` (`50ms` or `p95`), `delay_ms` (what a call waits now; `null` while a percentile has too few calls), `max`, `calls`, `started`, `won`, `lost`, `refused`, `stopped_by_budget`, `stopped_by_deadline` |
 //! | `shedders`   | shedder ([`ShedderSnapshot`](crate::shedding::ShedderSnapshot)) | `name`, `display_name`, `thresholds`, `shed_load` and `shed_budget` per class |
 //! | `limiters`   | rate limiter ([`LimiterSnapshot`](crate::limiter::LimiterSnapshot)) | `name`, `admitted`, `refused`, what it decided while its store failed, `degraded` |
 //! | `fallbacks`  | operation with a fallback ([`FallbackSnapshot`](crate::fallback::FallbackSnapshot)) | `operation`, `display_name`, `answered_by`, `refused`, `expired`, `failed`, `stale` |

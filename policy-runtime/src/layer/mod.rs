@@ -71,6 +71,7 @@ pub mod breaker;
 pub mod bulkhead;
 #[cfg(feature = "http")]
 pub mod deadline;
+pub mod hedge;
 pub mod operation;
 #[cfg(feature = "ratelimit")]
 pub mod ratelimit;
@@ -81,6 +82,7 @@ pub use breaker::{BreakerLayer, Classify, ErrorsAreFailures};
 pub use bulkhead::BulkheadLayer;
 #[cfg(feature = "http")]
 pub use deadline::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
+pub use hedge::HedgeLayer;
 pub use operation::OperationLayer;
 #[cfg(feature = "ratelimit")]
 pub use ratelimit::RateLimitLayer;

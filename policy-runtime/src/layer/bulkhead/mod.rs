@@ -14,6 +14,10 @@
 //! polled ready for it), but its future is polled only once a slot is held: a service that
 //! starts its work lazily, as axum handlers and hyper's client do, runs nothing while queued.
 //!
+//! An [adaptive](crate::bulkhead::adaptive) bulkhead measures each call from the slot taken to
+//! the slot given back, here when the inner future completes or is dropped: the latency the
+//! layer's callers see from the dependency, which its limit follows.
+//!
 //! `poll_ready` forwards the inner readiness only; the slot is taken in `call`. Unlike tower's
 //! `ConcurrencyLimit`, a full compartment is a refusal, never a wait in `poll_ready`.
 
