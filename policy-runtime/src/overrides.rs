@@ -105,6 +105,55 @@
 //!
 //! With the feature `overrides-watch`, [`Overrides::watch`] reloads whenever a file of the
 //! compiled or the environment's directory changes (the `notify` crate).
+//!
+//! # Fleet reload
+//!
+//! With the feature `redis` as well, one set reaches every instance of a fleet through the
+//! [Redis store](crate::redis_store): [`publish`] (from any instance, or a small admin binary)
+//! stores the `*.policy` files of a directory, names and texts, as the fleet's set, and
+//! announces it on a channel; every instance that [`follow`](Overrides::follow)s validates it
+//! against its own compiled policy and applies it through the same path as
+//! [`reload`](Overrides::reload), or refuses it with the same diagnostic and error event
+//! (`kind = "override_refused"`, `source = "fleet"`), keeping the set in force. The snapshot's
+//! [`fleet`](crate::registry::OverridesSnapshot::fleet) says the set came from the fleet (its
+//! version, publisher and publication time), and the dashboard shows it.
+//!
+//! - **The key is the truth, the channel only news.** The set lives under
+//!   `<prefix>:overrides:{fleet}` (a hash: `set`, the JSON of the files, publisher and time;
+//!   `version`, one more per publication, written in one transaction). A message says only
+//!   "read the key"; a follower reads it when it starts following (so an instance started
+//!   after a publication starts on the latest set, before its first call), on each
+//!   announcement, after each reconnection and at each of the store's re-syncs (5 s by
+//!   default), so an announcement missed costs at most one re-sync period. A version already
+//!   applied or refused is not applied again. Two publishers at once: the last write to the
+//!   key wins, and every instance converges on it.
+//! - **Checked as input.** A set over 256 KiB, or not of the one shape, is refused before the
+//!   validator sees it; with the store's [shared secret](crate::redis_store::RedisStoreBuilder::shared_secret)
+//!   a set must be signed with it (sets published by a store with the secret are), so a writer
+//!   to Redis without the secret cannot change a number. Without one, whoever can write the key
+//!   can publish a set, but only one the validator accepts against each instance's compiled
+//!   policy.
+//! - **Last one wins.** A reload of the files after a fleet's set puts the files' set in
+//!   force again, and the next publication replaces that. The connection, its timeouts and
+//!   its outage events are the store's; nothing prints the connection string.
+//!
+//! ```no_run
+//! # async fn fleet(overrides: std::sync::Arc<policy_runtime::overrides::Overrides>) -> Result<(), Box<dyn std::error::Error>> {
+//! use policy_runtime::redis_store::RedisStore;
+//!
+//! let store = RedisStore::builder()
+//!     .shared_secret(std::env::var("POLICY_REDIS_SECRET")?)
+//!     .connect(&std::env::var("REDIS_URL")?)
+//!     .await?;
+//! // On every instance, at startup: applies the latest set, then each one published.
+//! let following = overrides.follow(&store).await;
+//!
+//! // From one instance or an admin binary, after `policy check --against` passed in CI:
+//! let version = policy_runtime::overrides::publish(&store, "policies/production").await?;
+//! # let _ = (following, version);
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -122,7 +171,7 @@ use crate::observe::short_name;
 use crate::registry::Registry;
 use crate::retry::{RetryNumbers, RetryPolicy};
 use crate::shedding::{Shedder, Thresholds};
-use crate::tuning::{OverriddenSetting, RefusedOverrides, unix_ms};
+use crate::tuning::{FleetOrigin, OverriddenSetting, RefusedOverrides, unix_ms};
 
 /// The environment variable that names the running environment: overrides are read from
 /// `<policies>/<POLICY_ENV>/*.policy`. Unset or empty, there are none.
@@ -150,6 +199,10 @@ pub enum OverridesError {
         /// What failed.
         source: std::io::Error,
     },
+    /// The fleet's set could not be published or read (feature `redis`).
+    #[cfg(feature = "redis")]
+    #[error(transparent)]
+    Fleet(#[from] crate::redis_store::FleetError),
     /// The watcher could not be started (feature `overrides-watch`).
     #[cfg(feature = "overrides-watch")]
     #[error("cannot watch `{dir}` for changes: {source}")]
@@ -296,25 +349,32 @@ impl Overrides {
     /// shown in the snapshot), or a directory that cannot be read.
     pub fn reload(&self) -> Result<(), OverridesError> {
         let mut in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
-        let dir_text = self
-            .dir
-            .as_ref()
-            .map_or_else(String::new, |dir| dir.display().to_string());
-        let read = |dir: &Path| {
-            PolicyFile::read_dir(dir).map_err(|source| OverridesError::Read {
-                dir: dir.display().to_string(),
-                source,
-            })
-        };
-        let compiled = read(&self.compiled_dir)?;
         let files = match &self.dir {
             Some(dir) => read(dir)?,
             None => Vec::new(),
         };
-        let merged = overridden(&compiled, &files);
+        let dir_text = self
+            .dir
+            .as_ref()
+            .map_or_else(String::new, |dir| dir.display().to_string());
+        self.apply(&mut in_force, &files, dir_text, None)
+    }
+
+    /// Validates `files` against the compiled policy (read again) and swaps them in, or
+    /// refuses them: the one path of a reload and of a fleet's set. `label` names the set in
+    /// a refusal; `fleet` says where a fleet's set came from.
+    fn apply(
+        &self,
+        in_force: &mut BTreeSet<(&'static str, String)>,
+        files: &[PolicyFile],
+        label: String,
+        fleet: Option<FleetOrigin>,
+    ) -> Result<(), OverridesError> {
+        let compiled = read(&self.compiled_dir)?;
+        let merged = overridden(&compiled, files);
         let report = merged.check();
         if report.has_errors() {
-            return Err(self.refuse(&merged, &report.errors, dir_text));
+            return Err(self.refuse(&merged, &report.errors, label, fleet));
         }
         let named = named(&merged.applied);
         // Named before and no longer: back to the compiled numbers, which the merged spec holds.
@@ -324,10 +384,12 @@ impl Overrides {
         self.registry.put_tunings(tunings);
         let now = unix_ms();
         let settings = settings(&merged);
+        let source = if fleet.is_some() { "fleet" } else { "files" };
         for setting in &settings {
             tracing::info!(
                 target: "policy",
                 kind = "override_applied",
+                source,
                 mechanism = &*setting.kind,
                 name = setting.name.as_deref().unwrap_or(""),
                 setting = &*setting.setting,
@@ -352,6 +414,7 @@ impl Overrides {
             snapshot.applied_at_unix_ms = Some(now);
             snapshot.settings = settings;
             snapshot.refused = None;
+            snapshot.fleet = fleet;
         });
         *in_force = named;
         Ok(())
@@ -363,7 +426,9 @@ impl Overrides {
         merged: &Overridden,
         errors: &[policy_lang::Diagnostic],
         dir: String,
+        fleet: Option<FleetOrigin>,
     ) -> OverridesError {
+        let source = if fleet.is_some() { "fleet" } else { "files" };
         let codes: Vec<String> = errors.iter().map(|error| error.code()).collect();
         let rendered = errors
             .iter()
@@ -377,6 +442,7 @@ impl Overrides {
             tracing::error!(
                 target: "policy",
                 kind = "override_refused",
+                source,
                 code = error.code(),
                 file = position.as_ref().map_or("", |p| p.file),
                 line = position.as_ref().map_or(0, |p| p.line),
@@ -389,6 +455,7 @@ impl Overrides {
             at_unix_ms: unix_ms(),
             codes: codes.iter().map(|code| Arc::from(code.as_str())).collect(),
             rendered: Arc::from(rendered.as_str()),
+            fleet,
         };
         self.registry.set_overrides_snapshot(|snapshot| {
             snapshot.environment = self.environment.as_deref().map(Arc::from);
@@ -405,6 +472,14 @@ impl Overrides {
             rendered,
         }
     }
+}
+
+/// Every `*.policy` file of `dir`.
+fn read(dir: &Path) -> Result<Vec<PolicyFile>, OverridesError> {
+    PolicyFile::read_dir(dir).map_err(|source| OverridesError::Read {
+        dir: dir.display().to_string(),
+        source,
+    })
 }
 
 /// The mechanisms a set names, by kind and name (an operation's also tunes its shedder).
@@ -669,3 +744,145 @@ mod watch {
 
 #[cfg(feature = "overrides-watch")]
 pub use watch::Watcher;
+
+#[cfg(feature = "redis")]
+mod fleet {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use policy_lang::overrides::PolicyFile;
+
+    use super::{Overrides, OverridesError, read};
+    use crate::redis_store::{FleetError, FleetOverrides, FleetPolicyFile, RedisStore};
+    use crate::tuning::FleetOrigin;
+
+    /// Publishes the `*.policy` files of `dir` as the fleet's override set through `store`
+    /// (features `redis` and `overrides`): every instance [following](Overrides::follow) the
+    /// fleet validates it against its own compiled policy, and applies it or refuses it as a
+    /// reload would. Returns the set's version. Check the set first in CI with
+    /// `policy check --against`: each instance refuses a bad set, none is stopped by it.
+    ///
+    /// # Errors
+    ///
+    /// `dir` cannot be read, a file is not UTF-8, or the store could not publish
+    /// ([`FleetError`]).
+    pub async fn publish(store: &RedisStore, dir: impl AsRef<Path>) -> Result<u64, OverridesError> {
+        let files = read(dir.as_ref())?
+            .into_iter()
+            .map(|file| match String::from_utf8(file.bytes) {
+                Ok(text) => Ok(FleetPolicyFile {
+                    name: file.name,
+                    text,
+                }),
+                Err(_) => Err(FleetError::NotText(file.name)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(store.publish_overrides(files).await?)
+    }
+
+    /// Follows the fleet's override sets ([`Overrides::follow`]), holding the overrides and
+    /// the store; dropping it stops.
+    #[derive(Debug)]
+    #[must_use = "dropping it stops following the fleet's overrides"]
+    pub struct Following {
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    impl Drop for Following {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    /// What a follower has seen of the key.
+    #[derive(Default)]
+    struct Seen {
+        /// The version last applied or refused: not applied again.
+        version: Option<u64>,
+        /// The reason the last read was not accepted, logged once until it changes.
+        rejected: Option<&'static str>,
+    }
+
+    impl Overrides {
+        /// Applies the fleet's override set published through `store`
+        /// ([`publish`]), now and whenever another is published: reads the
+        /// latest set stored in Redis before returning (so the first call already uses it),
+        /// then again on each announcement, on each reconnection and at each of the store's
+        /// re-syncs (so an announcement missed costs at most one re-sync period). Each set is
+        /// validated and applied, or refused with `policy check`'s diagnostic (the set in
+        /// force stays), exactly as [`reload`](Self::reload) does with files; whichever
+        /// came last, a reload of the files or a fleet's set, is in force. Must run inside a
+        /// tokio runtime.
+        pub async fn follow(self: &Arc<Self>, store: &RedisStore) -> Following {
+            let mut news = store.overrides_news();
+            news.mark_unchanged();
+            let mut seen = Seen::default();
+            self.catch_up(store, &mut seen).await;
+            // Held by the task, which ends when the `Following` is dropped.
+            let overrides = Arc::clone(self);
+            let store = store.clone();
+            let task = tokio::spawn(async move {
+                while news.changed().await.is_ok() {
+                    overrides.catch_up(&store, &mut seen).await;
+                }
+            });
+            Following { task }
+        }
+
+        /// Validates the fleet's `set` and applies it, or refuses it (logged, listed in the
+        /// snapshot, the set in force stays), through the same path as a reload.
+        ///
+        /// # Errors
+        ///
+        /// A refused set, or a compiled directory that cannot be read.
+        pub fn apply_fleet(&self, set: &FleetOverrides) -> Result<(), OverridesError> {
+            let mut in_force = self.in_force.lock().unwrap_or_else(|p| p.into_inner());
+            let files: Vec<PolicyFile> = set
+                .files
+                .iter()
+                .map(|file| PolicyFile::new(file.name.clone(), file.text.clone()))
+                .collect();
+            let origin = FleetOrigin {
+                version: set.version,
+                publisher: Arc::from(set.publisher.as_str()),
+                published_at_unix_ms: set.published_at_unix_ms,
+            };
+            self.apply(&mut in_force, &files, set.to_string(), Some(origin))
+        }
+
+        async fn catch_up(&self, store: &RedisStore, seen: &mut Seen) {
+            match store.latest_overrides().await {
+                Ok(Some(set)) => {
+                    seen.rejected = None;
+                    if seen.version != Some(set.version) {
+                        seen.version = Some(set.version);
+                        // Logged and listed when refused; the set in force stays.
+                        let _ = self.apply_fleet(&set);
+                    }
+                }
+                Ok(None) => seen.rejected = None,
+                // The store logs its outage once; the next news reads again.
+                Err(FleetError::Unavailable(_)) => {}
+                Err(error) => {
+                    let reason = match &error {
+                        FleetError::Rejected(reason) => *reason,
+                        _ => "error",
+                    };
+                    if seen.rejected.replace(reason) != Some(reason) {
+                        tracing::error!(
+                            target: "policy",
+                            kind = "override_refused",
+                            source = "fleet",
+                            code = reason,
+                            instance = store.instance(),
+                            "{error}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "redis")]
+pub use fleet::{Following, publish};

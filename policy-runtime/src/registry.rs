@@ -82,7 +82,7 @@ use crate::limiter::LimiterSnapshot;
 use crate::limiter::{RateLimiter, RateLimiterBuilder};
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
-pub use crate::tuning::{OverriddenSetting, OverridesSnapshot, RefusedOverrides};
+pub use crate::tuning::{FleetOrigin, OverriddenSetting, OverridesSnapshot, RefusedOverrides};
 
 type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
 

@@ -113,6 +113,21 @@ pub struct OverridesSnapshot {
     pub settings: Vec<OverriddenSetting>,
     /// The last set refused, while the set in force is older than it.
     pub refused: Option<RefusedOverrides>,
+    /// When the set in force came from the fleet (published through Redis, features `redis`
+    /// and `overrides`) rather than from the files of `dir`: who published it, and when.
+    pub fleet: Option<FleetOrigin>,
+}
+
+/// Where a fleet's override set came from: published through the Redis store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct FleetOrigin {
+    /// The set's version in Redis (one more for each set published).
+    pub version: u64,
+    /// The publishing instance's id.
+    pub publisher: Arc<str>,
+    /// When it was published, in milliseconds since the Unix epoch (the publisher's clock).
+    pub published_at_unix_ms: u64,
 }
 
 /// One value an override file changed.
@@ -147,6 +162,8 @@ pub struct RefusedOverrides {
     pub codes: Vec<Arc<str>>,
     /// The errors as `policy check` renders them: file, line, column, snippet and help.
     pub rendered: Arc<str>,
+    /// When the refused set was the fleet's, where it came from.
+    pub fleet: Option<FleetOrigin>,
 }
 
 /// Milliseconds since the Unix epoch, now.

@@ -377,3 +377,77 @@ async fn the_page_shows_where_an_overridden_value_came_from() {
     server.stop().await;
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A set the fleet published (through a real `redis-server`) is shown as the fleet's: the
+/// overrides' heading names its version and publisher instead of a directory, and each row
+/// says it came from the fleet's set.
+#[cfg(all(feature = "overrides", feature = "redis"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_says_a_set_came_from_the_fleet() {
+    use policy_runtime::overrides::{Overrides, publish};
+    use policy_runtime::redis_store::RedisStore;
+
+    let Some(chromium) = Chromium::find() else {
+        return;
+    };
+    let Some(redis) = policy_testkit::RedisServer::start() else {
+        return;
+    };
+    let root = std::env::temp_dir().join(format!("policy-dashboard-fleet-{}", std::process::id()));
+    std::fs::create_dir_all(root.join("publish")).unwrap();
+    std::fs::write(
+        root.join("search.policy"),
+        "operation find: critical { deadline = 2s; min_budget = 100ms }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("publish/search.policy"),
+        "operation find { deadline = 700ms }\n",
+    )
+    .unwrap();
+    let store = RedisStore::builder()
+        .prefix(redis.key_prefix("dashboard"))
+        .instance("publisher-1")
+        .timeout(Duration::from_secs(2))
+        .connect(&redis.url())
+        .await
+        .unwrap();
+    let version = publish(&store, root.join("publish")).await.unwrap();
+    let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+    let overrides = Arc::new(
+        Overrides::builder(&root)
+            .registry(registry)
+            .strict(true)
+            .load()
+            .unwrap(),
+    );
+    let _following = overrides.follow(&store).await;
+    registry.operation_deadline(
+        "my_service::search::find",
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+    );
+
+    let server = Server::start(Router::new().merge(dashboard::router_for(registry))).await;
+    let url = server.url("/dashboard");
+    let dom = tokio::task::spawn_blocking(move || chromium.dump_dom(&url, Duration::from_secs(2)))
+        .await
+        .unwrap();
+    let body = browser::table_body(&dom, "operations").unwrap();
+    let row = browser::row(body, "data-name", "find").unwrap_or_else(|| panic!("{body}"));
+    assert!(row.contains(">700 ms (compiled 2 s)<"), "{row}");
+    assert!(
+        row.contains(&format!(
+            "(fleet set {version} from publisher-1, published "
+        )),
+        "{row}"
+    );
+    assert!(
+        dom.contains(&format!(
+            "from the fleet: set {version} published by publisher-1 at "
+        )),
+        "{dom}"
+    );
+    server.stop().await;
+    std::fs::remove_dir_all(&root).unwrap();
+}

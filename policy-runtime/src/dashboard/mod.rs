@@ -60,7 +60,7 @@
 //! | `store`      | (one object: the breaker store)          | `kind`, `healthy`, `instance`, `sent`, `failed`, `received` |
 //! | `conflicts`  | second configuration refused             | `kind`, `name`, `first` and `second` (`origin`, `settings`) |
 //! | `operations` | operation's deadline ([`OperationSnapshot`](crate::deadline::OperationSnapshot)) | `name`, `display_name`, `deadline_ms` and `min_budget_ms` in force, `compiled_deadline_ms`, `compiled_min_budget_ms` |
-//! | `overrides`  | (one object: the overrides in force, feature `overrides`; [`OverridesSnapshot`](crate::registry::OverridesSnapshot)) | `environment`, `dir`, `applied`, `refusals`, `applied_at_unix_ms`, `settings` (each `kind`, `name`, `setting`, `value`, `compiled`, `file`, `line`, `column`), `refused` (`at_unix_ms`, `codes`, `rendered`: `policy check`'s message) |
+//! | `overrides`  | (one object: the overrides in force, feature `overrides`; [`OverridesSnapshot`](crate::registry::OverridesSnapshot)) | `environment`, `dir`, `applied`, `refusals`, `applied_at_unix_ms`, `settings` (each `kind`, `name`, `setting`, `value`, `compiled`, `file`, `line`, `column`), `refused` (`at_unix_ms`, `codes`, `rendered`: `policy check`'s message, `fleet`), `fleet` (when the set came from the fleet through Redis instead of the files: `version`, `publisher`, `published_at_unix_ms`) |
 //!
 //! # Which registry
 //!

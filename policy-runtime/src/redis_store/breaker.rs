@@ -151,6 +151,12 @@ impl Fleet {
         }
     }
 
+    /// How this store signs and checks what it writes and reads.
+    #[cfg(feature = "overrides")]
+    pub(super) fn codec(&self) -> &Codec {
+        &self.codec
+    }
+
     pub(super) fn signed(&self) -> bool {
         self.codec.signer.is_some()
     }
@@ -463,7 +469,10 @@ impl Shared {
 
     /// One call to Redis, bounded by the timeout; counted in `sent`, and in `failed` when it
     /// fails.
-    async fn invoke<T>(&self, fut: impl Future<Output = Result<T, RedisError>>) -> Option<T> {
+    pub(super) async fn invoke<T>(
+        &self,
+        fut: impl Future<Output = Result<T, RedisError>>,
+    ) -> Option<T> {
         self.stats.sent.fetch_add(1, Ordering::Relaxed);
         let failure = match tokio::time::timeout(self.timeout, fut).await {
             Ok(Ok(value)) => {
@@ -601,14 +610,20 @@ impl Shared {
     /// repairs what was missed), or a lost node connection.
     pub(super) fn pushed(&self, info: redis::PushInfo) {
         match info.kind {
-            PushKind::SMessage | PushKind::Message => {
-                if let [_, Value::BulkString(payload)] = info.data.as_slice() {
-                    self.receive(payload);
+            PushKind::SMessage | PushKind::Message => match info.data.as_slice() {
+                #[cfg(feature = "overrides")]
+                [Value::BulkString(channel), _]
+                    if channel.as_slice() == self.overrides_channel().as_bytes() =>
+                {
+                    self.overrides_news();
                 }
-            }
+                [_, Value::BulkString(payload)] => self.receive(payload),
+                _ => {}
+            },
             PushKind::SSubscribe if self.shard_subscriptions.fetch_add(1, Ordering::AcqRel) > 0 => {
                 self.recover();
                 let _ = self.commands.try_send(Command::Resync);
+                self.overrides_news();
             }
             PushKind::Disconnection => {
                 self.stats.subscribe_failed.fetch_add(1, Ordering::Relaxed);
@@ -799,6 +814,10 @@ async fn subscriber(
         let connected = tokio::time::timeout(timeout, async {
             let mut pubsub = subscriber.pubsub().await?;
             pubsub.subscribe(&channel).await?;
+            #[cfg(feature = "overrides")]
+            if let Some(shared) = shared.upgrade() {
+                pubsub.subscribe(shared.overrides_channel()).await?;
+            }
             Ok::<_, RedisError>(pubsub)
         })
         .await;
@@ -813,6 +832,8 @@ async fn subscriber(
                     if !first {
                         // Anything published while we were away is repaired by a re-sync.
                         let _ = shared.commands.try_send(Command::Resync);
+                        // And an override set published then is read again.
+                        shared.overrides_news();
                     }
                 }
                 first = false;
@@ -826,6 +847,11 @@ async fn subscriber(
                     let Some(shared) = shared.upgrade() else {
                         return;
                     };
+                    #[cfg(feature = "overrides")]
+                    if message.get_channel_name() == shared.overrides_channel() {
+                        shared.overrides_news();
+                        continue;
+                    }
                     shared.receive(message.get_payload_bytes());
                 }
                 "the pub/sub connection was lost".to_owned()
@@ -863,7 +889,15 @@ async fn shard_subscriber(
         let Some(timeout) = shared.upgrade().map(|s| s.timeout) else {
             return;
         };
-        let failure = match tokio::time::timeout(timeout, cluster.ssubscribe(&channel)).await {
+        let subscribing = async {
+            cluster.ssubscribe(&channel).await?;
+            #[cfg(feature = "overrides")]
+            if let Some(shared) = shared.upgrade() {
+                cluster.ssubscribe(shared.overrides_channel()).await?;
+            }
+            Ok::<_, RedisError>(())
+        };
+        let failure = match tokio::time::timeout(timeout, subscribing).await {
             Ok(Ok(())) => {
                 let _ = subscribed.send(());
                 return;
@@ -902,5 +936,7 @@ async fn resyncer(shared: Weak<Shared>, every: Duration, mut shutdown: watch::Re
             return;
         };
         let _ = shared.commands.try_send(Command::Resync);
+        // A published override set this instance missed is read at the next re-sync.
+        shared.overrides_news();
     }
 }

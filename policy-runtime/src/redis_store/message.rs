@@ -197,6 +197,28 @@ pub(super) struct Codec {
 }
 
 impl Codec {
+    /// The hex HMAC of `body` (bound to the prefix), when the store has a secret.
+    #[cfg(feature = "overrides")]
+    pub(super) fn sign(&self, body: &[u8]) -> Option<String> {
+        self.signer
+            .as_ref()
+            .map(|signer| hex::encode(signer.mac(&self.prefix, body).finalize().into_bytes()))
+    }
+
+    /// Whether `sig` signs `body`, when the store has a secret (anything goes without one).
+    #[cfg(feature = "overrides")]
+    pub(super) fn verify(&self, body: &[u8], sig: Option<&str>) -> Result<(), Rejection> {
+        let Some(signer) = &self.signer else {
+            return Ok(());
+        };
+        let tag =
+            hex::decode(sig.ok_or(Rejection::Unsigned)?).map_err(|_| Rejection::BadSignature)?;
+        signer
+            .mac(&self.prefix, body)
+            .verify_slice(&tag)
+            .map_err(|_| Rejection::BadSignature)
+    }
+
     /// The message for `opening`, signed when the store has a secret.
     pub(super) fn encode(&self, mut opening: Opening) -> String {
         opening.sig = None;

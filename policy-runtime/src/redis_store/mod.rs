@@ -213,6 +213,8 @@
 
 mod breaker;
 mod connection;
+#[cfg(feature = "overrides")]
+mod fleet;
 mod limiter;
 mod message;
 
@@ -230,6 +232,8 @@ use crate::breaker::StoreStatus;
 
 pub(crate) use connection::Conn;
 use connection::{Target, Topology};
+#[cfg(feature = "overrides")]
+pub use fleet::{FleetError, FleetOverrides, FleetPolicyFile};
 pub use limiter::{RedisRateLimiter, RedisRateLimiterBuilder};
 
 /// Counters of the breaker store's traffic; see [`StoreStatus`].
@@ -260,6 +264,9 @@ struct Shared {
     commands: mpsc::Sender<breaker::Command>,
     stats: Stats,
     breakers: breaker::Fleet,
+    /// Bumped when an override set may have been published (a message on its channel, a
+    /// re-subscription, a re-sync): whoever follows the fleet's overrides reads the key again.
+    overrides_news: watch::Sender<u64>,
     _shutdown: watch::Sender<()>,
 }
 
@@ -320,6 +327,12 @@ fn outage_code(what: &str) -> &'static str {
 }
 
 impl Shared {
+    /// Tells the followers of the fleet's overrides to read the latest set again.
+    fn overrides_news(&self) {
+        self.overrides_news
+            .send_modify(|news| *news = news.wrapping_add(1));
+    }
+
     /// Logs the start of an outage once. Counts nothing: callers count what failed.
     fn mark_unhealthy(&self, what: &str) {
         if self.healthy.swap(false, Ordering::AcqRel) {
@@ -598,6 +611,7 @@ impl RedisStoreBuilder {
             commands,
             stats: Stats::default(),
             breakers: breaker::Fleet::new(codec, self.pending_capacity),
+            overrides_news: watch::channel(0).0,
             _shutdown: shutdown,
         });
         let _ = cell.set(Arc::downgrade(&shared));

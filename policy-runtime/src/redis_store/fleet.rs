@@ -1,0 +1,231 @@
+//! A fleet's override set in Redis (features `redis` and `overrides`): published whole under
+//! one key, announced on a channel; see [`crate::overrides`]'s "Fleet reload".
+//!
+//! The key is the truth and the channel only news: a message says "read the key again" and
+//! carries nothing else, so a message missed (a reconnection, a subscriber that was not there
+//! yet) costs only the wait for the next re-sync, when every follower reads the key again, and
+//! an instance started later reads it when it starts following.
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+use redis::Value;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use super::message::wall_clock_ms;
+use super::{RedisStore, Shared};
+
+/// The largest set accepted, published or read: a set is a few override files.
+const MAX_SET_BYTES: usize = 256 * 1024;
+/// The longest publisher id or file name accepted.
+const MAX_LABEL_BYTES: usize = 256;
+/// The message format.
+const VERSION: u8 = 1;
+
+/// One override file of a published set: the name diagnostics print for it, and its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetPolicyFile {
+    /// The name diagnostics print (the publisher's path, say `policies/production/search.policy`).
+    pub name: String,
+    /// The file's text.
+    pub text: String,
+}
+
+/// The override set the fleet's key holds: what [`RedisStore::latest_overrides`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FleetOverrides {
+    /// Counts the publications into this key (a new one for each set published).
+    pub version: u64,
+    /// The publishing instance's id ([`RedisStore::instance`]).
+    pub publisher: String,
+    /// When it was published, in milliseconds since the Unix epoch (the publisher's clock).
+    pub published_at_unix_ms: u64,
+    /// The override files.
+    pub files: Vec<FleetPolicyFile>,
+}
+
+/// The set as stored: signed, when the store has a shared secret, over everything but `sig`.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    v: u8,
+    publisher: String,
+    published_ms: u64,
+    files: Vec<FleetPolicyFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sig: Option<String>,
+}
+
+/// Why a set could not be published or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FleetError {
+    /// Redis did not answer, or refused the command (what failed, never its address).
+    #[error("redis could not be reached for the fleet's overrides ({0}); the set in force stays")]
+    Unavailable(String),
+    /// The set is larger than 256 KiB.
+    #[error(
+        "the override set is {0} bytes, more than the 256 KiB a fleet's set may be: publish fewer or smaller files"
+    )]
+    TooLarge(usize),
+    /// A file is not UTF-8 text.
+    #[error("the override file `{0}` is not UTF-8 text")]
+    NotText(String),
+    /// The stored set is not one this instance accepts: `malformed`, `too_large`, `unsigned`
+    /// or `bad_signature` (a shared secret is set and the set is not signed with it).
+    #[error(
+        "the fleet's override set in redis was not accepted ({0}); the set in force stays: publish it again with `policy_runtime::overrides::publish`"
+    )]
+    Rejected(&'static str),
+}
+
+impl Shared {
+    /// `<prefix>:overrides:{fleet}`: a hash of `set` (the JSON) and `version`.
+    fn overrides_key(&self) -> String {
+        format!("{}:overrides:{{fleet}}", self.prefix)
+    }
+
+    /// Where a publication is announced.
+    pub(super) fn overrides_channel(&self) -> String {
+        format!("{}:overrides:events", self.prefix)
+    }
+}
+
+fn clean(label: &str) -> bool {
+    !label.is_empty() && label.len() <= MAX_LABEL_BYTES && !label.chars().any(char::is_control)
+}
+
+impl RedisStore {
+    /// Publishes `files` as the fleet's override set: stored under one key (replacing the set
+    /// before it, so an instance that starts or reconnects later reads it), then announced to
+    /// every instance following the fleet's overrides ([`Overrides::follow`]), each of which
+    /// validates it against its own compiled policy before applying it. Returns the set's
+    /// version. The set is signed when the store has a
+    /// [shared secret](super::RedisStoreBuilder::shared_secret).
+    ///
+    /// # Errors
+    ///
+    /// A set over 256 KiB, a file name that is empty, too long or holds control characters,
+    /// or Redis not answering within the store's timeout.
+    ///
+    /// [`Overrides::follow`]: crate::overrides::Overrides::follow
+    pub async fn publish_overrides(&self, files: Vec<FleetPolicyFile>) -> Result<u64, FleetError> {
+        let shared = &self.shared;
+        if let Some(file) = files.iter().find(|file| !clean(&file.name)) {
+            return Err(FleetError::NotText(file.name.clone()));
+        }
+        let mut stored = Stored {
+            v: VERSION,
+            publisher: shared.instance.to_string(),
+            published_ms: wall_clock_ms(),
+            files,
+            sig: None,
+        };
+        let body = serde_json::to_vec(&stored).unwrap_or_default();
+        stored.sig = shared.breakers.codec().sign(&body);
+        let json = serde_json::to_string(&stored).unwrap_or_default();
+        if json.len() > MAX_SET_BYTES {
+            return Err(FleetError::TooLarge(json.len()));
+        }
+        let key = shared.overrides_key();
+        let mut conn = self.connection();
+        // The set and its version in one transaction (one key, so one slot on a cluster).
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .hset(&key, "set", &json)
+            .ignore()
+            .hincr(&key, "version", 1);
+        let (version,): (u64,) = shared
+            .invoke(pipe.query_async(&mut conn))
+            .await
+            .ok_or_else(|| FleetError::Unavailable(unavailable(shared)))?;
+        let mut publish = redis::cmd(shared.topology.publish());
+        publish.arg(shared.overrides_channel()).arg(version);
+        // The announcement is news only: missed, the next re-sync reads the key.
+        let _: Option<i64> = shared.invoke(publish.query_async(&mut conn)).await;
+        tracing::info!(
+            target: "policy",
+            mechanism = "store",
+            kind = "overrides_published",
+            name = "redis",
+            instance = &*shared.instance,
+            version,
+            files = stored.files.len(),
+            "override set {version} published to the fleet ({} file(s))",
+            stored.files.len()
+        );
+        Ok(version)
+    }
+
+    /// The fleet's override set as stored now, checked (well-formed, at most 256 KiB, and
+    /// signed with the store's shared secret when it has one); `None` when none was published.
+    ///
+    /// # Errors
+    ///
+    /// Redis not answering within the store's timeout, or a set this instance does not accept.
+    pub async fn latest_overrides(&self) -> Result<Option<FleetOverrides>, FleetError> {
+        let shared = &self.shared;
+        let mut conn = self.connection();
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(shared.overrides_key()).arg("set").arg("version");
+        let values: Vec<Value> = shared
+            .invoke(cmd.query_async(&mut conn))
+            .await
+            .ok_or_else(|| FleetError::Unavailable(unavailable(shared)))?;
+        let (Some(Value::BulkString(json)), Some(version)) = (values.first(), values.get(1)) else {
+            return Ok(None);
+        };
+        let version: u64 =
+            redis::from_redis_value_ref(version).map_err(|_| FleetError::Rejected("malformed"))?;
+        if json.len() > MAX_SET_BYTES {
+            return Err(FleetError::Rejected("too_large"));
+        }
+        let mut stored: Stored =
+            serde_json::from_slice(json).map_err(|_| FleetError::Rejected("malformed"))?;
+        if stored.v != VERSION
+            || !clean(&stored.publisher)
+            || stored.files.iter().any(|file| !clean(&file.name))
+        {
+            return Err(FleetError::Rejected("malformed"));
+        }
+        let sig = stored.sig.take();
+        let body = serde_json::to_vec(&stored).map_err(|_| FleetError::Rejected("malformed"))?;
+        shared
+            .breakers
+            .codec()
+            .verify(&body, sig.as_deref())
+            .map_err(|rejection| FleetError::Rejected(rejection.as_str()))?;
+        Ok(Some(FleetOverrides {
+            version,
+            publisher: stored.publisher,
+            published_at_unix_ms: stored.published_ms,
+            files: stored.files,
+        }))
+    }
+
+    /// Changes whenever a set may have been published: a message on the channel, a
+    /// re-subscription after a reconnection, each re-sync.
+    pub(crate) fn overrides_news(&self) -> watch::Receiver<u64> {
+        self.shared.overrides_news.subscribe()
+    }
+}
+
+/// What an unanswered call is described as (the store's outage event has the detail).
+fn unavailable(shared: &Shared) -> String {
+    if shared.healthy.load(Ordering::Relaxed) {
+        "an error".to_owned()
+    } else {
+        "unreachable".to_owned()
+    }
+}
+
+impl fmt::Display for FleetOverrides {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the fleet's set {} from `{}`",
+            self.version, self.publisher
+        )
+    }
+}
