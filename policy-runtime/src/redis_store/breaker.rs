@@ -197,7 +197,7 @@ impl Shared {
         format!("{}:breakers:open", self.prefix)
     }
 
-    fn channel(&self) -> String {
+    pub(super) fn channel(&self) -> String {
         format!("{}:breaker:events", self.prefix)
     }
 

@@ -86,9 +86,12 @@ impl Shared {
         format!("{}:overrides:{{fleet}}", self.prefix)
     }
 
-    /// Where a publication is announced.
+    /// Where a publication is announced: `{<prefix>:breaker:events}:overrides`. The hash tag is
+    /// the breaker channel's whole name, so on a cluster both sharded channels live in one slot
+    /// and one shard's subscription carries both: a failover re-subscribes one shard, as it did
+    /// before this channel existed.
     pub(super) fn overrides_channel(&self) -> String {
-        format!("{}:overrides:events", self.prefix)
+        format!("{{{}}}:overrides", self.channel())
     }
 }
 
