@@ -268,6 +268,12 @@ fn a_layer_call_is_one_span_named_after_its_operation() {
         .without_time()
         .finish();
     tracing::subscriber::with_default(subscriber, || {
+        // The other tests of this binary run in parallel without a subscriber. One of them can
+        // register a callsite this test needs (the refusal's event) while this subscriber is
+        // being registered, and cache the interest "never" for it, so the event would be
+        // skipped here. Recomputing every callsite's interest now, with this subscriber in
+        // place, closes that window (the flake this test had under load).
+        tracing::callsite::rebuild_interest_cache();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
