@@ -40,7 +40,18 @@ pub(crate) fn attribute(
         errors.at(valid::anchor_of(&args, &func), message);
         files::Loaded::default()
     });
-    let lowered = lower::lower(&args, &func.name(), func.ident_span(), loaded, &mut errors);
+    let binding = files::binding(manifest_dir.as_deref()).unwrap_or_else(|message| {
+        errors.at(valid::anchor_of(&args, &func), message);
+        files::Binding::ByName
+    });
+    let lowered = lower::lower(
+        &args,
+        &func.name(),
+        func.ident_span(),
+        loaded,
+        binding,
+        &mut errors,
+    );
     match (
         valid::validate(&args, &func, &lowered, &mut errors),
         errors.combined(),

@@ -38,7 +38,15 @@ pub(crate) fn operation_layer(input: TokenStream, source_file: Option<&Path>) ->
         }),
         ..Args::default()
     };
-    let lowered = lower::lower(&args, &op, span, loaded, &mut errors);
+    // The macro names its operation: it binds to it whatever the crate's `bind` says.
+    let lowered = lower::lower(
+        &args,
+        &op,
+        span,
+        loaded,
+        files::Binding::ByName,
+        &mut errors,
+    );
     match (
         valid::validate_layer(&lowered, &mut errors),
         errors.combined(),

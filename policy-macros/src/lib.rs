@@ -89,6 +89,10 @@ pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Binds the function to an operation of the crate's `.policy` files:
 /// `#[policy::operation("charge_card")]`.
+///
+/// Without it a function binds to the operation of its own name, if the files declare one. A
+/// crate whose `Cargo.toml` has `[package.metadata.policy] bind = "explicit"` binds only
+/// through this attribute (any other value of `bind` is a compile error naming the file).
 #[proc_macro_attribute]
 pub fn operation(args: TokenStream, item: TokenStream) -> TokenStream {
     run(AttrKind::Operation, args, item)

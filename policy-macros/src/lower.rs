@@ -274,6 +274,7 @@ pub(crate) fn lower(
     fn_name: &str,
     fn_span: Span,
     loaded: Loaded,
+    binding: crate::files::Binding,
     errors: &mut Errors,
 ) -> Lowered {
     let Loaded {
@@ -296,7 +297,12 @@ pub(crate) fn lower(
         .operation
         .as_ref()
         .map_or_else(|| fn_name.to_owned(), |o| o.value.clone());
-    let base = set.spec().operations.get(&op).cloned();
+    // With `bind = "explicit"`, a function's own name binds nothing: only the operation it
+    // names does.
+    let binds = args.operation.is_some() || binding == crate::files::Binding::ByName;
+    let base = binds
+        .then(|| set.spec().operations.get(&op).cloned())
+        .flatten();
     if let (Some(named), None) = (&args.operation, &base) {
         let known: Vec<&str> = set.spec().operations.names().collect();
         let hint = match policy_lang::suggest::closest(&named.value, known.iter().copied()) {
