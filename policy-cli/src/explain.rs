@@ -38,6 +38,13 @@ fn to_json(explanation: &Explanation) -> serde_json::Value {
     })
 }
 
+/// What the chains above do not show: the files are read alone, and an annotated function's
+/// attribute changes what that function runs with (the rule of the `policy` crate docs,
+/// "Attributes and files").
+const ATTRIBUTES_OVERRIDE: &str = "\nnote: these are the files' values. A function bound to an operation (by its own name, or by \
+`#[policy::operation(\"...\")]`) keeps the operation's class, and each value its attribute gives \
+(`deadline`, `min_budget`, `breaker = \"...\"`, ...) replaces the file's for that function.\n";
+
 /// Runs `policy explain`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let (set, _) =
@@ -70,6 +77,9 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
                     let _ = writeln!(out);
                 }
                 let _ = write!(out, "{explanation}");
+            }
+            if !explanations.is_empty() {
+                let _ = write!(out, "{ATTRIBUTES_OVERRIDE}");
             }
         }
         Format::Json => {

@@ -169,7 +169,12 @@ fn explain_prints_chains_and_both_bounds() {
          \x20 2. retry `transient`: up to 3 attempts, full jitter backoff (base 50ms, cap 1s); each attempt:\n\
          \x20    a. deadline: run for at most 2s per attempt, within what remains of 5s\n\
          \x20 worst case with deadline propagation:    5s\n\
-         \x20 worst case if each timeout stood alone:  6.15s (3 × 2s + 50ms + 100ms)\n"
+         \x20 worst case if each timeout stood alone:  6.15s (3 × 2s + 50ms + 100ms)\n\
+         \n\
+         note: these are the files' values. A function bound to an operation (by its own name, or by \
+         `#[policy::operation(\"...\")]`) keeps the operation's class, and each value its attribute \
+         gives (`deadline`, `min_budget`, `breaker = \"...\"`, ...) replaces the file's for that \
+         function.\n"
     );
 }
 
