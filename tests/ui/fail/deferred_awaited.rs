@@ -1,0 +1,18 @@
+include!("../support.rs");
+
+// A deferred call is scheduled, not waited for: it returns `()`, and awaiting it is an error
+// whose first help is the fix (remove the `.await`).
+#[policy::deferred]
+#[policy::idempotent]
+async fn send_receipt(order: u64) -> Result<(), AppError> {
+    let _ = order;
+    Ok(())
+}
+
+async fn checkout() {
+    send_receipt(7).await;
+}
+
+fn main() {
+    drop(checkout());
+}
