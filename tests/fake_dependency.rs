@@ -43,12 +43,12 @@ fn refusal(result: Result<u64, AppError>) -> RefusalKind {
     breaker(failures = 3, within = "30s", cooldown = "10s"),
     deadline = "1s"
 )]
-async fn search(dep: &FakeDependency) -> Result<u64, AppError> {
+async fn find_documents(dep: &FakeDependency) -> Result<u64, AppError> {
     Ok(dep.call().await?.call)
 }
 
 /// An inline mechanism is named after its function, made unique by the module path.
-const SEARCH_BREAKER: &str = "fake_dependency::search";
+const SEARCH_BREAKER: &str = "fake_dependency::find_documents";
 
 fn breaker_state() -> String {
     let snapshot = Registry::global().snapshot();
@@ -64,29 +64,29 @@ fn breaker_state() -> String {
 async fn the_breaker_opens_after_the_dependency_goes_down_and_closes_once_it_is_back() {
     let dep = FakeDependency::new("search").with_latency(Duration::from_millis(20));
     for _ in 0..5 {
-        assert!(search(&dep).await.is_ok());
+        assert!(find_documents(&dep).await.is_ok());
     }
 
     dep.set(Behaviour::down());
     for _ in 0..3 {
         assert!(matches!(
-            search(&dep).await,
+            find_documents(&dep).await,
             Err(AppError::Dependency(FakeError::Down { .. }))
         ));
     }
     assert_eq!(dep.counts().failed, 3);
     // Open: refused without calling the dependency.
     for _ in 0..10 {
-        assert_eq!(refusal(search(&dep).await), RefusalKind::BreakerOpen);
+        assert_eq!(refusal(find_documents(&dep).await), RefusalKind::BreakerOpen);
     }
     assert_eq!(dep.counts().calls, 8, "no call reached it while open");
     assert!(breaker_state().contains("Open"), "{}", breaker_state());
 
     // Back up; after the cooldown the first call is the probe, and it succeeds.
     dep.set(Behaviour::healthy());
-    assert_eq!(refusal(search(&dep).await), RefusalKind::BreakerOpen);
+    assert_eq!(refusal(find_documents(&dep).await), RefusalKind::BreakerOpen);
     tokio::time::advance(Duration::from_secs(10)).await;
-    assert!(search(&dep).await.is_ok());
+    assert!(find_documents(&dep).await.is_ok());
     assert_eq!(dep.counts().calls, 9);
     assert!(!breaker_state().contains("Open"), "{}", breaker_state());
 }
