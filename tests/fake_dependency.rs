@@ -77,14 +77,20 @@ async fn the_breaker_opens_after_the_dependency_goes_down_and_closes_once_it_is_
     assert_eq!(dep.counts().failed, 3);
     // Open: refused without calling the dependency.
     for _ in 0..10 {
-        assert_eq!(refusal(find_documents(&dep).await), RefusalKind::BreakerOpen);
+        assert_eq!(
+            refusal(find_documents(&dep).await),
+            RefusalKind::BreakerOpen
+        );
     }
     assert_eq!(dep.counts().calls, 8, "no call reached it while open");
     assert!(breaker_state().contains("Open"), "{}", breaker_state());
 
     // Back up; after the cooldown the first call is the probe, and it succeeds.
     dep.set(Behaviour::healthy());
-    assert_eq!(refusal(find_documents(&dep).await), RefusalKind::BreakerOpen);
+    assert_eq!(
+        refusal(find_documents(&dep).await),
+        RefusalKind::BreakerOpen
+    );
     tokio::time::advance(Duration::from_secs(10)).await;
     assert!(find_documents(&dep).await.is_ok());
     assert_eq!(dep.counts().calls, 9);

@@ -275,7 +275,6 @@ impl FakeHttp {
     }
 
     /// The axum app: `POST /_mode`, and every other request a call.
-    #[must_use]
     pub fn router(&self) -> Router {
         Router::new()
             .route("/_mode", post(switch))

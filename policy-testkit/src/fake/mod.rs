@@ -30,8 +30,9 @@
 //! ```
 //!
 //! [`FakeError`] is a real error type (`thiserror`): wrap it in your own error with
-//! `#[from]`, and let your `policy::Transient` say what to retry ([`FakeError::is_transient`]
-//! is the runtime's answer for it: a 503 is worth another attempt, a 429 is not).
+//! `#[from]`, and let your `policy::Transient` say what to retry (the fake error's own
+//! [`Transient`](policy_runtime::Transient) answers for it: a 503 is worth another attempt, a
+//! 429 is not).
 
 mod behaviour;
 mod counts;
