@@ -316,3 +316,45 @@ fn ok(method: &Method, uri: &Uri) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Bytes;
+
+    use super::*;
+    use crate::client::{self, http_client};
+
+    #[tokio::test]
+    async fn a_provider_reads_mode_in_the_demos_words_and_serves_sessions() {
+        let sessions = FakeProvider::start("sessions", Duration::ZERO)
+            .await
+            .unwrap();
+        let http = http_client();
+        let switch = format!("{}/_mode", sessions.url());
+        let mode =
+            |text: &'static str| client::send(&http, Method::POST, &switch, &[], Bytes::from(text));
+        // The demo's bounds: a slow provider takes at least 50 ms, a Retry-After whole seconds.
+        assert_eq!(mode("slow 10ms").await.unwrap().status, StatusCode::OK);
+        assert_eq!(sessions.behaviour(), Behaviour::slow(SLOWEST_FLOOR));
+        assert_eq!(mode("429 1500ms").await.unwrap().status, StatusCode::OK);
+        assert_eq!(
+            sessions.behaviour(),
+            Behaviour::rate_limited(Duration::from_secs(2))
+        );
+        // Words the demo does not use are refused, though the kit would read them.
+        assert_eq!(
+            mode("flaky 30%").await.unwrap().status,
+            StatusCode::BAD_REQUEST
+        );
+
+        sessions.set_mode(Mode::Healthy);
+        let url = |user: u64| format!("{}/sessions/{user}", sessions.url());
+        let known = client::get(&http, &url(7)).await.unwrap();
+        assert_eq!(known.status, StatusCode::OK);
+        let ended = client::get(&http, &url(5000)).await.unwrap();
+        assert_eq!(ended.status, StatusCode::NOT_FOUND);
+        // Both are answers: counted as ok.
+        assert_eq!(sessions.calls()["unknown"].ok, 2);
+        sessions.stop().await;
+    }
+}
