@@ -1,4 +1,12 @@
-//! Test support shared by the workspace's tests and benches.
+//! A test kit for services that use the `policy` crate, and the test support of its own
+//! workspace: a controllable fake dependency (`fake`), a private `redis-server`
+//! ([`RedisServer`]) and a loopback HTTP server and client (`http`). Add it to your
+//! `[dev-dependencies]` with only the features you use:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! policy-testkit = { version = "0.1", features = ["fake"] }
+//! ```
 //!
 //! [`RedisServer`] starts a private `redis-server` listening only on a unix socket in a
 //! temporary folder of its own (no TCP port at all), checks that the server answering there is
@@ -35,6 +43,8 @@
 //! With feature `http`, `http` serves an axum router on loopback for tests of tower layers that
 //! must see a response as a connection does, with a real client and a streaming body.
 //!
+#![cfg_attr(feature = "fake", doc = include_str!("fake/example.md"))]
+//!
 //! # Feature flags
 //!
 #![doc = document_features::document_features!()]
@@ -50,6 +60,8 @@ pub mod browser;
 pub mod capacity;
 #[cfg(feature = "tracing")]
 pub mod captured;
+#[cfg(feature = "fake")]
+pub mod fake;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "metrics")]

@@ -1,5 +1,7 @@
 //! The service's dependencies, faked as real HTTP servers on loopback: the search provider, the
-//! notifier and the session store. Each one's behaviour can be switched while it runs
+//! notifier and the session store, each a thin wrapper over the test kit's fake dependency
+//! ([`policy_testkit::fake::http`]) with its name, its usual latency and its routes (the session
+//! store answers `GET /sessions/{user}`). Each one's behaviour can be switched while it runs
 //! ([`Mode`]), and each counts the requests it received, per calling instance (the `x-caller`
 //! header), the most it ever had in flight at once, and the budgets its callers gave it (the
 //! `x-deadline-ms` header the service's `PropagateDeadlineLayer` sets: [`Budgets`]).
@@ -9,20 +11,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use policy_testkit::fake::http::{CallerCounts, Deadlines, FakeHttp};
+use policy_testkit::fake::{Behaviour, FakeDependency};
 use serde::Serialize;
 use tokio::net::TcpListener;
 
 use crate::server::{ServeLimits, Server};
+
+pub use policy_testkit::fake::http::{MAX_CALLER_LEN, MAX_CALLERS, OTHER_CALLERS};
 
 /// The shortest delay of [`Mode::Slow`].
 pub const SLOWEST_FLOOR: Duration = Duration::from_millis(50);
@@ -160,107 +160,54 @@ impl Budgets {
     }
 }
 
-/// [`Budgets`] as a provider keeps them: atomics, reset by [`FakeProvider::take_budgets`].
-#[derive(Debug)]
-struct BudgetCounter {
-    with_budget: AtomicU64,
-    without_budget: AtomicU64,
-    min_us: AtomicU64,
-    max_us: AtomicU64,
-    total_us: AtomicU64,
-}
-
-impl Default for BudgetCounter {
-    fn default() -> Self {
+impl From<CallerCounts> for Calls {
+    fn from(counts: CallerCounts) -> Self {
         Self {
-            with_budget: AtomicU64::new(0),
-            without_budget: AtomicU64::new(0),
-            min_us: AtomicU64::new(u64::MAX),
-            max_us: AtomicU64::new(0),
-            total_us: AtomicU64::new(0),
+            received: counts.received,
+            ok: counts.ok,
+            failed: counts.failed,
+            rate_limited: counts.rate_limited,
         }
     }
 }
 
-impl BudgetCounter {
-    fn record(&self, budget: Option<Duration>) {
-        let Some(budget) = budget else {
-            self.without_budget.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        let us = u64::try_from(budget.as_micros()).unwrap_or(u64::MAX);
-        self.with_budget.fetch_add(1, Ordering::Relaxed);
-        self.min_us.fetch_min(us, Ordering::Relaxed);
-        self.max_us.fetch_max(us, Ordering::Relaxed);
-        self.total_us.fetch_add(us, Ordering::Relaxed);
-    }
-
-    /// What was recorded since the last take, then starts over.
-    fn take(&self) -> Budgets {
-        let with_budget = self.with_budget.swap(0, Ordering::Relaxed);
-        let min = self.min_us.swap(u64::MAX, Ordering::Relaxed);
-        Budgets {
-            with_budget,
-            without_budget: self.without_budget.swap(0, Ordering::Relaxed),
-            min: Duration::from_micros(if with_budget == 0 { 0 } else { min }),
-            max: Duration::from_micros(self.max_us.swap(0, Ordering::Relaxed)),
-            total: Duration::from_micros(self.total_us.swap(0, Ordering::Relaxed)),
+impl From<Deadlines> for Budgets {
+    fn from(seen: Deadlines) -> Self {
+        Self {
+            with_budget: seen.with_budget,
+            without_budget: seen.without_budget,
+            min: seen.min,
+            max: seen.max,
+            total: seen.total,
         }
     }
 }
 
-/// The budget a request carried: `x-deadline-ms`, as the service's `DeadlineLayer` reads it.
-fn budget_of(headers: &HeaderMap) -> Option<Duration> {
-    headers
-        .get(policy::layer::deadline::DEADLINE_MS_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(policy::layer::deadline::parse_ms_header)
+impl From<Mode> for Behaviour {
+    fn from(mode: Mode) -> Self {
+        match mode {
+            Mode::Healthy => Behaviour::healthy(),
+            Mode::Slow { delay } => Behaviour::slow(delay),
+            Mode::Failing => Behaviour::down(),
+            Mode::RateLimited { retry_after } => Behaviour::rate_limited(retry_after),
+        }
+    }
 }
 
-struct Shared {
-    name: &'static str,
-    usual_latency: Duration,
-    mode: Mutex<Mode>,
-    calls: Mutex<BTreeMap<String, Calls>>,
-    in_flight: AtomicU32,
-    max_in_flight: AtomicU32,
-    budgets: BudgetCounter,
-}
-
-// A poisoned lock means a panic elsewhere while it was held; the value is still usable.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A fake provider: a real HTTP server on a loopback port.
+/// A fake provider: the test kit's fake dependency served on a loopback port.
 pub struct FakeProvider {
-    shared: Arc<Shared>,
+    name: &'static str,
+    fake: FakeHttp,
     server: Server,
 }
 
 impl fmt::Debug for FakeProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FakeProvider")
-            .field("name", &self.shared.name)
+            .field("name", &self.name)
             .field("addr", &self.server.addr())
-            .field("mode", &self.mode())
+            .field("behaviour", &self.behaviour())
             .finish()
-    }
-}
-
-struct InFlight(Arc<Shared>);
-
-impl InFlight {
-    fn enter(shared: &Arc<Shared>) -> Self {
-        let now = shared.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
-        shared.max_in_flight.fetch_max(now, Ordering::AcqRel);
-        Self(shared.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -268,19 +215,10 @@ impl FakeProvider {
     /// Starts a provider named `name` on a free loopback port, answering after
     /// `usual_latency` while healthy.
     pub async fn start(name: &'static str, usual_latency: Duration) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared {
-            name,
-            usual_latency,
-            mode: Mutex::new(Mode::Healthy),
-            calls: Mutex::default(),
-            in_flight: AtomicU32::new(0),
-            max_in_flight: AtomicU32::new(0),
-            budgets: BudgetCounter::default(),
-        });
-        let app = Router::new()
-            .route("/_mode", post(switch))
-            .fallback(answer)
-            .with_state(shared.clone());
+        let dependency = FakeDependency::new(name).with_latency(usual_latency);
+        let fake = FakeHttp::new(dependency)
+            .respond_with(ok)
+            .parse_mode_with(|text| Mode::parse(text).map(Behaviour::from));
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         // The service's client keeps idle connections for 30 s: a provider keeps them longer,
         // so it never closes one the client is about to reuse.
@@ -288,13 +226,18 @@ impl FakeProvider {
             header_read_timeout: Duration::from_secs(60),
             ..ServeLimits::default()
         };
-        let server = Server::spawn(listener, app, format!("the fake {name} provider"), limits)?;
-        Ok(Self { shared, server })
+        let server = Server::spawn(
+            listener,
+            fake.router(),
+            format!("the fake {name} provider"),
+            limits,
+        )?;
+        Ok(Self { name, fake, server })
     }
 
     /// Its name.
     pub fn name(&self) -> &'static str {
-        self.shared.name
+        self.name
     }
 
     /// Its base URL, `http://127.0.0.1:PORT`.
@@ -302,118 +245,41 @@ impl FakeProvider {
         self.server.url()
     }
 
-    /// How it behaves now.
-    pub fn mode(&self) -> Mode {
-        *lock(&self.shared.mode)
+    /// How it behaves now (as the test kit names it: `POST /_mode` may have switched it).
+    pub fn behaviour(&self) -> Behaviour {
+        self.fake.dependency().behaviour()
     }
 
     /// Switches its behaviour; requests already waiting keep the behaviour they started with.
     pub fn set_mode(&self, mode: Mode) {
-        *lock(&self.shared.mode) = mode;
+        self.fake.dependency().set(mode.into());
     }
 
     /// The calls received so far, per caller: at most [`MAX_CALLERS`] names, the rest counted
     /// under [`OTHER_CALLERS`].
     pub fn calls(&self) -> BTreeMap<String, Calls> {
-        lock(&self.shared.calls).clone()
+        self.fake
+            .callers()
+            .into_iter()
+            .map(|(caller, counts)| (caller, counts.into()))
+            .collect()
     }
 
     /// The most requests it had in flight at once since the last call (then starts over).
     pub fn take_max_in_flight(&self) -> u32 {
-        let now = self.shared.in_flight.load(Ordering::Acquire);
-        self.shared.max_in_flight.swap(now, Ordering::AcqRel)
+        let most = self.fake.dependency().take_max_in_flight();
+        u32::try_from(most).unwrap_or(u32::MAX)
     }
 
     /// The budgets its callers gave it since the last call (then starts over).
     pub fn take_budgets(&self) -> Budgets {
-        self.shared.budgets.take()
+        self.fake.take_deadlines().into()
     }
 
     /// Stops accepting and waits for the open connections to finish.
     pub async fn stop(self) {
         self.server.stop().await;
     }
-}
-
-/// The most callers a provider keeps apart; calls from any further caller are counted under
-/// [`OTHER_CALLERS`]. The `x-caller` header is the client's to choose, so without a bound a client
-/// sending a new name per request would grow the map without end.
-pub const MAX_CALLERS: usize = 16;
-
-/// The longest caller name kept, in bytes; a longer name is cut at a character boundary.
-pub const MAX_CALLER_LEN: usize = 64;
-
-/// The name under which calls past [`MAX_CALLERS`] distinct callers are counted.
-pub const OTHER_CALLERS: &str = "(other callers)";
-
-fn count(shared: &Shared, caller: &str, status: StatusCode) {
-    let mut calls = lock(&shared.calls);
-    let caller = cut(caller, MAX_CALLER_LEN);
-    let key = if calls.contains_key(caller) || calls.len() < MAX_CALLERS {
-        caller
-    } else {
-        OTHER_CALLERS
-    };
-    if !calls.contains_key(key) {
-        calls.insert(key.to_owned(), Calls::default());
-    }
-    let Some(entry) = calls.get_mut(key) else {
-        return;
-    };
-    entry.received += 1;
-    match status.as_u16() {
-        // 404 from the session store is an answer too: that user has no session.
-        200..=299 | 404 => entry.ok += 1,
-        429 => entry.rate_limited += 1,
-        _ => entry.failed += 1,
-    }
-}
-
-/// `text` cut to at most `max` bytes, at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-async fn answer(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let _in_flight = InFlight::enter(&shared);
-    shared.budgets.record(budget_of(&headers));
-    let caller = headers
-        .get("x-caller")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("unknown")
-        .to_owned();
-    let mode = *lock(&shared.mode);
-    let response = match mode {
-        Mode::Healthy => {
-            tokio::time::sleep(shared.usual_latency).await;
-            ok(&method, &uri)
-        }
-        Mode::Slow { delay } => {
-            tokio::time::sleep(delay).await;
-            ok(&method, &uri)
-        }
-        Mode::Failing => (StatusCode::SERVICE_UNAVAILABLE, "unavailable").into_response(),
-        Mode::RateLimited { retry_after } => (
-            StatusCode::TOO_MANY_REQUESTS,
-            [("retry-after", retry_after.as_secs().to_string())],
-            "too many requests",
-        )
-            .into_response(),
-    };
-    count(&shared, &caller, response.status());
-    response
 }
 
 /// The users the fake session store has a session for: 1 to 1,000. Any other user's session
@@ -451,87 +317,44 @@ fn ok(method: &Method, uri: &Uri) -> Response {
         .into_response()
 }
 
-async fn switch(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let text = String::from_utf8_lossy(&body);
-    match Mode::parse(text.trim()) {
-        Ok(mode) => {
-            *lock(&shared.mode) = mode;
-            (StatusCode::OK, format!("{}: {mode}\n", shared.name)).into_response()
-        }
-        Err(message) => (StatusCode::BAD_REQUEST, message + "\n").into_response(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use axum::body::Bytes;
+
     use super::*;
+    use crate::client::{self, http_client};
 
-    fn shared() -> Shared {
-        Shared {
-            name: "test",
-            mode: Mutex::new(Mode::Healthy),
-            usual_latency: Duration::ZERO,
-            calls: Mutex::new(BTreeMap::new()),
-            in_flight: AtomicU32::new(0),
-            max_in_flight: AtomicU32::new(0),
-            budgets: BudgetCounter::default(),
-        }
-    }
+    #[tokio::test]
+    async fn a_provider_reads_mode_in_the_demos_words_and_serves_sessions() {
+        let sessions = FakeProvider::start("sessions", Duration::ZERO)
+            .await
+            .unwrap();
+        let http = http_client();
+        let switch = format!("{}/_mode", sessions.url());
+        let mode =
+            |text: &'static str| client::send(&http, Method::POST, &switch, &[], Bytes::from(text));
+        // The demo's bounds: a slow provider takes at least 50 ms, a Retry-After whole seconds.
+        assert_eq!(mode("slow 10ms").await.unwrap().status, StatusCode::OK);
+        assert_eq!(sessions.behaviour(), Behaviour::slow(SLOWEST_FLOOR));
+        assert_eq!(mode("429 1500ms").await.unwrap().status, StatusCode::OK);
+        assert_eq!(
+            sessions.behaviour(),
+            Behaviour::rate_limited(Duration::from_secs(2))
+        );
+        // Words the demo does not use are refused, though the kit would read them.
+        assert_eq!(
+            mode("flaky 30%").await.unwrap().status,
+            StatusCode::BAD_REQUEST
+        );
 
-    #[test]
-    fn a_client_naming_a_new_caller_per_request_does_not_grow_the_map() {
-        let shared = shared();
-        for n in 0..10_000 {
-            count(&shared, &format!("caller-{n}"), StatusCode::OK);
-        }
-        let calls = lock(&shared.calls);
-        assert_eq!(calls.len(), MAX_CALLERS + 1);
-        assert_eq!(calls[OTHER_CALLERS].received, 10_000 - MAX_CALLERS as u64);
-        // The first callers keep their own counts, and nothing is lost.
-        assert_eq!(calls["caller-0"].received, 1);
-        assert_eq!(calls.values().map(|c| c.received).sum::<u64>(), 10_000);
-    }
-
-    #[test]
-    fn a_known_caller_keeps_its_own_count_after_the_bound_is_reached() {
-        let shared = shared();
-        for n in 0..MAX_CALLERS + 5 {
-            count(&shared, &format!("caller-{n}"), StatusCode::OK);
-        }
-        count(&shared, "caller-3", StatusCode::SERVICE_UNAVAILABLE);
-        let calls = lock(&shared.calls);
-        assert_eq!(calls["caller-3"].received, 2);
-        assert_eq!(calls["caller-3"].failed, 1);
-    }
-
-    #[test]
-    fn budgets_keep_four_numbers_and_start_over_when_taken() {
-        let shared = shared();
-        let mut headers = HeaderMap::new();
-        for ms in [120u64, 80, 150] {
-            headers.insert("x-deadline-ms", ms.into());
-            shared.budgets.record(budget_of(&headers));
-        }
-        shared.budgets.record(budget_of(&HeaderMap::new()));
-        headers.insert("x-deadline-ms", "soon".parse().unwrap());
-        shared.budgets.record(budget_of(&headers));
-        let taken = shared.budgets.take();
-        assert_eq!(taken.with_budget, 3);
-        assert_eq!(taken.without_budget, 2);
-        assert_eq!(taken.min, Duration::from_millis(80));
-        assert_eq!(taken.max, Duration::from_millis(150));
-        assert_eq!(taken.mean(), Some(Duration::from_millis(350) / 3));
-        assert_eq!(shared.budgets.take(), Budgets::default());
-    }
-
-    #[test]
-    fn a_long_caller_name_is_cut_at_a_character_boundary() {
-        let shared = shared();
-        let long = "é".repeat(100);
-        count(&shared, &long, StatusCode::OK);
-        let calls = lock(&shared.calls);
-        let name = calls.keys().next().unwrap();
-        assert!(name.len() <= MAX_CALLER_LEN);
-        assert!(name.chars().all(|c| c == 'é'));
+        sessions.set_mode(Mode::Healthy);
+        let url = |user: u64| format!("{}/sessions/{user}", sessions.url());
+        let known = client::get(&http, &url(7)).await.unwrap();
+        assert_eq!(known.status, StatusCode::OK);
+        let ended = client::get(&http, &url(5000)).await.unwrap();
+        assert_eq!(ended.status, StatusCode::NOT_FOUND);
+        // Both are answers: counted as ok.
+        assert_eq!(sessions.calls()["unknown"].ok, 2);
+        sessions.stop().await;
     }
 }
