@@ -33,7 +33,7 @@
 //! ```
 //! use std::time::Duration;
 //! use policy_runtime::{Breaker, Sharing};
-//! use policy_runtime::breaker::BreakerState;
+//! use policy_runtime::breaker::{BreakerState, BreakerStore};
 //! use policy_testkit::store::SharedMemory;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
