@@ -26,7 +26,10 @@ impl From<policy::DeadlineExceeded> for Error {
 // --- from here, the README's example
 
 /// The function under test; its dependency hangs for 5 s.
-#[policy::resilient(breaker(failures = 3, within = "30s", cooldown = "10s"), deadline = "200ms")]
+#[policy::resilient(
+    breaker(failures = 3, within = "30s", cooldown = "10s"),
+    deadline = "200ms"
+)]
 async fn quote_price() -> Result<u32, Error> {
     tokio::time::sleep(Duration::from_secs(5)).await; // the slow dependency
     Ok(42)
