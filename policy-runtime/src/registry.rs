@@ -85,7 +85,7 @@ use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 pub use crate::tuning::{FleetOrigin, OverriddenSetting, OverridesSnapshot, RefusedOverrides};
 
 #[cfg(feature = "test-registry")]
-mod scoped;
+pub mod scoped;
 #[cfg(feature = "test-registry")]
 pub(crate) use scoped::current_scope;
 #[cfg(feature = "test-registry")]

@@ -37,7 +37,7 @@
 //!
 //! For users' own tests of their annotated functions: with feature `isolation`,
 //! [`isolation::isolate`] gives a test a registry of its own, so tests run in parallel without
-//! sharing breaker state; with `assert`, [`assert`] checks on tokio's paused clock that a
+//! sharing breaker state; with `assert`, [`assert`](mod@assert) checks on tokio's paused clock that a
 //! breaker opens after its failures, that no call outlives its deadline, that retries stay
 //! within their budget and that critical work is never shed; with `store`,
 //! [`store::SharedMemory`] is a shared breaker store in memory, for fleet behaviour without
