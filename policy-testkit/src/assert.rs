@@ -108,6 +108,20 @@ where
                 .collect::<Vec<_>>()
         );
     };
+    if let OpenAfter::FailureRatio {
+        ratio,
+        min_calls,
+        window,
+    } = breaker.config().open_after
+    {
+        panic!(
+            "breaker_opens_after: breaker `{name}` opens on a failure ratio ({:.0}% of at least \
+             {min_calls} calls within {window:?}), not after a count of failures. Fix: assert \
+             it with calls that succeed and fail in that ratio, reading \
+             `Registry::global().find_breaker(\"{name}\")`; this helper checks count rules",
+            ratio * 100.0
+        );
+    }
     let after = breaker.snapshot().failures;
     (after - before, breaker.state() == BreakerState::Open)
 }
@@ -149,7 +163,8 @@ where
 ///
 /// # Panics
 ///
-/// When no breaker of that name was used, a call did not fail, or the breaker opened after
+/// When no breaker of that name was used, it opens on a failure ratio (this helper checks count
+/// rules: `failures = N, within = ".."`), a call did not fail, or the breaker opened after
 /// another number of failures, counted a wider window, or did not refuse once open.
 pub async fn breaker_opens_after<F, Fut>(
     breaker: &str,

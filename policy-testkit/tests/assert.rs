@@ -101,6 +101,19 @@ async fn a_breaker_with_a_longer_window_fails_the_assertion() {
     breaker_opens_after("long_window", 3, Duration::from_secs(10), long_window).await;
 }
 
+/// A ratio breaker: the count helper says it cannot judge it.
+#[policy::resilient(breaker(ratio = 0.5, min_calls = 4, within = "10s", cooldown = "5s"))]
+async fn by_ratio() -> Result<u32, AppError> {
+    Err(AppError::Down)
+}
+
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "opens on a failure ratio (50% of at least 4 calls within 10s)")]
+async fn a_ratio_breaker_is_named_as_such() {
+    let _test = isolate();
+    breaker_opens_after("by_ratio", 3, Duration::from_secs(10), by_ratio).await;
+}
+
 #[tokio::test]
 #[should_panic(expected = "tokio's clock is running")]
 async fn the_helpers_refuse_a_running_clock() {
