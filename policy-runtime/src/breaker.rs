@@ -932,6 +932,28 @@ impl Breaker {
         (until != 0 && inner.clock.now_nanos() < until).then(|| inner.clock.instant_at(until))
     }
 
+    /// Closes the breaker and forgets what it counted (feature `test-registry`): no opening, no
+    /// probation, an empty window, the last cause and the counters (openings, refusals,
+    /// failures) back to zero, as if just built. Its configuration and its store stay; the
+    /// store is not told (an opening another instance shares may reopen it). For tests that run
+    /// one after another in one process: [`Registry::reset_state`](crate::Registry::reset_state).
+    #[cfg(feature = "test-registry")]
+    pub fn reset(&self) {
+        let inner = &*self.inner;
+        let mut slot = self.lock_cause();
+        inner.open_until.store(0, Ordering::Release);
+        inner.probation_until.store(0, Ordering::Release);
+        let counting = inner.counting.load();
+        counting.tally.window.clear();
+        if let Some(ring) = &counting.tally.ring {
+            ring.clear();
+        }
+        inner.stats.openings.store(0, Ordering::Relaxed);
+        inner.stats.refusals.store(0, Ordering::Relaxed);
+        inner.stats.failures.store(0, Ordering::Relaxed);
+        *slot = None;
+    }
+
     /// A point-in-time view, for dashboards.
     pub fn snapshot(&self) -> BreakerSnapshot {
         let inner = &*self.inner;

@@ -112,6 +112,12 @@ impl<T: Register> Deref for Handle<T> {
 
     #[inline]
     fn deref(&self) -> &T::Handle {
+        // Tests only (feature `test-registry`): a scope entered on this thread has mechanisms
+        // of its own. A normal build has none of this: one atomic load.
+        #[cfg(feature = "test-registry")]
+        if let Some(scope) = crate::registry::current_scope() {
+            return self.in_scope(scope);
+        }
         match self.handle.get() {
             Some(handle) => handle,
             None => self.register(),
@@ -126,6 +132,20 @@ impl<T: Register> Handle<T> {
     fn register(&self) -> &T::Handle {
         self.handle
             .get_or_init(|| declare_and_register::<T>(self.name, self.origin, self.settings))
+    }
+
+    /// The mechanism of this handle in `scope` (feature `test-registry`): declared and
+    /// registered in the scope's registry on first use there, like the static's in the
+    /// global one.
+    #[cfg(feature = "test-registry")]
+    #[cold]
+    #[inline(never)]
+    fn in_scope(&self, scope: crate::registry::TestScope) -> &'static T::Handle {
+        let key = std::ptr::from_ref(self) as usize;
+        scope.resolve(key, || {
+            // `Registry::global()` is the scope's registry here.
+            declare_and_register::<T>(self.name, self.origin, self.settings)
+        })
     }
 }
 

@@ -84,6 +84,13 @@ use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 pub use crate::tuning::{FleetOrigin, OverriddenSetting, OverridesSnapshot, RefusedOverrides};
 
+#[cfg(feature = "test-registry")]
+pub mod scoped;
+#[cfg(feature = "test-registry")]
+pub(crate) use scoped::current_scope;
+#[cfg(feature = "test-registry")]
+pub use scoped::{Bound, ScopeGuard, TestScope};
+
 type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
 
 /// Named mechanisms of one process (or one test).
@@ -292,8 +299,13 @@ impl Registry {
         }
     }
 
-    /// The process-wide registry the attribute macros use.
+    /// The process-wide registry the attribute macros use. With the feature `test-registry`
+    /// (tests only), the registry of the [`TestScope`] entered on this thread, if one is.
     pub fn global() -> &'static Registry {
+        #[cfg(feature = "test-registry")]
+        if let Some(scope) = scoped::current_scope() {
+            return scope.registry();
+        }
         static GLOBAL: OnceLock<Registry> = OnceLock::new();
         GLOBAL.get_or_init(Registry::new)
     }

@@ -43,6 +43,14 @@
 //! With feature `http`, `http` serves an axum router on loopback for tests of tower layers that
 //! must see a response as a connection does, with a real client and a streaming body.
 //!
+//! For users' own tests of their annotated functions: with feature `isolation`,
+//! [`isolation::isolate`] gives a test a registry of its own, so tests run in parallel without
+//! sharing breaker state; with `assert`, [`assert`](mod@assert) checks on tokio's paused clock that a
+//! breaker opens after its failures, that no call outlives its deadline, that retries stay
+//! within their budget and that critical work is never shed; with `store`,
+//! [`store::SharedMemory`] is a shared breaker store in memory, for fleet behaviour without
+//! Redis.
+//!
 #![cfg_attr(feature = "fake", doc = include_str!("fake/example.md"))]
 //!
 //! # Feature flags
@@ -55,6 +63,8 @@
     reason = "test support: failing to set up is a failed test"
 )]
 
+#[cfg(feature = "assert")]
+pub mod assert;
 pub mod browser;
 #[cfg(feature = "capacity")]
 pub mod capacity;
@@ -64,8 +74,12 @@ pub mod captured;
 pub mod fake;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "isolation")]
+pub mod isolation;
 #[cfg(feature = "metrics")]
 pub mod recorder;
+#[cfg(feature = "store")]
+pub mod store;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
