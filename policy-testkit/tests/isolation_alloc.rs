@@ -27,7 +27,7 @@ impl From<DeadlineExceeded> for AppError {
     bulkhead(max_concurrent = 8),
     deadline = "2s"
 )]
-async fn lookup(id: u64) -> Result<u64, AppError> {
+async fn lookup_price(id: u64) -> Result<u64, AppError> {
     Ok(id + 1)
 }
 
@@ -41,13 +41,13 @@ fn an_isolated_tests_calls_allocate_nothing_once_resolved() {
         let test = isolated.then(policy_testkit::isolation::isolate);
         rt.block_on(async {
             for i in 0..1_000 {
-                lookup(i).await.unwrap();
+                lookup_price(i).await.unwrap();
             }
         });
         let calls = allocation_counter::measure(|| {
             rt.block_on(async {
                 for i in 0..1_000u64 {
-                    assert_eq!(lookup(i).await.unwrap(), i + 1);
+                    assert_eq!(lookup_price(i).await.unwrap(), i + 1);
                 }
             });
         });

@@ -1,5 +1,5 @@
 //! A registry per test: two tests of this binary call the same `#[resilient(breaker =
-//! "search")]` function at the same moment; the one that opens the breaker does not open the
+//! "shared_search")]` function at the same moment; the one that opens the breaker does not open the
 //! other's. And the default build of `policy` has none of it.
 #![allow(
     clippy::panic,
@@ -32,8 +32,8 @@ impl From<DeadlineExceeded> for AppError {
     }
 }
 
-/// `breaker search`: 3 failures within 30 s (tests/policies/service.policy).
-#[policy::resilient(breaker = "search")]
+/// `breaker search`: 3 failures within 30 s (policy-testkit/policies/kit.policy).
+#[policy::resilient(breaker = "shared_search")]
 async fn query_search(fail: bool) -> Result<u32, AppError> {
     if fail { Err(AppError::Search) } else { Ok(7) }
 }
@@ -79,7 +79,9 @@ async fn parallel_test_one_opens_the_breaker() {
     reach(1); // opened
     wait_for(2); // the other test looked at its own breaker meanwhile
     assert_eq!(
-        test.registry().find_breaker("search").map(|b| b.state()),
+        test.registry()
+            .find_breaker("shared_search")
+            .map(|b| b.state()),
         Some(BreakerState::Open)
     );
 }
@@ -89,7 +91,10 @@ async fn parallel_test_two_still_sees_it_closed() {
     let test = isolate();
     wait_for(1); // the other test's breaker `search` is open now
     assert_eq!(query_search(false).await.ok(), Some(7));
-    let search = test.registry().find_breaker("search").expect("built here");
+    let search = test
+        .registry()
+        .find_breaker("shared_search")
+        .expect("built here");
     assert_eq!(search.state(), BreakerState::Closed);
     assert_eq!(search.snapshot().openings, 0);
     reach(2);
@@ -116,7 +121,7 @@ fn two_threads_at_once_each_with_its_own_breaker() {
                 barrier.wait();
                 let state = test
                     .registry()
-                    .find_breaker("search")
+                    .find_breaker("shared_search")
                     .map(|b| b.state())
                     .unwrap_or(BreakerState::Closed);
                 barrier.wait();
@@ -140,7 +145,9 @@ async fn tasks_spawned_by_an_isolated_test_share_its_registry() {
     // A current-thread runtime: the task runs on the test's thread, inside its scope.
     tokio::spawn(open_the_breaker()).await.expect("the task");
     assert_eq!(
-        test.registry().find_breaker("search").map(|b| b.state()),
+        test.registry()
+            .find_breaker("shared_search")
+            .map(|b| b.state()),
         Some(BreakerState::Open)
     );
     assert!(refused(query_search(false).await));
@@ -164,7 +171,9 @@ async fn on_a_multi_thread_runtime_spawn_carries_the_scope_and_a_bare_spawn_does
 async fn an_isolated_future_keeps_its_registry_to_itself() {
     let opened = isolation::isolated(async {
         open_the_breaker().await;
-        Registry::global().find_breaker("search").map(|b| b.state())
+        Registry::global()
+            .find_breaker("shared_search")
+            .map(|b| b.state())
     })
     .await;
     assert_eq!(opened, Some(BreakerState::Open));
@@ -177,7 +186,10 @@ async fn reset_closes_the_breakers_and_forgets_their_counts() {
     let test = isolate();
     open_the_breaker().await;
     isolation::reset();
-    let search = test.registry().find_breaker("search").expect("built");
+    let search = test
+        .registry()
+        .find_breaker("shared_search")
+        .expect("built");
     assert_eq!(search.state(), BreakerState::Closed);
     let snapshot = search.snapshot();
     assert_eq!(
