@@ -788,7 +788,6 @@ pin_project! {
         // Not polled yet: the first attempt is made on the first poll, as an `async fn`
         // would make it.
         Start,
-
         Attempt { #[pin] fut: A },
         // Between attempts, keeping the last one's error for when no other may start.
         Pause { #[pin] sleep: Sleep, last: Option<Error> },
@@ -809,7 +808,9 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            let next = match this.step.as_mut().project() {
+            // Each change of step is made in place (`set`), never moved out of the match: the
+            // attempt's future is built where it is polled.
+            match this.step.as_mut().project() {
                 StepProj::Attempt { fut } => {
                     let error = match B::ended(ready!(fut.poll(cx))) {
                         // The completed attempt stays in place (dropped with the call, not now):
@@ -826,10 +827,10 @@ where
                         &*this.is_transient,
                         error,
                     ) {
-                        Ok((delay, last)) => Step::Pause {
+                        Ok((delay, last)) => this.step.set(Step::Pause {
                             sleep: tokio::time::sleep(delay),
                             last: Some(last),
-                        },
+                        }),
                         Err(error) => {
                             this.step.set(Step::Done);
                             return Poll::Ready(Err(error));
@@ -844,9 +845,10 @@ where
                 ) {
                     Ok(first) => {
                         *this.number = 1;
-                        Step::Attempt {
+                        // Polled at once, on the next turn of the loop.
+                        this.step.set(Step::Attempt {
                             fut: B::start(this.op, first),
-                        }
+                        });
                     }
                     Err(refused) => {
                         this.step.set(Step::Done);
@@ -858,9 +860,9 @@ where
                     match next_attempt(this.policy, this.deadline, this.numbers, *this.number) {
                         Some(attempt) => {
                             *this.number = attempt.number;
-                            Step::Attempt {
+                            this.step.set(Step::Attempt {
                                 fut: B::start(this.op, attempt),
-                            }
+                            });
                         }
                         None => {
                             let last = last.take();
@@ -873,8 +875,7 @@ where
                     }
                 }
                 StepProj::Done => panic!("a retried call polled after it completed"),
-            };
-            this.step.set(next);
+            }
         }
     }
 }
