@@ -67,8 +67,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
@@ -754,7 +754,7 @@ where
 pin_project! {
     /// A retried call, written out by hand rather than as an `async` loop: the first poll
     /// sets the first attempt up and polls it at once; only an attempt that failed in a way
-    /// worth repeating reaches the retry's decisions ([`Retried::after_failure`]) and its
+    /// worth repeating reaches the retry's decisions ([`after_failure`]) and its
     /// pause, which shares its place with the attempt's future.
     ///
     /// A call whose first attempt succeeds pays for no retry decision, no clock read and no
