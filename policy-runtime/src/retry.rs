@@ -732,7 +732,7 @@ fn retry_loop<'a, T, E, F, Fut, C, B>(
     is_transient: C,
     op: Idempotent<F>,
     _bound: B,
-) -> Retried<'a, T, E, F, Fut, C, B>
+) -> Retried<'a, E, F, B::Attempt, C, B>
 where
     C: Fn(&E) -> bool,
     F: FnMut(Attempt) -> Fut,
@@ -747,7 +747,7 @@ where
         number: 0,
         numbers: [0; 4],
         step: Step::Start,
-        types: PhantomData,
+        bound: PhantomData,
     }
 }
 
@@ -761,11 +761,10 @@ pin_project! {
     /// backoff: with [`BoundByOperation`] the attempt's deadline and the allowance's deposit
     /// both use the moment the call's deadline was made.
     #[must_use = "futures do nothing unless polled"]
-    struct Retried<'a, T, E, F, Fut, C, B>
-    where
-        Fut: Future,
-        B: Bounding<F, Fut>,
-    {
+    // Generic over the attempt's future `A` itself, not `B`'s associated type for it: an
+    // auto trait (`Send`, for work that is deferred) is then decided on `A` as it is, where a
+    // projection inside an `async` block fails with "one type is more general than the other".
+    struct Retried<'a, E, F, A, C, B> {
         policy: &'a RetryPolicy,
         deadline: Deadline,
         is_transient: C,
@@ -777,8 +776,8 @@ pin_project! {
         // publishes, and a call that succeeds first time converts none of them.
         numbers: [u64; 4],
         #[pin]
-        step: Step<B::Attempt, CallError<E>>,
-        types: PhantomData<fn() -> (T, Fut, B)>,
+        step: Step<A, CallError<E>>,
+        bound: PhantomData<fn() -> B>,
     }
 }
 
@@ -795,12 +794,13 @@ pin_project! {
     }
 }
 
-impl<T, E, F, Fut, C, B> Future for Retried<'_, T, E, F, Fut, C, B>
+impl<T, E, F, Fut, A, C, B> Future for Retried<'_, E, F, A, C, B>
 where
     C: Fn(&E) -> bool,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
-    B: Bounding<F, Fut>,
+    A: Future,
+    B: Bounding<F, Fut, Attempt = A>,
 {
     type Output = Result<T, CallError<E>>;
 
@@ -874,7 +874,8 @@ where
                         }
                     }
                 }
-                StepProj::Done => panic!("a retried call polled after it completed"),
+                // Polled again after it ended with an error: it has nothing more to give.
+                StepProj::Done => return Poll::Pending,
             }
         }
     }
