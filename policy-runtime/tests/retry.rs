@@ -308,7 +308,7 @@ fn deposits_from_many_threads_are_all_counted() {
 #[tokio::test(start_paused = true)]
 async fn a_self_bounded_retry_starts_on_its_first_poll_and_waits_through_each_step() {
     use std::future::Future;
-    use std::task::{Context, Poll, Waker};
+    use std::task::{Context, Waker};
 
     let calls = AtomicU32::new(0);
     let deadline = Deadline::after(Duration::from_secs(5));
