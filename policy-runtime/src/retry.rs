@@ -769,7 +769,7 @@ pin_project! {
         deadline: Deadline,
         is_transient: C,
         op: F,
-        // The attempt under way, from 1.
+        // The attempt under way, from 1 (0 before the first poll).
         number: u32,
         // Attempts, backoff base and cap, each attempt's longest budget: read once, as
         // words, when the call starts, so it keeps them to its end whatever a reload
