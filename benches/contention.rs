@@ -195,7 +195,7 @@ fn main() {
             best / 1e6,
             med / 1e6,
             single / 1e6,
-            med / single,
+            best / single,
             best / tower_best,
             med / tower_median
         );

@@ -285,3 +285,35 @@ async fn describe<T: std::fmt::Debug + Send>(
 async fn generic_functions_and_impl_trait_arguments_work() {
     assert_eq!(describe(3u8, "n").await.unwrap(), "n: 3");
 }
+
+/// Deferred work that awaits a retried `#[resilient]` call (as the demo's `index_document`
+/// does): the retried call's future must be `Send + 'static` there. Its auto traits are
+/// decided on the attempt's own future, so this compiles; it also runs.
+#[policy::deferred]
+#[policy::idempotent]
+async fn reindex_after(calls: Arc<AtomicU32>, done: Arc<AtomicBool>) {
+    if matches!(flaky(calls, 2).await, Ok(2)) {
+        done.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn deferred_work_can_await_a_retried_call() {
+    let (calls, done) = (
+        Arc::new(AtomicU32::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let () = reindex_after(calls.clone(), done.clone());
+    for _ in 0..200 {
+        if done.load(Ordering::SeqCst) {
+            assert_eq!(
+                calls.load(Ordering::SeqCst),
+                2,
+                "one failure, then the success"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the deferred retried call never finished");
+}

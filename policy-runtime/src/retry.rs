@@ -64,13 +64,18 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use pin_project_lite::pin_project;
 use serde::Serialize;
+use tokio::time::Sleep;
 
-use crate::deadline::{Deadline, process_clock};
+use crate::deadline::{Deadline, Run, Scope, process_clock};
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::instruments::RetryMetrics;
 use crate::observe;
@@ -609,7 +614,7 @@ where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    retry_loop(deadline, policy, E::is_transient, op, Bound::Here)
+    retry_loop(deadline, policy, E::is_transient, op, BoundHere)
 }
 
 /// Like [`retry_within`], with a classifier for the function's own errors instead of the
@@ -625,7 +630,7 @@ where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    retry_loop(deadline, policy, is_transient, op, Bound::Here)
+    retry_loop(deadline, policy, is_transient, op, BoundHere)
 }
 
 /// Like [`retry_within_by`], for an operation that bounds each attempt itself: it runs its
@@ -649,50 +654,246 @@ where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    retry_loop(deadline, policy, is_transient, op, Bound::ByOperation)
+    retry_loop(deadline, policy, is_transient, op, BoundByOperation)
 }
 
-/// Who bounds each attempt.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Bound {
-    /// The loop: `run(scope(attempt))`.
-    Here,
-    /// The operation, under `attempt.deadline`.
-    ByOperation,
+/// Who bounds each attempt, and so what one attempt's future is.
+trait Bounding<F, Fut: Future> {
+    /// The future of one attempt.
+    type Attempt: Future;
+    /// The moment the first attempt starts, on the process clock.
+    fn first_start(deadline: &Deadline) -> i64;
+    /// The future of `attempt`.
+    fn start(op: &mut F, attempt: Attempt) -> Self::Attempt;
+    /// What the attempt's future yielded, as the operation's own outcome.
+    fn ended(out: <Self::Attempt as Future>::Output) -> Fut::Output;
 }
 
-/// The first attempt set up before the loop, then the loop: attempt, and only when it failed
-/// in a way worth repeating, the retry's decisions and its pause.
-///
-/// A call whose first attempt succeeds pays for no retry decision, no clock read and no
-/// backoff: the attempt's deadline and the allowance's deposit both use the moment the call's
-/// deadline was made (for the expansion's own deadline), and the attempt's future shares its
-/// place in the loop's state with the pause.
-async fn retry_loop<T, E, F, Fut, C>(
+/// The loop bounds each attempt: `run(scope(attempt))` ([`retry_within`], [`retry_within_by`]).
+struct BoundHere;
+
+/// The operation bounds each attempt itself ([`retry_within_self_bounded`]).
+struct BoundByOperation;
+
+impl<T, E, F, Fut> Bounding<F, Fut> for BoundHere
+where
+    F: FnMut(Attempt) -> Fut,
+    Fut: Future<Output = Result<T, CallError<E>>>,
+{
+    type Attempt = Run<Scope<Fut>>;
+
+    #[inline]
+    fn first_start(_: &Deadline) -> i64 {
+        // A caller's deadline may have been made long before: read the clock.
+        process_clock::now()
+    }
+
+    #[inline]
+    fn start(op: &mut F, attempt: Attempt) -> Run<Scope<Fut>> {
+        attempt.deadline.run_in_scope(op(attempt))
+    }
+
+    #[inline]
+    fn ended(out: Result<Fut::Output, DeadlineExceeded>) -> Fut::Output {
+        out.unwrap_or_else(|expired| Err(CallError::DeadlineExceeded(expired)))
+    }
+}
+
+impl<T, E, F, Fut> Bounding<F, Fut> for BoundByOperation
+where
+    F: FnMut(Attempt) -> Fut,
+    Fut: Future<Output = Result<T, CallError<E>>>,
+{
+    type Attempt = Fut;
+
+    #[inline]
+    fn first_start(deadline: &Deadline) -> i64 {
+        // The expansion passes the operation's deadline, made just before: the first attempt
+        // starts as it was made (a moment already read), no clock read on the path of a call
+        // that succeeds first time.
+        deadline.created_nanos()
+    }
+
+    #[inline(always)]
+    fn start(op: &mut F, attempt: Attempt) -> Fut {
+        op(attempt)
+    }
+
+    #[inline(always)]
+    fn ended(out: Fut::Output) -> Fut::Output {
+        out
+    }
+}
+
+/// The retried call of `op` under `deadline`, each attempt bounded as `B` says.
+fn retry_loop<'a, T, E, F, Fut, C, B>(
     deadline: &Deadline,
-    policy: &RetryPolicy,
+    policy: &'a RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
-    bound: Bound,
-) -> Result<T, CallError<E>>
+    _bound: B,
+) -> Retried<'a, E, F, B::Attempt, C, B>
 where
     C: Fn(&E) -> bool,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
+    B: Bounding<F, Fut>,
 {
-    let mut op = op.op;
-    // Read once, as words: the call keeps these numbers to its end, whatever a reload
-    // publishes, and a call that succeeds first time converts none of them.
+    Retried {
+        policy,
+        deadline: *deadline,
+        is_transient,
+        op: op.op,
+        number: 0,
+        numbers: [0; 4],
+        step: Step::Start,
+        bound: PhantomData,
+    }
+}
+
+pin_project! {
+    /// A retried call, written out by hand rather than as an `async` loop: the first poll
+    /// sets the first attempt up and polls it at once; only an attempt that failed in a way
+    /// worth repeating reaches the retry's decisions ([`after_failure`]) and its
+    /// pause, which shares its place with the attempt's future.
+    ///
+    /// A call whose first attempt succeeds pays for no retry decision, no clock read and no
+    /// backoff: with [`BoundByOperation`] the attempt's deadline and the allowance's deposit
+    /// both use the moment the call's deadline was made.
+    #[must_use = "futures do nothing unless polled"]
+    // Generic over the attempt's future `A` itself, not `B`'s associated type for it: an
+    // auto trait (`Send`, for work that is deferred) is then decided on `A` as it is, where a
+    // projection inside an `async` block fails with "one type is more general than the other".
+    struct Retried<'a, E, F, A, C, B> {
+        policy: &'a RetryPolicy,
+        deadline: Deadline,
+        is_transient: C,
+        op: F,
+        // The attempt under way, from 1 (0 before the first poll).
+        number: u32,
+        // Attempts, backoff base and cap, each attempt's longest budget: read once, as
+        // words, when the call starts, so it keeps them to its end whatever a reload
+        // publishes, and a call that succeeds first time converts none of them.
+        numbers: [u64; 4],
+        #[pin]
+        step: Step<A, CallError<E>>,
+        bound: PhantomData<fn() -> B>,
+    }
+}
+
+pin_project! {
+    #[project = StepProj]
+    enum Step<A, Error> {
+        // Not polled yet: the first attempt is made on the first poll, as an `async fn`
+        // would make it.
+        Start,
+        Attempt { #[pin] fut: A },
+        // Between attempts, keeping the last one's error for when no other may start.
+        Pause { #[pin] sleep: Sleep, last: Option<Error> },
+        Done,
+    }
+}
+
+impl<T, E, F, Fut, A, C, B> Future for Retried<'_, E, F, A, C, B>
+where
+    C: Fn(&E) -> bool,
+    F: FnMut(Attempt) -> Fut,
+    Fut: Future<Output = Result<T, CallError<E>>>,
+    A: Future,
+    B: Bounding<F, Fut, Attempt = A>,
+{
+    type Output = Result<T, CallError<E>>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            // Each change of step is made in place (`set`), never moved out of the match: the
+            // attempt's future is built where it is polled.
+            match this.step.as_mut().project() {
+                StepProj::Attempt { fut } => {
+                    let error = match B::ended(ready!(fut.poll(cx))) {
+                        // The completed attempt stays in place (dropped with the call, not now):
+                        // polled again, it says it completed.
+                        Ok(value) => return Poll::Ready(Ok(value)),
+                        Err(error) => error,
+                    };
+                    let number = *this.number;
+                    match after_failure(
+                        this.policy,
+                        this.deadline,
+                        this.numbers,
+                        number,
+                        &*this.is_transient,
+                        error,
+                    ) {
+                        Ok((delay, last)) => this.step.set(Step::Pause {
+                            sleep: tokio::time::sleep(delay),
+                            last: Some(last),
+                        }),
+                        Err(error) => {
+                            this.step.set(Step::Done);
+                            return Poll::Ready(Err(error));
+                        }
+                    }
+                }
+                StepProj::Start => match first_attempt(
+                    this.policy,
+                    this.deadline,
+                    this.numbers,
+                    B::first_start(this.deadline),
+                ) {
+                    Ok(first) => {
+                        *this.number = 1;
+                        // Polled at once, on the next turn of the loop.
+                        this.step.set(Step::Attempt {
+                            fut: B::start(this.op, first),
+                        });
+                    }
+                    Err(refused) => {
+                        this.step.set(Step::Done);
+                        return Poll::Ready(Err(CallError::Refused(refused)));
+                    }
+                },
+                StepProj::Pause { sleep, last } => {
+                    ready!(sleep.poll(cx));
+                    match next_attempt(this.policy, this.deadline, this.numbers, *this.number) {
+                        Some(attempt) => {
+                            *this.number = attempt.number;
+                            this.step.set(Step::Attempt {
+                                fut: B::start(this.op, attempt),
+                            });
+                        }
+                        None => {
+                            let last = last.take();
+                            this.step.set(Step::Done);
+                            if let Some(last) = last {
+                                return Poll::Ready(Err(last));
+                            }
+                            unreachable!("a pause keeps the last attempt's error");
+                        }
+                    }
+                }
+                // Polled again after it ended with an error: it has nothing more to give.
+                StepProj::Done => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// The first attempt, starting at `start` on the process clock: its deadline (the call's, or a
+/// child of it within the attempt timeout), the allowance's deposit, and the numbers the call
+/// keeps; a refusal when nothing is left to start it with.
+#[inline]
+fn first_attempt(
+    policy: &RetryPolicy,
+    deadline: &Deadline,
+    numbers: &mut [u64; 4],
+    start: i64,
+) -> Result<Attempt, ResilienceError> {
     let [attempts, base, cap, timeout] = policy.numbers.read();
     let attempt_max_nanos = timeout.min(process_clock::nanos(Deadline::MAX_BUDGET));
-    let start = match bound {
-        // The expansion passes the operation's deadline, made just before: the first attempt
-        // starts as it was made (a moment already read), no clock read on the path of a call
-        // that succeeds first time.
-        Bound::ByOperation => deadline.created_nanos(),
-        // A caller's deadline may have been made long before: read the clock.
-        Bound::Here => process_clock::now(),
-    };
+    *numbers = [attempts, base, cap, attempt_max_nanos];
     let first = if attempt_max_nanos >= deadline.budget_nanos() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
@@ -701,108 +902,124 @@ where
     };
     if first.budget_nanos() == 0 {
         // Nothing left to start the first attempt with: the work never ran.
-        let refusal = ResilienceError::new(
-            policy.name.clone(),
-            RefusalReason::InsufficientBudget {
-                remaining: Duration::ZERO,
-                min_budget: Duration::ZERO,
-            },
-        );
-        observe::refused(&refusal);
-        return Err(CallError::Refused(refusal));
+        return Err(no_budget(policy));
     }
     policy.allowance.deposit_as_of(start);
-    let mut attempt = Attempt {
+    Ok(Attempt {
         number: 1,
         deadline: first,
-    };
-    loop {
-        let outcome = match bound {
-            Bound::Here => {
-                attempt
-                    .deadline
-                    .run(attempt.deadline.scope(op(attempt)))
-                    .await
-            }
-            Bound::ByOperation => Ok(op(attempt).await),
-        };
-        let error = match outcome {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(CallError::Refused(refusal))) => return Err(CallError::Refused(refusal)),
-            Ok(Err(CallError::Failed(e))) if !is_transient(&e) => {
-                return Err(CallError::Failed(e));
-            }
-            Ok(Err(error)) => error,
-            Err(expired) => CallError::DeadlineExceeded(expired),
-        };
-        // From here on the attempt failed and may be repeated.
-        let number = attempt.number;
-        if matches!(error, CallError::DeadlineExceeded(_)) && deadline.is_expired() {
-            // The request's own deadline passed, not just the attempt's.
-            let budget = DeadlineExceeded::new(deadline.budget());
-            policy.stop(
-                &policy.stats.stopped_by_deadline,
-                "deadline",
-                "the deadline passed",
-                number,
-            );
-            return Err(CallError::DeadlineExceeded(budget));
-        }
-        if u64::from(number) >= attempts {
-            policy.stop(
-                &policy.stats.exhausted,
-                "exhausted",
-                "every attempt was used",
-                number,
-            );
-            return Err(error);
-        }
-        let delay = full_jitter(tuning::duration(base), tuning::duration(cap), number - 1);
-        // Timers fire on a millisecond grid, so a pause may end up to a tick late: leave room
-        // for it, and for an attempt to start after it.
-        if delay + TIMER_TICK >= deadline.remaining() {
-            policy.stop(
-                &policy.stats.stopped_by_deadline,
-                "deadline",
-                "the next pause would end past the deadline",
-                number,
-            );
-            return Err(error);
-        }
-        if !policy.allowance.try_withdraw() {
-            policy.stop(
-                &policy.stats.stopped_by_allowance,
-                "budget",
-                "the retry allowance is exhausted",
-                number,
-            );
-            return Err(error);
-        }
-        policy.stats.retries.fetch_add(1, Ordering::Relaxed);
-        let code = match &error {
-            CallError::Refused(refusal) => refusal.kind().as_str(),
-            CallError::DeadlineExceeded(_) => "expired",
-            CallError::Failed(_) => "failed",
-        };
-        observe::retry(&policy.name, number, delay, code, &ErrorKindOnly(&error));
-        policy.metrics.retried(policy.allowance.balance());
-        tokio::time::sleep(delay).await;
-        let child = deadline.child(tuning::duration(attempt_max_nanos));
-        if child.budget().is_zero() {
-            // The budget ran out during the pause: the last attempt's error stands.
-            policy.stop(
-                &policy.stats.stopped_by_deadline,
-                "deadline",
-                "the deadline passed",
-                number,
-            );
-            return Err(error);
-        }
-        attempt = Attempt {
-            number: number + 1,
-            deadline: child,
-        };
+    })
+}
+
+/// The refusal of a first attempt with no budget left, counted and logged.
+#[cold]
+#[inline(never)]
+fn no_budget(policy: &RetryPolicy) -> ResilienceError {
+    let refusal = ResilienceError::new(
+        policy.name.clone(),
+        RefusalReason::InsufficientBudget {
+            remaining: Duration::ZERO,
+            min_budget: Duration::ZERO,
+        },
+    );
+    observe::refused(&refusal);
+    refusal
+}
+
+/// Attempt `number` ended with `error`: the pause before the next attempt, with the error kept
+/// for when the pause leaves no budget; or the error that ends the call, when it is not worth
+/// repeating or the policy, the deadline or the allowance says stop (each counted and logged).
+#[cold]
+#[inline(never)]
+fn after_failure<E>(
+    policy: &RetryPolicy,
+    deadline: &Deadline,
+    &[attempts, base, cap, _]: &[u64; 4],
+    number: u32,
+    is_transient: impl Fn(&E) -> bool,
+    error: CallError<E>,
+) -> Result<(Duration, CallError<E>), CallError<E>> {
+    match &error {
+        CallError::Refused(_) => return Err(error),
+        CallError::Failed(e) if !is_transient(e) => return Err(error),
+        _ => {}
     }
+    if matches!(error, CallError::DeadlineExceeded(_)) && deadline.is_expired() {
+        // The request's own deadline passed, not just the attempt's.
+        let budget = DeadlineExceeded::new(deadline.budget());
+        policy.stop(
+            &policy.stats.stopped_by_deadline,
+            "deadline",
+            "the deadline passed",
+            number,
+        );
+        return Err(CallError::DeadlineExceeded(budget));
+    }
+    if u64::from(number) >= attempts {
+        policy.stop(
+            &policy.stats.exhausted,
+            "exhausted",
+            "every attempt was used",
+            number,
+        );
+        return Err(error);
+    }
+    let delay = full_jitter(tuning::duration(base), tuning::duration(cap), number - 1);
+    // Timers fire on a millisecond grid, so a pause may end up to a tick late: leave room
+    // for it, and for an attempt to start after it.
+    if delay + TIMER_TICK >= deadline.remaining() {
+        policy.stop(
+            &policy.stats.stopped_by_deadline,
+            "deadline",
+            "the next pause would end past the deadline",
+            number,
+        );
+        return Err(error);
+    }
+    if !policy.allowance.try_withdraw() {
+        policy.stop(
+            &policy.stats.stopped_by_allowance,
+            "budget",
+            "the retry allowance is exhausted",
+            number,
+        );
+        return Err(error);
+    }
+    policy.stats.retries.fetch_add(1, Ordering::Relaxed);
+    let code = match &error {
+        CallError::Refused(refusal) => refusal.kind().as_str(),
+        CallError::DeadlineExceeded(_) => "expired",
+        CallError::Failed(_) => "failed",
+    };
+    observe::retry(&policy.name, number, delay, code, &ErrorKindOnly(&error));
+    policy.metrics.retried(policy.allowance.balance());
+    Ok((delay, error))
+}
+
+/// The attempt after attempt `number`'s pause, under a fresh child of the call's deadline;
+/// none when the budget ran out during the pause (counted and logged).
+#[cold]
+#[inline(never)]
+fn next_attempt(
+    policy: &RetryPolicy,
+    deadline: &Deadline,
+    &[_, _, _, attempt_max_nanos]: &[u64; 4],
+    number: u32,
+) -> Option<Attempt> {
+    let child = deadline.child(tuning::duration(attempt_max_nanos));
+    if child.budget().is_zero() {
+        policy.stop(
+            &policy.stats.stopped_by_deadline,
+            "deadline",
+            "the deadline passed",
+            number,
+        );
+        return None;
+    }
+    Some(Attempt {
+        number: number + 1,
+        deadline: child,
+    })
 }
 
 /// The granularity of tokio's timer: a sleep may end up to this much after its deadline.

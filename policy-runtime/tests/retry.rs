@@ -301,3 +301,74 @@ fn deposits_from_many_threads_are_all_counted() {
         "a ratio of 1 allows one retry per call"
     );
 }
+
+/// The retried call is a future written by hand (issue 19): nothing runs before its first
+/// poll, an attempt that waits is polled again where it is, and a failure goes through the
+/// pause to an attempt that also waits before it succeeds.
+#[tokio::test(start_paused = true)]
+async fn a_self_bounded_retry_starts_on_its_first_poll_and_waits_through_each_step() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    let calls = AtomicU32::new(0);
+    let deadline = Deadline::after(Duration::from_secs(5));
+    let policy = policy(3);
+    let retried = policy_runtime::retry::retry_within_self_bounded(
+        &deadline,
+        &policy,
+        |e: &DepError| e.is_transient(),
+        Idempotent::claim(|attempt: policy_runtime::retry::Attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                // Every attempt waits once before it answers.
+                tokio::task::yield_now().await;
+                if attempt.number < 2 {
+                    Err(CallError::Failed(DepError::Unavailable))
+                } else {
+                    Ok(attempt.number)
+                }
+            }
+        }),
+    );
+    // Made, not polled: the operation has not been called.
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    let mut retried = std::pin::pin!(retried);
+    let mut cx = Context::from_waker(Waker::noop());
+    // The first poll makes the first attempt and polls it: it waits.
+    assert!(retried.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // It fails; the pause before the second attempt waits on the (paused) clock.
+    assert!(retried.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let started = Instant::now();
+    let result = retried.await;
+    assert_eq!(result, Ok(2));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // The pause was a full-jitter draw below the first cap (50 ms), on the paused clock.
+    assert!(Instant::now() - started < 50 * MS);
+    assert_eq!(policy.snapshot().retries, 1);
+}
+
+/// A call whose deadline has nothing left is refused before its first attempt is made.
+#[tokio::test(start_paused = true)]
+async fn a_self_bounded_retry_with_no_budget_is_refused_without_running() {
+    let calls = AtomicU32::new(0);
+    let deadline = Deadline::after(Duration::ZERO);
+    let result: Result<(), CallError<DepError>> = policy_runtime::retry::retry_within_self_bounded(
+        &deadline,
+        &policy(3),
+        |e: &DepError| e.is_transient(),
+        Idempotent::claim(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Ok(()) }
+        }),
+    )
+    .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    match result {
+        Err(CallError::Refused(refusal)) => {
+            assert_eq!(refusal.kind(), RefusalKind::InsufficientBudget);
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
