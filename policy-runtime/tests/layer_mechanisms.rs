@@ -291,3 +291,68 @@ async fn the_retry_layer_never_retries_a_refusal_and_keeps_to_the_deadline() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_bulkhead_layer_takes_its_slot_in_poll_ready_and_gives_it_back_unused() {
+    let bulkhead = policy_runtime::Bulkhead::builder("layers-ready-slot")
+        .max_concurrent(1)
+        .build();
+    let mut svc = BulkheadLayer::new(bulkhead.clone())
+        .layer(tower::service_fn(|()| async { Ok::<_, BoxError>(()) }));
+    // Ready: the one slot is this service's, for its next call.
+    svc.ready().await.unwrap();
+    assert!(
+        bulkhead.try_acquire().is_err(),
+        "the slot is held for the call"
+    );
+    // A clone does not share it: with every slot busy, its call is refused.
+    let mut clone = svc.clone();
+    let error = clone.ready().await.unwrap().call(()).await.unwrap_err();
+    assert_eq!(
+        error.downcast_ref::<ResilienceError>().unwrap().kind(),
+        RefusalKind::BulkheadFull
+    );
+    // The call uses the slot taken in `poll_ready`, and gives it back when done.
+    svc.call(()).await.unwrap();
+    assert!(bulkhead.try_acquire().is_ok());
+    // Ready and dropped without a call: the slot comes back.
+    let mut unused = svc.clone();
+    unused.ready().await.unwrap();
+    assert!(bulkhead.try_acquire().is_err());
+    drop(unused);
+    assert!(bulkhead.try_acquire().is_ok());
+    // A call without `poll_ready` (against tower's contract) still takes a free slot.
+    svc.call(()).await.unwrap();
+    assert!(bulkhead.try_acquire().is_ok());
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_breaker_layer_looks_in_poll_ready_and_checks_an_open_breaker_in_call() {
+    let breaker = policy_runtime::Breaker::builder("layers-ready-look")
+        .cooldown(Duration::from_secs(1))
+        .build();
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut svc = BreakerLayer::new(breaker.clone()).layer(tower::service_fn({
+        let calls = calls.clone();
+        move |()| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, BoxError>(()) }
+        }
+    }));
+    breaker.trip(Duration::from_secs(1), "told to back off");
+    let error = svc.ready().await.unwrap().call(()).await.unwrap_err();
+    assert_eq!(
+        error.downcast_ref::<ResilienceError>().unwrap().kind(),
+        RefusalKind::BreakerOpen
+    );
+    assert_eq!(breaker.snapshot().refusals, 1, "one refusal, counted once");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    // Looked at while open; the cooldown ends before the call, which closes it and runs.
+    svc.ready().await.unwrap();
+    tokio::time::advance(Duration::from_millis(1_100)).await;
+    svc.call(()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // Looked at while closed: the next call is admitted at once.
+    svc.ready().await.unwrap().call(()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
