@@ -208,7 +208,7 @@ fn the_propagating_layer_sets_both_headers_without_allocating() {
             .collect()
     }
     let rt = runtime();
-    let mut count = |propagate: bool| {
+    let count = |propagate: bool| {
         let mut svc = tower::util::option_layer(propagate.then(PropagateDeadlineLayer::new)).layer(
             tower::service_fn(move |request: Request<()>| async move {
                 let sent = request.headers().get("x-deadline-ms").is_some()
