@@ -293,37 +293,26 @@ async fn the_retry_layer_never_retries_a_refusal_and_keeps_to_the_deadline() {
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn the_bulkhead_layer_takes_its_slot_in_poll_ready_and_gives_it_back_unused() {
+async fn the_bulkhead_layer_takes_its_slot_in_call_not_in_poll_ready() {
     let bulkhead = policy_runtime::Bulkhead::builder("layers-ready-slot")
         .max_concurrent(1)
         .build();
     let mut svc = BulkheadLayer::new(bulkhead.clone())
         .layer(tower::service_fn(|()| async { Ok::<_, BoxError>(()) }));
-    // Ready: the one slot is this service's, for its next call.
+    // Polled ready, then not called (a layer above refused, say): the one slot stays free for
+    // every other user of the bulkhead.
     svc.ready().await.unwrap();
-    assert!(
-        bulkhead.try_acquire().is_err(),
-        "the slot is held for the call"
-    );
-    // A clone does not share it: with every slot busy, its call is refused.
-    let mut clone = svc.clone();
-    let error = clone.ready().await.unwrap().call(()).await.unwrap_err();
+    assert!(bulkhead.try_acquire().is_ok(), "readiness holds no slot");
+    svc.call(()).await.unwrap();
+    // With the slot held elsewhere, the call is refused.
+    let held = bulkhead.try_acquire_owned().unwrap();
+    let error = svc.ready().await.unwrap().call(()).await.unwrap_err();
     assert_eq!(
         error.downcast_ref::<ResilienceError>().unwrap().kind(),
         RefusalKind::BulkheadFull
     );
-    // The call uses the slot taken in `poll_ready`, and gives it back when done.
-    svc.call(()).await.unwrap();
-    assert!(bulkhead.try_acquire().is_ok());
-    // Ready and dropped without a call: the slot comes back.
-    let mut unused = svc.clone();
-    unused.ready().await.unwrap();
-    assert!(bulkhead.try_acquire().is_err());
-    drop(unused);
-    assert!(bulkhead.try_acquire().is_ok());
-    // A call without `poll_ready` (against tower's contract) still takes a free slot.
-    svc.call(()).await.unwrap();
-    assert!(bulkhead.try_acquire().is_ok());
+    drop(held);
+    svc.ready().await.unwrap().call(()).await.unwrap();
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -1,12 +1,8 @@
 //! [`BulkheadLayer`]: how much of the pool may this dependency hold? A
 //! [`Bulkhead`](crate::Bulkhead) around a service.
 //!
-//! `poll_ready`, once the inner service is ready, takes a free slot (one compare-and-swap) for
-//! the next `call`, as tower's `ConcurrencyLimit` takes its permit; `call` hands the request on
-//! at once and the slot is held until the inner future completes or is dropped. A service
-//! dropped after `poll_ready` without a `call` gives its slot back; a clone does not share it.
-//! With every slot busy when `poll_ready` looks, it does not wait: `call` looks once more, and
-//! then:
+//! `call` takes a free slot (one compare-and-swap) and holds it until the inner future
+//! completes or is dropped. With every slot busy:
 //!
 //! - when the bulkhead has queue places and a deadline is in scope (a
 //!   [`DeadlineLayer`](crate::layer::DeadlineLayer) above, or an annotated caller), the call
@@ -22,8 +18,8 @@
 //! the slot given back, here when the inner future completes or is dropped: the latency the
 //! layer's callers see from the dependency, which its limit follows.
 //!
-//! Unlike tower's `ConcurrencyLimit`, a full compartment is a refusal (or a wait bounded by the
-//! request's deadline, which only `call` knows), never a wait in `poll_ready`.
+//! `poll_ready` forwards the inner readiness only; the slot is taken in `call`. Unlike tower's
+//! `ConcurrencyLimit`, a full compartment is a refusal, never a wait in `poll_ready`.
 
 mod future;
 mod layer;

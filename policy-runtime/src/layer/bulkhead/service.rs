@@ -1,45 +1,22 @@
-use std::fmt;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use tower_service::Service;
 
 use super::ResponseFuture;
 use crate::layer::BoxError;
-use crate::{Bulkhead, Deadline, OwnedBulkheadPermit};
+use crate::{Bulkhead, Deadline};
 
 /// The service [`BulkheadLayer`](super::BulkheadLayer) makes.
+#[derive(Debug, Clone)]
 pub struct BulkheadService<S> {
     inner: S,
     bulkhead: Bulkhead,
-    /// A free slot taken in `poll_ready` once the inner service is ready, for the next `call`.
-    reserved: Option<OwnedBulkheadPermit>,
-}
-
-impl<S: Clone> Clone for BulkheadService<S> {
-    /// A clone of the service, without the slot this one may hold for its next call.
-    fn clone(&self) -> Self {
-        Self::new(self.inner.clone(), self.bulkhead.clone())
-    }
-}
-
-impl<S: fmt::Debug> fmt::Debug for BulkheadService<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BulkheadService")
-            .field("inner", &self.inner)
-            .field("bulkhead", &self.bulkhead)
-            .field("reserved", &self.reserved.is_some())
-            .finish()
-    }
 }
 
 impl<S> BulkheadService<S> {
     /// `inner` inside `bulkhead`.
     pub fn new(inner: S, bulkhead: Bulkhead) -> Self {
-        Self {
-            inner,
-            bulkhead,
-            reserved: None,
-        }
+        Self { inner, bulkhead }
     }
 
     /// The bulkhead.
@@ -59,18 +36,15 @@ where
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        ready!(self.inner.poll_ready(cx)).map_err(Into::into)?;
-        // A free slot now (one compare-and-swap), so `call` hands the request straight on.
-        // None free is no wait here: `call` queues or refuses with the request's deadline.
-        if self.reserved.is_none() {
-            self.reserved = self.bulkhead.take_free_owned();
-        }
-        Poll::Ready(Ok(()))
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     #[inline]
     fn call(&mut self, request: Request) -> Self::Future {
-        if let Some(permit) = self.reserved.take() {
+        // The slot is taken here, not in `poll_ready`: a slot held by a service that was polled
+        // ready but then not called (a layer above refused) would be missing from every other
+        // user of the same bulkhead by name.
+        if let Some(permit) = self.bulkhead.take_free_owned() {
             return ResponseFuture::admitted(self.inner.call(request), permit);
         }
         self.call_without_slot(request)
@@ -78,16 +52,12 @@ where
 }
 
 impl<S> BulkheadService<S> {
-    /// `call` without a slot taken in `poll_ready` (every slot was busy then, or `call` came
-    /// without it): one more look, then the queue or a refusal.
+    /// `call` with every slot busy: the queue or a refusal.
     #[cold]
     fn call_without_slot<Request>(&mut self, request: Request) -> ResponseFuture<S::Future>
     where
         S: Service<Request>,
     {
-        if let Some(permit) = self.bulkhead.take_free_owned() {
-            return ResponseFuture::admitted(self.inner.call(request), permit);
-        }
         match Deadline::current() {
             Some(deadline) if self.bulkhead.max_queued() > 0 => {
                 let bulkhead = self.bulkhead.clone();
