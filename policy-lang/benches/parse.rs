@@ -8,7 +8,7 @@
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use policy_lang::PolicySet;
 
 mod support;
@@ -113,4 +113,27 @@ fn render_errors(c: &mut Criterion) {
 }
 
 criterion_group!(benches, parse_and_validate, render_errors);
-criterion_main!(benches);
+
+/// `--profile LINES`: one check of a generated valid file of `LINES` lines inside
+/// `profiled_check`, for callgrind (`valgrind --tool=callgrind --toggle-collect=*profiled_check*`),
+/// whose instruction counts the machine's load does not move. Otherwise criterion's benches.
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|arg| arg == "--profile") {
+        let lines = args
+            .get(at + 1)
+            .and_then(|lines| lines.parse().ok())
+            .unwrap_or(10_000);
+        let text = support::valid(lines);
+        let (_, report) = profiled_check(&text);
+        assert!(report.errors.is_empty(), "{:?}", report.errors.first());
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
+
+#[inline(never)]
+fn profiled_check(text: &str) -> (PolicySet, policy_lang::Report) {
+    black_box(checked(black_box(text)))
+}

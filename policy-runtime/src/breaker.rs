@@ -592,6 +592,15 @@ impl Breaker {
         }
     }
 
+    /// Whether the breaker is closed now (one atomic load), without counting or deciding
+    /// anything: the tower layer looks in `poll_ready`, and leaves an open breaker to
+    /// [`Breaker::check`] in `call`.
+    #[cfg(feature = "tower")]
+    #[inline]
+    pub(crate) fn closed_at_once(&self) -> bool {
+        self.inner.open_until.load(Ordering::Acquire) == 0
+    }
+
     /// Admits or refuses a call. On a closed breaker this is one atomic load.
     #[inline]
     pub fn check(&self) -> Result<(), ResilienceError> {

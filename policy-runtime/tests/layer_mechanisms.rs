@@ -291,3 +291,57 @@ async fn the_retry_layer_never_retries_a_refusal_and_keeps_to_the_deadline() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_bulkhead_layer_takes_its_slot_in_call_not_in_poll_ready() {
+    let bulkhead = policy_runtime::Bulkhead::builder("layers-ready-slot")
+        .max_concurrent(1)
+        .build();
+    let mut svc = BulkheadLayer::new(bulkhead.clone())
+        .layer(tower::service_fn(|()| async { Ok::<_, BoxError>(()) }));
+    // Polled ready, then not called (a layer above refused, say): the one slot stays free for
+    // every other user of the bulkhead.
+    svc.ready().await.unwrap();
+    assert!(bulkhead.try_acquire().is_ok(), "readiness holds no slot");
+    svc.call(()).await.unwrap();
+    // With the slot held elsewhere, the call is refused.
+    let held = bulkhead.try_acquire_owned().unwrap();
+    let error = svc.ready().await.unwrap().call(()).await.unwrap_err();
+    assert_eq!(
+        error.downcast_ref::<ResilienceError>().unwrap().kind(),
+        RefusalKind::BulkheadFull
+    );
+    drop(held);
+    svc.ready().await.unwrap().call(()).await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_breaker_layer_looks_in_poll_ready_and_checks_an_open_breaker_in_call() {
+    let breaker = policy_runtime::Breaker::builder("layers-ready-look")
+        .cooldown(Duration::from_secs(1))
+        .build();
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut svc = BreakerLayer::new(breaker.clone()).layer(tower::service_fn({
+        let calls = calls.clone();
+        move |()| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, BoxError>(()) }
+        }
+    }));
+    breaker.trip(Duration::from_secs(1), "told to back off");
+    let error = svc.ready().await.unwrap().call(()).await.unwrap_err();
+    assert_eq!(
+        error.downcast_ref::<ResilienceError>().unwrap().kind(),
+        RefusalKind::BreakerOpen
+    );
+    assert_eq!(breaker.snapshot().refusals, 1, "one refusal, counted once");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    // Looked at while open; the cooldown ends before the call, which closes it and runs.
+    svc.ready().await.unwrap();
+    tokio::time::advance(Duration::from_millis(1_100)).await;
+    svc.call(()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // Looked at while closed: the next call is admitted at once.
+    svc.ready().await.unwrap().call(()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}

@@ -1,9 +1,10 @@
 //! [`BreakerLayer`]: should we call this at all right now? A [`Breaker`](crate::Breaker) around
 //! a service.
 //!
-//! `call` checks the breaker (one atomic load when closed): open, the response future is an
-//! immediate [`ResilienceError`](crate::ResilienceError) of kind `breaker_open` and the inner
-//! service is never called. Admitted, the outcome is recorded when the inner future completes:
+//! `poll_ready`, once the inner service is ready, looks at the breaker (one atomic load): closed,
+//! the next `call` hands the request on at once. Otherwise `call` checks it: open, the response
+//! future is an immediate [`ResilienceError`](crate::ResilienceError) of kind `breaker_open` and
+//! the inner service is never called (a breaker whose cooldown is over closes there). Admitted, the outcome is recorded when the inner future completes:
 //! an error is a failure, a success closes a probing breaker, as the attribute does. A refusal
 //! from a layer below (a full bulkhead, a shed) is neither: that work never ran. A
 //! [`Classify`] decides otherwise (a `503` response as a failure, say).

@@ -1,5 +1,5 @@
 use std::fmt;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use tower_service::Service;
 
@@ -8,11 +8,24 @@ use crate::Breaker;
 use crate::layer::BoxError;
 
 /// The service [`BreakerLayer`](super::BreakerLayer) makes.
-#[derive(Clone)]
 pub struct BreakerService<S, C> {
     inner: S,
     breaker: Breaker,
     classify: C,
+    /// The breaker was closed when `poll_ready` last answered ready: the next `call` is
+    /// admitted without another look.
+    closed: bool,
+}
+
+impl<S: Clone, C: Clone> Clone for BreakerService<S, C> {
+    /// A clone of the service, which looks at the breaker again before its first call.
+    fn clone(&self) -> Self {
+        Self::new(
+            self.inner.clone(),
+            self.breaker.clone(),
+            self.classify.clone(),
+        )
+    }
 }
 
 impl<S: fmt::Debug, C> fmt::Debug for BreakerService<S, C> {
@@ -31,6 +44,7 @@ impl<S, C> BreakerService<S, C> {
             inner,
             breaker,
             classify,
+            closed: false,
         }
     }
 
@@ -52,11 +66,22 @@ where
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+        ready!(self.inner.poll_ready(cx)).map_err(Into::into)?;
+        // Closed: one atomic load, so `call` hands the request straight on. Open, `call`
+        // checks it again (the refusal, its count and a closing after the cooldown are its).
+        self.closed = self.breaker.closed_at_once();
+        Poll::Ready(Ok(()))
     }
 
     #[inline]
     fn call(&mut self, request: Request) -> Self::Future {
+        if std::mem::take(&mut self.closed) {
+            return ResponseFuture::admitted(
+                self.inner.call(request),
+                self.breaker.clone(),
+                self.classify.clone(),
+            );
+        }
         match self.breaker.check() {
             Ok(()) => ResponseFuture::admitted(
                 self.inner.call(request),

@@ -24,7 +24,8 @@ pin_project! {
     enum State<F> {
         // Admitted (`permit`) or waiting for a slot (`wait`, at most until the current
         // deadline; the inner future is not polled until it has one). The slot is freed when
-        // the work ends, or when the future is dropped.
+        // the work ends (then neither is left: the work is done, its future is dropped with
+        // this one), or when the future is dropped.
         Running {
             #[pin]
             fut: F,
@@ -32,8 +33,6 @@ pin_project! {
             wait: Option<QueueWait>,
         },
         Refused { refusal: ResilienceError },
-        // The work ended; its future and slot are gone.
-        Done,
     }
 }
 
@@ -70,7 +69,7 @@ impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (holds_slot, queued) = match &self.state {
             State::Running { permit, wait, .. } => (permit.is_some(), wait.is_some()),
-            State::Refused { .. } | State::Done => (false, false),
+            State::Refused { .. } => (false, false),
         };
         f.debug_struct("bulkhead::ResponseFuture")
             .field("holds_slot", &holds_slot)
@@ -105,14 +104,16 @@ where
                         }
                     }
                 }
+                if permit.is_none() {
+                    return Poll::Ready(Err(crate::layer::polled_after_completion()));
+                }
                 let outcome = ready!(fut.poll(cx));
-                // The work and its slot end now, not when the future is dropped.
-                state.set(State::Done);
+                // The slot ends now, not when the future is dropped.
+                *permit = None;
                 return Poll::Ready(outcome.map_err(Into::into));
             }
             // A clone (reference counts only): a future polled again answers the same.
             StateProj::Refused { refusal } => refusal.clone(),
-            StateProj::Done => return Poll::Ready(Err(crate::layer::polled_after_completion())),
         };
         Poll::Ready(Err(refusal.into()))
     }

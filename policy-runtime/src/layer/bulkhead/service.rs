@@ -41,9 +41,23 @@ where
 
     #[inline]
     fn call(&mut self, request: Request) -> Self::Future {
+        // The slot is taken here, not in `poll_ready`: a slot held by a service that was polled
+        // ready but then not called (a layer above refused) would be missing from every other
+        // user of the same bulkhead by name.
         if let Some(permit) = self.bulkhead.take_free_owned() {
             return ResponseFuture::admitted(self.inner.call(request), permit);
         }
+        self.call_without_slot(request)
+    }
+}
+
+impl<S> BulkheadService<S> {
+    /// `call` with every slot busy: the queue or a refusal.
+    #[cold]
+    fn call_without_slot<Request>(&mut self, request: Request) -> ResponseFuture<S::Future>
+    where
+        S: Service<Request>,
+    {
         match Deadline::current() {
             Some(deadline) if self.bulkhead.max_queued() > 0 => {
                 let bulkhead = self.bulkhead.clone();

@@ -15,6 +15,8 @@ use crate::deadline::format_grpc_timeout;
 /// On each `call` with a deadline in scope, it sets `grpc-timeout` and the millisecond header
 /// ([`DEADLINE_MS_HEADER`] unless configured) to what is left minus the reserve, rounded down:
 /// the receiver never waits longer than we would. Outside any scope the request goes as it is.
+/// Budgets from 1 ms to 10 s go in whole milliseconds (`grpc-timeout: 300m`,
+/// `x-deadline-ms: 300`) and allocate nothing; others in the finest unit that fits.
 ///
 /// ```
 /// use std::time::Duration;
@@ -116,17 +118,85 @@ where
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         if let Some(deadline) = Deadline::current() {
             let left = deadline.remaining().saturating_sub(self.config.reserve);
+            let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
             let headers = request.headers_mut();
-            if self.config.grpc_timeout
-                && let Ok(value) = HeaderValue::try_from(format_grpc_timeout(left))
-            {
-                headers.insert(GRPC_TIMEOUT_HEADER, value);
+            if self.config.grpc_timeout {
+                let value = match Millis::text(millis) {
+                    // Whole milliseconds from 1 ms to 10 s: `"300m"`, nothing allocated.
+                    Some(text) if millis > 0 => Some(HeaderValue::from_static(text)),
+                    // Under a millisecond, or 10 s and more: the finest unit that fits.
+                    _ => HeaderValue::try_from(format_grpc_timeout(left)).ok(),
+                };
+                if let Some(value) = value {
+                    headers.insert(GRPC_TIMEOUT.clone(), value);
+                }
             }
             if let Some(name) = &self.config.ms_header {
-                let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-                headers.insert(name.clone(), HeaderValue::from(millis));
+                let value = match Millis::text(millis) {
+                    Some(text) => HeaderValue::from_static(&text[..text.len() - 1]),
+                    None => HeaderValue::from(millis),
+                };
+                headers.insert(name.clone(), value);
             }
         }
         self.inner.call(request)
+    }
+}
+
+/// [`GRPC_TIMEOUT_HEADER`] as a [`HeaderName`], built once (a name given as `&str` is parsed on
+/// every insert).
+static GRPC_TIMEOUT: HeaderName = HeaderName::from_static(GRPC_TIMEOUT_HEADER);
+
+/// The header values of whole milliseconds below [`Millis::COUNT`], written once per process
+/// (about 49 KB) so that each call borrows its value instead of allocating one: an
+/// [`HeaderValue`] of a number that changes per call is otherwise a new `Bytes`.
+struct Millis;
+
+impl Millis {
+    /// Budgets below 10 s, the common case for a request, are served from the table.
+    const COUNT: u64 = 10_000;
+
+    /// `"{millis}m"`, from the table, when `millis` is below [`Millis::COUNT`].
+    fn text(millis: u64) -> Option<&'static str> {
+        static TABLE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        if millis >= Self::COUNT {
+            return None;
+        }
+        let table = TABLE.get_or_init(|| {
+            use std::fmt::Write as _;
+            let mut table = String::with_capacity(49_000);
+            for n in 0..Self::COUNT {
+                let _ = write!(table, "{n}m");
+            }
+            table
+        });
+        // Every number of `digits` digits takes `digits + 1` bytes; shorter ones come first.
+        let (mut start, mut first, mut digits) = (0_u64, 0_u64, 1_u64);
+        loop {
+            let next = if digits == 1 { 10 } else { first * 10 };
+            if millis < next {
+                break;
+            }
+            start += (next - first) * (digits + 1);
+            first = next;
+            digits += 1;
+        }
+        let at = usize::try_from(start + (millis - first) * (digits + 1)).ok()?;
+        let len = usize::try_from(digits + 1).ok()?;
+        table.get(at..at + len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Millis;
+
+    #[test]
+    fn the_table_holds_every_millisecond_value_below_ten_seconds() {
+        for millis in 0..Millis::COUNT {
+            assert_eq!(Millis::text(millis), Some(format!("{millis}m").as_str()));
+        }
+        assert_eq!(Millis::text(Millis::COUNT), None);
+        assert_eq!(Millis::text(u64::MAX), None);
     }
 }
