@@ -180,6 +180,8 @@ pub mod __macro_support;
 pub mod background;
 pub mod breaker;
 pub mod bulkhead;
+#[cfg(feature = "chaos")]
+pub mod chaos;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
 pub mod deadline;

@@ -418,6 +418,10 @@ impl RefusalNumbers {
             RefusalReason::RateLimited { retry_after, .. } => {
                 n.retry_after_ms = retry_after.map(ms);
             }
+            #[cfg(feature = "chaos")]
+            RefusalReason::Injected { retry_after, .. } => {
+                n.retry_after_ms = retry_after.map(ms);
+            }
         }
         n
     }
