@@ -277,8 +277,9 @@ struct Slot {
 }
 
 impl Slot {
-    /// Whether call number `seen` is one to hit: at rate r, exactly `floor(n * r)` of the first
-    /// `n` calls are, evenly spread (no randomness: a test at 10% sees 10 in 100).
+    /// Whether call number `seen` is one to hit: at rate r, exactly `ceil(n * r)` of the first
+    /// `n` calls are, evenly spread and the first one included (no randomness: a test at 10%
+    /// sees 10 in 100, the 1st, 11th, 21st...).
     fn hit(&self) -> bool {
         let rate = u64::from(self.rate.load(Relaxed));
         if rate == 0 || !self.declared.load(Relaxed) {
@@ -286,7 +287,7 @@ impl Slot {
         }
         let n = self.seen.fetch_add(1, Relaxed);
         let million = u64::from(MILLION);
-        (n + 1) * rate / million > n * rate / million
+        ((n + 1) * rate).div_ceil(million) > (n * rate).div_ceil(million)
     }
 }
 
