@@ -176,6 +176,7 @@ pub enum Fault {
     Refuse,
     /// The dependency answered 429 with `Retry-After`: the breaker (if the operation has one) is
     /// tripped for `retry_after`, and the attempt is refused as rate limited with that wait.
+    #[serde(rename = "status_429")]
     TooManyRequests {
         /// The `Retry-After` it answered with.
         #[serde(rename = "retry_after_ms", serialize_with = "crate::observe::millis")]
