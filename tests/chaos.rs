@@ -403,3 +403,82 @@ fn every_injected_fault_is_an_event_and_a_metric_marked_injected() {
 async fn metered(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
+
+#[cfg(feature = "tower")]
+mod layers {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use policy::chaos::{Fault, FaultKind, InjectedError};
+    use policy::layer::BoxError;
+    use policy::{RefusalKind, Registry, ResilienceError};
+    use tokio::time::Instant;
+    use tower::{Layer, Service, ServiceExt};
+
+    /// The `.policy` operation's layer: its drill is the registry's (switched on here), drawn
+    /// after the breaker's check, and the breaker counts what it injects.
+    #[tokio::test(start_paused = true)]
+    async fn an_operation_layer_applies_its_drill_inside_the_breaker() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let service = {
+            let calls = calls.clone();
+            tower::service_fn(move |()| {
+                let calls = calls.clone();
+                async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    Ok::<u32, BoxError>(7)
+                }
+            })
+        };
+        let mut layered = policy::operation_layer!("layered_lookup").layer(service);
+        // Declared off: the real call.
+        assert_eq!(layered.ready().await.unwrap().call(()).await.unwrap(), 7);
+        Registry::global().chaos("layered_drill").enable();
+        for _ in 0..2 {
+            let error = layered.ready().await.unwrap().call(()).await.unwrap_err();
+            assert!(error.is::<InjectedError>(), "{error}");
+            assert!(error.to_string().contains("layered_drill"), "{error}");
+        }
+        let error = layered.ready().await.unwrap().call(()).await.unwrap_err();
+        assert_eq!(
+            error
+                .downcast_ref::<ResilienceError>()
+                .map(ResilienceError::kind),
+            Some(RefusalKind::BreakerOpen),
+            "two injected errors opened the breaker: {error}"
+        );
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "only the first call was real"
+        );
+        let drill = Registry::global().find_chaos("layered_drill").unwrap();
+        assert_eq!(drill.snapshot().faults[0].injected, 2);
+        drill.disable();
+    }
+
+    /// A standalone `ChaosLayer` below a deadline: injected latency is bounded by it.
+    #[tokio::test(start_paused = true)]
+    async fn a_chaos_layer_waits_inside_the_deadline() {
+        let drill = policy::chaos::Chaos::builder("layer_latency")
+            .fault(
+                Fault::Latency(policy::chaos::Latency::Fixed {
+                    delay: Duration::from_secs(3),
+                }),
+                1.0,
+            )
+            .build();
+        let mut service = tower::ServiceBuilder::new()
+            .layer(policy::layer::ChaosLayer::new(drill.clone()))
+            .service_fn(|()| async { Ok::<u32, BoxError>(7) });
+        let at = Instant::now();
+        let ran = policy::Deadline::after(Duration::from_millis(200))
+            .run(service.ready().await.unwrap().call(()))
+            .await;
+        assert!(ran.is_err(), "the deadline passed first");
+        assert_eq!(at.elapsed(), Duration::from_millis(200));
+        drill.set_rate(FaultKind::Latency, 0.0);
+        assert_eq!(service.ready().await.unwrap().call(()).await.unwrap(), 7);
+    }
+}

@@ -114,6 +114,13 @@ pub trait ChaosFeature {}
 #[derive(Debug)]
 pub struct Chaos<F = ()>(std::marker::PhantomData<F>);
 
+#[cfg(not(feature = "chaos"))]
+impl<F> Clone for Chaos<F> {
+    fn clone(&self) -> Self {
+        Chaos(std::marker::PhantomData)
+    }
+}
+
 /// What the stand-in declares: nothing.
 #[cfg(not(feature = "chaos"))]
 #[derive(Debug, Clone, Copy)]

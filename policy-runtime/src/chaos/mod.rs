@@ -417,6 +417,12 @@ pub struct Injection<'a> {
 }
 
 impl Injection<'_> {
+    /// The latency to inject, and whether to inject an error, for a caller that runs the body
+    /// itself (the tower layer); it then counts the error with [`Chaos::count_injected`].
+    pub fn parts(&self) -> (Option<Duration>, bool) {
+        (self.delay, self.error && self.chaos.is_some())
+    }
+
     /// Nothing to inject.
     pub const NONE: Injection<'static> = Injection {
         chaos: None,
@@ -735,6 +741,17 @@ impl Chaos {
         })
     }
 
+    /// Counts (and logs) one injected fault of `kind` that the caller injected itself (the tower
+    /// layer's error, which is not the function's own).
+    pub fn count_injected(&self, kind: FaultKind) {
+        self.injected(kind, None);
+    }
+
+    /// Its name, shared.
+    pub fn name_arc(&self) -> Arc<str> {
+        self.inner.name.clone()
+    }
+
     fn injected(&self, kind: FaultKind, duration: Option<Duration>) {
         let slot = &self.inner.slots[kind.index()];
         slot.injected.fetch_add(1, Relaxed);
@@ -814,6 +831,38 @@ fn switched(name: &str, reason: &'static str) {
         "chaos `{name}` {reason}"
     );
 }
+
+/// The error a [`ChaosLayer`](crate::layer::chaos::ChaosLayer) injects in place of the inner
+/// service's answer (feature `tower`): a tower service's error is a `BoxError`, so this is its
+/// own type, which the breaker above counts as a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectedError {
+    name: Arc<str>,
+}
+
+impl InjectedError {
+    /// An error injected by the chaos `name`.
+    pub fn new(name: Arc<str>) -> Self {
+        Self { name }
+    }
+
+    /// The chaos that injected it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Display for InjectedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "error injected by chaos drill `{}` (not the dependency's)",
+            self.name
+        )
+    }
+}
+
+impl std::error::Error for InjectedError {}
 
 /// A chaos's window, as offsets after it was built.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
