@@ -482,3 +482,34 @@ mod layers {
         assert_eq!(service.ready().await.unwrap().call(()).await.unwrap(), 7);
     }
 }
+
+#[policy::resilient(
+    breaker(failures = 5, within = "30s", cooldown = "20s"),
+    bulkhead(max_concurrent = 8),
+    chaos = "idle_drill",
+    deadline = "2s"
+)]
+async fn idle(id: u64) -> Result<u64, AppError> {
+    Ok(id + 1)
+}
+
+#[test]
+fn a_drill_that_is_off_allocates_nothing_per_call() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for i in 0..100 {
+            idle(i).await.unwrap();
+        }
+    });
+    let calls = allocation_counter::measure(|| {
+        rt.block_on(async {
+            for i in 0..1_000u64 {
+                assert_eq!(idle(i).await.unwrap(), i + 1);
+            }
+        });
+    });
+    assert_eq!(calls.count_total, 0, "{calls:?}");
+}
