@@ -1,13 +1,14 @@
 //! [`ChaosLayer`] (features `tower` and `chaos`): a [`Chaos`] drill as a tower layer, the
 //! mechanism itself (the registry's entry for its name), not a copy.
 //!
-//! Put it innermost, below the breaker and the bulkhead, as [`OperationLayer`](super::OperationLayer)
-//! does for an operation that names a drill: each call then draws after the breaker's check and
-//! the bulkhead's admission. An injected refusal or 429 is an immediate [`ResilienceError`]
-//! (the work never ran; a 429 trips the breaker given to [`ChaosLayer::breaker`]); injected
-//! latency waits before the inner call (under the request's deadline when one is in scope); an
-//! injected error is an [`InjectedError`] in place of the inner call's answer, which the breaker
-//! above counts as a failure.
+//! Put it innermost, below the breaker and the bulkhead, as
+//! [`OperationLayer`](super::OperationLayer) does for an operation that names a drill: each call
+//! then draws after the breaker's check and the bulkhead's admission. An injected refusal or 429
+//! is an immediate [`ResilienceError`](crate::ResilienceError) (the work never ran; a 429 trips
+//! the breaker given to [`ChaosLayer::breaker`]); injected latency waits before the inner call
+//! (under the request's deadline when one is in scope); an injected error is an
+//! [`InjectedError`] in place of the inner call's answer, which the breaker above counts as a
+//! failure.
 //!
 //! ```
 //! use std::time::Duration;
