@@ -513,3 +513,22 @@ fn a_drill_that_is_off_allocates_nothing_per_call() {
     });
     assert_eq!(calls.count_total, 0, "{calls:?}");
 }
+
+#[policy::critical(chaos = "early_switch", deadline = "1s")]
+async fn early(real: Real) -> Result<u32, AppError> {
+    Ok(real.call(10).await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_switch_made_before_the_first_call_is_kept_and_the_declared_faults_fill_in() {
+    chaos::error_for("early_switch", || AppError::Injected);
+    // On, before any function declared it: empty until the declaration fills in its fault.
+    Registry::global().chaos("early_switch").enable();
+    let real = Real::default();
+    assert!(matches!(early(real.clone()).await, Err(AppError::Injected)));
+    assert_eq!(
+        real.calls(),
+        0,
+        "declared `enabled = false`, switched on first: on"
+    );
+}

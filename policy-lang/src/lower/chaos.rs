@@ -254,7 +254,7 @@ fn lower_status(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<ChaosFaul
     }
 }
 
-/// `10m to 40m`: from, until, after the start.
+/// `10m to 40m`: from, until, after the drill is first used.
 fn lower_during(
     lowering: &mut Lowering<'_>,
     key: &str,
@@ -272,7 +272,7 @@ fn lower_during(
                 "a window like `10m to 40m`",
                 value,
                 value.loc,
-                "write when it starts and ends, after the process started: `during = 10m to 40m`"
+                "write when it starts and ends, after the drill is first used: `during = 10m to 40m`"
                     .to_owned(),
             );
             None

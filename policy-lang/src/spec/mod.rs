@@ -766,7 +766,7 @@ pub struct ChaosSpec {
     pub name: Located<String>,
     /// Its faults, at most one of each kind.
     pub faults: Vec<ChaosFault>,
-    /// Only from, until this long after the process started.
+    /// Only from, until this long after the drill is first used (its registry entry is made).
     pub during: Option<Located<(Duration, Duration)>>,
     /// Only on this share of the instances (0 to 1).
     pub instances: Option<Located<f64>>,

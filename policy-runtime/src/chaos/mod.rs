@@ -7,8 +7,8 @@
 //! [`ResilienceError`] whose reason is [`RefusalReason::Injected`]), and a
 //! [429 with `Retry-After`](Fault::TooManyRequests) (the breaker is tripped for that long, as
 //! for a real 429, and the call is refused as rate limited with the wait). Optionally only
-//! within a window of time after the chaos was built ([`ChaosBuilder::during`], on tokio's
-//! clock) and only on a share of instances ([`ChaosBuilder::instances`], decided once per
+//! within a window of time after the chaos was made (its registry entry, for a declared one:
+//! its first use or switch; [`ChaosBuilder::during`], on tokio's clock) and only on a share of instances ([`ChaosBuilder::instances`], decided once per
 //! instance from its id, so 30% of a fleet is hit and the same 30% every time).
 //!
 //! The injection point is inside the attempt: after the breaker's check and the bulkhead's
@@ -307,6 +307,8 @@ struct Inner {
     epoch: Instant,
     /// Whether the declared settings were applied (a `.policy` stanza or an attribute's).
     declared: AtomicBool,
+    /// Whether it was switched on or off at run time: a declaration made later keeps the switch.
+    switched: AtomicBool,
     error: RwLock<Option<ErrorBuilder>>,
     skipped: AtomicU64,
     metrics: ChaosMetrics,
@@ -548,6 +550,7 @@ impl Chaos {
                 instances: AtomicU32::new(MILLION),
                 epoch: Instant::now(),
                 declared: AtomicBool::new(false),
+                switched: AtomicBool::new(false),
                 error: RwLock::new(None),
                 skipped: AtomicU64::new(0),
                 metrics,
@@ -556,18 +559,27 @@ impl Chaos {
     }
 
     /// Applies `settings` if nothing was declared for this name yet (the first declaration
-    /// wins, as for every named mechanism; a switch made at run time before it stays).
+    /// wins, as for every named mechanism). What was switched at run time before it stays: a
+    /// fault set by [`Chaos::set`] keeps its settings, and an [`enable`](Chaos::enable) or
+    /// [`disable`](Chaos::disable) keeps the drill on or off.
     pub fn declare(&self, settings: &ChaosSettings) {
         if self
             .inner
             .declared
             .compare_exchange(false, true, Relaxed, Relaxed)
-            .is_ok()
+            .is_err()
         {
-            let switched = self.inner.slots.iter().any(|s| s.declared.load(Relaxed));
-            if !switched {
-                self.apply(settings);
+            return;
+        }
+        for (fault, rate) in settings.faults.iter().flatten() {
+            let slot = &self.inner.slots[FaultKind::of(fault).index()];
+            if !slot.declared.load(Relaxed) {
+                self.set(*fault, *rate);
             }
+        }
+        self.apply_scope(settings);
+        if !self.inner.switched.load(Relaxed) {
+            self.inner.on.store(settings.enabled, Relaxed);
         }
     }
 
@@ -575,13 +587,18 @@ impl Chaos {
         for (fault, rate) in settings.faults.iter().flatten() {
             self.set(*fault, *rate);
         }
+        self.apply_scope(settings);
+        self.inner.on.store(settings.enabled, Relaxed);
+    }
+
+    /// The window and the share of instances.
+    fn apply_scope(&self, settings: &ChaosSettings) {
         let (from, until) = settings.during.unwrap_or_default();
         self.inner.window.0.store(saturating_nanos(from), Relaxed);
         self.inner.window.1.store(saturating_nanos(until), Relaxed);
         self.inner
             .instances
             .store(settings.instances.map_or(MILLION, ppm), Relaxed);
-        self.inner.on.store(settings.enabled, Relaxed);
     }
 
     /// Its name.
@@ -597,12 +614,14 @@ impl Chaos {
 
     /// Turns it on.
     pub fn enable(&self) {
+        self.inner.switched.store(true, Relaxed);
         self.inner.on.store(true, Relaxed);
         switched(&self.inner.name, "enabled");
     }
 
     /// Turns it off: every attempt runs the real call.
     pub fn disable(&self) {
+        self.inner.switched.store(true, Relaxed);
         self.inner.on.store(false, Relaxed);
         switched(&self.inner.name, "disabled");
     }
