@@ -532,3 +532,61 @@ async fn a_switch_made_before_the_first_call_is_kept_and_the_declared_faults_fil
         "declared `enabled = false`, switched on first: on"
     );
 }
+
+#[cfg(feature = "overrides")]
+#[policy::critical(chaos = "staging_drill", deadline = "1s")]
+async fn staged(real: Real) -> Result<u32, AppError> {
+    Ok(real.call(10).await)
+}
+
+/// An environment turns a drill on and sets its rate through the overrides (issue 23), checked
+/// by the same validator, and turns it off again by a reload.
+#[cfg(feature = "overrides")]
+#[tokio::test(start_paused = true)]
+async fn an_environments_overrides_switch_a_drill_and_its_rates() {
+    use policy::overrides::Overrides;
+    chaos::error_for("staging_drill", || AppError::Injected);
+    let staging = std::env::temp_dir().join(format!("policy-chaos-staging-{}", std::process::id()));
+    std::fs::create_dir_all(&staging).unwrap();
+    let file = staging.join("drills.policy");
+    std::fs::write(
+        &file,
+        "chaos staging_drill { enabled = true; error at 100% }\n",
+    )
+    .unwrap();
+    let compiled = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/policies");
+    let overrides = Overrides::builder(&compiled)
+        .environment("staging")
+        .dir(&staging)
+        .strict(true)
+        .load()
+        .unwrap();
+    let real = Real::default();
+    assert!(matches!(
+        staged(real.clone()).await,
+        Err(AppError::Injected)
+    ));
+    assert_eq!(real.calls(), 0);
+
+    // Off again, by the environment's file: the real call.
+    std::fs::write(&file, "chaos staging_drill { enabled = false }\n").unwrap();
+    overrides.reload().unwrap();
+    assert_eq!(staged(real.clone()).await.unwrap(), 1);
+
+    // An unsafe rate is refused by the validator, the drill as it was.
+    std::fs::write(
+        &file,
+        "chaos staging_drill { enabled = true; error at 150% }\n",
+    )
+    .unwrap();
+    let refused = overrides.reload().unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("policy::chaos-rate-out-of-range")
+            || format!("{refused:?}").contains("chaos-rate-out-of-range"),
+        "{refused}"
+    );
+    assert_eq!(staged(real.clone()).await.unwrap(), 2);
+    std::fs::remove_dir_all(&staging).unwrap();
+}

@@ -593,7 +593,12 @@ impl Registry {
     /// ```
     #[cfg(feature = "chaos")]
     pub fn chaos(&self, name: &str) -> crate::chaos::Chaos {
-        get_or_insert(&self.chaos, name, crate::chaos::Chaos::bare)
+        get_or_insert(&self.chaos, name, |name| {
+            let chaos = crate::chaos::Chaos::bare(name);
+            #[cfg(feature = "overrides")]
+            read(&self.tunings).apply_to_chaos(&chaos);
+            chaos
+        })
     }
 
     /// The chaos `name` if anything made it.
@@ -625,6 +630,10 @@ impl Registry {
         }
         for bulkhead in read(&self.bulkheads).values() {
             tunings.apply_to_bulkhead(bulkhead);
+        }
+        #[cfg(feature = "chaos")]
+        for chaos in read(&self.chaos).values() {
+            tunings.apply_to_chaos(chaos);
         }
     }
 
