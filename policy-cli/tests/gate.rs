@@ -416,6 +416,74 @@ fn quarantine_passes_then_fails_with_the_chain_then_passes_when_justified() {
     );
 }
 
+const FEATURE_QUARANTINE: &str = "quarantine sqlite_store { feature = \"store/sqlite\"; package = \"app\"; behind = \"sqlite\" }\n";
+
+#[test]
+fn a_quarantined_feature_is_off_in_the_default_build_and_on_behind_its_feature() {
+    // `store/sqlite` is turned on only by `app`'s `sqlite`: passes.
+    let root = workspace("feature-quarantine-pass", "");
+    let policy = write(&root.join("gate.policy"), FEATURE_QUARANTINE);
+    let output = gate_in(&root, &[policy.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.contains(
+            "quarantine sqlite_store (feature `store/sqlite`) (package `app`, behind `sqlite`): not in the default build\n\
+             \x20 feature `sqlite` adds 1 crate: heavy-db\n"
+        ),
+        "{out}"
+    );
+
+    // `sqlite` made a default feature: the feature is on in the default build, and the gate fails.
+    let root = workspace("feature-quarantine-fail", "\"sqlite\"");
+    let policy = write(&root.join("gate.policy"), FEATURE_QUARANTINE);
+    let output = gate_in(&root, &[policy.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("policy::gate::quarantined-feature-on"),
+        "{err}"
+    );
+    assert!(
+        err.contains("quarantined feature `store/sqlite` is on in the default build of `app`"),
+        "{err}"
+    );
+    assert!(
+        stdout(&output).contains(
+            "IN THE DEFAULT BUILD\n  feature `store/sqlite` is on in the default build\n"
+        ),
+        "{}",
+        stdout(&output)
+    );
+
+    // Behind a feature that does not turn it on: the quarantine guards nothing, and says so.
+    let root = workspace("feature-quarantine-nothing", "");
+    let policy = write(
+        &root.join("gate.policy"),
+        &FEATURE_QUARANTINE.replace("behind = \"sqlite\"", "behind = \"audit\""),
+    );
+    let output = gate_in(&root, &[policy.to_str().unwrap()]);
+    let err = stderr(&output);
+    assert!(err.contains("policy::gate::not-behind-feature"), "{err}");
+    assert!(
+        err.contains("`store/sqlite` is not in the build of `app` even with feature `audit`"),
+        "{err}"
+    );
+
+    // A feature the package does not have is named, with the ones it has.
+    let policy = write(
+        &root.join("gate.policy"),
+        &FEATURE_QUARANTINE.replace("store/sqlite", "store/sqlit"),
+    );
+    let output = gate_in(&root, &[policy.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("did you mean `sqlite`?"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn only_names_the_crates_allowed_to_depend_on_it_directly() {
     let root = workspace("quarantine-only", "\"sqlite\", \"audit\"");

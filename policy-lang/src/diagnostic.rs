@@ -278,6 +278,51 @@ pub enum Kind {
         hedge: String,
     },
 
+    /// A chaos fault's rate, or its share of instances, outside 0 to 100%.
+    #[error("chaos `{chaos}`: `{what}` must be a share from 0 to 100%, found `{found}`")]
+    #[diagnostic(
+        code("policy::chaos-rate-out-of-range"),
+        help(
+            "a rate is the share of attempts the fault is injected into: `error at 5%` or `error at 0.05`; `0%` declares it and injects nothing until a run-time switch raises it"
+        )
+    )]
+    ChaosRateOutOfRange {
+        /// The chaos.
+        chaos: String,
+        /// `error`, `latency`, ..., or `instances`.
+        what: String,
+        /// What was written.
+        found: String,
+    },
+
+    /// A chaos stanza with no fault.
+    #[error("chaos `{chaos}` injects nothing")]
+    #[diagnostic(
+        code("policy::chaos-empty"),
+        help(
+            "give it at least one fault with its rate: `latency = 300ms at 10%`, `error at 5%`, `refuse at 1%` or `status 429 retry_after 5s at 2%`"
+        )
+    )]
+    ChaosEmpty {
+        /// The chaos.
+        chaos: String,
+    },
+
+    /// A chaos window that ends before it starts, or a latency range upside down.
+    #[error("chaos `{chaos}`: `{what}` ends before it starts")]
+    #[diagnostic(
+        code("policy::chaos-range-reversed"),
+        help("write the smaller first: `{example}`")
+    )]
+    ChaosRangeReversed {
+        /// The chaos.
+        chaos: String,
+        /// `during`, `uniform` or `lognormal`.
+        what: String,
+        /// The fix, as text.
+        example: String,
+    },
+
     /// A hedge whose `max` is not 2 to the runtime's bound.
     #[error("hedge `{hedge}` has `max = {found}`, outside 2 to {most}")]
     #[diagnostic(

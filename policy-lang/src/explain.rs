@@ -125,6 +125,16 @@ pub enum Step {
         /// `max_concurrent`, following the dependency's latency.
         adaptive_min: Option<u32>,
     },
+    /// A chaos drill's draw (only in builds with the runtime's `chaos` feature): its faults
+    /// are injected here, inside the attempt, as the mechanisms around it would see real ones.
+    Chaos {
+        /// Its name.
+        name: String,
+        /// Its faults, as written (`latency 600ms at 100%`, `error at 5%`).
+        faults: Vec<String>,
+        /// Whether it is declared off (`enabled = false`), to be switched on at run time.
+        off: bool,
+    },
     /// The attempt runs in a child of the deadline.
     Run {
         /// The attempt timeout, if any.
@@ -306,6 +316,17 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
                 .adaptive
                 .as_ref()
                 .map(|adaptive| adaptive.min.value),
+        });
+    }
+    if let Some(chaos) = operation
+        .chaos
+        .as_ref()
+        .and_then(|name| spec.chaos.get(&name.value))
+    {
+        steps.push(Step::Chaos {
+            name: chaos.name.value.clone(),
+            faults: chaos.faults.iter().map(chaos_fault).collect(),
+            off: chaos.enabled.as_ref().is_some_and(|on| !on.value),
         });
     }
     let attempt_timeout = retry.and_then(|retry| retry.attempt_timeout.as_ref().map(|d| d.value));
@@ -504,6 +525,12 @@ impl fmt::Display for Step {
                 }
                 f.write_str("; each attempt:")
             }
+            Step::Chaos { name, faults, off } => write!(
+                f,
+                "chaos `{name}` (feature `chaos`{}): inject {}, marked injected",
+                if *off { ", declared off" } else { "" },
+                faults.join(", ")
+            ),
             Step::BreakerCheck {
                 name,
                 max_retry_after,
@@ -675,5 +702,31 @@ impl fmt::Display for Explanation {
             bound_text(self.bound_without_propagation),
             self.sum
         )
+    }
+}
+
+/// A chaos fault as the stanza writes it.
+fn chaos_fault(fault: &crate::spec::ChaosFault) -> String {
+    use crate::spec::{ChaosFaultKind, ChaosLatency};
+    let rate = format!("{}%", format_ratio(fault.rate.value * 100.0));
+    match fault.kind {
+        ChaosFaultKind::Latency(ChaosLatency::Fixed(d)) => {
+            format!("latency {} at {rate}", format_duration(d))
+        }
+        ChaosFaultKind::Latency(ChaosLatency::Uniform { min, max }) => format!(
+            "latency {} to {} at {rate}",
+            format_duration(min),
+            format_duration(max)
+        ),
+        ChaosFaultKind::Latency(ChaosLatency::LogNormal { p50, p99 }) => format!(
+            "latency p50 {} p99 {} at {rate}",
+            format_duration(p50),
+            format_duration(p99)
+        ),
+        ChaosFaultKind::TooManyRequests { retry_after } => {
+            format!("429 retry after {} at {rate}", format_duration(retry_after))
+        }
+        ChaosFaultKind::Error => format!("error at {rate}"),
+        ChaosFaultKind::Refuse => format!("refusal at {rate}"),
     }
 }

@@ -129,10 +129,13 @@
 //! | `policy::duplicate-name` | two items of one kind with one name (across files too) | rename or remove one |
 //! | `policy::duplicate-stanza` | two `request` or `shedding` stanzas | merge them |
 //! | `policy::unknown-metric` | a ceiling whose metric does not exist | the suggested metric |
-//! | `policy::unknown-name` | an operation names a breaker, bulkhead, retry, hedge or rate limit that does not exist | the suggested name, or define it |
+//! | `policy::unknown-name` | an operation names a breaker, bulkhead, retry, hedge, rate limit or chaos that does not exist | the suggested name, or define it |
 //! | `policy::retry-not-idempotent` | retry on an operation not marked `idempotent` | mark it, or remove the retry |
 //! | `policy::hedge-not-idempotent` | a hedge on an operation not marked `idempotent` (a hedge runs the work twice at once) | mark it, or remove the hedge |
 //! | `policy::hedge-max-out-of-range` | a hedge's `max` (attempts in flight, the first included) outside 2 to 3 | `max = 2`, one hedge |
+//! | `policy::chaos-rate-out-of-range` | a chaos fault's rate, or its `instances`, outside 0 to 100% | a share such as `5%` |
+//! | `policy::chaos-empty` | a `chaos` stanza with no fault | add one: `error at 5%` |
+//! | `policy::chaos-range-reversed` | a chaos `during` window, `uniform` range or `lognormal` p50/p99 with the larger first | write the smaller first |
 //! | `policy::deferred-not-idempotent` | deferred or background work not marked `idempotent` (it is delivered at least once) | make it idempotent, or critical |
 //! | `policy::durable-not-critical` | a `durable` write that is deferred or background | make it critical |
 //! | `policy::retry-without-deadline` | a retry with no deadline on the operation or the request | add one |
@@ -212,9 +215,10 @@ pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
     AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec,
-    Compression, FailMode, HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
-    PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance,
-    RetrySpec, Sharing, SheddingSpec, Spec, WebMetric, WorkClass,
+    ChaosFault, ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, FailMode, HedgeAfter,
+    HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec,
+    Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec,
+    WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

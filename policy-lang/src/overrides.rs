@@ -60,6 +60,18 @@ pub const OVERRIDABLE: &[(&str, &[&str])] = &[
     ("retry", &["attempts", "backoff", "attempt_timeout"]),
     ("shedding", &["deferred", "background"]),
     ("operation", &["deadline", "min_budget", "shed_at"]),
+    // A drill on or off per environment, and its faults' rates (the runtime's `chaos`).
+    (
+        "chaos",
+        &[
+            "enabled",
+            "latency",
+            "error",
+            "refuse",
+            "status",
+            "instances",
+        ],
+    ),
 ];
 
 /// One policy file's name (as diagnostics print it) and text.

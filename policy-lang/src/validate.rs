@@ -24,6 +24,7 @@ const RULES: &[Rule] = &[
     retry_requires_idempotent,
     hedge_requires_idempotent,
     hedge_max_in_range,
+    chaos_well_formed,
     deferred_requires_idempotent,
     durable_requires_critical,
     retry_requires_deadline,
@@ -90,6 +91,7 @@ fn references_exist(spec: &Spec, out: &mut Vec<Diagnostic>) {
         reference_exists(out, &mut suggestions, &operation.bulkhead, &spec.bulkheads);
         reference_exists(out, &mut suggestions, &operation.retry, &spec.retries);
         reference_exists(out, &mut suggestions, &operation.hedge, &spec.hedges);
+        reference_exists(out, &mut suggestions, &operation.chaos, &spec.chaos);
         reference_exists(
             out,
             &mut suggestions,
@@ -214,6 +216,95 @@ fn hedge_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
 }
 
 /// `policy::hedge-max-out-of-range`: `max` counts the attempts in flight, the first included.
+/// `policy::chaos-rate-out-of-range`, `policy::chaos-empty`, `policy::chaos-range-reversed`:
+/// a drill's rates are shares from 0 to 100%, it injects something, and its ranges run forward.
+fn chaos_well_formed(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    use crate::spec::{ChaosFaultKind, ChaosLatency};
+    for chaos in &spec.chaos {
+        let name = &chaos.name.value;
+        let mut check = |what: &str, rate: &Located<f64>| {
+            if !(0.0..=1.0).contains(&rate.value) {
+                out.push(Diagnostic::new(
+                    Kind::ChaosRateOutOfRange {
+                        chaos: name.clone(),
+                        what: what.to_owned(),
+                        found: format!("{}%", format_ratio(rate.value * 100.0)),
+                    },
+                    rate.loc,
+                    "out of range",
+                ));
+            }
+        };
+        for fault in &chaos.faults {
+            check(fault.kind.keyword(), &fault.rate);
+        }
+        if let Some(instances) = &chaos.instances {
+            check("instances", instances);
+        }
+        if chaos.faults.is_empty() {
+            out.push(Diagnostic::new(
+                Kind::ChaosEmpty {
+                    chaos: name.clone(),
+                },
+                chaos.name.loc,
+                "no fault",
+            ));
+        }
+        let mut reversed = |what: &str, example: String, loc: Loc| {
+            out.push(Diagnostic::new(
+                Kind::ChaosRangeReversed {
+                    chaos: name.clone(),
+                    what: what.to_owned(),
+                    example,
+                },
+                loc,
+                "reversed",
+            ));
+        };
+        if let Some(during) = &chaos.during {
+            let (from, until) = during.value;
+            if until <= from {
+                reversed(
+                    "during",
+                    format!(
+                        "during = {} to {}",
+                        format_duration(until),
+                        format_duration(from)
+                    ),
+                    during.loc,
+                );
+            }
+        }
+        for fault in &chaos.faults {
+            match fault.kind {
+                ChaosFaultKind::Latency(ChaosLatency::Uniform { min, max }) if max < min => {
+                    reversed(
+                        "uniform",
+                        format!(
+                            "uniform({}, {})",
+                            format_duration(max),
+                            format_duration(min)
+                        ),
+                        fault.loc,
+                    );
+                }
+                ChaosFaultKind::Latency(ChaosLatency::LogNormal { p50, p99 }) if p99 < p50 => {
+                    reversed(
+                        "lognormal",
+                        format!(
+                            "lognormal(p50 = {}, p99 = {})",
+                            format_duration(p99),
+                            format_duration(p50)
+                        ),
+                        fault.loc,
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
 fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for hedge in &spec.hedges {
         let max = hedge.max.value;

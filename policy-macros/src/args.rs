@@ -35,6 +35,7 @@ const COMMON_KEYS: &[&str] = &[
     "retry",
     "hedge",
     "ratelimit",
+    "chaos",
     "durable",
     "shed_at",
     "fallback",
@@ -180,6 +181,8 @@ pub(crate) struct Args {
     pub(crate) hedge: Option<Ref<InlineHedge>>,
     /// A rate limit of the policy files, by name.
     pub(crate) ratelimit: Option<Spanned<String>>,
+    /// A chaos drill of the policy files, by name.
+    pub(crate) chaos: Option<Spanned<String>>,
     pub(crate) fallback: Option<Spanned<String>>,
     pub(crate) fallback_on_failure: Option<Span>,
     pub(crate) stale_if_error: Option<Spanned<Duration>>,
@@ -667,6 +670,16 @@ impl Args {
                             return skip_value(&meta);
                         }
                         set_once(&mut self.ratelimit, name(&meta)?, span, &key, errors);
+                    }
+                    "chaos" => {
+                        if !meta.input.peek(Token![=]) {
+                            errors.at(
+                                span,
+                                "a chaos drill is named, not written inline: `chaos = \"search_drill\"`, declared in the policy files as `chaos search_drill { latency = 300ms at 10%; error at 5% }`",
+                            );
+                            return skip_value(&meta);
+                        }
+                        set_once(&mut self.chaos, name(&meta)?, span, &key, errors);
                     }
                     "breaker" => {
                         let r = reference(&meta, errors, inline_breaker)?;

@@ -415,6 +415,9 @@ pub(crate) fn lower(
         &mut locs,
     );
 
+    if let Some(chaos) = &args.chaos {
+        operation.chaos = Some(locs.located(chaos));
+    }
     if let Some(ratelimit) = &args.ratelimit {
         operation.ratelimit = Some(locs.located(ratelimit));
     }

@@ -43,6 +43,8 @@ pub(crate) struct Plan {
     pub(crate) hedge: Option<HedgeSpec>,
     /// The rate limit that admits each call, after the deadline and shedding.
     pub(crate) ratelimit: Option<RatelimitSpec>,
+    /// The chaos drill injected inside each attempt (feature `chaos`).
+    pub(crate) chaos: Option<policy_lang::ChaosSpec>,
     pub(crate) inline: InlineFlags,
     pub(crate) files: Vec<PathBuf>,
     /// The budget per poll of the function's body, when monitored.
@@ -381,6 +383,7 @@ fn mechanisms(lowered: &Lowered, operation: &OperationSpec) -> Plan {
         retry: named(&operation.retry).and_then(|n| spec.retries.get(&n).cloned()),
         hedge: named(&operation.hedge).and_then(|n| spec.hedges.get(&n).cloned()),
         ratelimit: named(&operation.ratelimit).and_then(|n| spec.ratelimits.get(&n).cloned()),
+        chaos: named(&operation.chaos).and_then(|n| spec.chaos.get(&n).cloned()),
         inline: lowered.inline,
         files: lowered.files.clone(),
         bound: lowered.bound.clone(),

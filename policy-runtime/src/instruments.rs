@@ -150,6 +150,8 @@ pub(crate) const TASK_START_DELAY: &str = "policy_task_start_delay_seconds";
 pub(crate) const FALLBACKS: &str = "policy_fallbacks_total";
 pub(crate) const HEDGES: &str = "policy_hedges_total";
 pub(crate) const HEDGE_STOPPED: &str = "policy_hedge_stopped_total";
+#[cfg(feature = "chaos")]
+pub(crate) const INJECTED: &str = "policy_injected_faults_total";
 pub(crate) const STALE: &str = "policy_stale_total";
 pub(crate) const POLLS_OVER_BUDGET: &str = "policy_polls_over_budget_total";
 pub(crate) const QUEUE_TASKS: &str = "policy_queue_tasks_total";
@@ -229,6 +231,12 @@ fn describe() {
         );
         describe_counter!(HEDGES, Unit::Count, "Hedges started, won and lost");
         describe_counter!(HEDGE_STOPPED, Unit::Count, "Hedges not started, by reason");
+        #[cfg(feature = "chaos")]
+        describe_counter!(
+            INJECTED,
+            Unit::Count,
+            "Faults a chaos drill injected, by kind (not incidents)"
+        );
         describe_counter!(FALLBACKS, Unit::Count, "Calls answered by their fallback");
         describe_counter!(STALE, Unit::Count, "Calls answered with a stale result");
         describe_counter!(
@@ -661,10 +669,11 @@ pub(crate) struct CallMetrics {
     failed: Histogram,
     expired: Histogram,
     /// Per [`RefusalKind`], in [`REFUSAL_KINDS`] order.
-    refused: [Histogram; 5],
+    refused: [Histogram; REFUSAL_KINDS.len()],
     attempts: Histogram,
 }
 
+#[cfg(not(feature = "chaos"))]
 const REFUSAL_KINDS: [RefusalKind; 5] = [
     RefusalKind::BreakerOpen,
     RefusalKind::BulkheadFull,
@@ -672,6 +681,44 @@ const REFUSAL_KINDS: [RefusalKind; 5] = [
     RefusalKind::InsufficientBudget,
     RefusalKind::RateLimited,
 ];
+
+#[cfg(feature = "chaos")]
+const REFUSAL_KINDS: [RefusalKind; 6] = [
+    RefusalKind::BreakerOpen,
+    RefusalKind::BulkheadFull,
+    RefusalKind::Shed,
+    RefusalKind::InsufficientBudget,
+    RefusalKind::RateLimited,
+    RefusalKind::Injected,
+];
+
+/// A chaos's (feature `chaos`): `policy_injected_faults_total{name, fault}`, per fault kind.
+#[cfg(feature = "chaos")]
+#[derive(Debug)]
+pub(crate) struct ChaosMetrics {
+    /// In [`FaultKind::ALL`](crate::chaos::FaultKind::ALL) order.
+    injected: [(crate::chaos::FaultKind, Counter); 4],
+}
+
+#[cfg(feature = "chaos")]
+impl ChaosMetrics {
+    pub(crate) fn new(name: &str) -> Self {
+        Self {
+            injected: crate::chaos::FaultKind::ALL.map(|kind| {
+                (
+                    kind,
+                    counter(INJECTED, &[("name", name), ("fault", kind.as_str())]),
+                )
+            }),
+        }
+    }
+
+    pub(crate) fn injected(&self, kind: crate::chaos::FaultKind) {
+        if let Some((_, counter)) = self.injected.iter().find(|(k, _)| *k == kind) {
+            counter.increment();
+        }
+    }
+}
 
 /// How a call ended, for its duration's `outcome` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

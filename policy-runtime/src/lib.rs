@@ -12,6 +12,10 @@
 //! | how long may this take? | [`deadline`] | [`RefusalKind::InsufficientBudget`] before start, [`DeadlineExceeded`] after |
 //! | may this start once more in this period? | [`limiter`] (feature `ratelimit`) | [`RefusalKind::RateLimited`], with the wait that would admit it |
 //!
+//! Fault injection for drills is a mechanism of its own, not a mode of the others: `chaos`
+//! (feature `chaos`, off by default) injects latency, errors, refusals and 429s *inside* the
+//! attempt, so the mechanisms above handle them as real faults, and marks each one injected.
+//!
 //! Work the user does not wait for has two more: [`defer`](mod@defer) runs work after the response is
 //! finished (its failures attached before the hand-over, logged, never rethrown), and
 //! [`background`](mod@background) runs it on a bounded pool that sheds it first under pressure,
@@ -151,6 +155,7 @@
 //!
 //! | what | where | bound |
 //! |---|---|---|
+//! | fault-injection drills (feature `chaos`) | `chaos` | one entry per drill name in the [`Registry`], each a fixed set of atomics (four faults, a window, a share); an error function per drill |
 //! | a hedge's latencies (a percentile delay) | [`hedge`] | fixed: 240 buckets of one `AtomicU32`, halved every 2 × [`hedge::HISTORY`] calls |
 //! | named breakers, bulkheads, retry policies, hedges, shedders, rate limiters, fallback records, isolated pools, poll monitors | [`Registry`] (one map each) | one entry per distinct name, never removed: the names the program's attributes and `.policy` files use. Building a mechanism from a name made of request data would grow it; don't |
 //! | background pools, for the snapshot | [`background`](mod@background) | one weak reference per live pool; dropped pools are pruned whenever a pool is built |
@@ -180,6 +185,8 @@ pub mod __macro_support;
 pub mod background;
 pub mod breaker;
 pub mod bulkhead;
+#[cfg(feature = "chaos")]
+pub mod chaos;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
 pub mod deadline;

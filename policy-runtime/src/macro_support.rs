@@ -1141,3 +1141,8 @@ where
 {
     crate::queue::Handler::new(operation, work)
 }
+
+// Fault injection's step of the attempt (feature `chaos`), in a file of its own.
+#[path = "chaos/macro_hook.rs"]
+mod chaos_hook;
+pub use chaos_hook::*;

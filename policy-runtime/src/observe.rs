@@ -8,7 +8,7 @@
 //! | field       | what it holds                                                              |
 //! |-------------|----------------------------------------------------------------------------|
 //! | `operation` | the annotated function's operation, when the event happens inside one      |
-//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `hedge`, `deadline`, `rate_limiter`, `deferred`, `background`, `queue`, `platform`, `fallback` or `store` (the Redis store) |
+//! | `mechanism` | `breaker`, `bulkhead`, `shedder`, `retry`, `hedge`, `deadline`, `rate_limiter`, `deferred`, `background`, `queue`, `platform`, `fallback`, `store` (the Redis store) or `chaos` (a drill, feature `chaos`) |
 //! | `name`      | the mechanism's name (the breaker's, the bulkhead's, the task's)           |
 //! | `kind`      | what happened, from the table below                                        |
 //! | `reason`    | a short, stable code (never a sentence): see each row                      |
@@ -43,6 +43,9 @@
 //! | the Redis store became unreachable (feature `redis`; `mechanism` `store`, `name` `redis`) | WARN | `store_unavailable` | `timeout`, `connection_refused`, `connection_dropped`, `io_error`, `node_lost` or `error` (the sentence in `detail`) | `instance` |
 //! | ... reachable again | INFO | `store_recovered` | `reachable` | `instance` |
 //! | ... its queue of reports is full | WARN | `store_backlog` | `queue_full` | `instance` |
+//! | a chaos drill injected a fault (feature `chaos`; `mechanism` `chaos`, `name` the drill, and `injected = true`) | INFO | `injected` | the fault, also in `fault`: `latency`, `error`, `refuse`, `status_429` | `delay_ms` (latency) |
+//! | ... could not build the function's error (no `chaos::error_for` for its type) | WARN | `injection_skipped` | `no_error_function` | |
+//! | ... was switched on or off at run time | INFO | `chaos_switched` | `enabled`, `disabled` | |
 //! | a fleet rate limiter decides without Redis (`mechanism` `rate_limiter`) | WARN | `limiter_degraded` | `timeout`, `error` | `mode` |
 //! | ... decides with Redis again | INFO | `limiter_recovered` | `reachable` | |
 //! | an enqueue on a durable queue is refused (feature `redis`; `mechanism` `queue`, `name` the queue) | WARN (DEBUG for the rest of an outage) | `enqueue_refused` | `full`, `unavailable`, `shed`, `encoding` | `operation` |
@@ -98,6 +101,7 @@
 //! | `policy_retries_total` | counter | `name` (the retry policy) | retries | retries started, by the attribute's loop and the tower layer's alike |
 //! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`) | stops | retrying stopped before success |
 //! | `policy_hedges_total` | counter | `name` (the hedge), `outcome` (`started`, `won`, `lost`) | hedges | hedges started, hedges whose answer was the call's, hedges dropped unanswered (a refused hedge is the bulkhead's or breaker's refusal, counted there) |
+//! | `policy_injected_faults_total` | counter | `name` (the drill), `fault` (`latency`, `error`, `refuse`, `status_429`) | faults | faults a chaos drill injected (feature `chaos`): drills, never incidents |
 //! | `policy_hedge_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`) | hedges | hedges not started: the deadline was about to pass, or the allowance they share with retries was exhausted |
 //! | `policy_retry_budget_balance` | gauge | `name` | retries | what the policy's allowance still grants in its window; set when a retry draws from it or retrying stops |
 //! | `policy_tasks_total` | counter | `class` (`deferred`, `background`), `outcome` (`finished`, `failed`, `refused`, `panicked`, `abandoned`) | tasks | tasks ended, by how |
@@ -416,6 +420,10 @@ impl RefusalNumbers {
                 n.min_budget_ms = Some(ms(*min_budget));
             }
             RefusalReason::RateLimited { retry_after, .. } => {
+                n.retry_after_ms = retry_after.map(ms);
+            }
+            #[cfg(feature = "chaos")]
+            RefusalReason::Injected { retry_after, .. } => {
                 n.retry_after_ms = retry_after.map(ms);
             }
         }

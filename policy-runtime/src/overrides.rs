@@ -493,6 +493,7 @@ fn named(applied: &[Applied]) -> BTreeSet<(&'static str, String)> {
                 "retry" => "retry",
                 "bulkhead" => "bulkhead",
                 "shedding" => "shedding",
+                "chaos" => "chaos",
                 _ => return None,
             };
             Some((kind, applied.name.clone().unwrap_or_default()))
@@ -536,6 +537,9 @@ pub(crate) struct Tunings {
     operations: BTreeMap<String, (Duration, Duration)>,
     /// By the operation's own name.
     shedders: BTreeMap<String, Thresholds>,
+    /// Drills (feature `chaos`), by name: their faults and whether they are on.
+    #[cfg(feature = "chaos")]
+    chaos: BTreeMap<String, crate::chaos::ChaosSettings>,
 }
 
 impl Tunings {
@@ -629,7 +633,31 @@ impl Tunings {
             };
             tunings.shedders.insert(name.clone(), thresholds);
         }
+        #[cfg(feature = "chaos")]
+        for chaos in &spec.chaos {
+            if touched.contains(&("chaos", chaos.name.value.clone())) {
+                tunings
+                    .chaos
+                    .insert(chaos.name.value.clone(), chaos_settings(chaos));
+            }
+        }
         tunings
+    }
+
+    /// A drill an override names: its faults at the merged rates, on or off as the merged
+    /// stanza says (an override is a switch made at run time).
+    #[cfg(feature = "chaos")]
+    pub(crate) fn apply_to_chaos(&self, chaos: &crate::chaos::Chaos) {
+        if let Some(settings) = self.chaos.get(chaos.name()) {
+            for (fault, rate) in settings.faults.iter().flatten() {
+                chaos.set(*fault, *rate);
+            }
+            if settings.enabled {
+                chaos.enable();
+            } else {
+                chaos.disable();
+            }
+        }
     }
 
     pub(crate) fn apply_to_breaker(&self, breaker: &Breaker) {
@@ -886,3 +914,35 @@ mod fleet {
 
 #[cfg(feature = "redis")]
 pub use fleet::{Following, publish};
+
+/// The runtime's settings of a `chaos` stanza.
+#[cfg(feature = "chaos")]
+fn chaos_settings(spec: &policy_lang::ChaosSpec) -> crate::chaos::ChaosSettings {
+    use crate::chaos::{ChaosSettings, Fault, Latency};
+    use policy_lang::{ChaosFaultKind, ChaosLatency};
+    let mut settings = ChaosSettings::NONE;
+    for fault in &spec.faults {
+        let runtime = match fault.kind {
+            ChaosFaultKind::Latency(ChaosLatency::Fixed(delay)) => {
+                Fault::Latency(Latency::Fixed { delay })
+            }
+            ChaosFaultKind::Latency(ChaosLatency::Uniform { min, max }) => {
+                Fault::Latency(Latency::Uniform { min, max })
+            }
+            ChaosFaultKind::Latency(ChaosLatency::LogNormal { p50, p99 }) => {
+                Fault::Latency(Latency::LogNormal { p50, p99 })
+            }
+            ChaosFaultKind::Error => Fault::Error,
+            ChaosFaultKind::Refuse => Fault::Refuse,
+            ChaosFaultKind::TooManyRequests { retry_after } => {
+                Fault::TooManyRequests { retry_after }
+            }
+            _ => continue,
+        };
+        settings = settings.fault(runtime, fault.rate.value);
+    }
+    settings.during = spec.during.as_ref().map(|d| d.value);
+    settings.instances = spec.instances.as_ref().map(|s| s.value);
+    settings.enabled = spec.enabled.as_ref().is_none_or(|on| on.value);
+    settings
+}

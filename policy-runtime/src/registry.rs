@@ -110,6 +110,9 @@ pub struct Registry {
     isolated: Map<IsolatedPool>,
     polls: Map<Arc<PollMonitor>>,
     operations: Map<Arc<OperationDeadline>>,
+    /// Fault injection for drills, by name (feature `chaos`).
+    #[cfg(feature = "chaos")]
+    chaos: Map<crate::chaos::Chaos>,
     /// The overrides in force (feature `overrides`): applied to each mechanism they name when
     /// it is built, and to those already built when they change.
     #[cfg(feature = "overrides")]
@@ -265,6 +268,10 @@ pub struct Snapshot {
     /// Second configurations refused, in the order they came (see
     /// [One name, one configuration](self#one-name-one-configuration)).
     pub conflicts: Vec<Conflict>,
+    /// Fault injection for drills, by name: faults, rates, on or off, and what each injected
+    /// (feature `chaos`; the field does not exist without it).
+    #[cfg(feature = "chaos")]
+    pub chaos: Vec<crate::chaos::ChaosSnapshot>,
 }
 
 impl Snapshot {
@@ -291,6 +298,8 @@ impl Registry {
             isolated: RwLock::default(),
             polls: RwLock::default(),
             operations: RwLock::default(),
+            #[cfg(feature = "chaos")]
+            chaos: RwLock::default(),
             #[cfg(feature = "overrides")]
             tunings: RwLock::default(),
             overrides: RwLock::default(),
@@ -573,7 +582,41 @@ impl Registry {
             background: crate::background::snapshots(),
             queues: crate::queue::snapshots(),
             conflicts: read(&self.conflicts).clone(),
+            #[cfg(feature = "chaos")]
+            chaos: read(&self.chaos).values().map(|c| c.snapshot()).collect(),
         }
+    }
+
+    /// The chaos `name` (feature `chaos`): the run-time switch of a drill, shared with every
+    /// attribute, `.policy` operation and layer that names it. Made off and empty if nothing
+    /// declared it yet; a later declaration then fills in its faults unless a switch set some.
+    ///
+    /// ```
+    /// use policy_runtime::Registry;
+    /// use policy_runtime::chaos::{Fault, FaultKind, Latency};
+    /// use std::time::Duration;
+    ///
+    /// let drill = Registry::global().chaos("search_drill");
+    /// drill.set(Fault::Latency(Latency::Fixed { delay: Duration::from_millis(300) }), 0.25);
+    /// drill.enable();
+    /// assert!(Registry::global().chaos("search_drill").is_on());
+    /// drill.set_rate(FaultKind::Latency, 0.5);
+    /// drill.disable();
+    /// ```
+    #[cfg(feature = "chaos")]
+    pub fn chaos(&self, name: &str) -> crate::chaos::Chaos {
+        get_or_insert(&self.chaos, name, |name| {
+            let chaos = crate::chaos::Chaos::bare(name);
+            #[cfg(feature = "overrides")]
+            read(&self.tunings).apply_to_chaos(&chaos);
+            chaos
+        })
+    }
+
+    /// The chaos `name` if anything made it.
+    #[cfg(feature = "chaos")]
+    pub fn find_chaos(&self, name: &str) -> Option<crate::chaos::Chaos> {
+        read(&self.chaos).get(name).cloned()
     }
 
     /// Puts `tunings` in force: applied now to every mechanism they name that is built, and to
@@ -599,6 +642,10 @@ impl Registry {
         }
         for bulkhead in read(&self.bulkheads).values() {
             tunings.apply_to_bulkhead(bulkhead);
+        }
+        #[cfg(feature = "chaos")]
+        for chaos in read(&self.chaos).values() {
+            tunings.apply_to_chaos(chaos);
         }
     }
 

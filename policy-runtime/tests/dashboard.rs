@@ -75,6 +75,27 @@ fn populated() -> &'static Registry {
         Duration::from_secs(2),
         Duration::from_millis(100),
     );
+    #[cfg(feature = "chaos")]
+    {
+        use policy_runtime::chaos::{Fault, Latency};
+        let drill = registry.chaos("search_drill");
+        drill.set(
+            Fault::Latency(Latency::Uniform {
+                min: Duration::from_millis(200),
+                max: Duration::from_millis(800),
+            }),
+            0.1,
+        );
+        drill.set(
+            Fault::TooManyRequests {
+                retry_after: Duration::from_secs(5),
+            },
+            0.02,
+        );
+        drill.enable();
+        // The first draw is hit by every fault at a rate: the 429 comes first and ends it.
+        assert!(drill.draw(None).is_err());
+    }
     registry
         .declare("breaker", "search", "my_service::a", "3 in 30s")
         .unwrap();
@@ -136,6 +157,24 @@ async fn the_json_is_versioned_in_milliseconds_and_named_by_operation() {
     assert_eq!(json["operations"][0]["display_name"], "find");
     assert_eq!(json["operations"][0]["deadline_ms"], 2000.0);
     assert_eq!(json["overrides"]["settings"], serde_json::json!([]));
+    #[cfg(feature = "chaos")]
+    {
+        let drill = &json["chaos"][0];
+        assert_eq!(drill["name"], "search_drill");
+        assert_eq!(drill["on"], true);
+        assert_eq!(drill["faults"][0]["kind"], "status_429", "{drill}");
+        assert_eq!(drill["faults"][0]["fault"]["retry_after_ms"], 5000.0);
+        assert_eq!(drill["faults"][0]["injected"], 1);
+        assert_eq!(drill["faults"][1]["kind"], "latency");
+        assert_eq!(drill["faults"][1]["fault"]["distribution"], "uniform");
+        assert_eq!(drill["faults"][1]["rate"], 0.1);
+        assert_eq!(drill["faults"][1]["injected"], 0);
+    }
+    #[cfg(not(feature = "chaos"))]
+    assert!(
+        json.get("chaos").is_none(),
+        "no fault injection without the feature"
+    );
 
     let (status, headers, page) = get(&app, "/ops/dashboard").await;
     assert_eq!(status, StatusCode::OK);
@@ -274,6 +313,20 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
             first_cell.contains(&format!(">{name}</td>")),
             "table `{table}`: the row is called `{name}`: {row}"
         );
+    }
+    // A drill's row says it is injecting, each fault at its rate and what it injected.
+    #[cfg(feature = "chaos")]
+    {
+        let body = browser::table_body(&dom, "chaos").unwrap();
+        let row = browser::row(body, "data-name", "search_drill")
+            .unwrap_or_else(|| panic!("no chaos row `search_drill`:\n{body}"));
+        assert!(row.contains(">search_drill</td>"), "{row}");
+        assert!(row.contains(">injecting<"), "{row}");
+        assert!(
+            row.contains("at 10%") && row.contains("429, retry after"),
+            "{row}"
+        );
+        assert!(row.contains("status_429 1"), "{row}");
     }
     // A hedge says when it fires: the percentile it follows and what that is now.
     let body = browser::table_body(&dom, "hedges").unwrap();

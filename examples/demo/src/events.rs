@@ -181,6 +181,8 @@ impl EventLog {
                 other => other.unwrap_or_default().to_owned(),
             },
             "fallback" => fields.reason.unwrap_or_default(),
+            // Which fault a drill injected.
+            "injected" => fields.reason.unwrap_or_default(),
             _ => String::new(),
         };
         *records

@@ -77,6 +77,16 @@ fn refusals(counts: &[Counted]) -> String {
     )
 }
 
+/// What a chaos drill injected: never to be read as the dependency's own doing.
+fn injected(counts: &[Counted]) -> String {
+    join_or_none(
+        counts
+            .iter()
+            .map(|c| format!("{} by drill `{}` ×{} (injected)", c.detail, c.name, c.count))
+            .collect(),
+    )
+}
+
 fn shed(counts: &[Counted]) -> String {
     join_or_none(
         counts
@@ -270,6 +280,7 @@ pub fn tables(run: &RunReport) -> String {
         }
         let rows = [
             ("refusals by kind", refusals(&phase.refusals)),
+            ("injected faults", injected(&phase.injected)),
             ("shed by reason", shed(&phase.shed)),
             (
                 "breaker openings",
@@ -998,6 +1009,7 @@ fn html_phase(index: usize, count: usize, phase: &PhaseReport) -> String {
     out.push_str("</tbody></table><table class=\"facts\"><tbody>");
     let rows = [
         ("refusals by kind", refusals(&phase.refusals)),
+        ("injected faults", injected(&phase.injected)),
         ("shed decisions by reason", shed(&phase.shed)),
         (
             "breaker openings",

@@ -642,10 +642,12 @@ pub async fn index_document(
 /// The call to the search provider: behind the `search` breaker (it stops calling a provider
 /// that is down, and a 429 trips it), the `search` bulkhead (a slow provider holds at most
 /// four calls) and the `search` retry (transient failures, full jitter, inside one deadline).
+/// The `search_drill` chaos (off unless switched on) injects its faults inside each attempt.
 #[policy::resilient(
     breaker = "search",
     bulkhead = "search",
     retry = "search",
+    chaos = "search_drill",
     deadline = "4s"
 )]
 #[policy::idempotent]

@@ -36,6 +36,30 @@ async fn the_short_scenario_keeps_the_seeds_promises() {
     let healthy = phase(&run, "healthy");
     let slow = phase(&run, "search slow");
     let down = phase(&run, "search down");
+
+    // The injected phase: the provider was healthy, the `search_drill` chaos (switched on
+    // through the registry for the phase) injected the latency, and the report says so. The
+    // provider's own slow phase injected nothing.
+    let injected = phase(&run, "search slow (injected)");
+    assert!(
+        injected
+            .injected
+            .iter()
+            .any(|c| c.name == "search_drill" && c.detail == "latency" && c.count > 0),
+        "{:?}",
+        injected.injected
+    );
+    assert!(slow.injected.is_empty(), "{:?}", slow.injected);
+    assert!(
+        policy_demo::report::tables(&run).contains("latency by drill `search_drill`"),
+        "the report marks the phase's faults injected"
+    );
+    // Through the same mechanisms: a save still never waits for the injected 600 ms either.
+    assert!(
+        injected.save.p99 < Duration::from_millis(300),
+        "save p99 while search is slow by injection: {:?}",
+        injected.save.p99
+    );
     assert!(
         healthy.read.count >= 40 && slow.read.count >= 40,
         "enough reads to judge"

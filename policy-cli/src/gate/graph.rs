@@ -110,6 +110,8 @@ pub(crate) struct MetadataError(pub(crate) String);
 pub(crate) struct Build {
     packages: BTreeSet<usize>,
     edges: BTreeSet<(usize, usize)>,
+    /// The features requested of each package (before its own table expands them).
+    requested: Vec<BTreeSet<String>>,
 }
 
 fn normalize(name: &str) -> String {
@@ -344,7 +346,38 @@ impl Workspace {
             }
         }
         let packages = (0..self.packages.len()).filter(|&i| active[i]).collect();
-        Build { packages, edges }
+        Build {
+            packages,
+            edges,
+            requested,
+        }
+    }
+
+    /// Whether `build` turns on the feature `feature` of `package`: requested of it, or named
+    /// by one of its features that is (through its own table, as Cargo expands it).
+    pub(crate) fn feature_on(&self, build: &Build, package: usize, feature: &str) -> bool {
+        if !build.contains(package) {
+            return false;
+        }
+        let table = &self.packages[package].features;
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut stack: Vec<&str> = build.requested[package]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        while let Some(value) = stack.pop() {
+            let name = match value.split_once('/') {
+                Some((dep, _)) => dep.strip_suffix('?').unwrap_or(dep),
+                None => value,
+            };
+            if value.starts_with("dep:") || !table.contains_key(name) {
+                continue;
+            }
+            if seen.insert(name) {
+                stack.extend(table[name].iter().map(String::as_str));
+            }
+        }
+        seen.contains(feature)
     }
 
     /// What a package's requested features turn on: its optional dependencies and the

@@ -69,6 +69,23 @@ pub enum GateError {
         behind: String,
     },
 
+    /// A quarantined feature turned on in the default build.
+    #[error("quarantined feature `{feature}` is on in the default build of `{package}`")]
+    #[diagnostic(
+        code("policy::gate::quarantined-feature-on"),
+        help(
+            "turn it on only from the `{behind}` feature of `{package}` (and no dependency's default), or give the quarantine a `justification`"
+        )
+    )]
+    QuarantinedFeatureOn {
+        /// `package/feature`.
+        feature: String,
+        /// The package whose default build turns it on.
+        package: String,
+        /// The feature it should stay behind.
+        behind: String,
+    },
+
     /// A direct dependent that `only` does not allow.
     #[error("`{dependent}` depends on quarantined crate `{name}` directly, and is not in `only`")]
     #[diagnostic(
@@ -290,6 +307,7 @@ impl Problem {
             _ if self.is_warning() => Exit::Clean,
             GateError::OverCeiling { .. }
             | GateError::QuarantineBroken { .. }
+            | GateError::QuarantinedFeatureOn { .. }
             | GateError::NotInOnly { .. } => Exit::Problems,
             _ => Exit::Usage,
         }

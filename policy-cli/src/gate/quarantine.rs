@@ -47,6 +47,21 @@ impl Gate<'_> {
         let Some(Ok(workspace)) = &self.workspace else {
             return None;
         };
+        if let Some(guarded) = &quarantine.feature {
+            let checked = feature(workspace, package, quarantine).and_then(|behind| {
+                checked_feature(workspace, package, behind, guarded, quarantine)
+            });
+            return match checked {
+                Ok((checked, problems)) => {
+                    self.problems.extend(problems);
+                    Some(checked)
+                }
+                Err(problem) => {
+                    self.problems.push(problem);
+                    None
+                }
+            };
+        }
         let found = feature(workspace, package, quarantine)
             .and_then(|behind| Ok((behind, crates(workspace, quarantine)?)));
         let (behind, crates) = match found {
@@ -90,6 +105,106 @@ fn feature<'q>(
         help,
     };
     Err(Problem::at(error, quarantine.behind.loc, "no such feature"))
+}
+
+/// A quarantined feature (`feature = "policy-runtime/chaos"`): the default build of `package`
+/// must not turn it on, and the build with `behind` must.
+fn checked_feature(
+    workspace: &Workspace,
+    package: usize,
+    behind: &str,
+    guarded: &policy_lang::Located<String>,
+    quarantine: &QuarantineSpec,
+) -> Result<(Checked, Vec<Problem>), Problem> {
+    let (owner, name) = guarded
+        .value
+        .split_once('/')
+        .unwrap_or((guarded.value.as_str(), ""));
+    let owners = workspace.packages_named(owner);
+    let Some(&first) = owners.first() else {
+        let names = workspace.package_names();
+        let help = suggest::did_you_mean(owner, names.iter().copied(), "the crates", "");
+        return Err(Problem::at(
+            GateError::UnknownCrate {
+                name: owner.to_owned(),
+                help,
+            },
+            guarded.loc,
+            "not in the graph",
+        ));
+    };
+    if !workspace.features(first).contains(&name) {
+        let help = suggest::did_you_mean(
+            name,
+            workspace.features(first).iter().copied(),
+            &format!("the features of `{owner}`"),
+            &format!("`{owner}` has no features"),
+        );
+        return Err(Problem::at(
+            GateError::UnknownFeature {
+                package: owner.to_owned(),
+                feature: name.to_owned(),
+                help,
+            },
+            guarded.loc,
+            "no such feature",
+        ));
+    }
+    let default = workspace.build(package, &[]);
+    let with_feature = workspace.build(package, &[behind]);
+    let on = |build: &Build| owners.iter().any(|&o| workspace.feature_on(build, o, name));
+    let (in_default, in_feature) = (on(&default), on(&with_feature));
+    let package_name = workspace.name(package).to_owned();
+    let mut problems = Vec::new();
+    if !in_feature {
+        problems.push(Problem::at(
+            GateError::NotBehindFeature {
+                name: guarded.value.clone(),
+                package: package_name.clone(),
+                behind: behind.to_owned(),
+            },
+            quarantine.behind.loc,
+            "does not turn it on",
+        ));
+    }
+    let broken = in_default && quarantine.justification.is_none();
+    if broken {
+        problems.push(
+            Problem::at(
+                GateError::QuarantinedFeatureOn {
+                    feature: guarded.value.clone(),
+                    package: package_name.clone(),
+                    behind: behind.to_owned(),
+                },
+                guarded.loc,
+                "quarantined here",
+            )
+            .with_label(quarantine.package.loc, "in this package's default build"),
+        );
+    }
+    let added: BTreeSet<usize> = with_feature
+        .packages()
+        .difference(default.packages())
+        .copied()
+        .collect();
+    let mut adds: Vec<String> = added
+        .iter()
+        .map(|&p| workspace.name(p).to_owned())
+        .collect();
+    adds.sort();
+    let checked = Checked {
+        name: format!("{} (feature `{}`)", quarantine.name.value, guarded.value),
+        package: package_name,
+        behind: behind.to_owned(),
+        in_default,
+        tree: in_default
+            .then(|| format!("  feature `{}` is on in the default build\n", guarded.value)),
+        justification: quarantine.justification.as_ref().map(|j| j.value.clone()),
+        adds,
+        rlib: workspace.rlib_bytes(&added),
+        broken,
+    };
+    Ok((checked, problems))
 }
 
 /// Every package of the quarantined crate's name; some feature of the workspace must bring one

@@ -409,7 +409,14 @@ fn lower_amount(
 }
 
 pub(super) fn lower_quarantine(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["crate", "package", "behind", "only", "justification"];
+    const KEYS: &[&str] = &[
+        "crate",
+        "feature",
+        "package",
+        "behind",
+        "only",
+        "justification",
+    ];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
     for phrase in &body.phrases {
@@ -435,6 +442,22 @@ pub(super) fn lower_quarantine(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     };
     let mut complete = true;
     let krate = lowering.optional_string(&body, "crate", &mut complete);
+    let feature = lowering.optional_string(&body, "feature", &mut complete);
+    if let Some(feature) = &feature
+        && !feature
+            .value
+            .split_once('/')
+            .is_some_and(|(package, name)| !package.is_empty() && !name.is_empty())
+    {
+        complete = false;
+        lowering.invalid(
+            "feature",
+            "a package's feature as `package/feature`",
+            &feature.value,
+            feature.loc,
+            "name the package and its feature: `feature = \"policy-runtime/chaos\"`".to_owned(),
+        );
+    }
     let only = match body.get("only") {
         Some((key, value)) => {
             let mut only = Vec::new();
@@ -482,6 +505,7 @@ pub(super) fn lower_quarantine(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         (Some(name), Some(package), Some(behind)) if complete && !stanza.has_errors => {
             let mut quarantine = QuarantineSpec::new(name, package, behind, stanza.loc);
             quarantine.krate = krate;
+            quarantine.feature = feature;
             quarantine.only = only;
             quarantine.justification = justification;
             insert(

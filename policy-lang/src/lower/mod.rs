@@ -19,10 +19,12 @@ use crate::spec::{FailMode, Items, Named, Rate, Spec, WorkClass};
 use crate::suggest;
 use crate::units::{DURATION_UNITS, QuantityError};
 
+mod chaos;
 mod delivery;
 mod mechanisms;
 mod operation;
 
+use chaos::lower_chaos;
 use delivery::{lower_assets, lower_ceilings, lower_locality, lower_quarantine};
 use mechanisms::{
     lower_breaker, lower_bulkhead, lower_hedge, lower_queue, lower_ratelimit, lower_request,
@@ -48,6 +50,7 @@ const STANZAS: &[(&str, LowerFn)] = &[
     ("shedding", lower_shedding),
     ("ratelimit", lower_ratelimit),
     ("queue", lower_queue),
+    ("chaos", lower_chaos),
     ("operation", lower_operation),
     ("assets", lower_assets),
     ("locality", lower_locality),

@@ -30,6 +30,7 @@ pub const OPERATION_STATEMENTS: &[&str] = &[
     "poll_budget",
     "isolate",
     "queue",
+    "chaos",
 ];
 
 pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
@@ -48,6 +49,7 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         "poll_budget",
         "isolate",
         "queue",
+        "chaos",
     ];
     /// The keys and phrases, for "did you mean".
     const STATEMENTS: &[&str] = OPERATION_STATEMENTS;
@@ -172,6 +174,9 @@ pub(super) fn lower_operation(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             "queue" => lowering
                 .reference(key, value)
                 .map(|r| operation.queue = Some(r)),
+            "chaos" => lowering
+                .reference(key, value)
+                .map(|r| operation.chaos = Some(r)),
             "deadline" => lowering
                 .duration(key, value)
                 .map(|d| operation.deadline = Some(d)),

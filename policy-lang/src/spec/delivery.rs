@@ -366,6 +366,9 @@ pub struct QuarantineSpec {
     /// `crate = "..."`: the heavy crate, when the stanza's name is only a label (so one crate
     /// can be quarantined for several packages).
     pub krate: Option<Located<String>>,
+    /// `feature = "policy-runtime/chaos"`: instead of a crate, a feature of a package (named
+    /// `package/feature`) that the default build must not turn on and `behind` must.
+    pub feature: Option<Located<String>>,
     /// The package whose default build must not contain it.
     pub package: Located<String>,
     /// The feature of `package` it must stay behind.
@@ -396,6 +399,7 @@ impl QuarantineSpec {
         QuarantineSpec {
             name,
             krate: None,
+            feature: None,
             package,
             behind,
             only: Vec::new(),

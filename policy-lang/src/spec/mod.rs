@@ -53,6 +53,9 @@ pub struct Spec {
     /// `queue = NAME` enqueues on. Optional: a queue no stanza declares runs with the
     /// runtime's defaults.
     pub queues: Items<QueueSpec>,
+    /// Fault injection for drills by name (`chaos NAME { ... }`): what an operation's
+    /// `chaos = NAME` injects when the runtime's `chaos` feature is on.
+    pub chaos: Items<ChaosSpec>,
     /// Operations by name.
     pub operations: Items<OperationSpec>,
     /// The calls a request makes to other services, if declared.
@@ -682,6 +685,119 @@ impl Named for HedgeSpec {
     }
 }
 
+/// How long an injected latency lasts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum ChaosLatency {
+    /// `latency = 300ms at 10%`.
+    Fixed(Duration),
+    /// `latency = uniform(200ms, 800ms) at 10%`.
+    Uniform {
+        /// The shortest.
+        min: Duration,
+        /// The longest.
+        max: Duration,
+    },
+    /// `latency = lognormal(p50 = 100ms, p99 = 2s) at 10%`: a real dependency's long tail.
+    LogNormal {
+        /// The median.
+        p50: Duration,
+        /// The 99th percentile.
+        p99: Duration,
+    },
+}
+
+/// One kind of injected fault.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum ChaosFaultKind {
+    /// `latency = ... at R`.
+    Latency(ChaosLatency),
+    /// `error at R`: the function's own error, built by the function registered at run time.
+    Error,
+    /// `refuse at R`: a refusal marked injected.
+    Refuse,
+    /// `status 429 retry_after 5s at R`: the dependency told us to back off.
+    TooManyRequests {
+        /// The `Retry-After` it answers with.
+        retry_after: Duration,
+    },
+}
+
+impl ChaosFaultKind {
+    /// `latency`, `error`, `refuse` or `status 429`: the statement that declares it.
+    #[must_use]
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            Self::Latency(_) => "latency",
+            Self::Error => "error",
+            Self::Refuse => "refuse",
+            Self::TooManyRequests { .. } => "status 429",
+        }
+    }
+}
+
+/// One fault of a chaos stanza, at its rate.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ChaosFault {
+    /// What is injected.
+    pub kind: ChaosFaultKind,
+    /// The share of attempts it is injected into, 0 to 1.
+    pub rate: Located<f64>,
+    /// The statement.
+    pub loc: Loc,
+}
+
+impl ChaosFault {
+    /// `kind` at `rate`, declared at `loc`.
+    #[must_use]
+    pub fn new(kind: ChaosFaultKind, rate: Located<f64>, loc: Loc) -> Self {
+        ChaosFault { kind, rate, loc }
+    }
+}
+
+/// `chaos NAME { latency = uniform(200ms, 800ms) at 10%; error at 5%; refuse at 1%;
+/// status 429 retry_after 5s at 2%; during = 10m to 40m; instances = 30% }`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ChaosSpec {
+    /// Its name.
+    pub name: Located<String>,
+    /// Its faults, at most one of each kind.
+    pub faults: Vec<ChaosFault>,
+    /// Only from, until this long after the drill is first used (its registry entry is made).
+    pub during: Option<Located<(Duration, Duration)>>,
+    /// Only on this share of the instances (0 to 1).
+    pub instances: Option<Located<f64>>,
+    /// Whether it starts on (`enabled = false` declares it off, to switch on at run time).
+    pub enabled: Option<Located<bool>>,
+    /// The stanza.
+    pub loc: Loc,
+}
+
+impl ChaosSpec {
+    /// A chaos with no faults, on, always, everywhere.
+    #[must_use]
+    pub fn new(name: Located<String>, loc: Loc) -> Self {
+        ChaosSpec {
+            name,
+            faults: Vec::new(),
+            during: None,
+            instances: None,
+            enabled: None,
+            loc,
+        }
+    }
+}
+
+impl Named for ChaosSpec {
+    const KIND: &'static str = "chaos";
+    fn name(&self) -> &Located<String> {
+        &self.name
+    }
+}
+
 impl Named for RetrySpec {
     const KIND: &'static str = "retry";
     fn name(&self) -> &Located<String> {
@@ -823,6 +939,8 @@ pub struct OperationSpec {
     pub hedge: Option<Located<String>>,
     /// The rate limit it is admitted by, by name.
     pub ratelimit: Option<Located<String>>,
+    /// The chaos drill injected inside its attempts, by name (`chaos = search_drill`).
+    pub chaos: Option<Located<String>>,
     /// Its deadline (clamped to the request's).
     pub deadline: Option<Located<Duration>>,
     /// The least remaining budget worth starting with.
@@ -868,6 +986,7 @@ impl OperationSpec {
             retry: None,
             hedge: None,
             ratelimit: None,
+            chaos: None,
             deadline: None,
             min_budget: None,
             expected_cost: None,

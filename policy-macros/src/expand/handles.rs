@@ -39,6 +39,8 @@ pub(super) struct Handles {
     pub(super) retry: Option<Ident>,
     pub(super) hedge: Option<Ident>,
     pub(super) ratelimit: Option<Ident>,
+    /// The chaos drill each attempt draws from (feature `chaos`).
+    pub(super) chaos: Option<Ident>,
     pub(super) shedder: Option<Ident>,
     pub(super) monitor: Option<Ident>,
     pub(super) fallback: Option<Ident>,
@@ -206,6 +208,51 @@ fn ratelimit(spec: &RatelimitSpec) -> TokenStream {
     }
 }
 
+fn chaos(spec: &policy_lang::ChaosSpec) -> TokenStream {
+    use policy_lang::{ChaosFaultKind, ChaosLatency};
+    let name = &spec.name.value;
+    let faults = spec.faults.iter().map(|fault| {
+        let rate = ratio(fault.rate.value);
+        match fault.kind {
+            ChaosFaultKind::Latency(ChaosLatency::Fixed(d)) => {
+                let d = duration(d);
+                quote!(.latency_fixed(#d, #rate))
+            }
+            ChaosFaultKind::Latency(ChaosLatency::Uniform { min, max }) => {
+                let (min, max) = (duration(min), duration(max));
+                quote!(.latency_uniform(#min, #max, #rate))
+            }
+            ChaosFaultKind::Latency(ChaosLatency::LogNormal { p50, p99 }) => {
+                let (p50, p99) = (duration(p50), duration(p99));
+                quote!(.latency_lognormal(#p50, #p99, #rate))
+            }
+            ChaosFaultKind::Error => quote!(.error(#rate)),
+            ChaosFaultKind::Refuse => quote!(.refuse(#rate)),
+            ChaosFaultKind::TooManyRequests { retry_after } => {
+                let after = duration(retry_after);
+                quote!(.too_many_requests(#after, #rate))
+            }
+            _ => quote!(),
+        }
+    });
+    let during = spec.during.as_ref().map(|during| {
+        let (from, until) = (duration(during.value.0), duration(during.value.1));
+        quote!(.during(#from, #until))
+    });
+    let instances = spec.instances.as_ref().map(|share| {
+        let share = ratio(share.value);
+        quote!(.instances(#share))
+    });
+    let enabled = spec
+        .enabled
+        .as_ref()
+        .filter(|on| !on.value)
+        .map(|_| quote!(.enabled(false)));
+    quote! {
+        Handle<::policy::__private::Chaos> = Handle::chaos(#name, BY) #(#faults)* #during #instances #enabled
+    }
+}
+
 fn shedder(plan: &Plan) -> TokenStream {
     let name = operation_name(&plan.op);
     let (mut deferred, mut background) = plan.thresholds;
@@ -241,6 +288,9 @@ impl Handles {
         }
         if let Some(spec) = &plan.ratelimit {
             h.ratelimit = Some(h.add("ratelimit", ratelimit(spec)));
+        }
+        if let Some(spec) = &plan.chaos {
+            h.chaos = Some(h.add("chaos", chaos(spec)));
         }
         // A decision to make: optional work against its compartment's load, or any work with
         // a known cost against the budget left.

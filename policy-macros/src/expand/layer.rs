@@ -62,6 +62,10 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
         let r = clone(r);
         quote!(.ratelimit(#r))
     });
+    let chaos = h.chaos.as_ref().map(|c| {
+        let c = clone(c);
+        quote!(.chaos(#c))
+    });
     let named = h.operation.as_ref().map(|o| {
         let o = clone(o);
         quote!(.deadline_of(#o))
@@ -88,6 +92,7 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
                 #bulkhead
                 #shed
                 #ratelimit
+                #chaos
                 #retry
         }
     }

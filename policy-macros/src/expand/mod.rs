@@ -262,6 +262,51 @@ mod tests {
     }
 
     #[test]
+    fn a_chaos_drill_is_drawn_inside_the_attempt_after_the_breaker_and_the_bulkhead() {
+        let out = expand(
+            AttrKind::Resilient,
+            quote!(
+                breaker = "search",
+                bulkhead = "search",
+                chaos = "drill",
+                deadline = "1s"
+            ),
+            quote! {
+                pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
+                    search_client().get(id).await
+                }
+            },
+        );
+        let at = |needle: &str| {
+            out.find(needle)
+                .unwrap_or_else(|| panic!("`{needle}` in\n{out}"))
+        };
+        assert!(at("breaker.check()") < at(".acquire(&deadline)"));
+        assert!(at(".acquire(&deadline)") < at("let injection = chaos"));
+        assert!(at("let injection = chaos") < at(".draw(::core::option::Option::Some(breaker))"));
+        assert!(at(".draw(") < at(".run_in_scope("));
+        // The body runs through the injection, under the attempt's deadline.
+        let inside = &out[at(".run_in_scope(")..];
+        let (injection, body) = (inside.find("injection"), inside.find("carrier.body("));
+        assert!(injection.is_some() && injection < body, "{out}");
+        assert!(at(".run_in_scope(") < at(".observe("));
+        // Without a drill, nothing of it is emitted.
+        let plain = expand(
+            AttrKind::Resilient,
+            quote!(breaker = "search", bulkhead = "search", deadline = "1s"),
+            quote! {
+                pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
+                    search_client().get(id).await
+                }
+            },
+        );
+        assert!(
+            !plain.contains("chaos") && !plain.contains("injection"),
+            "{plain}"
+        );
+    }
+
+    #[test]
     fn an_inline_hedge_without_retry_is_the_whole_attempt() {
         let out = expand(
             AttrKind::Critical,
@@ -702,6 +747,26 @@ mod tests {
                 setting: "shedding",
                 policy: "shedding { deferred at load 0.4; background at load 0.2 }\noperation sample: deferred, idempotent { bulkhead = k }",
                 used: Expanded(AttrKind::Deferred, &[".thresholds(0.4, 0.2)"]),
+            },
+            Sample {
+                setting: "chaos",
+                policy: "chaos c { latency = uniform(200ms, 800ms) at 10%; error at 5%; refuse at 1%; status 429 retry_after 5s at 2%; during = 1m to 2m; instances = 30%; enabled = false }\noperation sample: critical { chaos = c; deadline = 1s }",
+                used: Expanded(
+                    AttrKind::Critical,
+                    &[
+                        "Handle::chaos(\"c\", BY)",
+                        ".latency_uniform(Duration::from_millis(200), Duration::from_millis(800), 0.1)",
+                        ".error(0.05)",
+                        ".refuse(0.01)",
+                        ".too_many_requests(Duration::from_secs(5), 0.02)",
+                        ".during(Duration::from_secs(60), Duration::from_secs(120))",
+                        ".instances(0.3)",
+                        ".enabled(false)",
+                        "let injection = chaos",
+                        ".draw(::core::option::Option::None)",
+                        ".run_in_scope(injection.run(",
+                    ],
+                ),
             },
             Sample {
                 setting: "assets",

@@ -103,12 +103,34 @@ fn attempt(
         (Finish::CallError, Some(breaker)) => quote!(#breaker.observe(#ran)),
         (Finish::CallError, None) => quote!(::policy::CallError::from_run(#ran)),
     };
+    // Fault injection (feature `chaos`), only for an operation that names a drill: after the
+    // check and the permit, inside the deadline.
+    let (inject, body) = chaos_step(h, lift, body);
     quote! {
         #check
         #permit
+        #inject
         let #ran = #deadline.run_in_scope(#body).await;
         #end
     }
+}
+
+/// The chaos drill's draw (a refusal or a 429 ends the attempt like the breaker's), and the body
+/// run through the injection (latency, then the injected error or the real call); nothing when
+/// the operation names no drill.
+fn chaos_step(h: &Handles, lift: &TokenStream, body: &TokenStream) -> (TokenStream, TokenStream) {
+    let Some(chaos) = &h.chaos else {
+        return (TokenStream::new(), body.clone());
+    };
+    let injection = local("injection");
+    let breaker = match &h.breaker {
+        Some(breaker) => quote!(::core::option::Option::Some(#breaker)),
+        None => quote!(::core::option::Option::None),
+    };
+    (
+        quote!(let #injection = #chaos.draw(#breaker) #lift ?;),
+        quote!(#injection.run(#body)),
+    )
 }
 
 /// Step 3 when the sequence's error is a `CallError`: one attempt, or every attempt inside

@@ -72,6 +72,9 @@ pub enum RefusalKind {
     InsufficientBudget,
     /// A rate limiter refused the call.
     RateLimited,
+    /// A chaos drill refused the call (feature `chaos`): injected, not a real refusal.
+    #[cfg(feature = "chaos")]
+    Injected,
 }
 
 impl RefusalKind {
@@ -83,6 +86,8 @@ impl RefusalKind {
             Self::Shed => "shed",
             Self::InsufficientBudget => "insufficient_budget",
             Self::RateLimited => "rate_limited",
+            #[cfg(feature = "chaos")]
+            Self::Injected => "injected",
         }
     }
 }
@@ -150,6 +155,8 @@ impl ResilienceError {
         match &self.reason {
             RefusalReason::BreakerOpen { remaining, .. } => Some(*remaining),
             RefusalReason::RateLimited { retry_after, .. } => *retry_after,
+            #[cfg(feature = "chaos")]
+            RefusalReason::Injected { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
@@ -161,6 +168,8 @@ impl ResilienceError {
             RefusalKind::Shed => "shedding for",
             RefusalKind::InsufficientBudget => "operation",
             RefusalKind::RateLimited => "rate limiter",
+            #[cfg(feature = "chaos")]
+            RefusalKind::Injected => "chaos",
         }
     }
 }

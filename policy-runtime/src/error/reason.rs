@@ -64,6 +64,21 @@ pub enum RefusalReason {
         /// Why: over the rate, or the limiter's store failed and it fails closed.
         detail: Arc<str>,
     },
+    /// A chaos drill injected this refusal (feature `chaos`): the work never ran, and nothing
+    /// is wrong with the dependency. A 429 carries its `Retry-After` and is
+    /// [`RateLimited`](RefusalKind::RateLimited); a plain refusal is
+    /// [`Injected`](RefusalKind::Injected).
+    #[cfg(feature = "chaos")]
+    Injected {
+        /// The fault's kind: `refuse` or `status_429`.
+        fault: &'static str,
+        /// The injected `Retry-After`, for a 429.
+        #[serde(
+            rename = "retry_after_ms",
+            serialize_with = "crate::observe::millis_opt"
+        )]
+        retry_after: Option<Duration>,
+    },
 }
 
 impl RefusalReason {
@@ -77,6 +92,13 @@ impl RefusalReason {
             Self::Shed(_) => RefusalKind::Shed,
             Self::InsufficientBudget { .. } => RefusalKind::InsufficientBudget,
             Self::RateLimited { .. } => RefusalKind::RateLimited,
+            #[cfg(feature = "chaos")]
+            Self::Injected {
+                retry_after: Some(_),
+                ..
+            } => RefusalKind::RateLimited,
+            #[cfg(feature = "chaos")]
+            Self::Injected { .. } => RefusalKind::Injected,
         }
     }
 }
@@ -95,6 +117,8 @@ impl RefusalReason {
             Self::Shed(reason) => reason.signal(),
             Self::InsufficientBudget { .. } => "min_budget",
             Self::RateLimited { .. } => "rate",
+            #[cfg(feature = "chaos")]
+            Self::Injected { .. } => "injected",
         }
     }
 
@@ -109,6 +133,8 @@ impl RefusalReason {
             Self::Shed(_) => "shedder",
             Self::InsufficientBudget { .. } => "deadline",
             Self::RateLimited { .. } => "rate_limiter",
+            #[cfg(feature = "chaos")]
+            Self::Injected { .. } => "chaos",
         }
     }
 }
@@ -151,6 +177,15 @@ impl fmt::Display for RefusalReason {
             } => match retry_after {
                 Some(after) => write!(f, "{detail}; a slot frees in {}", Human(*after)),
                 None => write!(f, "{detail}"),
+            },
+            #[cfg(feature = "chaos")]
+            Self::Injected { fault, retry_after } => match retry_after {
+                Some(after) => write!(
+                    f,
+                    "injected {fault} (a chaos drill): retry after {}",
+                    Human(*after)
+                ),
+                None => write!(f, "injected {fault} (a chaos drill)"),
             },
         }
     }

@@ -69,6 +69,8 @@
 
 pub mod breaker;
 pub mod bulkhead;
+#[cfg(feature = "chaos")]
+pub mod chaos;
 #[cfg(feature = "http")]
 pub mod deadline;
 pub mod hedge;
@@ -80,6 +82,8 @@ pub mod shedding;
 
 pub use breaker::{BreakerLayer, Classify, ErrorsAreFailures};
 pub use bulkhead::BulkheadLayer;
+#[cfg(feature = "chaos")]
+pub use chaos::ChaosLayer;
 #[cfg(feature = "http")]
 pub use deadline::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
 pub use hedge::HedgeLayer;

@@ -146,6 +146,8 @@ pub struct PhaseReport {
     pub save_on_b: Option<RouteStats>,
     /// Refusals by kind and mechanism (the runtime's refusal events).
     pub refusals: Vec<Counted>,
+    /// Faults a chaos drill injected, by drill and fault (the runtime's `injected` events).
+    pub injected: Vec<Counted>,
     /// Shed decisions by reason (the runtime's shed events).
     pub shed: Vec<Counted>,
     /// Breaker openings, each with what opened it.
@@ -290,6 +292,7 @@ pub(super) fn phase_report(
             "insufficient_budget",
             "rate_limited",
         ]),
+        injected: pick(&["injected"]),
         shed: pick(&["shed"]),
         openings: stage.log.openings(index),
         retries,

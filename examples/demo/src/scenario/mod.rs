@@ -195,7 +195,17 @@ async fn run_phase(
             phase.story
         );
     }
+    // A drill is switched at run time through the registry, like an operator would.
+    let drill = phase
+        .chaos
+        .map(|name| policy::Registry::global().chaos(name));
+    if let Some(drill) = &drill {
+        drill.enable();
+    }
     let b_window = phases::drive_phase(stage, index, phase).await;
+    if let Some(drill) = &drill {
+        drill.disable();
+    }
     let after = Reading::now(providers);
     let counts = stage.log.counts(index);
     let mut shared = None;

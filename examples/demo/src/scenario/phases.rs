@@ -44,6 +44,9 @@ pub struct Phase {
     /// pauses and every provider is healthy until that breaker's opening (from the phase before)
     /// has ended, so the phase's first calls reach the provider.
     pub after_cooldown_of: Option<&'static str>,
+    /// The chaos drill switched on for the phase through the registry (its faults are injected,
+    /// marked so, while the providers keep their modes), and off after it.
+    pub chaos: Option<&'static str>,
 }
 
 /// The phases, in order.
@@ -63,6 +66,7 @@ pub fn phases(short: bool, redis: bool) -> Vec<Phase> {
         burst,
         second_instance: false,
         after_cooldown_of: None,
+        chaos: None,
     };
     vec![
         phase(
@@ -79,6 +83,18 @@ pub fn phases(short: bool, redis: bool) -> Vec<Phase> {
             Mode::Healthy,
             false,
         ),
+        // The same sickness, injected: the provider is healthy and the `search_drill` chaos adds
+        // 600 ms inside each attempt. The mechanisms see it as they saw the real one.
+        Phase {
+            chaos: Some("search_drill"),
+            ..phase(
+                "search slow (injected)",
+                "the provider is healthy; the search_drill chaos injects 600 ms into every search call",
+                Mode::Healthy,
+                Mode::Healthy,
+                false,
+            )
+        },
         Phase {
             second_instance: redis,
             // With a second instance, long enough in the short run for it to take saves while

@@ -46,6 +46,9 @@ pub struct OperationLayer<R = NoRetry> {
     shed: Option<ShedLayer>,
     #[cfg(feature = "ratelimit")]
     ratelimit: Option<crate::limiter::RateLimiter>,
+    /// The chaos drill inside each attempt (feature `chaos`).
+    #[cfg(feature = "chaos")]
+    chaos: Option<crate::chaos::Chaos>,
     retry: R,
 }
 
@@ -65,6 +68,8 @@ impl OperationLayer {
             shed: None,
             #[cfg(feature = "ratelimit")]
             ratelimit: None,
+            #[cfg(feature = "chaos")]
+            chaos: None,
             retry: NoRetry,
         }
     }
@@ -113,6 +118,8 @@ impl OperationLayer {
             shed: self.shed,
             #[cfg(feature = "ratelimit")]
             ratelimit: self.ratelimit,
+            #[cfg(feature = "chaos")]
+            chaos: self.chaos,
             retry: WithRetry(RetryLayer::new(policy)),
         }
     }
@@ -197,7 +204,50 @@ impl<R> OperationLayer<R> {
         Optional::Skipped(inner)
     }
 
+    /// The chaos drill each attempt draws from (feature `chaos`), after the breaker's check
+    /// and the bulkhead's admission, inside the attempt's deadline: the same step as an
+    /// attribute's.
+    #[cfg(feature = "chaos")]
+    #[must_use]
+    pub fn chaos(mut self, chaos: crate::chaos::Chaos) -> Self {
+        self.chaos = Some(chaos);
+        self
+    }
+
+    #[cfg(not(feature = "chaos"))]
+    #[doc(hidden)]
+    #[must_use]
+    pub fn chaos<F: crate::__macro_support::ChaosFeature>(
+        self,
+        _chaos: crate::__macro_support::Chaos<F>,
+    ) -> Self {
+        self
+    }
+
+    #[cfg(feature = "chaos")]
+    fn chaotic<S>(&self, inner: S) -> Chaotic<S> {
+        match &self.chaos {
+            Some(chaos) => Optional::Applied(crate::layer::chaos::ChaosService::new(
+                inner,
+                chaos.clone(),
+                self.breaker.clone(),
+            )),
+            None => Optional::Skipped(inner),
+        }
+    }
+
+    #[cfg(not(feature = "chaos"))]
+    #[inline(always)]
+    #[expect(
+        clippy::unused_self,
+        reason = "the same call with and without the feature"
+    )]
+    fn chaotic<S>(&self, inner: S) -> Chaotic<S> {
+        inner
+    }
+
     fn attempt<S>(&self, inner: S) -> Attempt<S> {
+        let inner = self.chaotic(inner);
         let inner = match &self.bulkhead {
             Some(bulkhead) => Optional::Applied(BulkheadService::new(inner, bulkhead.clone())),
             None => Optional::Skipped(inner),
@@ -232,9 +282,14 @@ impl<R> OperationLayer<R> {
 
 /// One attempt: the breaker around the bulkhead around the service, each when declared.
 pub(super) type Attempt<S> = Optional<
-    BreakerService<Optional<BulkheadService<S>, S>, ErrorsAreFailures>,
-    Optional<BulkheadService<S>, S>,
+    BreakerService<Optional<BulkheadService<Chaotic<S>>, Chaotic<S>>, ErrorsAreFailures>,
+    Optional<BulkheadService<Chaotic<S>>, Chaotic<S>>,
 >;
+
+#[cfg(feature = "chaos")]
+type Chaotic<S> = Optional<crate::layer::chaos::ChaosService<S>, S>;
+#[cfg(not(feature = "chaos"))]
+type Chaotic<S> = S;
 
 /// The rate limit's service (feature `ratelimit`; without it, never applied).
 #[cfg(feature = "ratelimit")]
