@@ -370,7 +370,11 @@ fn every_injected_fault_is_an_event_and_a_metric_marked_injected() {
         .with_writer(logs.clone())
         .with_ansi(false)
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // The process's subscriber, not this thread's: the other tests here run in parallel, and
+    // a callsite one of them hit first while no subscriber was set could stay cached as
+    // "never" for this thread's (seen: no line at all, 3 runs in 8). This is the only test of
+    // the binary that installs one, and it reads only its own drill's lines.
+    tracing::subscriber::set_global_default(subscriber).unwrap();
     with_recorder(&recorder, async {
         let real = Real::default();
         for _ in 0..2 {
