@@ -79,8 +79,15 @@ pub(crate) mod process_clock {
         u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// `d` in nanoseconds, saturating: whole seconds and the rest in 64-bit arithmetic (no
+    /// 128-bit product, as `Duration::as_nanos` takes).
+    #[inline]
     fn signed(d: Duration) -> i64 {
-        i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+        const PER_SEC: i64 = 1_000_000_000;
+        match i64::try_from(d.as_secs()) {
+            Ok(secs) if secs < i64::MAX / PER_SEC => secs * PER_SEC + i64::from(d.subsec_nanos()),
+            _ => i64::MAX,
+        }
     }
 
     /// `at` on the process clock (negative before its base: another runtime's paused clock
