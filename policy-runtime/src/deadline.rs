@@ -117,6 +117,32 @@ pub(crate) mod process_clock {
             base.checked_sub(offset).unwrap_or(base)
         }
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_duration_becomes_signed_nanoseconds_saturating() {
+            assert_eq!(signed(Duration::new(1, 500_000_000)), 1_500_000_000);
+            assert_eq!(signed(Duration::from_nanos(7)), 7);
+            assert_eq!(
+                signed(Duration::from_secs(9_223_372_035)),
+                9_223_372_035_000_000_000
+            );
+            assert_eq!(signed(Duration::from_secs(9_223_372_037)), i64::MAX);
+            assert_eq!(signed(Duration::MAX), i64::MAX);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn instants_round_trip_through_the_process_clock_on_a_paused_clock() {
+            let start = now();
+            tokio::time::advance(Duration::from_millis(1_250)).await;
+            let later = now();
+            assert_eq!(later - start, 1_250_000_000);
+            assert_eq!(nanos_of(instant_of(later)), later);
+        }
+    }
 }
 
 use process_clock::nanos;
