@@ -79,8 +79,15 @@ pub(crate) mod process_clock {
         u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// `d` in nanoseconds, saturating: whole seconds and the rest in 64-bit arithmetic (no
+    /// 128-bit product, as `Duration::as_nanos` takes).
+    #[inline]
     fn signed(d: Duration) -> i64 {
-        i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+        const PER_SEC: i64 = 1_000_000_000;
+        match i64::try_from(d.as_secs()) {
+            Ok(secs) if secs < i64::MAX / PER_SEC => secs * PER_SEC + i64::from(d.subsec_nanos()),
+            _ => i64::MAX,
+        }
     }
 
     /// `at` on the process clock (negative before its base: another runtime's paused clock
@@ -108,6 +115,32 @@ pub(crate) mod process_clock {
             base.checked_add(offset).unwrap_or(base)
         } else {
             base.checked_sub(offset).unwrap_or(base)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_duration_becomes_signed_nanoseconds_saturating() {
+            assert_eq!(signed(Duration::new(1, 500_000_000)), 1_500_000_000);
+            assert_eq!(signed(Duration::from_nanos(7)), 7);
+            assert_eq!(
+                signed(Duration::from_secs(9_223_372_035)),
+                9_223_372_035_000_000_000
+            );
+            assert_eq!(signed(Duration::from_secs(9_223_372_037)), i64::MAX);
+            assert_eq!(signed(Duration::MAX), i64::MAX);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn instants_round_trip_through_the_process_clock_on_a_paused_clock() {
+            let start = now();
+            tokio::time::advance(Duration::from_millis(1_250)).await;
+            let later = now();
+            assert_eq!(later - start, 1_250_000_000);
+            assert_eq!(nanos_of(instant_of(later)), later);
         }
     }
 }
