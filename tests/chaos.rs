@@ -23,6 +23,8 @@ enum AppError {
     TimedOut,
     /// What the drills inject: the function's own error, marked.
     Injected,
+    /// A real failure of the dependency.
+    Broken,
 }
 
 impl From<ResilienceError> for AppError {
@@ -98,6 +100,152 @@ async fn the_breaker_counts_injected_failures_and_opens() {
         injected("breaker_drill", FaultKind::Error),
         3,
         "the refused call drew nothing: the breaker refused before the attempt"
+    );
+}
+
+fn last_cause(function: &str) -> policy::OpenCause {
+    Registry::global()
+        .find_breaker(&format!("{}::{function}", module_path!()))
+        .unwrap()
+        .snapshot()
+        .last_cause
+        .unwrap()
+}
+
+#[policy::resilient(
+    breaker(failures = 2, within = "30s", cooldown = "10s"),
+    chaos = "marked_drill",
+    deadline = "1s"
+)]
+async fn marked(real: Real) -> Result<u32, AppError> {
+    Ok(real.call(10).await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_opening_from_injected_failures_says_it_was_a_drill() {
+    chaos::error_for("marked_drill", || AppError::Injected);
+    let real = Real::default();
+    for _ in 0..2 {
+        assert!(matches!(
+            marked(real.clone()).await,
+            Err(AppError::Injected)
+        ));
+    }
+    let cause = last_cause("marked");
+    assert_eq!(cause.injected_by(), Some("marked_drill"));
+    assert_eq!(cause.code(), "failures", "the code is what was counted");
+    assert_eq!(cause.counted(), Some((2, Duration::from_secs(30))));
+    assert_eq!(
+        cause.to_string(),
+        "2 failures within 30s, the last one injected by chaos drill `marked_drill` (a drill, not an incident)"
+    );
+    let json = serde_json::to_value(&cause).unwrap();
+    assert_eq!(json["cause"], "injected");
+    assert_eq!(json["drill"], "marked_drill");
+    assert_eq!(json["opened_by"]["cause"], "failures");
+    // The refusal carries the same cause.
+    match marked(real.clone()).await {
+        Err(AppError::Refused(refusal)) => match refusal.reason() {
+            RefusalReason::BreakerOpen { cause, .. } => {
+                assert_eq!(cause.injected_by(), Some("marked_drill"));
+            }
+            other => panic!("expected the open breaker's reason, got {other:?}"),
+        },
+        other => panic!("expected the open breaker's refusal, got {other:?}"),
+    }
+}
+
+#[policy::resilient(
+    breaker(failures = 2, within = "30s", cooldown = "10s"),
+    chaos = "mixed_drill",
+    deadline = "1s"
+)]
+async fn mixed(real: Real, broken: bool) -> Result<u32, AppError> {
+    let n = real.call(10).await;
+    if broken { Err(AppError::Broken) } else { Ok(n) }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_failure_that_opens_decides_whether_the_opening_was_a_drill() {
+    chaos::error_for("mixed_drill", || AppError::Injected);
+    let drill = Registry::global().chaos("mixed_drill");
+    let real = Real::default();
+    drill.enable();
+    assert!(matches!(
+        mixed(real.clone(), false).await,
+        Err(AppError::Injected)
+    ));
+    drill.disable();
+    // The second (opening) failure is the dependency's own: an incident, not a drill.
+    assert!(matches!(
+        mixed(real.clone(), true).await,
+        Err(AppError::Broken)
+    ));
+    let cause = last_cause("mixed");
+    assert_eq!(cause.injected_by(), None, "{cause}");
+    assert!(!cause.to_string().contains("injected"), "{cause}");
+    // After the cooldown the first call is a probe; an injected failure reopens, and says so.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    drill.enable();
+    assert!(matches!(
+        mixed(real.clone(), false).await,
+        Err(AppError::Injected)
+    ));
+    drill.disable();
+    let cause = last_cause("mixed");
+    assert_eq!(cause.injected_by(), Some("mixed_drill"));
+    assert_eq!(cause.code(), "probe_failed");
+    assert_eq!(real.calls(), 1, "only the broken call was real");
+}
+
+#[policy::resilient(
+    breaker(failures = 1, within = "30s", cooldown = "10s"),
+    chaos = "slow_marked_drill",
+    deadline = "1s"
+)]
+async fn slow_marked(real: Real) -> Result<u32, AppError> {
+    Ok(real.call(10).await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expiry_from_injected_latency_opens_the_breaker_as_a_drill() {
+    let real = Real::default();
+    assert!(matches!(
+        slow_marked(real.clone()).await,
+        Err(AppError::TimedOut)
+    ));
+    let cause = last_cause("slow_marked");
+    assert_eq!(cause.injected_by(), Some("slow_marked_drill"), "{cause}");
+    assert_eq!(cause.code(), "failures");
+}
+
+#[test]
+fn a_mark_is_for_one_breaker_and_one_failure() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let _in_runtime = runtime.enter();
+    let open_at_once = || {
+        policy::Breaker::builder("mark")
+            .open_after_failures(1, Duration::from_secs(30))
+            .build()
+    };
+    let (marked, other) = (open_at_once(), open_at_once());
+    marked.mark_injected(Arc::from("a_drill"));
+    other.record_failure();
+    let cause = other.snapshot().last_cause.unwrap();
+    assert_eq!(cause.injected_by(), None, "another breaker's mark: {cause}");
+    marked.record_failure();
+    let cause = marked.snapshot().last_cause.unwrap();
+    assert_eq!(cause.injected_by(), None, "the mark was dropped: {cause}");
+    let next = open_at_once();
+    next.mark_injected(Arc::from("a_drill"));
+    next.record_failure();
+    assert_eq!(
+        next.snapshot().last_cause.unwrap().injected_by(),
+        Some("a_drill")
     );
 }
 
@@ -392,6 +540,21 @@ fn every_injected_fault_is_an_event_and_a_metric_marked_injected() {
         "mechanism=\"chaos\"",
     ]);
     assert_eq!(lines.len(), 2, "{}", logs.text());
+    // The opening the drill's error decided is logged as injected, with the drill.
+    chaos::error_for("logged_open_drill", || AppError::Injected);
+    with_recorder(&recorder, async {
+        assert!(matches!(
+            logged_open(Real::default()).await,
+            Err(AppError::Injected)
+        ));
+    });
+    let opened = logs.lines_with(&[
+        "kind=\"breaker_opened\"",
+        "injected=true",
+        "drill=\"logged_open_drill\"",
+        "reason=\"failures\"",
+    ]);
+    assert_eq!(opened.len(), 1, "{}", logs.text());
     let seen = Recorded::take(&snapshotter);
     assert_eq!(
         seen.counter(
@@ -400,6 +563,16 @@ fn every_injected_fault_is_an_event_and_a_metric_marked_injected() {
         ),
         2
     );
+}
+
+#[cfg(feature = "metrics")]
+#[policy::resilient(
+    breaker(failures = 1, within = "30s", cooldown = "10s"),
+    chaos = "logged_open_drill",
+    deadline = "1s"
+)]
+async fn logged_open(real: Real) -> Result<u32, AppError> {
+    Ok(real.call(10).await)
 }
 
 #[cfg(feature = "metrics")]
@@ -459,6 +632,13 @@ mod layers {
         );
         let drill = Registry::global().find_chaos("layered_drill").unwrap();
         assert_eq!(drill.snapshot().faults[0].injected, 2);
+        let cause = Registry::global()
+            .find_breaker("layered_search")
+            .unwrap()
+            .snapshot()
+            .last_cause
+            .unwrap();
+        assert_eq!(cause.injected_by(), Some("layered_drill"), "{cause}");
         drill.disable();
     }
 

@@ -389,6 +389,14 @@ impl Tally {
     }
 }
 
+#[cfg(feature = "chaos")]
+thread_local! {
+    /// The breaker (its shared state's address) whose next failure on this thread a chaos drill
+    /// injected, and the drill's name: see [`Breaker::mark_injected`].
+    static INJECTED: std::cell::Cell<Option<(usize, Arc<str>)>> =
+        const { std::cell::Cell::new(None) };
+}
+
 /// A named circuit breaker. Cloning is cheap and clones share state.
 #[derive(Clone)]
 pub struct Breaker {
@@ -682,6 +690,18 @@ impl Breaker {
     /// (an error, a timeout). Opens the breaker at the threshold, or at once on probation.
     pub fn record_failure(&self) {
         let inner = &*self.inner;
+        #[cfg(feature = "chaos")]
+        let injected = self.take_injected();
+        #[cfg(feature = "chaos")]
+        let opened_by = |cause: OpenCause| match &injected {
+            Some(drill) => OpenCause::Injected {
+                drill: drill.clone(),
+                opened_by: Box::new(cause),
+            },
+            None => cause,
+        };
+        #[cfg(not(feature = "chaos"))]
+        let opened_by = |cause: OpenCause| cause;
         let now = inner.clock.now_nanos();
         inner.stats.failures.fetch_add(1, Ordering::Relaxed);
         let until = inner.open_until.load(Ordering::Acquire);
@@ -694,7 +714,7 @@ impl Breaker {
         let probation = inner.probation_until.load(Ordering::Acquire);
         if probation != 0 {
             if now < probation {
-                self.open(now, config.cooldown, OpenCause::ProbeFailed);
+                self.open(now, config.cooldown, opened_by(OpenCause::ProbeFailed));
                 return;
             }
             // Probation lapsed without a verdict: back to plain counting.
@@ -712,7 +732,7 @@ impl Breaker {
         {
             if ring.record(now, tally.window_nanos) {
                 let cause = OpenCause::Failures { count, window };
-                self.open(now, config.cooldown, cause);
+                self.open(now, config.cooldown, opened_by(cause));
             } else {
                 inner.store.failure_recorded(self);
             }
@@ -745,9 +765,38 @@ impl Breaker {
         };
         match cause {
             Some(cause) => {
-                self.open(now, config.cooldown, cause);
+                self.open(now, config.cooldown, opened_by(cause));
             }
             None => inner.store.failure_recorded(self),
+        }
+    }
+
+    /// Marks the next failure this thread records on this breaker as injected by the chaos
+    /// drill `drill` (feature `chaos`): if that failure opens the breaker, the opening's cause
+    /// is [`OpenCause::Injected`], so its event, the snapshot's last cause and the dashboard say
+    /// it was a drill. A drill marks its injected error just before handing it back (and its
+    /// injected latency when a deadline drops it mid-sleep); the attempt records the failure
+    /// next, in the same poll on the same thread. The mark is taken by the next
+    /// [`record_failure`](Self::record_failure) on this thread, and a mark for another breaker
+    /// is dropped, not moved on.
+    #[cfg(feature = "chaos")]
+    pub fn mark_injected(&self, drill: Arc<str>) {
+        let key = Arc::as_ptr(&self.inner) as usize;
+        INJECTED.with(|mark| mark.set(Some((key, drill))));
+    }
+
+    /// Drops this thread's mark, if any (a drill's draw starts afresh).
+    #[cfg(feature = "chaos")]
+    pub(crate) fn clear_injected() {
+        INJECTED.with(|mark| drop(mark.take()));
+    }
+
+    #[cfg(feature = "chaos")]
+    fn take_injected(&self) -> Option<Arc<str>> {
+        let key = Arc::as_ptr(&self.inner) as usize;
+        match INJECTED.with(std::cell::Cell::take) {
+            Some((marked, drill)) if marked == key => Some(drill),
+            _ => None,
         }
     }
 

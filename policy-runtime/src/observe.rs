@@ -20,7 +20,7 @@
 //! |----------------------------|-------|----------------------------|----------------|---------|
 //! | a refusal                  | DEBUG | the [`RefusalKind`](crate::RefusalKind) | [`RefusalReason::code`](crate::RefusalReason::code): `failures`, `failure_ratio`, `probe_failed`, `retry_after`, `shared`, `full`, `request_queue_full`, `queue_timeout`, `load`, `budget`, `min_budget`, `rate` | `remaining_ms`, `count`, `window_ms`, `max_concurrent`, `max_queued`, `waited_ms`, `load`, `threshold`, `expected_cost_ms`, `min_budget_ms`, `retry_after_ms` (those that apply) |
 //! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` |
-//! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms` |
+//! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms`; `injected` (`true`) and `drill` when the deciding failure was injected (feature `chaos`) |
 //! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | |
 //! | an adaptive bulkhead's limit moved by a quarter (and at least 2 slots) since the last such event | INFO | `bulkhead_limit` | `queueing` (latency rose: calls wait inside the dependency), `headroom` (it answers as fast as unloaded) | `from`, `to` (slots), `latency_noload_ms`, `latency_recent_ms`, `queue_estimate` |
 //! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` |
@@ -515,6 +515,8 @@ pub(crate) fn breaker_opened(name: &str, cause: &OpenCause, open_for: Duration) 
         kind = "breaker_opened",
         reason = cause.code(),
         open_for_ms = ms(open_for),
+        injected = cause.injected_by().map(|_| true),
+        drill = cause.injected_by(),
         count,
         window_ms = window.map(ms),
         retry_after_ms,

@@ -47,6 +47,9 @@ pub struct Opening {
     pub open_for_ms: Option<u64>,
     /// What the dependency asked for, in milliseconds, when its `Retry-After` opened it.
     pub retry_after_ms: Option<u64>,
+    /// The chaos drill that injected the failure that opened it (the event's `drill`), if one
+    /// did: a drill, not an incident.
+    pub injected_by: Option<String>,
 }
 
 /// Events of one kind, name and detail.
@@ -147,6 +150,10 @@ impl EventLog {
         let Some(kind) = fields.kind.clone() else {
             return;
         };
+        if kind == "injected" {
+            // For the task whose work met it (the timeline's per-request count).
+            crate::timeline::injected_seen();
+        }
         let phase = self.phase.load(Ordering::SeqCst);
         let name = fields.name.clone().unwrap_or_default();
         let mut records = lock(&self.records);
@@ -166,6 +173,7 @@ impl EventLog {
                 reason: fields.reason.clone().unwrap_or_default(),
                 open_for_ms: fields.open_for_ms,
                 retry_after_ms: fields.retry_after_ms,
+                injected_by: fields.drill.clone(),
             });
         }
         let detail = match kind.as_str() {
@@ -234,6 +242,7 @@ struct Fields {
     open_for_ms: Option<u64>,
     retry_after: Option<String>,
     retry_after_ms: Option<u64>,
+    drill: Option<String>,
 }
 
 /// A field in milliseconds, as a duration's debug form (`30s`, `250ms`).
@@ -249,7 +258,7 @@ impl Fields {
     fn cause(&self) -> String {
         let count = self.count.unwrap_or_default();
         let window = self.window.as_deref().unwrap_or("its window");
-        match self.reason.as_deref().unwrap_or_default() {
+        let cause = match self.reason.as_deref().unwrap_or_default() {
             "failures" => format!("{count} failures within {window}"),
             "failure_ratio" => format!("{count} failures, at or above its ratio, within {window}"),
             "probe_failed" => "a probe failed right after the cooldown".to_owned(),
@@ -259,6 +268,10 @@ impl Fields {
             ),
             "shared" => "another instance".to_owned(),
             other => other.to_owned(),
+        };
+        match &self.drill {
+            Some(drill) => format!("{cause}, the last one injected by drill `{drill}` (a drill)"),
+            None => cause,
         }
     }
 
@@ -278,6 +291,7 @@ impl Fields {
                 self.retry_after_ms = value.parse().ok();
             }
             "count" => self.count = value.parse().ok(),
+            "drill" => self.drill = Some(value),
             _ => {}
         }
     }

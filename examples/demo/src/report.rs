@@ -171,6 +171,20 @@ fn deferred(phase: &PhaseReport) -> String {
     if !by_task.is_empty() {
         let _ = write!(line, " ({})", by_task.join(", "));
     }
+    if d.injected_faults > 0 {
+        let met: Vec<String> = d
+            .met_injected
+            .iter()
+            .map(|(task, n)| format!("{task} {n}"))
+            .collect();
+        let _ = write!(
+            line,
+            "; {} of them met a fault injected by a chaos drill ({} faults, a drill's, not the provider's: {})",
+            d.met_injected(),
+            d.injected_faults,
+            met.join(", ")
+        );
+    }
     let failed: u64 = phase.tasks_failed.iter().map(|c| c.count).sum();
     if failed > 0 {
         let _ = write!(

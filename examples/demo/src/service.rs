@@ -634,7 +634,12 @@ pub async fn index_document(
     }
     #[cfg(not(feature = "redis"))]
     embed_document(app.clone(), id, doc.body.clone());
-    push_to_index(app.search.clone(), id, doc).await?;
+    // Counting what a chaos drill injected into this request's indexing, for the timeline.
+    let (pushed, injected) =
+        timeline::noting_injected(push_to_index(app.search.clone(), id, doc)).await;
+    app.timeline
+        .met_injected(&request, "index_document", injected);
+    pushed?;
     app.work.indexed.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }

@@ -32,8 +32,10 @@
 //! "after" when it saw the finish. The scenario serves far fewer requests than that in all, so its
 //! counts are exact; the soak ([`crate::soak`]) reports the unmatched alongside.
 
+use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +83,12 @@ pub struct Tally {
     pub created: u64,
     /// Starts per task name.
     pub by_task: Vec<(&'static str, u64)>,
+    /// Deferred tasks that met at least one fault a chaos drill injected (a drill, not the
+    /// dependency), per task name: counted from the runtime's `injected` events each task's own
+    /// work emitted ([`noting_injected`]).
+    pub met_injected: Vec<(&'static str, u64)>,
+    /// The injected faults those tasks met, in all.
+    pub injected_faults: u64,
 }
 
 impl Tally {
@@ -95,6 +103,19 @@ impl Tally {
             .iter()
             .find(|(name, _)| *name == task)
             .map_or(0, |(_, n)| *n)
+    }
+
+    /// Deferred tasks that met at least one injected fault, of every name.
+    pub fn met_injected(&self) -> u64 {
+        self.met_injected.iter().map(|(_, n)| n).sum()
+    }
+
+    fn injected(&mut self, task: &'static str, faults: u64) {
+        self.injected_faults += faults;
+        match self.met_injected.iter_mut().find(|(name, _)| *name == task) {
+            Some((_, n)) => *n += 1,
+            None => self.met_injected.push((task, 1)),
+        }
     }
 
     fn start(&mut self, verdict: Verdict, task: &'static str) {
@@ -241,6 +262,19 @@ impl Timeline {
         }
     }
 
+    /// Records that the deferred task `task`, deferred by `request`, met `faults` faults a chaos
+    /// drill injected (as [`noting_injected`] counted them); nothing when `faults` is 0.
+    pub fn met_injected(&self, request: &str, task: &'static str, faults: u64) {
+        if faults == 0 {
+            return;
+        }
+        let mut state = lock(&self.inner.state);
+        state.total.injected(task, faults);
+        for group in state.groups_of(request) {
+            group.injected(task, faults);
+        }
+    }
+
     /// The counts of the group `prefix` (empty if it was never declared).
     pub fn tally(&self, prefix: &str) -> Tally {
         lock(&self.inner.state)
@@ -281,6 +315,28 @@ impl Timeline {
             }
         })
     }
+}
+
+tokio::task_local! {
+    /// The injected faults the work inside [`noting_injected`] met so far.
+    static INJECTED_SEEN: Cell<u64>;
+}
+
+/// Runs `work` and counts the faults a chaos drill injected into it: every `injected` event
+/// the runtime emits while `work` is polled (the event log calls [`injected_seen`] for each, on
+/// the thread and in the task that drew the fault). Work spawned onto other tasks is not counted.
+pub async fn noting_injected<F: Future>(work: F) -> (F::Output, u64) {
+    INJECTED_SEEN
+        .scope(Cell::new(0), async {
+            let output = work.await;
+            (output, INJECTED_SEEN.with(Cell::get))
+        })
+        .await
+}
+
+/// Counts one injected fault for the [`noting_injected`] around the current task, if any.
+pub fn injected_seen() {
+    let _ = INJECTED_SEEN.try_with(|seen| seen.set(seen.get() + 1));
 }
 
 /// The middleware (`axum::middleware::from_fn_with_state`): gives the request its
@@ -424,6 +480,30 @@ mod tests {
         timeline.deferred_started("first", "late");
         let total = timeline.total();
         assert_eq!((total.after, total.unmatched), (0, 1), "{total:?}");
+    }
+
+    #[tokio::test]
+    async fn injected_faults_are_counted_for_the_task_whose_work_met_them() {
+        let timeline = Timeline::new();
+        timeline.count_group("a3-").unwrap();
+        let ((), seen) = noting_injected(async {
+            injected_seen();
+            tokio::task::yield_now().await;
+            injected_seen();
+        })
+        .await;
+        assert_eq!(seen, 2);
+        injected_seen(); // outside any `noting_injected`: counted nowhere
+        let ((), none) = noting_injected(async {}).await;
+        assert_eq!(none, 0);
+        timeline.met_injected("a3-1", "index", seen);
+        timeline.met_injected("a3-2", "index", none);
+        timeline.met_injected("a4-1", "index", 1);
+        let tally = timeline.tally("a3-");
+        assert_eq!(tally.met_injected, vec![("index", 1)], "{tally:?}");
+        assert_eq!((tally.met_injected(), tally.injected_faults), (1, 2));
+        let total = timeline.total();
+        assert_eq!((total.met_injected(), total.injected_faults), (2, 3));
     }
 
     #[test]

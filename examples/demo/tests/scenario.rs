@@ -54,6 +54,31 @@ async fn the_short_scenario_keeps_the_seeds_promises() {
         policy_demo::report::tables(&run).contains("latency by drill `search_drill`"),
         "the report marks the phase's faults injected"
     );
+    // The timeline says which requests met the drill: the saves whose indexing drew an
+    // injected fault (counted from the events their own task emitted), in this phase only.
+    let met = injected.deferred.met_injected();
+    assert!(
+        met > 0 && met <= injected.deferred.starts_of("index_document"),
+        "{:?}",
+        injected.deferred
+    );
+    assert!(injected.deferred.injected_faults >= met);
+    for other in run.phases.iter().filter(|p| p.phase.chaos.is_none()) {
+        assert_eq!(
+            other.deferred.met_injected(),
+            0,
+            "`{}` met no drill: {:?}",
+            other.phase.name,
+            other.deferred
+        );
+    }
+    assert!(
+        policy_demo::report::tables(&run).contains(&format!(
+            "{met} of them met a fault injected by a chaos drill ({} faults",
+            injected.deferred.injected_faults
+        )),
+        "the report's deferred row says how many requests met the drill"
+    );
     // Through the same mechanisms: a save still never waits for the injected 600 ms either.
     assert!(
         injected.save.p99 < Duration::from_millis(300),

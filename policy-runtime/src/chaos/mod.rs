@@ -414,8 +414,24 @@ impl ChaosBuilder {
 #[must_use]
 pub struct Injection<'a> {
     chaos: Option<&'a Chaos>,
+    /// The attempt's breaker, told which of its failures were injected.
+    breaker: Option<&'a Breaker>,
     delay: Option<Duration>,
     error: bool,
+}
+
+/// Marks the attempt's breaker when the injected latency is cut short (the deadline dropped the
+/// attempt mid-sleep: the expiry the breaker records next is the drill's doing).
+struct MarkIfDropped<'a> {
+    armed: Option<(&'a Chaos, &'a Breaker)>,
+}
+
+impl Drop for MarkIfDropped<'_> {
+    fn drop(&mut self) {
+        if let Some((chaos, breaker)) = self.armed {
+            breaker.mark_injected(chaos.inner.name.clone());
+        }
+    }
 }
 
 impl Injection<'_> {
@@ -428,6 +444,7 @@ impl Injection<'_> {
     /// Nothing to inject.
     pub const NONE: Injection<'static> = Injection {
         chaos: None,
+        breaker: None,
         delay: None,
         error: false,
     };
@@ -440,12 +457,19 @@ impl Injection<'_> {
         R: Injectable,
     {
         if let Some(delay) = self.delay {
+            let mut guard = MarkIfDropped {
+                armed: self.chaos.zip(self.breaker),
+            };
             tokio::time::sleep(delay).await;
+            guard.armed = None;
         }
         if let (true, Some(chaos)) = (self.error, self.chaos) {
             match R::injected(chaos) {
                 Some(injected) => {
                     chaos.injected(FaultKind::Error, None);
+                    if let Some(breaker) = self.breaker {
+                        breaker.mark_injected(chaos.inner.name.clone());
+                    }
                     return injected;
                 }
                 None => chaos.skipped(),
@@ -704,7 +728,10 @@ impl Chaos {
     /// `breaker` for its `Retry-After`), else the latency and error to inject, if any. When the
     /// chaos is off this is one relaxed load.
     #[inline]
-    pub fn draw(&self, breaker: Option<&Breaker>) -> Result<Injection<'_>, ResilienceError> {
+    pub fn draw<'a>(
+        &'a self,
+        breaker: Option<&'a Breaker>,
+    ) -> Result<Injection<'a>, ResilienceError> {
         if !self.is_on() {
             return Ok(Injection::NONE);
         }
@@ -713,7 +740,12 @@ impl Chaos {
 
     #[cold]
     #[inline(never)]
-    fn draw_on(&self, breaker: Option<&Breaker>) -> Result<Injection<'_>, ResilienceError> {
+    fn draw_on<'a>(
+        &'a self,
+        breaker: Option<&'a Breaker>,
+    ) -> Result<Injection<'a>, ResilienceError> {
+        // A mark left by an attempt that ended otherwise (a hedge that lost) is not this one's.
+        Breaker::clear_injected();
         if !self.active() {
             return Ok(Injection::NONE);
         }
@@ -755,6 +787,7 @@ impl Chaos {
         let error = slots[FaultKind::Error.index()].hit();
         Ok(Injection {
             chaos: Some(self),
+            breaker,
             delay,
             error,
         })
@@ -868,6 +901,11 @@ impl InjectedError {
     /// The chaos that injected it.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The drill's name, shared.
+    pub(crate) fn name_arc(&self) -> Arc<str> {
+        self.name.clone()
     }
 }
 

@@ -108,7 +108,7 @@ impl RefusalReason {
     /// the opening's cause for an open breaker (see [`OpenCause::code`]), `full`,
     /// `request_queue_full`, `queue_timeout`, the shed signal (`load` or `budget`),
     /// `min_budget` or `rate`.
-    pub const fn code(&self) -> &'static str {
+    pub fn code(&self) -> &'static str {
         match self {
             Self::BreakerOpen { cause, .. } => cause.code(),
             Self::BulkheadFull { .. } => "full",
@@ -231,12 +231,24 @@ pub enum OpenCause {
         /// The other instance's account of the cause.
         detail: Arc<str>,
     },
+    /// An opening whose deciding failure (the one recorded as it opened) was injected by the
+    /// chaos drill `drill` (feature `chaos`): a drill, not an incident. `opened_by` is what the
+    /// breaker counted, as it would say without the drill.
+    #[cfg(feature = "chaos")]
+    Injected {
+        /// The drill that injected the deciding failure.
+        drill: Arc<str>,
+        /// What the breaker counted (never itself `Injected`).
+        opened_by: Box<OpenCause>,
+    },
 }
 
 impl OpenCause {
     /// For an opening from counted failures, the failures counted and their window.
     pub fn counted(&self) -> Option<(u32, Duration)> {
         match self {
+            #[cfg(feature = "chaos")]
+            Self::Injected { opened_by, .. } => opened_by.counted(),
             Self::Failures { count, window } => Some((*count, *window)),
             Self::FailureRatio {
                 failures, window, ..
@@ -248,9 +260,12 @@ impl OpenCause {
 
 impl OpenCause {
     /// The cause as a short, stable code: `failures`, `failure_ratio`, `probe_failed`,
-    /// `retry_after` or `shared`.
-    pub const fn code(&self) -> &'static str {
+    /// `retry_after` or `shared`. An injected opening has the code of what was counted
+    /// (see [`injected_by`](Self::injected_by) for the drill).
+    pub fn code(&self) -> &'static str {
         match self {
+            #[cfg(feature = "chaos")]
+            Self::Injected { opened_by, .. } => opened_by.code(),
             Self::Failures { .. } => "failures",
             Self::FailureRatio { .. } => "failure_ratio",
             Self::ProbeFailed => "probe_failed",
@@ -260,9 +275,26 @@ impl OpenCause {
     }
 }
 
+impl OpenCause {
+    /// The chaos drill that injected the failure that opened the breaker, if one did
+    /// (always `None` without the feature `chaos`).
+    pub fn injected_by(&self) -> Option<&str> {
+        match self {
+            #[cfg(feature = "chaos")]
+            Self::Injected { drill, .. } => Some(drill),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for OpenCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            #[cfg(feature = "chaos")]
+            Self::Injected { drill, opened_by } => write!(
+                f,
+                "{opened_by}, the last one injected by chaos drill `{drill}` (a drill, not an incident)"
+            ),
             Self::Failures { count, window } => {
                 write!(f, "{count} failures within {}", Human(*window))
             }

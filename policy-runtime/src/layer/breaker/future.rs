@@ -69,7 +69,17 @@ where
                 match &outcome {
                     // The work never ran below us: nothing to learn about the dependency.
                     Err(error) if is_refusal(error) => {}
-                    outcome => breaker.record(!classify.is_failure(outcome.as_ref())),
+                    outcome => {
+                        // A drill's error (the chaos layer below): an opening it decides says so.
+                        #[cfg(feature = "chaos")]
+                        if let Err(error) = outcome
+                            && let Some(injected) =
+                                error.downcast_ref::<crate::chaos::InjectedError>()
+                        {
+                            breaker.mark_injected(injected.name_arc());
+                        }
+                        breaker.record(!classify.is_failure(outcome.as_ref()));
+                    }
                 }
                 Poll::Ready(outcome)
             }
