@@ -206,16 +206,13 @@ async fn reset_closes_the_breakers_and_forgets_their_counts() {
     assert!(refused(query_search(false).await));
 }
 
-#[test]
-fn the_default_build_of_policy_has_no_test_registry() {
-    // `cargo tree` of the facade without dev-dependencies: what a service's build resolves.
-    // The feature reaches `policy-runtime` only through `policy-testkit`, a dev-dependency.
+/// `cargo tree` of the facade's build with `features`, without dev-dependencies: what a
+/// service's build resolves, inverted to what turns `policy-runtime`'s features on.
+fn runtime_features_in_the_build_of_policy(features: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "-p", "policy"])
+        .args(features)
         .args([
-            "tree",
-            "--offline",
-            "-p",
-            "policy",
             "-e",
             "normal,build,features",
             "-i",
@@ -225,37 +222,25 @@ fn the_default_build_of_policy_has_no_test_registry() {
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("cargo tree");
-    let tree = String::from_utf8_lossy(&out.stdout);
+        .unwrap_or_else(|e| panic!("cargo tree: {e}"));
     assert!(
         out.status.success(),
         "cargo tree failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_default_build_of_policy_has_no_test_registry() {
+    // The feature reaches `policy-runtime` only through `policy-testkit`, a dev-dependency.
+    let tree = runtime_features_in_the_build_of_policy(&[]);
     assert!(tree.contains("policy-runtime v"), "{tree}");
     assert!(
         !tree.contains("test-registry"),
         "the default build of `policy` turns on policy-runtime's `test-registry`:\n{tree}"
     );
     // And with every feature of the facade: none of them is a way in.
-    let all = std::process::Command::new(env!("CARGO"))
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            "policy",
-            "--all-features",
-            "-e",
-            "normal,build,features",
-            "-i",
-            "policy-runtime",
-            "--prefix",
-            "none",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo tree");
-    let tree = String::from_utf8_lossy(&all.stdout);
-    assert!(all.status.success());
+    let tree = runtime_features_in_the_build_of_policy(&["--all-features"]);
     assert!(!tree.contains("test-registry"), "{tree}");
 }

@@ -182,16 +182,7 @@ fn checked_feature(
             .with_label(quarantine.package.loc, "in this package's default build"),
         );
     }
-    let added: BTreeSet<usize> = with_feature
-        .packages()
-        .difference(default.packages())
-        .copied()
-        .collect();
-    let mut adds: Vec<String> = added
-        .iter()
-        .map(|&p| workspace.name(p).to_owned())
-        .collect();
-    adds.sort();
+    let (added, adds) = added_crates(workspace, &default, &with_feature);
     let checked = Checked {
         name: format!("{} (feature `{}`)", quarantine.name.value, guarded.value),
         package: package_name,
@@ -347,17 +338,7 @@ impl<'a> Exposure<'a> {
                 .collect::<Vec<_>>()
                 .join("\n")
         });
-        let added: BTreeSet<usize> = self
-            .with_feature
-            .packages()
-            .difference(self.default.packages())
-            .copied()
-            .collect();
-        let mut adds: Vec<String> = added
-            .iter()
-            .map(|&p| workspace.name(p).to_owned())
-            .collect();
-        adds.sort();
+        let (added, adds) = added_crates(workspace, &self.default, &self.with_feature);
         Checked {
             // The stanza's label, and the crate when a label names another.
             name: match &quarantine.krate {
@@ -434,4 +415,24 @@ fn adds_line(c: &Checked) -> String {
         ));
     }
     line
+}
+
+/// The crates `with_feature` builds that `default` does not: their packages, and their names
+/// sorted.
+fn added_crates(
+    workspace: &Workspace,
+    default: &Build,
+    with_feature: &Build,
+) -> (BTreeSet<usize>, Vec<String>) {
+    let added: BTreeSet<usize> = with_feature
+        .packages()
+        .difference(default.packages())
+        .copied()
+        .collect();
+    let mut names: Vec<String> = added
+        .iter()
+        .map(|&p| workspace.name(p).to_owned())
+        .collect();
+    names.sort();
+    (added, names)
 }

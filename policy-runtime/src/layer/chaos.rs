@@ -12,15 +12,19 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use policy_runtime::chaos::{Chaos, Fault};
+//! use policy_runtime::chaos::Fault;
 //! use policy_runtime::layer::{BoxError, BreakerLayer, ChaosLayer};
-//! use policy_runtime::{Breaker, RefusalKind, ResilienceError};
+//! use policy_runtime::{Breaker, RefusalKind, Registry, ResilienceError};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let breaker = Breaker::builder("search").open_after_failures(2, Duration::from_secs(10)).build();
-//! let drill = Chaos::builder("search_drill").fault(Fault::Error, 1.0).build();
+//! // The registry's entry: the one an attribute or a `.policy` operation naming
+//! // `search_drill` uses, switched at run time through `Registry::global().chaos(..)`.
+//! let drill = Registry::global().chaos("search_drill");
+//! drill.set(Fault::Error, 1.0);
+//! drill.enable();
 //! let mut search = ServiceBuilder::new()
 //!     .layer(BreakerLayer::new(breaker.clone()))
 //!     .layer(ChaosLayer::new(drill.clone()).breaker(breaker.clone()))
