@@ -267,33 +267,31 @@ fn a_layer_call_is_one_span_named_after_its_operation() {
         .with_ansi(false)
         .without_time()
         .finish();
-    tracing::subscriber::with_default(subscriber, || {
-        // The other tests of this binary run in parallel without a subscriber. One of them can
-        // register a callsite this test needs (the refusal's event) while this subscriber is
-        // being registered, and cache the interest "never" for it, so the event would be
-        // skipped here. Recomputing every callsite's interest now, with this subscriber in
-        // place, closes that window (the flake this test had under load).
-        tracing::callsite::rebuild_interest_cache();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let service = tower::service_fn(|x: u32| async move { Ok::<_, BoxError>(x) });
-            let mut layered = policy::operation_layer!("spanned_lookup").layer(service);
-            // 10 ms left of the request, below the operation's 100 ms minimum: refused.
-            let refused = Deadline::after(Duration::from_millis(10))
-                .scope(async { layered.ready().await.unwrap().call(1).await })
-                .await
-                .unwrap_err();
-            assert_eq!(refusal(&refused), RefusalKind::InsufficientBudget);
-        });
+    // The process's subscriber, not this thread's: the other tests of this binary run in
+    // parallel, and a callsite one of them hit first while no subscriber was set could stay
+    // cached as "never" for a thread's own subscriber (the refusal's event went missing under
+    // load, even with the interest cache rebuilt). This is the binary's only test that installs
+    // one; it reads only its own operation's lines.
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let service = tower::service_fn(|x: u32| async move { Ok::<_, BoxError>(x) });
+        let mut layered = policy::operation_layer!("spanned_lookup").layer(service);
+        // 10 ms left of the request, below the operation's 100 ms minimum: refused.
+        let refused = Deadline::after(Duration::from_millis(10))
+            .scope(async { layered.ready().await.unwrap().call(1).await })
+            .await
+            .unwrap_err();
+        assert_eq!(refusal(&refused), RefusalKind::InsufficientBudget);
     });
     let text = logs.text();
     let refused: Vec<&str> = text
         .lines()
-        .filter(|l| l.contains("kind=\"insufficient_budget\""))
+        .filter(|l| l.contains("kind=\"insufficient_budget\"") && l.contains("spanned_lookup"))
         .collect();
     assert_eq!(refused.len(), 1, "{text}");
     assert!(
