@@ -105,6 +105,11 @@ impl fmt::Display for RefusalKind {
 /// [`retry_within`](crate::retry::retry_within) never does; a fallback is the only useful
 /// response.
 ///
+/// It is one pointer wide: the name and the reason live behind one shared allocation, made when
+/// a mechanism refuses, so every `Result` that can carry a refusal (and every future's output
+/// on its way out through the levels of a call) stays small on the admitted path. Cloning it
+/// shares that allocation.
+///
 /// ```
 /// use policy_runtime::{Bulkhead, RefusalKind};
 ///
@@ -118,8 +123,13 @@ impl fmt::Display for RefusalKind {
 ///     "bulkhead `search` refused the call: all 1 slots busy and all 0 queue places taken"
 /// );
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ResilienceError {
+#[derive(Clone, PartialEq)]
+pub struct ResilienceError(Arc<Refusal>);
+
+/// What a [`ResilienceError`] holds, behind its one pointer.
+#[derive(PartialEq, Serialize)]
+#[serde(rename = "ResilienceError")]
+struct Refusal {
     name: Arc<str>,
     #[serde(flatten)]
     reason: RefusalReason,
@@ -128,31 +138,31 @@ pub struct ResilienceError {
 impl ResilienceError {
     /// A refusal by the mechanism `name` for `reason`.
     pub fn new(name: impl Into<Arc<str>>, reason: RefusalReason) -> Self {
-        Self {
+        Self(Arc::new(Refusal {
             name: name.into(),
             reason,
-        }
+        }))
     }
 
     /// Which mechanism refused.
     pub fn kind(&self) -> RefusalKind {
-        self.reason.kind()
+        self.0.reason.kind()
     }
 
     /// The name of the breaker, bulkhead, shedder, limiter or operation that refused.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.0.name
     }
 
     /// Why it refused.
     pub fn reason(&self) -> &RefusalReason {
-        &self.reason
+        &self.0.reason
     }
 
     /// For a breaker or rate-limit refusal, how long until the mechanism expects to admit
     /// again; useful for a `Retry-After` header on the 503 a refusal becomes.
     pub fn retry_after(&self) -> Option<Duration> {
-        match &self.reason {
+        match &self.0.reason {
             RefusalReason::BreakerOpen { remaining, .. } => Some(*remaining),
             RefusalReason::RateLimited { retry_after, .. } => *retry_after,
             #[cfg(feature = "chaos")]
@@ -180,9 +190,26 @@ impl fmt::Display for ResilienceError {
             f,
             "{} `{}` refused the call: {}",
             self.mechanism(),
-            self.name,
-            self.reason
+            self.0.name,
+            self.0.reason
         )
+    }
+}
+
+/// As a struct of its name and reason, the way it reads when derived.
+impl fmt::Debug for ResilienceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResilienceError")
+            .field("name", &self.0.name)
+            .field("reason", &self.0.reason)
+            .finish()
+    }
+}
+
+/// The name and the reason's fields, flattened: `{"name": .., "reason": .., ..}`.
+impl Serialize for ResilienceError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
     }
 }
 
@@ -191,6 +218,9 @@ impl std::error::Error for ResilienceError {}
 /// We stopped waiting at the deadline. The work may have run, may have succeeded unseen, or
 /// may still be running (a deadline bounds the wait, not the work).
 ///
+/// It is one word: the budget in nanoseconds, as a [`Deadline`](crate::Deadline) holds it (a
+/// budget beyond `u64::MAX` nanoseconds, about 584 years, is held as that).
+///
 /// ```
 /// use std::time::Duration;
 /// use policy_runtime::DeadlineExceeded;
@@ -198,23 +228,59 @@ impl std::error::Error for ResilienceError {}
 /// let e = DeadlineExceeded::new(Duration::from_millis(250));
 /// assert_eq!(e.to_string(), "stopped waiting after the 250ms budget ran out; the work may have run");
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, thiserror::Error)]
-#[error("stopped waiting after the {} budget ran out; the work may have run", Human(*.budget))]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DeadlineExceeded {
-    #[serde(rename = "budget_ms", serialize_with = "crate::observe::millis")]
-    budget: Duration,
+    #[serde(rename = "budget_ms", serialize_with = "nanos_as_millis")]
+    budget: u64,
 }
 
 impl DeadlineExceeded {
     /// The deadline that had been granted `budget` expired.
     pub const fn new(budget: Duration) -> Self {
+        // Whole seconds and the rest in 64-bit arithmetic, saturating, rather than
+        // `as_nanos`'s 128-bit product.
+        let budget = match budget.as_secs().checked_mul(1_000_000_000) {
+            Some(secs) => secs.saturating_add(budget.subsec_nanos() as u64),
+            None => u64::MAX,
+        };
         Self { budget }
     }
 
     /// The budget the expired deadline had been granted.
     pub const fn budget(&self) -> Duration {
-        self.budget
+        Duration::from_nanos(self.budget)
     }
+}
+
+/// As a struct of its budget, the way it reads when derived.
+impl fmt::Debug for DeadlineExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeadlineExceeded")
+            .field("budget", &self.budget())
+            .finish()
+    }
+}
+
+impl fmt::Display for DeadlineExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stopped waiting after the {} budget ran out; the work may have run",
+            Human(self.budget())
+        )
+    }
+}
+
+impl std::error::Error for DeadlineExceeded {}
+
+/// A budget held in nanoseconds, serialized as [`millis`](crate::observe::millis) serializes
+/// the same `Duration`.
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "the signature serde's `serialize_with` calls"
+)]
+fn nanos_as_millis<S: serde::Serializer>(nanos: &u64, s: S) -> Result<S::Ok, S::Error> {
+    crate::observe::millis(&Duration::from_nanos(*nanos), s)
 }
 
 /// One of the three outcomes of a protected call that are not a success.
@@ -318,5 +384,58 @@ impl<E> From<ResilienceError> for CallError<E> {
 impl<E> From<DeadlineExceeded> for CallError<E> {
     fn from(e: DeadlineExceeded) -> Self {
         Self::DeadlineExceeded(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    use super::*;
+
+    /// Every level of a call moves its `Poll<Result<T, E>>` out, with `E` carrying these: on
+    /// the admitted path they are only size, so they are kept to a word each.
+    #[test]
+    fn a_refusal_and_an_expiry_are_one_word_each() {
+        assert_eq!(size_of::<ResilienceError>(), size_of::<usize>());
+        assert_eq!(size_of::<Result<(), ResilienceError>>(), size_of::<usize>());
+        assert_eq!(size_of::<DeadlineExceeded>(), size_of::<u64>());
+        assert_eq!(size_of::<CallError<std::io::Error>>(), 2 * size_of::<u64>());
+        assert_eq!(
+            size_of::<Result<u64, CallError<std::io::Error>>>(),
+            2 * size_of::<u64>()
+        );
+    }
+
+    #[test]
+    fn an_expiry_holds_its_budget_to_the_nanosecond_and_saturates_past_u64_nanoseconds() {
+        let budget = Duration::new(3, 141_592_653);
+        assert_eq!(DeadlineExceeded::new(budget).budget(), budget);
+        assert_eq!(
+            DeadlineExceeded::new(Duration::MAX).budget(),
+            Duration::from_nanos(u64::MAX)
+        );
+        assert_eq!(
+            format!("{:?}", DeadlineExceeded::new(Duration::from_millis(250))),
+            "DeadlineExceeded { budget: 250ms }"
+        );
+    }
+
+    #[test]
+    fn a_refusal_reads_as_a_struct_of_its_name_and_reason_and_its_clones_share_one_reason() {
+        let refusal = ResilienceError::new(
+            "search",
+            RefusalReason::BulkheadFull {
+                max_concurrent: 1,
+                max_queued: 0,
+            },
+        );
+        assert_eq!(
+            format!("{refusal:?}"),
+            "ResilienceError { name: \"search\", reason: BulkheadFull { max_concurrent: 1, max_queued: 0 } }"
+        );
+        let copy = refusal.clone();
+        assert_eq!(copy, refusal);
+        assert!(std::ptr::eq(copy.reason(), refusal.reason()));
     }
 }
