@@ -862,6 +862,7 @@ pin_project! {
 
 pin_project! {
     #[project = StepProj]
+    #[project_replace = StepReplaced]
     enum Step<A, Error> {
         // Not polled yet: the first attempt is made on the first poll, as an `async fn`
         // would make it.
@@ -924,8 +925,11 @@ where
                 ) {
                     Ok(first) => {
                         *this.number = 1;
-                        // Polled at once, on the next turn of the loop.
-                        this.step.set(Step::Attempt {
+                        // Polled at once, on the next turn of the loop. Replaced rather than
+                        // `set`: the step it replaces is `Start`, which has nothing to drop,
+                        // and the replacement's own match says so where `set` calls the whole
+                        // enum's drop.
+                        this.step.as_mut().project_replace(Step::Attempt {
                             fut: B::start(this.op, first),
                         });
                     }
