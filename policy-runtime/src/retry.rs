@@ -850,7 +850,7 @@ pin_project! {
         op: F,
         // The attempt under way, from 1 (0 before the first poll).
         number: u32,
-        // Attempts, backoff base and cap, each attempt's longest budget: read once, as
+        // Attempts, backoff base and cap, the attempt timeout: read once, as
         // words, when the call starts, so it keeps them to its end whatever a reload
         // publishes, and a call that succeeds first time converts none of them.
         numbers: [u64; 4],
@@ -975,13 +975,14 @@ fn first_attempt(
     start: i64,
 ) -> Result<Attempt, ResilienceError> {
     let [attempts, base, cap, timeout] = policy.numbers.read();
-    let attempt_max_nanos = timeout.min(process_clock::nanos(Deadline::MAX_BUDGET));
-    *numbers = [attempts, base, cap, attempt_max_nanos];
-    let first = if attempt_max_nanos >= deadline.budget_nanos() {
+    *numbers = [attempts, base, cap, timeout];
+    // A budget is at most `Deadline::MAX_BUDGET`, so a longer timeout (or none, `NO_TIMEOUT`)
+    // takes this branch without being clamped first; below it, it is the child's maximum.
+    let first = if timeout >= deadline.budget_nanos() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
     } else {
-        deadline.child_as_of_nanos(start, attempt_max_nanos)
+        deadline.child_as_of_nanos(start, timeout)
     };
     if first.budget_nanos() == 0 {
         // Nothing left to start the first attempt with: the work never ran.
@@ -1086,10 +1087,11 @@ fn after_failure<E>(
 fn next_attempt(
     policy: &RetryPolicy,
     deadline: &Deadline,
-    &[_, _, _, attempt_max_nanos]: &[u64; 4],
+    &[_, _, _, timeout]: &[u64; 4],
     number: u32,
 ) -> Option<Attempt> {
-    let child = deadline.child(tuning::duration(attempt_max_nanos));
+    // No timeout (`NO_TIMEOUT`) is the longest duration there is: the child takes what is left.
+    let child = deadline.child(tuning::duration(timeout));
     if child.budget().is_zero() {
         policy.stop(
             &policy.stats.stopped_by_deadline,
