@@ -888,35 +888,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            // Each change of step is made in place (`set`), never moved out of the match: the
-            // attempt's future is built where it is polled.
+            // Each change of step is made in place, never moved out of the match: the
+            // attempt's future is built where it is polled. Every step but `Done` ends with
+            // an attempt under way, polled below.
             match this.step.as_mut().project() {
-                StepProj::Attempt { fut } => {
-                    let error = match B::ended(ready!(fut.poll(cx))) {
-                        // The completed attempt stays in place (dropped with the call, not now):
-                        // polled again, it says it completed.
-                        Ok(value) => return Poll::Ready(Ok(value)),
-                        Err(error) => error,
-                    };
-                    let number = *this.number;
-                    match after_failure(
-                        this.policy,
-                        this.deadline,
-                        this.numbers,
-                        number,
-                        &*this.is_transient,
-                        error,
-                    ) {
-                        Ok((delay, last)) => this.step.set(Step::Pause {
-                            sleep: tokio::time::sleep(delay),
-                            last: Some(last),
-                        }),
-                        Err(error) => {
-                            this.step.set(Step::Done);
-                            return Poll::Ready(Err(error));
-                        }
-                    }
-                }
+                StepProj::Attempt { .. } => {}
                 StepProj::Start => match first_attempt(
                     this.policy,
                     this.deadline,
@@ -925,10 +901,9 @@ where
                 ) {
                     Ok(first) => {
                         *this.number = 1;
-                        // Polled at once, on the next turn of the loop. Replaced rather than
-                        // `set`: the step it replaces is `Start`, which has nothing to drop,
-                        // and the replacement's own match says so where `set` calls the whole
-                        // enum's drop.
+                        // Replaced rather than `set`: the step it replaces is `Start`, which
+                        // has nothing to drop, and the replacement's own match says so where
+                        // `set` calls the whole enum's drop.
                         this.step.as_mut().project_replace(Step::Attempt {
                             fut: B::start(this.op, first),
                         });
@@ -959,6 +934,33 @@ where
                 }
                 // Polled again after it ended with an error: it has nothing more to give.
                 StepProj::Done => return Poll::Pending,
+            }
+            let StepProj::Attempt { fut } = this.step.as_mut().project() else {
+                unreachable!("every step but `Done` leaves an attempt under way");
+            };
+            let error = match B::ended(ready!(fut.poll(cx))) {
+                // The completed attempt stays in place (dropped with the call, not now):
+                // polled again, it says it completed.
+                Ok(value) => return Poll::Ready(Ok(value)),
+                Err(error) => error,
+            };
+            let number = *this.number;
+            match after_failure(
+                this.policy,
+                this.deadline,
+                this.numbers,
+                number,
+                &*this.is_transient,
+                error,
+            ) {
+                Ok((delay, last)) => this.step.set(Step::Pause {
+                    sleep: tokio::time::sleep(delay),
+                    last: Some(last),
+                }),
+                Err(error) => {
+                    this.step.set(Step::Done);
+                    return Poll::Ready(Err(error));
+                }
             }
         }
     }
