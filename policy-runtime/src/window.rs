@@ -1,5 +1,5 @@
-//! Sliding windows, lock-free: [`Window`], two bucketed counters, and [`Ring`], the exact times
-//! of the last few failures.
+//! Sliding windows, lock-free: [`Window`], two bucketed counters; [`Tally`], one bucketed
+//! count with one writer at a time; and [`Ring`], the exact times of the last few failures.
 //!
 //! Internal plumbing shared by the breaker (failures and calls) and the retry allowance
 //! (retries and calls); it is not a mechanism of its own.
@@ -9,13 +9,16 @@
 //! never add up in a 30 s window. A ratio breaker and the retry allowance count every call, so
 //! they use the bucketed [`Window`], with the slack below. The [`Window`] is cut into
 //! [`BUCKETS`] buckets; each bucket packs its epoch and its count into one `AtomicU64`, so an
-//! increment is one compare-and-swap and never loses a count to a concurrent rotation.
+//! increment is one compare-and-swap and never loses a count to a concurrent rotation. The
+//! retry allowance counts a thread's calls in a [`Tally`] only that thread writes, with the
+//! same buckets: an increment is a plain load and store.
 //!
 //! Precision: an event younger than the window is always counted; an event older than
 //! `window + window / BUCKETS` is never counted.
 //!
-//! Size: fixed. [`BUCKETS`] + 1 slots of two `AtomicU64`s, whatever the traffic and however long
-//! the window: counting a call never allocates, and a window never grows.
+//! Size: fixed. [`BUCKETS`] + 1 slots of two `AtomicU64`s (a [`Tally`]: 16 slots of two),
+//! whatever the traffic and however long the window: counting a call never allocates, and a
+//! window never grows.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
