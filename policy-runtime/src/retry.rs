@@ -80,7 +80,7 @@ use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::instruments::RetryMetrics;
 use crate::observe;
 use crate::tuning::{self, Tuned};
-use crate::window::{Clock, Window, saturating_nanos};
+use crate::window::{Clock, Tally, Window, saturating_nanos};
 
 /// Whether an error is worth retrying: the dependency may answer differently next time.
 ///
@@ -211,36 +211,95 @@ pub struct RetryAllowance {
     clock: Clock,
     /// Retries (withdrawals), rare, in one window.
     window: Window,
-    /// Calls (deposits), one per request, counted in per-thread stripes so that two cores
-    /// depositing never write the same cache line.
-    calls: Box<[Stripe]>,
+    /// Calls (deposits), one per request, counted in stripes on cache lines of their own, so
+    /// that two cores depositing never write the same line.
+    calls: Box<[Stripe; STRIPES]>,
 }
 
-/// One stripe of deposits, on cache lines of its own.
+/// One stripe of deposits: the calls of the thread holding the stripe's token (plain stores),
+/// and those of threads that hold none (a compare-and-swap each).
 #[repr(align(128))]
-struct Stripe(Window);
+struct Stripe {
+    held: Tally,
+    shared: Window,
+}
 
-/// Stripes of deposits: enough that the threads of a busy runtime rarely share one.
+/// Stripes of deposits: each of the first threads to deposit holds one of their tokens (a
+/// thread's, for every allowance) until it ends; threads past them share the stripes.
 const STRIPES: usize = 8;
 
-/// The stripe the current thread deposits into, handed out round-robin on its first deposit.
-#[inline]
-fn stripe_index() -> usize {
+/// How the current thread deposits: `0..STRIPES`, it holds that stripe's token;
+/// `STRIPES..2 × STRIPES`, it shares stripe `n - STRIPES`; [`UNASSIGNED`] before its first
+/// deposit.
+mod stripe {
     use std::cell::Cell;
-    use std::sync::atomic::AtomicUsize;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+    use super::STRIPES;
+
+    pub(super) const UNASSIGNED: usize = usize::MAX;
+
+    /// The tokens held, one bit each.
+    static HELD: AtomicU8 = AtomicU8::new(0);
+    const _: () = assert!(STRIPES <= u8::BITS as usize);
+
     thread_local! {
-        // `STRIPES` until the thread's first deposit: a plain thread-local read after it.
-        static INDEX: Cell<usize> = const { Cell::new(STRIPES) };
+        // A plain thread-local read on the hot path: no destructor of its own.
+        static MINE: Cell<usize> = const { Cell::new(UNASSIGNED) };
+        // Gives the token back when the thread ends.
+        static TOKEN: Token = const { Token(Cell::new(None)) };
     }
-    INDEX
-        .try_with(|index| {
-            if index.get() == STRIPES {
-                index.set(NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES);
+
+    struct Token(Cell<Option<usize>>);
+
+    impl Drop for Token {
+        fn drop(&mut self) {
+            if let Some(index) = self.0.take() {
+                // Deposits made while the thread's other thread-locals are torn down share.
+                let _ = MINE.try_with(|mine| mine.set(STRIPES + index));
+                // Released: the next holder's first deposit sees this one's last.
+                HELD.fetch_and(!(1 << index), Ordering::Release);
             }
-            index.get()
-        })
-        .unwrap_or(0)
+        }
+    }
+
+    /// This thread's stripe: below `STRIPES` when it holds that stripe's token.
+    #[inline]
+    pub(super) fn mine() -> usize {
+        MINE.try_with(Cell::get).unwrap_or(STRIPES)
+    }
+
+    /// The first deposit of a thread: a free token, or a stripe to share, round-robin.
+    #[cold]
+    pub(super) fn assign() -> usize {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let mut held = HELD.load(Ordering::Relaxed);
+        let assigned = loop {
+            let free = !held;
+            if free == 0 {
+                break STRIPES + NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+            }
+            let index = free.trailing_zeros() as usize;
+            match HELD.compare_exchange_weak(
+                held,
+                held | 1 << index,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    if TOKEN.try_with(|token| token.0.set(Some(index))).is_ok() {
+                        break index;
+                    }
+                    // The thread is ending: it cannot give the token back, so it keeps none.
+                    HELD.fetch_and(!(1 << index), Ordering::Release);
+                    break STRIPES + index;
+                }
+                Err(actual) => held = actual,
+            }
+        };
+        let _ = MINE.try_with(|mine| mine.set(assigned));
+        assigned
+    }
 }
 
 impl fmt::Debug for RetryAllowance {
@@ -280,40 +339,60 @@ impl RetryAllowance {
     /// second of `ttl`. A negative or NaN ratio counts as 0.
     pub fn new(ttl: Duration, min_per_sec: u32, ratio: f64) -> Self {
         let ratio = if ratio.is_nan() { 0.0 } else { ratio.max(0.0) };
+        let clock = Clock::new();
         Self {
             ttl,
             min_per_sec,
             ratio,
-            clock: Clock::new(),
+            clock,
             window: Window::new(ttl),
-            calls: (0..STRIPES).map(|_| Stripe(Window::new(ttl))).collect(),
+            calls: Box::new(std::array::from_fn(|_| Stripe {
+                held: Tally::new(ttl, clock),
+                shared: Window::new(ttl),
+            })),
         }
     }
 
     /// Counts one call (a first attempt).
     #[inline]
     pub fn deposit(&self) {
-        self.deposit_at(self.clock.now_nanos());
+        self.deposit_as_of(process_clock::now());
     }
 
     /// Counts one call made at `at` on the deadlines' process clock (a moment the caller
     /// already read, such as when the call's deadline was made: no clock read here).
     #[inline]
     pub(crate) fn deposit_as_of(&self, at: i64) {
-        self.deposit_at(self.clock.nanos_at_process(at));
+        match self.calls.get(stripe::mine()) {
+            // This thread holds the stripe: a plain load and store.
+            Some(stripe) => stripe.held.add_as_of(at),
+            None => self.deposit_unheld(at),
+        }
     }
 
-    #[inline]
-    fn deposit_at(&self, nanos: u64) {
-        if let Some(stripe) = self.calls.get(stripe_index()) {
-            stripe.0.record_call(nanos);
+    /// A deposit by a thread that holds no stripe, or has not deposited before.
+    #[cold]
+    #[inline(never)]
+    fn deposit_unheld(&self, at: i64) {
+        let mut mine = stripe::mine();
+        if mine == stripe::UNASSIGNED {
+            mine = stripe::assign();
+        }
+        if let Some(stripe) = self.calls.get(mine) {
+            stripe.held.add_as_of(at);
+        } else if let Some(stripe) = self.calls.get(mine - STRIPES) {
+            stripe.shared.record_call(self.clock.nanos_at_process(at));
         }
     }
 
     /// Calls and retries in the window ending at `now`.
     fn counts(&self, now: u64) -> crate::window::Counts {
         let mut counts = self.window.counts(now);
-        counts.calls = self.calls.iter().map(|s| s.0.counts(now).calls).sum();
+        counts.calls = self
+            .calls
+            .iter()
+            .map(|s| s.held.calls(now) + s.shared.counts(now).calls)
+            .sum();
         counts
     }
 
@@ -771,7 +850,7 @@ pin_project! {
         op: F,
         // The attempt under way, from 1 (0 before the first poll).
         number: u32,
-        // Attempts, backoff base and cap, each attempt's longest budget: read once, as
+        // Attempts, backoff base and cap, the attempt timeout: read once, as
         // words, when the call starts, so it keeps them to its end whatever a reload
         // publishes, and a call that succeeds first time converts none of them.
         numbers: [u64; 4],
@@ -783,6 +862,7 @@ pin_project! {
 
 pin_project! {
     #[project = StepProj]
+    #[project_replace = StepReplaced]
     enum Step<A, Error> {
         // Not polled yet: the first attempt is made on the first poll, as an `async fn`
         // would make it.
@@ -808,35 +888,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            // Each change of step is made in place (`set`), never moved out of the match: the
-            // attempt's future is built where it is polled.
+            // Each change of step is made in place, never moved out of the match: the
+            // attempt's future is built where it is polled. Every step but `Done` ends with
+            // an attempt under way, polled below.
             match this.step.as_mut().project() {
-                StepProj::Attempt { fut } => {
-                    let error = match B::ended(ready!(fut.poll(cx))) {
-                        // The completed attempt stays in place (dropped with the call, not now):
-                        // polled again, it says it completed.
-                        Ok(value) => return Poll::Ready(Ok(value)),
-                        Err(error) => error,
-                    };
-                    let number = *this.number;
-                    match after_failure(
-                        this.policy,
-                        this.deadline,
-                        this.numbers,
-                        number,
-                        &*this.is_transient,
-                        error,
-                    ) {
-                        Ok((delay, last)) => this.step.set(Step::Pause {
-                            sleep: tokio::time::sleep(delay),
-                            last: Some(last),
-                        }),
-                        Err(error) => {
-                            this.step.set(Step::Done);
-                            return Poll::Ready(Err(error));
-                        }
-                    }
-                }
+                StepProj::Attempt { .. } => {}
                 StepProj::Start => match first_attempt(
                     this.policy,
                     this.deadline,
@@ -845,8 +901,10 @@ where
                 ) {
                     Ok(first) => {
                         *this.number = 1;
-                        // Polled at once, on the next turn of the loop.
-                        this.step.set(Step::Attempt {
+                        // Replaced rather than `set`: the step it replaces is `Start`, which
+                        // has nothing to drop, and the replacement's own match says so where
+                        // `set` calls the whole enum's drop.
+                        this.step.as_mut().project_replace(Step::Attempt {
                             fut: B::start(this.op, first),
                         });
                     }
@@ -877,6 +935,33 @@ where
                 // Polled again after it ended with an error: it has nothing more to give.
                 StepProj::Done => return Poll::Pending,
             }
+            let StepProj::Attempt { fut } = this.step.as_mut().project() else {
+                unreachable!("every step but `Done` leaves an attempt under way");
+            };
+            let error = match B::ended(ready!(fut.poll(cx))) {
+                // The completed attempt stays in place (dropped with the call, not now):
+                // polled again, it says it completed.
+                Ok(value) => return Poll::Ready(Ok(value)),
+                Err(error) => error,
+            };
+            let number = *this.number;
+            match after_failure(
+                this.policy,
+                this.deadline,
+                this.numbers,
+                number,
+                &*this.is_transient,
+                error,
+            ) {
+                Ok((delay, last)) => this.step.set(Step::Pause {
+                    sleep: tokio::time::sleep(delay),
+                    last: Some(last),
+                }),
+                Err(error) => {
+                    this.step.set(Step::Done);
+                    return Poll::Ready(Err(error));
+                }
+            }
         }
     }
 }
@@ -892,13 +977,14 @@ fn first_attempt(
     start: i64,
 ) -> Result<Attempt, ResilienceError> {
     let [attempts, base, cap, timeout] = policy.numbers.read();
-    let attempt_max_nanos = timeout.min(process_clock::nanos(Deadline::MAX_BUDGET));
-    *numbers = [attempts, base, cap, attempt_max_nanos];
-    let first = if attempt_max_nanos >= deadline.budget_nanos() {
+    *numbers = [attempts, base, cap, timeout];
+    // A budget is at most `Deadline::MAX_BUDGET`, so a longer timeout (or none, `NO_TIMEOUT`)
+    // takes this branch without being clamped first; below it, it is the child's maximum.
+    let first = if timeout >= deadline.budget_nanos() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
     } else {
-        deadline.child_as_of_nanos(start, attempt_max_nanos)
+        deadline.child_as_of_nanos(start, timeout)
     };
     if first.budget_nanos() == 0 {
         // Nothing left to start the first attempt with: the work never ran.
@@ -1003,10 +1089,11 @@ fn after_failure<E>(
 fn next_attempt(
     policy: &RetryPolicy,
     deadline: &Deadline,
-    &[_, _, _, attempt_max_nanos]: &[u64; 4],
+    &[_, _, _, timeout]: &[u64; 4],
     number: u32,
 ) -> Option<Attempt> {
-    let child = deadline.child(tuning::duration(attempt_max_nanos));
+    // No timeout (`NO_TIMEOUT`) is the longest duration there is: the child takes what is left.
+    let child = deadline.child(tuning::duration(timeout));
     if child.budget().is_zero() {
         policy.stop(
             &policy.stats.stopped_by_deadline,
@@ -1075,5 +1162,77 @@ impl RetryPolicy {
         self.stats.retries.fetch_add(1, Ordering::Relaxed);
         observe::retry(&self.name, attempt, delay, code, error);
         self.metrics.retried(self.allowance.balance());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stripes' tokens are the process's: the tests that count holders take turns.
+    static TOKENS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Threads past the stripes' tokens share stripes; threads that held one gave it back when
+    /// they ended: every deposit is counted, whichever way it was made.
+    #[test]
+    fn deposits_of_more_threads_than_stripes_are_all_counted() {
+        let _turn = TOKENS.lock().unwrap_or_else(|p| p.into_inner());
+        let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(60), 0, 1.0));
+        let at = process_clock::now();
+        let start = Arc::new(std::sync::Barrier::new(3 * STRIPES));
+        let threads: Vec<_> = (0..3 * STRIPES)
+            .map(|_| {
+                let (allowance, start) = (allowance.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    for _ in 0..1_000 {
+                        allowance.deposit_as_of(at);
+                    }
+                    // All alive until each has deposited: at most `STRIPES` of them hold one.
+                    start.wait();
+                    stripe::mine() < STRIPES
+                })
+            })
+            .collect();
+        let holders = threads
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|held| *held)
+            .count();
+        assert!(holders <= STRIPES, "{holders} threads held a stripe");
+        assert_eq!(
+            allowance.counts(allowance.clock.nanos_at_process(at)).calls,
+            3_000 * STRIPES as u64
+        );
+    }
+
+    /// A thread that ends gives its stripe's token back: threads one after another each find
+    /// one free (without the release, only the first `STRIPES` would).
+    #[test]
+    fn a_thread_that_ends_gives_its_stripe_back() {
+        let _turn = TOKENS.lock().unwrap_or_else(|p| p.into_inner());
+        let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(60), 0, 1.0));
+        let at = process_clock::now();
+        let holders = (0..5 * STRIPES)
+            .filter(|_| {
+                let allowance = allowance.clone();
+                std::thread::spawn(move || {
+                    allowance.deposit_as_of(at);
+                    stripe::mine() < STRIPES
+                })
+                .join()
+                .unwrap()
+            })
+            .count();
+        // Other tests' threads may hold a few tokens meanwhile, never most of them for long.
+        assert!(
+            holders > 2 * STRIPES,
+            "only {holders} of {} held a stripe",
+            5 * STRIPES
+        );
+        assert_eq!(
+            allowance.counts(allowance.clock.nanos_at_process(at)).calls,
+            5 * STRIPES as u64
+        );
     }
 }
