@@ -160,7 +160,7 @@
 //! | named breakers, bulkheads, retry policies, hedges, shedders, rate limiters, fallback records, isolated pools, poll monitors | [`Registry`] (one map each) | one entry per distinct name, never removed: the names the program's attributes and `.policy` files use. Building a mechanism from a name made of request data would grow it; don't |
 //! | background pools, for the snapshot | [`background`](mod@background) | one weak reference per live pool; dropped pools are pruned whenever a pool is built |
 //! | a breaker's failure window | [`breaker`] | fixed: 11 buckets of two counters, whatever the traffic, and for a count breaker the times of its last `count` failures (one `AtomicU64` each, up to 1024); plus the cause of its last opening |
-//! | a retry allowance's windows | [`RetryAllowance`] | fixed: one window of retries and 8 striped windows of calls |
+//! | a retry allowance's windows | [`RetryAllowance`] | fixed: one window of retries and 8 stripes of calls, each a tally its holding thread writes and a window the threads past the 8 share |
 //! | a rate limiter | [`limiter`] (feature `ratelimit`) | fixed: one `AtomicU64` (governor's theoretical arrival time) and two counters per named limiter |
 //! | a bulkhead's queue | [`bulkhead`] | `max_queued` waiters; past it a call is refused at once |
 //! | a background pool | [`BackgroundPool`] | `max_concurrent + max_queued` tasks admitted; the rest are shed at submission |
