@@ -273,6 +273,21 @@ impl Deadline {
         self.granting(now, max.min(self.left_at(now)))
     }
 
+    /// [`Deadline::child_as_of_nanos`] as of the moment this deadline was made
+    /// ([`Deadline::created_nanos`]), for a `max` below its budget: the child expires `max`
+    /// after that moment. Integer arithmetic only: what a retry's first attempt takes when
+    /// the call's deadline was made just before it.
+    #[inline]
+    pub(crate) fn child_at_creation(&self, max: u64) -> Self {
+        debug_assert!(max < self.budget, "a child below the budget");
+        Self {
+            // `budget - max` is positive and at most a day: it fits an i64, and the child's
+            // expiry is before the parent's.
+            at: self.at.saturating_sub((self.budget - max) as i64),
+            budget: max,
+        }
+    }
+
     /// Refuses to start an operation with less than its minimum useful budget left.
     ///
     /// Without a minimum, "the budget ran out" is a boundary condition rather than a decision:
@@ -676,6 +691,24 @@ mod tests {
             "10 S",
         ] {
             assert!(parse_grpc_timeout(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_child_at_creation_is_the_child_as_of_the_moment_the_deadline_was_made() {
+        tokio::time::advance(Duration::from_millis(1_234)).await;
+        for budget_ms in [1, 50, 2_000, 86_400_000] {
+            let deadline = Deadline::after(Duration::from_millis(budget_ms));
+            // Later than its creation: the clock is not what the child is counted from.
+            tokio::time::advance(Duration::from_millis(7)).await;
+            for max in [0, 1, budget_ms * 1_000_000 / 2, budget_ms * 1_000_000 - 1] {
+                let made = deadline.created_nanos();
+                assert_eq!(
+                    deadline.child_at_creation(max),
+                    deadline.child_as_of_nanos(made, max),
+                    "budget {budget_ms} ms, max {max} ns"
+                );
+            }
         }
     }
 }

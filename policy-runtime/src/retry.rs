@@ -742,6 +742,9 @@ trait Bounding<F, Fut: Future> {
     type Attempt: Future;
     /// The moment the first attempt starts, on the process clock.
     fn first_start(deadline: &Deadline) -> i64;
+    /// True when [`Bounding::first_start`] is the moment the call's deadline was made, so the
+    /// first attempt's deadline is a child as of its creation ([`Deadline::child_at_creation`]).
+    const STARTS_AT_CREATION: bool;
     /// The future of `attempt`.
     fn start(op: &mut F, attempt: Attempt) -> Self::Attempt;
     /// What the attempt's future yielded, as the operation's own outcome.
@@ -766,6 +769,8 @@ where
         // A caller's deadline may have been made long before: read the clock.
         process_clock::now()
     }
+
+    const STARTS_AT_CREATION: bool = false;
 
     #[inline]
     fn start(op: &mut F, attempt: Attempt) -> Run<Scope<Fut>> {
@@ -792,6 +797,8 @@ where
         // that succeeds first time.
         deadline.created_nanos()
     }
+
+    const STARTS_AT_CREATION: bool = true;
 
     #[inline(always)]
     fn start(op: &mut F, attempt: Attempt) -> Fut {
@@ -898,6 +905,7 @@ where
                     this.deadline,
                     this.numbers,
                     B::first_start(this.deadline),
+                    B::STARTS_AT_CREATION,
                 ) {
                     Ok(first) => {
                         *this.number = 1;
@@ -966,15 +974,17 @@ where
     }
 }
 
-/// The first attempt, starting at `start` on the process clock: its deadline (the call's, or a
-/// child of it within the attempt timeout), the allowance's deposit, and the numbers the call
-/// keeps; a refusal when nothing is left to start it with.
+/// The first attempt, starting at `start` on the process clock (`at_creation`: the moment the
+/// call's deadline was made): its deadline (the call's, or a child of it within the attempt
+/// timeout), the allowance's deposit, and the numbers the call keeps; a refusal when nothing is
+/// left to start it with.
 #[inline]
 fn first_attempt(
     policy: &RetryPolicy,
     deadline: &Deadline,
     numbers: &mut [u64; 4],
     start: i64,
+    at_creation: bool,
 ) -> Result<Attempt, ResilienceError> {
     let [attempts, base, cap, timeout] = policy.numbers.read();
     *numbers = [attempts, base, cap, timeout];
@@ -983,6 +993,9 @@ fn first_attempt(
     let first = if timeout >= deadline.budget_nanos() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
+    } else if at_creation {
+        // `start` is the moment the deadline was made: the child expires `timeout` after it.
+        deadline.child_at_creation(timeout)
     } else {
         deadline.child_as_of_nanos(start, timeout)
     };
