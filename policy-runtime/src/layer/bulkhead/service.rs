@@ -51,10 +51,11 @@ where
     }
 }
 
-/// A free slot, if there is one, taken out of line: the compare-and-swap's ordering inlined
-/// into `call` counts as a write to all memory for LLVM, so the request could not be handed on
-/// without a copy (224 bytes for an `http::Request<()>`, twice in the layer stack). Behind a
-/// call, the request (which the slot's code never sees) is handed on where it lies.
+/// A free slot, if there is one, taken out of line: the compare-and-swap's acquire ordering,
+/// inlined into `call`, counts as a write to all memory for LLVM, so the request (224 bytes for
+/// an `http::Request<()>`) was copied twice on its way through `DeadlineService::call`. Behind
+/// a call that never sees the request, those copies go (`benches/layers.rs`: 614 -> 606
+/// instructions a call; see BENCHMARKS.md).
 #[inline(never)]
 fn take_slot(bulkhead: &Bulkhead) -> Option<OwnedBulkheadPermit> {
     bulkhead.take_free_owned()
