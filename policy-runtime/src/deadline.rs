@@ -176,6 +176,13 @@ impl Deadline {
         Self::after_from(process_clock::now(), nanos(budget))
     }
 
+    /// [`Deadline::after`] with the budget already in nanoseconds: for the request layer, which
+    /// converts its configured budget once rather than on every request.
+    #[inline]
+    pub(crate) fn after_nanos(budget: u64) -> Self {
+        Self::after_from(process_clock::now(), budget)
+    }
+
     #[inline]
     fn after_from(now: i64, budget: u64) -> Self {
         let budget = budget.min(nanos(Self::MAX_BUDGET));
