@@ -74,9 +74,10 @@ where
             observe::refused(&refusal);
             return ResponseFuture::refused(grpc);
         }
-        let deadline = Deadline::after_nanos(budget_nanos);
+        let now = tokio::time::Instant::now();
+        let deadline = Deadline::after_nanos_from(now, budget_nanos);
         // A service may start work in `call` itself, so that runs under the deadline too.
         let fut = deadline.sync_scope(|| self.inner.call(request));
-        ResponseFuture::running(fut, deadline, grpc)
+        ResponseFuture::running(fut, deadline, now, grpc)
     }
 }
