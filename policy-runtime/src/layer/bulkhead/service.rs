@@ -54,8 +54,8 @@ where
 /// A free slot, if there is one, taken out of line: the compare-and-swap's acquire ordering,
 /// inlined into `call`, counts as a write to all memory for LLVM, so the request (224 bytes for
 /// an `http::Request<()>`) was copied twice on its way through `DeadlineService::call`. Behind
-/// a call that never sees the request, those copies go (`benches/layers.rs`: 614 -> 606
-/// instructions a call; see BENCHMARKS.md).
+/// a call that never sees the request, once (`benches/layers.rs`: 614 -> 606 instructions a
+/// call; see BENCHMARKS.md).
 #[inline(never)]
 fn take_slot(bulkhead: &Bulkhead) -> Option<OwnedBulkheadPermit> {
     bulkhead.take_free_owned()
