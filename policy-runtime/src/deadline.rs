@@ -176,6 +176,15 @@ impl Deadline {
         Self::after_from(process_clock::now(), nanos(budget))
     }
 
+    /// A deadline `budget` nanoseconds after `now` (a read of tokio's clock): for the request
+    /// layer, which converts its configured budget once rather than on every request, and
+    /// keeps `now` to arm its timer without converting the deadline back to an instant.
+    #[cfg(feature = "http")]
+    #[inline]
+    pub(crate) fn after_nanos_from(now: Instant, budget: u64) -> Self {
+        Self::after_from(process_clock::nanos_of(now), budget)
+    }
+
     #[inline]
     fn after_from(now: i64, budget: u64) -> Self {
         let budget = budget.min(nanos(Self::MAX_BUDGET));

@@ -107,10 +107,12 @@ where
                 if permit.is_none() {
                     return Poll::Ready(Err(crate::layer::polled_after_completion()));
                 }
-                let outcome = ready!(fut.poll(cx));
-                // The slot ends now, not when the future is dropped.
-                *permit = None;
-                return Poll::Ready(outcome.map_err(Into::into));
+                let poll = fut.poll(cx);
+                if poll.is_ready() {
+                    // The slot ends now, not when the future is dropped.
+                    *permit = None;
+                }
+                return poll.map_err(Into::into);
             }
             // A clone (reference counts only): a future polled again answers the same.
             StateProj::Refused { refusal } => refusal.clone(),

@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 
 use http::{HeaderValue, Response, StatusCode};
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 use super::body::DeadlineBody;
 use crate::Deadline;
@@ -19,38 +19,59 @@ pin_project! {
     /// armed only at its first `Pending`.
     pub struct ResponseFuture<F> {
         #[pin]
-        fut: Option<F>,
+        state: State<F>,
         #[pin]
         sleep: Option<Sleep>,
-        deadline: Option<Deadline>,
         grpc: bool,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Running {
+            #[pin]
+            fut: F,
+            deadline: Deadline,
+            // The clock read the deadline was made from: the timer's instant is this plus the
+            // budget, which `Deadline::instant` would convert back from the process clock.
+            started: Instant,
+        },
+        // Refused in `call`: the handler never runs.
+        Refused,
     }
 }
 
 impl<F> fmt::Debug for ResponseFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deadline = match &self.state {
+            State::Running { deadline, .. } => Some(deadline),
+            State::Refused => None,
+        };
         f.debug_struct("deadline::ResponseFuture")
-            .field("deadline", &self.deadline)
+            .field("deadline", &deadline)
             .finish_non_exhaustive()
     }
 }
 
 impl<F> ResponseFuture<F> {
     #[inline]
-    pub(super) fn running(fut: F, deadline: Deadline, grpc: bool) -> Self {
+    pub(super) fn running(fut: F, deadline: Deadline, started: Instant, grpc: bool) -> Self {
         Self {
-            fut: Some(fut),
+            state: State::Running {
+                fut,
+                deadline,
+                started,
+            },
             sleep: None,
-            deadline: Some(deadline),
             grpc,
         }
     }
 
     pub(super) fn refused(grpc: bool) -> Self {
         Self {
-            fut: None,
+            state: State::Refused,
             sleep: None,
-            deadline: None,
             grpc,
         }
     }
@@ -86,9 +107,15 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let (Some(fut), Some(deadline)) = (this.fut.as_pin_mut(), *this.deadline) else {
+        let StateProj::Running {
+            fut,
+            deadline,
+            started,
+        } = this.state.project()
+        else {
             return Poll::Ready(Ok(answer(*this.grpc, "x-refusal", "insufficient_budget")));
         };
+        let deadline = *deadline;
         if let Poll::Ready(result) = deadline.sync_scope(|| fut.poll(cx)) {
             return Poll::Ready(
                 result.map(|response| response.map(|b| DeadlineBody::new(b, deadline))),
@@ -98,7 +125,7 @@ where
             // First Pending: only now is a timer worth arming. A deadline already past fires on
             // the timer's first poll, so no clock read is needed here.
             this.sleep
-                .set(Some(tokio::time::sleep_until(deadline.instant())));
+                .set(Some(tokio::time::sleep_until(*started + deadline.budget())));
         }
         match this.sleep.as_pin_mut().map(|sleep| sleep.poll(cx)) {
             Some(Poll::Ready(())) => {

@@ -8,6 +8,7 @@ use super::ResponseFuture;
 use super::body::DeadlineBody;
 use super::headers::incoming_budget;
 use super::layer::Config;
+use crate::deadline::process_clock::nanos;
 use crate::error::{RefusalReason, ResilienceError};
 use crate::{Deadline, observe};
 
@@ -50,13 +51,16 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let config = &*self.config;
         let grpc = is_grpc(request.headers());
-        let budget = match incoming_budget(
+        let (budget, budget_nanos) = match incoming_budget(
             request.headers(),
             config.grpc_timeout,
             config.ms_header.as_ref(),
         ) {
-            Some(sent) => sent.min(config.budget),
-            None => config.budget,
+            Some(sent) => {
+                let budget = sent.min(config.budget);
+                (budget, nanos(budget))
+            }
+            None => (config.budget, config.budget_nanos),
         };
         if budget < config.min_budget || budget.is_zero() {
             // Less than is worth starting with: answered now, the handler never runs.
@@ -70,9 +74,10 @@ where
             observe::refused(&refusal);
             return ResponseFuture::refused(grpc);
         }
-        let deadline = Deadline::after(budget);
+        let now = tokio::time::Instant::now();
+        let deadline = Deadline::after_nanos_from(now, budget_nanos);
         // A service may start work in `call` itself, so that runs under the deadline too.
         let fut = deadline.sync_scope(|| self.inner.call(request));
-        ResponseFuture::running(fut, deadline, grpc)
+        ResponseFuture::running(fut, deadline, now, grpc)
     }
 }
