@@ -333,7 +333,15 @@ async fn a_reload_under_load_is_never_half_applied_and_loses_no_permit() {
                 let (deadline, min_budget) = search.current();
                 let numbers = retry.numbers();
                 let admitted = Deadline::for_named(&search).unwrap();
-                assert!(admitted.budget() <= deadline);
+                // Read a moment after `current()`: a reload may come between the two, so the
+                // admitted budget is one whole set's deadline (no scope clamps it here), the
+                // one read above or the other. `<= deadline` failed when B came in between.
+                assert!(
+                    admitted.budget() == Duration::from_millis(800)
+                        || admitted.budget() == Duration::from_millis(1500),
+                    "{:?}",
+                    admitted.budget()
+                );
                 let permit = bulkhead.try_acquire();
                 if permit.is_ok() {
                     let running = bulkhead.snapshot().running;
