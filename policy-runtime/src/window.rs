@@ -20,7 +20,7 @@
 //! whatever the traffic and however long the window: counting a call never allocates, and a
 //! window never grows.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -214,6 +214,16 @@ impl Window {
 /// Slots of a [`Tally`]: a power of two above `BUCKETS + 1`, so a slot the owner starts afresh
 /// always held a bucket already outside the window, and the current slot is found with a mask.
 const TALLY_SLOTS: usize = 16;
+const _: () = assert!(TALLY_SLOTS as u64 > BUCKETS + 1 && TALLY_SLOTS.is_power_of_two());
+
+/// One more in `count`, by its only writer: a plain load and store, no read-modify-write.
+#[inline]
+fn add_one_owned(count: &AtomicU64) {
+    count.store(
+        count.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
+}
 
 /// Calls over a sliding window (bucketed as a [`Window`], with its slack), written by one
 /// thread at a time and read by any: an increment is a plain load and store, no
@@ -231,10 +241,10 @@ pub(crate) struct Tally {
     bucket_nanos: u64,
     /// Where the current bucket starts, on the process clock (the moments deadlines hold): an
     /// addition inside it takes one subtraction to place. `i64::MAX` until the first addition.
-    start: std::sync::atomic::AtomicI64,
+    start: AtomicI64,
     /// The current bucket's epoch (nanoseconds on `clock` over `bucket_nanos`) and its slot.
     epoch: AtomicU64,
-    current: std::sync::atomic::AtomicUsize,
+    current: AtomicUsize,
     epochs: [AtomicU64; TALLY_SLOTS],
     counts: [AtomicU64; TALLY_SLOTS],
 }
@@ -245,9 +255,9 @@ impl Tally {
         Self {
             clock,
             bucket_nanos: (saturating_nanos(window) / BUCKETS).max(MIN_BUCKET_NANOS),
-            start: std::sync::atomic::AtomicI64::new(i64::MAX),
+            start: AtomicI64::new(i64::MAX),
             epoch: AtomicU64::new(0),
-            current: std::sync::atomic::AtomicUsize::new(0),
+            current: AtomicUsize::new(0),
             epochs: Default::default(),
             counts: Default::default(),
         }
@@ -259,11 +269,7 @@ impl Tally {
         let start = self.start.load(Ordering::Relaxed);
         // Negative (earlier than the bucket) wraps to a large offset: not inside it.
         if (at.wrapping_sub(start) as u64) < self.bucket_nanos {
-            let count = &self.counts[self.current.load(Ordering::Relaxed) & (TALLY_SLOTS - 1)];
-            count.store(
-                count.load(Ordering::Relaxed).wrapping_add(1),
-                Ordering::Relaxed,
-            );
+            add_one_owned(&self.counts[self.current.load(Ordering::Relaxed) & (TALLY_SLOTS - 1)]);
         } else {
             self.add_outside(at);
         }
@@ -280,12 +286,6 @@ impl Tally {
         let current = self.epoch.load(Ordering::Relaxed);
         let first = self.start.load(Ordering::Relaxed) == i64::MAX;
         let slot = epoch as usize & (TALLY_SLOTS - 1);
-        let bump = |count: &AtomicU64| {
-            count.store(
-                count.load(Ordering::Relaxed).wrapping_add(1),
-                Ordering::Relaxed,
-            );
-        };
         if first || epoch > current {
             // The slot's last bucket is at least TALLY_SLOTS old: outside every reader's
             // window. Its count first, then its epoch (released), so a reader that sees the
@@ -302,9 +302,9 @@ impl Tally {
             && current - epoch < TALLY_SLOTS as u64
             && self.epochs[slot].load(Ordering::Relaxed) == epoch
         {
-            bump(&self.counts[slot]);
+            add_one_owned(&self.counts[slot]);
         } else {
-            bump(&self.counts[self.current.load(Ordering::Relaxed) & (TALLY_SLOTS - 1)]);
+            add_one_owned(&self.counts[self.current.load(Ordering::Relaxed) & (TALLY_SLOTS - 1)]);
         }
     }
 
