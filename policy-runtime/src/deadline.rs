@@ -51,9 +51,27 @@ use tokio::time::{Instant, Sleep};
 use crate::error::{DeadlineExceeded, RefusalReason, ResilienceError};
 
 thread_local! {
-    /// The deadline in scope while a [`Scope`] future is being polled on this thread. A
-    /// `Cell` of a `Copy` value: entering and leaving a scope is two plain thread-local writes.
-    static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
+    /// The deadline in scope while a [`Scope`] future is being polled on this thread, or
+    /// [`NO_SCOPE`] outside every scope. A `Cell` of a `Copy` value: entering and leaving a
+    /// scope is two plain thread-local writes of two words each (an `Option<Deadline>` has no
+    /// niche and would be three).
+    static CURRENT: Cell<Deadline> = const { Cell::new(NO_SCOPE) };
+}
+
+/// What [`CURRENT`] holds outside every scope. No deadline is made at `i64::MIN`: the process
+/// clock saturates at `-i64::MAX` (`process_clock::nanos_of`), and a deadline's expiry is a
+/// clock read plus a budget of at least zero.
+const NO_SCOPE: Deadline = Deadline {
+    at: i64::MIN,
+    budget: 0,
+};
+
+impl Deadline {
+    /// This deadline, or `None` for [`NO_SCOPE`].
+    #[inline(always)]
+    fn in_scope(self) -> Option<Self> {
+        (self.at != NO_SCOPE.at).then_some(self)
+    }
 }
 
 /// The process clock every deadline is held on: signed nanoseconds since one instant of
@@ -425,11 +443,14 @@ impl Deadline {
     /// the future first returns `Pending`. At the deadline the future is dropped (Rust's
     /// cooperative cancellation) and `DeadlineExceeded` returned; work it had handed to another
     /// thread runs on.
-    pub fn run<F: Future>(&self, fut: F) -> Run<F> {
+    // By value (a deadline is two words): a `&self` here would borrow the caller's local, and
+    // an `async` block keeps a borrowed local across every later `.await`, 16 bytes more in
+    // its future for nothing.
+    pub fn run<F: Future>(self, fut: F) -> Run<F> {
         Run {
             fut,
             sleep: None,
-            deadline: *self,
+            deadline: self,
         }
     }
 
@@ -451,7 +472,7 @@ impl Deadline {
     /// # }
     /// ```
     #[inline(always)]
-    pub fn run_in_scope<F: Future>(&self, fut: F) -> Run<Scope<F>> {
+    pub fn run_in_scope<F: Future>(self, fut: F) -> Run<Scope<F>> {
         self.run(self.scope(fut))
     }
 
@@ -471,9 +492,8 @@ impl Deadline {
     #[inline]
     pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
         let previous = CURRENT
-            .try_with(|current| current.replace(Some(self)))
-            .ok()
-            .flatten();
+            .try_with(|current| current.replace(self))
+            .unwrap_or(NO_SCOPE);
         let _restore = Restore(previous);
         f()
     }
@@ -481,7 +501,7 @@ impl Deadline {
     /// The deadline in scope for the current task, if any.
     #[inline]
     pub fn current() -> Option<Self> {
-        CURRENT.try_with(Cell::get).ok().flatten()
+        CURRENT.try_with(Cell::get).ok().and_then(Self::in_scope)
     }
 
     /// A child of the current deadline, or, outside any scope, a fresh deadline of `max`.
@@ -593,7 +613,7 @@ pin_project! {
 }
 
 /// Puts the previous deadline back when a poll ends, also when it unwinds.
-struct Restore(Option<Deadline>);
+struct Restore(Deadline);
 
 impl Drop for Restore {
     #[inline]
@@ -609,9 +629,8 @@ impl<F: Future> Future for Scope<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let previous = CURRENT
-            .try_with(|current| current.replace(Some(*this.deadline)))
-            .ok()
-            .flatten();
+            .try_with(|current| current.replace(*this.deadline))
+            .unwrap_or(NO_SCOPE);
         let _restore = Restore(previous);
         this.fut.poll(cx)
     }
@@ -718,6 +737,29 @@ mod tests {
                     "budget {budget_ms} ms, max {max} ns"
                 );
             }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn any_deadline_in_scope_is_current_even_the_earliest_and_an_expired_one() {
+        assert_eq!(Deadline::current(), None);
+        // The earliest deadline the process clock can hold: an instant far behind its base.
+        let base = process_clock::instant_of(0);
+        let far_back = base
+            .checked_sub(Duration::from_secs(400 * 365 * 24 * 3600))
+            .unwrap_or(base);
+        let earliest = Deadline::after_from(process_clock::nanos_of(far_back), 0);
+        // Expired with nothing granted: the same budget as the no-scope marker, not its time.
+        let expired = Deadline::after(Duration::ZERO);
+        for deadline in [earliest, expired, Deadline::after(Duration::from_secs(3))] {
+            assert_ne!(
+                deadline.at, NO_SCOPE.at,
+                "{deadline:?} is a deadline, not no scope"
+            );
+            let seen = deadline.scope(async { Deadline::current() }).await;
+            assert_eq!(seen, Some(deadline));
+            assert_eq!(deadline.sync_scope(Deadline::current), Some(deadline));
+            assert_eq!(Deadline::current(), None, "the scope ends with its poll");
         }
     }
 }
