@@ -48,6 +48,10 @@ where
         self.inner.poll_ready(cx)
     }
 
+    // Always inlined into the caller: out of line, its frame cost 18 instructions and the
+    // request passed through one more pointer (`--layers` callgrind: 555 -> 492 ready,
+    // 1,525 -> 1,460 waiting once). The breaker's `call` stays out of line (inlined, 590).
+    #[inline(always)]
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let config = &*self.config;
         let grpc = is_grpc(request.headers());
