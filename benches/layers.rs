@@ -5,6 +5,12 @@
 //! current-thread runtime; the bare `service_fn` is the baseline. Allocations per call are
 //! pinned by `policy-runtime/tests/layer_alloc.rs`; see BENCHMARKS.md.
 //!
+//! After criterion's groups, the same stacks in interleaved rounds (each stack once per round,
+//! `ROUNDS` rounds, each kept at its fastest): criterion measures one stack after another, so
+//! on a shared machine a ratio of its medians can be decided by which stack ran while a
+//! neighbour built; interleaved, both see the same minutes (as `benches/contention.rs` times
+//! the attributes).
+//!
 //! `--profile NAME OP N` (`NAME`: `bare`, `ours` or `tower`; `OP`: `ready` or `waits_once`)
 //! runs only that stack `N` times inside `profiled_loop`, for callgrind:
 //! `python3 benches/callgrind.py --layers`.
@@ -136,6 +142,51 @@ criterion_group! {
     config = config();
     targets = stacks
 }
+/// Rounds of [`interleaved`]: every stack once per round.
+const ROUNDS: usize = 15;
+
+/// Nanoseconds per call of each stack's fastest of [`ROUNDS`] interleaved rounds, printed as a
+/// table with ours over tower's.
+fn interleaved() {
+    let rt = runtime();
+    println!("one thread: nanoseconds per call, fastest of {ROUNDS} interleaved rounds");
+    for (wait, name, n) in [(false, "ready", 20_000), (true, "waits_once", 5_000)] {
+        let mut bare = bare(wait);
+        let mut ours = ours(&rt, wait);
+        let mut tower_stack = tower_stack(&rt, wait);
+        let mut round = || {
+            [
+                drive(&rt, &mut bare, n),
+                drive(&rt, &mut ours, n),
+                drive(&rt, &mut tower_stack, n),
+            ]
+            .map(|took| took.as_nanos() as f64 / n as f64)
+        };
+        // One warm-up round: tokio grows its deferred-wake list on the first pendings.
+        round();
+        let mut best = [f64::INFINITY; 3];
+        for _ in 0..ROUNDS {
+            for (best, took) in best.iter_mut().zip(round()) {
+                *best = best.min(took);
+            }
+        }
+        println!();
+        println!("| {name} | ns/call | / tower's |");
+        println!("|---|---:|---:|");
+        for (stack, ns) in [
+            "bare",
+            "ours_deadline_bulkhead_breaker",
+            "tower_timeout_loadshed_concurrencylimit",
+        ]
+        .into_iter()
+        .zip(best)
+        {
+            println!("| {stack} | {ns:.1} | {:.2} |", ns / best[2]);
+        }
+    }
+    println!();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(at) = args.iter().position(|a| a == "--profile") {
@@ -144,4 +195,8 @@ fn main() {
     }
     benches();
     Criterion::default().configure_from_args().final_summary();
+    // Only in a full run (`cargo bench`), not under `cargo test --benches` or a name filter.
+    if args.iter().any(|a| a == "--bench") && !args.iter().skip(1).any(|a| !a.starts_with('-')) {
+        interleaved();
+    }
 }
