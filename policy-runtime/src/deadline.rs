@@ -77,18 +77,107 @@ impl Deadline {
 /// The process clock every deadline is held on: signed nanoseconds since one instant of
 /// tokio's clock (paused in tests), taken the first time a deadline is made. Comparing,
 /// clamping and shortening deadlines is then integer arithmetic; only reading the clock and
-/// arming a timer convert between instants and nanoseconds.
+/// arming a timer convert between instants and nanoseconds. Reading the clock subtracts two
+/// whole-nanosecond readings (`raw` below) where the platform's instants can be read so, and
+/// takes `std`'s `Instant` arithmetic elsewhere.
 pub(crate) mod process_clock {
+    use std::hash::{Hash, Hasher};
     use std::sync::OnceLock;
     use std::time::Duration;
 
     use tokio::time::Instant;
 
-    static BASE: OnceLock<Instant> = OnceLock::new();
+    /// The process clock's base: an instant of tokio's clock and, when instants can be read
+    /// as whole nanoseconds ([`raw`]), its reading.
+    struct Base {
+        instant: Instant,
+        raw: Option<i64>,
+    }
+
+    static BASE: OnceLock<Base> = OnceLock::new();
 
     #[inline]
-    fn base() -> Instant {
-        *BASE.get_or_init(Instant::now)
+    fn base() -> &'static Base {
+        BASE.get_or_init(|| {
+            let instant = Instant::now();
+            Base {
+                instant,
+                raw: raw_checked(instant),
+            }
+        })
+    }
+
+    #[inline]
+    fn base_instant() -> Instant {
+        base().instant
+    }
+
+    /// Collects what an instant's `Hash` writes: on the platforms whose `std` holds an
+    /// instant as seconds and nanoseconds (every Unix), one `i64` and one `u32`, in that order.
+    /// Anything else is a shape this reading does not know, and leaves it unread.
+    #[derive(Default)]
+    struct Fields {
+        secs: i64,
+        nanos: u32,
+        /// 0: nothing written, 1: the seconds, 2: both; `u8::MAX`: another shape.
+        step: u8,
+    }
+
+    impl Hasher for Fields {
+        fn finish(&self) -> u64 {
+            0
+        }
+
+        fn write(&mut self, _: &[u8]) {
+            self.step = u8::MAX;
+        }
+
+        #[inline(always)]
+        fn write_i64(&mut self, secs: i64) {
+            self.step = if self.step == 0 { 1 } else { u8::MAX };
+            self.secs = secs;
+        }
+
+        #[inline(always)]
+        fn write_u32(&mut self, nanos: u32) {
+            self.step = if self.step == 1 { 2 } else { u8::MAX };
+            self.nanos = nanos;
+        }
+    }
+
+    /// `at` as whole nanoseconds of the clock it was read from, read off the seconds and
+    /// nanoseconds it holds (through its `Hash`: `std` has no other safe way to them), or
+    /// `None` when its shape is another. Subtracting two readings is then one integer
+    /// subtraction, where `Instant::checked_duration_since` is about 50 instructions of
+    /// `Timespec` arithmetic and normalisation. Used only once [`raw_checked`] has shown that
+    /// readings differ by exactly the durations between their instants.
+    #[inline(always)]
+    fn raw(at: Instant) -> Option<i64> {
+        const PER_SEC: i64 = 1_000_000_000;
+        let mut fields = Fields::default();
+        at.hash(&mut fields);
+        if fields.step != 2 || fields.nanos >= 1_000_000_000 {
+            return None;
+        }
+        fields
+            .secs
+            .checked_mul(PER_SEC)?
+            .checked_add(i64::from(fields.nanos))
+    }
+
+    /// [`raw`], for the base, once its readings have been checked against `Duration`
+    /// arithmetic: two later instants, one a nanosecond on and one a second and 999,999,999
+    /// nanoseconds on (so both with and without a carry into the seconds), must read exactly
+    /// that much more. Otherwise every conversion takes `std`'s arithmetic.
+    fn raw_checked(base: Instant) -> Option<i64> {
+        let at = raw(base)?;
+        for step in [Duration::from_nanos(1), Duration::new(1, 999_999_999)] {
+            let later = raw(base.checked_add(step)?)?;
+            if later.checked_sub(at)? != signed(step) {
+                return None;
+            }
+        }
+        Some(at)
     }
 
     /// `d` in nanoseconds, saturating.
@@ -113,6 +202,18 @@ pub(crate) mod process_clock {
     #[inline]
     pub(crate) fn nanos_of(at: Instant) -> i64 {
         let base = base();
+        if let (Some(base_raw), Some(at_raw)) = (base.raw, raw(at)) {
+            // Saturating as `std`'s arithmetic below does, and never at `i64::MIN`, which
+            // stands for no deadline in scope (`NO_SCOPE`).
+            return at_raw.saturating_sub(base_raw).max(-i64::MAX);
+        }
+        nanos_between(base.instant, at)
+    }
+
+    /// [`nanos_of`] by `std`'s arithmetic.
+    #[cold]
+    #[inline(never)]
+    fn nanos_between(base: Instant, at: Instant) -> i64 {
         match at.checked_duration_since(base) {
             Some(after) => signed(after),
             None => -signed(base.duration_since(at)),
@@ -127,7 +228,7 @@ pub(crate) mod process_clock {
 
     /// The instant `nanos` stands for.
     pub(crate) fn instant_of(nanos: i64) -> Instant {
-        let base = base();
+        let base = base_instant();
         let offset = Duration::from_nanos(nanos.unsigned_abs());
         if nanos >= 0 {
             base.checked_add(offset).unwrap_or(base)
@@ -159,6 +260,82 @@ pub(crate) mod process_clock {
             let later = now();
             assert_eq!(later - start, 1_250_000_000);
             assert_eq!(nanos_of(instant_of(later)), later);
+        }
+
+        /// A `Hasher` that writes down what it is given, to see an instant's shape.
+        #[derive(Default)]
+        struct Shape(Vec<&'static str>);
+
+        impl Hasher for Shape {
+            fn finish(&self) -> u64 {
+                0
+            }
+            fn write(&mut self, _: &[u8]) {
+                self.0.push("bytes");
+            }
+            fn write_i64(&mut self, _: i64) {
+                self.0.push("i64");
+            }
+            fn write_u32(&mut self, _: u32) {
+                self.0.push("u32");
+            }
+        }
+
+        /// On Unix `std` holds an instant as seconds and nanoseconds, so the fast reading is
+        /// the one every deadline takes here: if a new `std` changed that, this fails rather
+        /// than every conversion quietly falling back to `std`'s arithmetic.
+        #[cfg(unix)]
+        #[test]
+        fn instants_are_read_as_whole_nanoseconds_on_unix() {
+            let mut shape = Shape::default();
+            Instant::now().hash(&mut shape);
+            assert_eq!(shape.0, ["i64", "u32"]);
+            assert!(raw_checked(Instant::now()).is_some());
+            assert!(base().raw.is_some());
+        }
+
+        /// The fast reading and `std`'s arithmetic agree to the nanosecond, before and after
+        /// the base, with and without a carry into the seconds, and at the edges of the range
+        /// where the reading gives up (then `std`'s arithmetic answers).
+        #[test]
+        fn the_fast_reading_agrees_with_std_arithmetic() {
+            let base = base_instant();
+            let steps = [
+                Duration::ZERO,
+                Duration::from_nanos(1),
+                Duration::from_nanos(999_999_999),
+                Duration::new(1, 1),
+                Duration::from_millis(1_250),
+                Duration::new(86_399, 999_999_999),
+                Duration::from_secs(400 * 365 * 86_400),
+            ];
+            for step in steps {
+                if let Some(later) = base.checked_add(step) {
+                    assert_eq!(nanos_of(later), nanos_between(base, later), "{step:?} on");
+                    assert_eq!(nanos_of(later), signed(step), "{step:?} on");
+                }
+                if let Some(earlier) = base.checked_sub(step) {
+                    assert_eq!(
+                        nanos_of(earlier),
+                        nanos_between(base, earlier),
+                        "{step:?} back"
+                    );
+                    assert_eq!(nanos_of(earlier), -signed(step), "{step:?} back");
+                }
+            }
+            // Two readings differ by the duration between their instants.
+            let a = Instant::now();
+            let b = a + Duration::new(3, 700_000_001);
+            assert_eq!(raw(b).zip(raw(a)).map(|(b, a)| b - a), Some(3_700_000_001));
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn the_fast_reading_follows_a_paused_clock() {
+            let start = Instant::now();
+            tokio::time::advance(Duration::new(2, 999_999_999)).await;
+            let later = Instant::now();
+            assert_eq!(nanos_of(later) - nanos_of(start), 2_999_999_999);
+            assert_eq!(nanos_of(later), nanos_between(base_instant(), later));
         }
     }
 }
