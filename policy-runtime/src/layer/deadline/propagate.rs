@@ -18,6 +18,12 @@ use crate::deadline::format_grpc_timeout;
 /// Budgets from 1 ms to 10 s go in whole milliseconds (`grpc-timeout: 300m`,
 /// `x-deadline-ms: 300`) and allocate nothing; others in the finest unit that fits.
 ///
+/// **Which hosts hear it.** By default every request is stamped, whatever its host: what is
+/// left of a budget says how long this request may take, which internal services need and a
+/// third party does not. [`PropagateDeadlineLayer::only_to_hosts`] limits the stamping to the
+/// hosts you name (exact names, or `*.suffix` for the subdomains of one); a request to any
+/// other host, or with no host in its URI, goes as it is.
+///
 /// ```
 /// use std::time::Duration;
 /// use policy_runtime::layer::PropagateDeadlineLayer;
@@ -40,6 +46,38 @@ pub struct PropagateDeadlineLayer {
     reserve: Duration,
     ms_header: Option<HeaderName>,
     grpc_timeout: bool,
+    /// The hosts that are told the budget; every host when `None`.
+    hosts: Option<std::sync::Arc<[HostPattern]>>,
+}
+
+/// A host an allowlist names: exactly, or its subdomains (`*.svc.cluster.local`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostPattern {
+    Exact(String),
+    /// The suffix with its leading dot: `.svc.cluster.local`.
+    Subdomains(String),
+}
+
+impl HostPattern {
+    fn parse(pattern: &str) -> Self {
+        let pattern = pattern.trim().to_ascii_lowercase();
+        match pattern.strip_prefix('*') {
+            Some(suffix) if suffix.starts_with('.') => Self::Subdomains(suffix.to_owned()),
+            _ => Self::Exact(pattern),
+        }
+    }
+
+    fn matches(&self, host: &str) -> bool {
+        match self {
+            Self::Exact(name) => host.eq_ignore_ascii_case(name),
+            Self::Subdomains(suffix) => {
+                host.len() > suffix.len()
+                    && host
+                        .get(host.len() - suffix.len()..)
+                        .is_some_and(|end| end.eq_ignore_ascii_case(suffix))
+            }
+        }
+    }
 }
 
 impl Default for PropagateDeadlineLayer {
@@ -55,6 +93,43 @@ impl PropagateDeadlineLayer {
             reserve: Duration::ZERO,
             ms_header: Some(HeaderName::from_static(DEADLINE_MS_HEADER)),
             grpc_timeout: true,
+            hosts: None,
+        }
+    }
+
+    /// Stamps only requests to these hosts: exact names (`search.internal`), or `*.suffix` for
+    /// every subdomain of one (`*.svc.cluster.local`), compared without case. Requests to other
+    /// hosts, and requests whose URI names no host, go as they are. Without this, every request
+    /// is stamped.
+    ///
+    /// ```
+    /// use policy_runtime::layer::PropagateDeadlineLayer;
+    ///
+    /// // Internal services hear our budget; the payment provider's API does not.
+    /// let layer = PropagateDeadlineLayer::new().only_to_hosts(["*.svc.cluster.local", "search.internal"]);
+    /// # let _ = layer;
+    /// ```
+    pub fn only_to_hosts<I, H>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = H>,
+        H: AsRef<str>,
+    {
+        self.hosts = Some(
+            hosts
+                .into_iter()
+                .map(|h| HostPattern::parse(h.as_ref()))
+                .collect(),
+        );
+        self
+    }
+
+    /// Whether a request to `uri` is told the budget.
+    fn stamps(&self, uri: &http::Uri) -> bool {
+        match &self.hosts {
+            None => true,
+            Some(hosts) => uri
+                .host()
+                .is_some_and(|host| hosts.iter().any(|pattern| pattern.matches(host))),
         }
     }
 
@@ -116,7 +191,9 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        if let Some(deadline) = Deadline::current() {
+        if let Some(deadline) = Deadline::current()
+            && self.config.stamps(request.uri())
+        {
             let left = deadline.remaining().saturating_sub(self.config.reserve);
             let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
             let headers = request.headers_mut();
@@ -189,7 +266,29 @@ impl Millis {
 
 #[cfg(test)]
 mod tests {
-    use super::Millis;
+    use super::{HostPattern, Millis, PropagateDeadlineLayer};
+
+    #[test]
+    fn only_the_named_hosts_are_stamped() {
+        let layer =
+            PropagateDeadlineLayer::new().only_to_hosts(["*.svc.cluster.local", "Search.Internal"]);
+        let stamps = |uri: &str| layer.stamps(&uri.parse().unwrap_or_default());
+        assert!(stamps("http://search.internal/q"));
+        assert!(stamps("http://SEARCH.internal:8080/q"));
+        assert!(stamps("http://users.prod.svc.cluster.local/u/1"));
+        assert!(
+            !stamps("http://svc.cluster.local/"),
+            "the suffix itself is not a subdomain"
+        );
+        assert!(!stamps("http://evilsvc.cluster.local/"));
+        assert!(!stamps("https://api.payments.example/charge"));
+        assert!(!stamps("/relative"), "no host: not stamped");
+        assert!(
+            PropagateDeadlineLayer::new()
+                .stamps(&"https://api.payments.example/".parse().unwrap_or_default())
+        );
+        assert_eq!(HostPattern::parse("*"), HostPattern::Exact("*".into()));
+    }
 
     #[test]
     fn the_table_holds_every_millisecond_value_below_ten_seconds() {
