@@ -330,6 +330,9 @@ pub struct BreakerSnapshot {
     pub refusals: u64,
     /// Failures recorded.
     pub failures: u64,
+    /// Calls that expired under a budget the caller shortened: the caller's, never counted as
+    /// failures ([`Breaker::record_callers_expiry`]).
+    pub caller_expiries: u64,
 }
 
 #[derive(Debug, Default)]
@@ -337,6 +340,7 @@ struct Stats {
     openings: AtomicU64,
     refusals: AtomicU64,
     failures: AtomicU64,
+    caller_expiries: AtomicU64,
 }
 
 struct Inner {
@@ -802,7 +806,11 @@ impl Breaker {
 
     /// Records how a call it admitted ended, and hands the outcome on as a [`CallError`]: a
     /// success closes the count ([`record_success`](Self::record_success)), the call's own
-    /// error and an expiry are failures ([`record_failure`](Self::record_failure)).
+    /// error and an expiry are failures ([`record_failure`](Self::record_failure)), except an
+    /// expiry under a budget the caller shortened ([`DeadlineExceeded::is_callers`]), which
+    /// says nothing about the dependency: it is counted apart
+    /// ([`record_callers_expiry`](Self::record_callers_expiry)) and never opens the breaker,
+    /// reopens it on probation, or reaches a shared store.
     ///
     /// ```
     /// use std::time::Duration;
@@ -833,10 +841,33 @@ impl Breaker {
                 Err(CallError::Failed(error))
             }
             Err(expired) => {
-                self.record_failure();
+                self.record_expiry(expired);
                 Err(CallError::DeadlineExceeded(expired))
             }
         }
+    }
+
+    /// Records an expiry of a call it admitted: a failure, unless the budget was the caller's.
+    #[inline]
+    pub fn record_expiry(&self, expired: DeadlineExceeded) {
+        if expired.is_callers() {
+            self.record_callers_expiry(expired);
+        } else {
+            self.record_failure();
+        }
+    }
+
+    /// Records a call that expired under a budget the **caller** shortened: counted (the
+    /// snapshot's `caller_expiries`) and traced (`kind = "caller_expired"`), never a failure.
+    /// Whoever sends a request chooses how long it waits for its own answer, never whether the
+    /// dependency is considered down for every other user.
+    #[cold]
+    pub fn record_callers_expiry(&self, expired: DeadlineExceeded) {
+        self.inner
+            .stats
+            .caller_expiries
+            .fetch_add(1, Ordering::Relaxed);
+        observe::caller_expired(&self.inner.name, "breaker", expired.budget());
     }
 
     /// Records an outcome: a success, or a failure.
@@ -1009,6 +1040,7 @@ impl Breaker {
         inner.stats.openings.store(0, Ordering::Relaxed);
         inner.stats.refusals.store(0, Ordering::Relaxed);
         inner.stats.failures.store(0, Ordering::Relaxed);
+        inner.stats.caller_expiries.store(0, Ordering::Relaxed);
         *slot = None;
     }
 
@@ -1035,6 +1067,7 @@ impl Breaker {
             openings: inner.stats.openings.load(Ordering::Relaxed),
             refusals: inner.stats.refusals.load(Ordering::Relaxed),
             failures: inner.stats.failures.load(Ordering::Relaxed),
+            caller_expiries: inner.stats.caller_expiries.load(Ordering::Relaxed),
         }
     }
 }

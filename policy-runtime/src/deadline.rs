@@ -64,6 +64,7 @@ thread_local! {
 const NO_SCOPE: Deadline = Deadline {
     at: i64::MIN,
     budget: 0,
+    callers: false,
 };
 
 impl Deadline {
@@ -324,21 +325,54 @@ pub(crate) mod process_clock {
 
 use process_clock::nanos;
 
-/// A point in time, with the budget it was granted. Cheap to copy: two integers.
+/// A point in time, with the budget it was granted, and whose budget bounded it. Cheap to copy.
+///
+/// # Whose budget it is
+///
+/// A deadline knows whether the time it grants was decided by the **caller** (a budget that
+/// arrived from outside the service: a `grpc-timeout` or millisecond header, read by
+/// [`DeadlineLayer`](crate::layer::DeadlineLayer) or [`Deadline::from_caller`]) rather than by the
+/// service's own configuration ([`Deadline::is_callers`]). A child is the caller's when its
+/// parent is and the parent's remaining time, not the child's own maximum, decided what it was
+/// granted. An expiry under the caller's budget is the caller's
+/// ([`DeadlineExceeded::is_callers`]): the breaker does not count it against the dependency, a
+/// retry does not repeat it, a shared store never hears of it. Otherwise any client could open
+/// a breaker for every user by sending a short deadline.
+///
+/// ```
+/// use std::time::Duration;
+/// use policy_runtime::Deadline;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// // The caller sent 110 ms; the lookup's own configuration gives it 150 ms.
+/// let request = Deadline::from_caller(Duration::from_millis(110));
+/// assert!(request.child(Duration::from_millis(150)).is_callers());
+/// // A lookup of its own 50 ms had all the time its configuration gives it.
+/// assert!(!request.child(Duration::from_millis(50)).is_callers());
+/// // The service's own budget is never the caller's.
+/// assert!(!Deadline::after(Duration::from_millis(110)).child(Duration::from_millis(150)).is_callers());
+/// # }
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Deadline {
     /// When it expires, on the [process clock](process_clock).
     at: i64,
     /// The budget it was granted, in nanoseconds (at most [`Deadline::MAX_BUDGET`]).
     budget: u64,
+    /// Whether the caller's budget, not this service's configuration, decided `budget`.
+    callers: bool,
 }
 
 impl fmt::Debug for Deadline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Deadline")
-            .field("budget", &self.budget())
-            .field("remaining", &self.remaining())
-            .finish()
+        let mut f = f.debug_struct("Deadline");
+        f.field("budget", &self.budget())
+            .field("remaining", &self.remaining());
+        if self.callers {
+            f.field("callers", &true);
+        }
+        f.finish()
     }
 }
 
@@ -356,10 +390,38 @@ impl Deadline {
     /// A deadline `budget` nanoseconds after `now` (a read of tokio's clock): for the request
     /// layer, which converts its configured budget once rather than on every request, and
     /// keeps `now` to arm its timer without converting the deadline back to an instant.
+    /// `callers` says whether the budget is the one the caller sent.
     #[cfg(feature = "http")]
     #[inline]
-    pub(crate) fn after_nanos_from(now: Instant, budget: u64) -> Self {
-        Self::after_from(process_clock::nanos_of(now), budget)
+    pub(crate) fn after_nanos_from(now: Instant, budget: u64, callers: bool) -> Self {
+        Self {
+            callers,
+            ..Self::after_from(process_clock::nanos_of(now), budget)
+        }
+    }
+
+    /// A deadline of a budget the **caller** sent (a `grpc-timeout` or millisecond header read
+    /// by hand): an expiry under it is the caller's, never counted against a dependency
+    /// ([`Deadline::is_callers`]). [`DeadlineLayer`](crate::layer::DeadlineLayer) makes these
+    /// itself when a request's header is what bounds it.
+    pub fn from_caller(budget: Duration) -> Self {
+        Self {
+            callers: true,
+            ..Self::after(budget)
+        }
+    }
+
+    /// Whether the caller's budget, rather than this service's own configuration, decided what
+    /// this deadline grants: see [whose budget it is](Deadline#whose-budget-it-is).
+    #[inline]
+    pub fn is_callers(&self) -> bool {
+        self.callers
+    }
+
+    /// The expiry of this deadline: what [`Deadline::run`] returns when it passes.
+    #[inline]
+    pub fn exceeded(&self) -> DeadlineExceeded {
+        DeadlineExceeded::new(self.budget()).with_callers(self.callers)
     }
 
     #[inline]
@@ -369,6 +431,7 @@ impl Deadline {
             // The budget is at most a day: it fits an i64.
             at: now.saturating_add(budget as i64),
             budget,
+            callers: false,
         }
     }
 
@@ -427,18 +490,22 @@ impl Deadline {
     pub fn child_reserving(&self, max: Duration, reserve: Duration) -> Self {
         let now = process_clock::now();
         let left = self.left_at(now).saturating_sub(nanos(reserve));
-        self.granting(now, nanos(max).min(left))
+        self.granting(now, nanos(max), left)
     }
 
-    /// The child granted `granted` nanoseconds from `now`.
+    /// The child asking for `max` nanoseconds from `now`, of a parent with `left` to give: it
+    /// is granted the smaller, and is the caller's when the parent is and the parent's `left`
+    /// decided it.
     #[inline]
-    fn granting(&self, now: i64, granted: u64) -> Self {
+    fn granting(&self, now: i64, max: u64, left: u64) -> Self {
+        let granted = max.min(left);
         Self {
             // An expired parent's child expires with it, not now.
             at: now
                 .saturating_add(i64::try_from(granted).unwrap_or(i64::MAX))
                 .min(self.at),
             budget: granted,
+            callers: self.callers && left < max,
         }
     }
 
@@ -456,7 +523,7 @@ impl Deadline {
     /// granted less, never more: it still never outlives its parent.
     #[inline]
     pub(crate) fn child_as_of_nanos(&self, now: i64, max: u64) -> Self {
-        self.granting(now, max.min(self.left_at(now)))
+        self.granting(now, max, self.left_at(now))
     }
 
     /// [`Deadline::child_as_of_nanos`] as of the moment this deadline was made
@@ -471,6 +538,8 @@ impl Deadline {
             // expiry is before the parent's.
             at: self.at.saturating_sub((self.budget - max) as i64),
             budget: max,
+            // Granted all it asked for: its own configuration bounded it.
+            callers: false,
         }
     }
 
@@ -675,7 +744,7 @@ impl Deadline {
     fn child_of_current_nanos(max: u64) -> Self {
         let now = process_clock::now();
         match Self::current() {
-            Some(parent) => parent.granting(now, max.min(parent.left_at(now))),
+            Some(parent) => parent.granting(now, max, parent.left_at(now)),
             None => Self::after_from(now, max),
         }
     }
@@ -688,7 +757,7 @@ impl Deadline {
     }
 
     /// A deadline from a gRPC `grpc-timeout` header value, clamped to
-    /// [`Deadline::MAX_BUDGET`].
+    /// [`Deadline::MAX_BUDGET`]: the caller's budget ([`Deadline::from_caller`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -699,11 +768,12 @@ impl Deadline {
     /// let d = Deadline::from_grpc_timeout("250m").unwrap();
     /// assert_eq!(d.budget(), Duration::from_millis(250));
     /// assert_eq!(d.to_grpc_timeout(), "250000u");
+    /// assert!(d.is_callers());
     /// assert!(Deadline::from_grpc_timeout("1.5S").is_err());
     /// # }
     /// ```
     pub fn from_grpc_timeout(header: &str) -> Result<Self, GrpcTimeoutError> {
-        parse_grpc_timeout(header).map(Self::after)
+        parse_grpc_timeout(header).map(Self::from_caller)
     }
 }
 
@@ -817,7 +887,7 @@ impl<F: Future> Future for Run<F> {
         if let Poll::Ready(out) = this.fut.poll(cx) {
             return Poll::Ready(Ok(out));
         }
-        let expired = || Poll::Ready(Err(DeadlineExceeded::new(this.deadline.budget())));
+        let expired = || Poll::Ready(Err(this.deadline.exceeded()));
         if this.sleep.is_none() {
             // First Pending: only now is a timer worth arming. A deadline already past fires
             // on the timer's first poll, so no clock read is needed here.

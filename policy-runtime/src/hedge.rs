@@ -537,7 +537,15 @@ where
         hedge.metrics.lost(lost);
         observe::hedge_lost(&hedge.name, lost);
     }
-    if !matches!(outcome, Err(CallError::Refused(_))) {
+    // A refusal took no time of the dependency's, and an expiry under the caller's budget says
+    // how long the caller waited, not how long the dependency takes: neither moves the
+    // percentile (a client sending short deadlines would otherwise pull the hedge delay down).
+    let says_nothing = match &outcome {
+        Err(CallError::Refused(_)) => true,
+        Err(CallError::DeadlineExceeded(expired)) => expired.is_callers(),
+        _ => false,
+    };
+    if !says_nothing {
         hedge.record(start.elapsed());
     }
     outcome

@@ -22,6 +22,7 @@
 //! | a shed decision            | DEBUG | `shed`                     | `load`, `budget` | `load`, `threshold` or `remaining_ms`, `expected_cost_ms`; `class` |
 //! | a breaker opens            | WARN  | `breaker_opened`           | [`OpenCause::code`](crate::OpenCause::code) | `open_for_ms`; `count`, `window_ms` (counted failures); `retry_after_ms`; `injected` (`true`) and `drill` when the deciding failure was injected (feature `chaos`) |
 //! | a breaker closes           | INFO  | `breaker_closed`           | `cooldown`, `probe_succeeded` | |
+//! | a call expired under a budget its caller shortened (`mechanism` `breaker`, `retry` or `hedge`): the caller's, never a failure | DEBUG | `caller_expired` | `callers_budget` | `budget_ms` |
 //! | an adaptive bulkhead's limit moved by a quarter (and at least 2 slots) since the last such event | INFO | `bulkhead_limit` | `queueing` (latency rose: calls wait inside the dependency), `headroom` (it answers as fast as unloaded) | `from`, `to` (slots), `latency_noload_ms`, `latency_recent_ms`, `queue_estimate` |
 //! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` |
 //! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` |
@@ -552,6 +553,21 @@ pub(crate) fn bulkhead_limit_changed(
         latency_recent_ms,
         queue_estimate,
         "bulkhead `{name}` now admits {to} calls at once (was {from}): {why}"
+    );
+}
+
+/// A call expired under a budget its caller shortened: the caller's, not the dependency's.
+pub(crate) fn caller_expired(name: &str, mechanism: &'static str, budget: Duration) {
+    tracing::debug!(
+        target: "policy",
+        operation = operation(),
+        mechanism,
+        name,
+        kind = "caller_expired",
+        reason = "callers_budget",
+        budget_ms = ms(budget),
+        "a call through `{name}` expired under the {} its caller left it; not counted against the dependency",
+        Human(budget)
     );
 }
 

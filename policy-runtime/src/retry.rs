@@ -1043,9 +1043,17 @@ fn after_failure<E>(
         CallError::Failed(e) if !is_transient(e) => return Err(error),
         _ => {}
     }
-    if matches!(error, CallError::DeadlineExceeded(_)) && deadline.is_expired() {
-        // The request's own deadline passed, not just the attempt's.
-        let budget = DeadlineExceeded::new(deadline.budget());
+    if let CallError::DeadlineExceeded(expired) = &error
+        && (expired.is_callers() || deadline.is_expired())
+    {
+        // The request's own deadline passed, not just the attempt's; or the attempt had only
+        // what the caller left it, which a retry would not lengthen: the caller's expiry is
+        // never a reason to repeat the work.
+        let budget = if expired.is_callers() {
+            *expired
+        } else {
+            deadline.exceeded()
+        };
         policy.stop(
             &policy.stats.stopped_by_deadline,
             "deadline",

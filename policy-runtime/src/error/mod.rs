@@ -218,8 +218,10 @@ impl std::error::Error for ResilienceError {}
 /// We stopped waiting at the deadline. The work may have run, may have succeeded unseen, or
 /// may still be running (a deadline bounds the wait, not the work).
 ///
-/// It is one word: the budget in nanoseconds, as a [`Deadline`](crate::Deadline) holds it (a
-/// budget beyond `u64::MAX` nanoseconds, about 584 years, is held as that).
+/// It holds the budget in nanoseconds, as a [`Deadline`](crate::Deadline) holds it (a budget
+/// beyond `u64::MAX` nanoseconds, about 584 years, is held as that), and whether that budget
+/// was the **caller's** ([`DeadlineExceeded::is_callers`]): an expiry under a budget the caller
+/// shortened says nothing about the dependency, so no breaker counts it and no retry repeats it.
 ///
 /// ```
 /// use std::time::Duration;
@@ -227,11 +229,26 @@ impl std::error::Error for ResilienceError {}
 ///
 /// let e = DeadlineExceeded::new(Duration::from_millis(250));
 /// assert_eq!(e.to_string(), "stopped waiting after the 250ms budget ran out; the work may have run");
+/// let e = e.with_callers(true);
+/// assert_eq!(
+///     e.to_string(),
+///     "stopped waiting after the caller's 250ms budget ran out; the work may have run"
+/// );
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DeadlineExceeded {
     #[serde(rename = "budget_ms", serialize_with = "nanos_as_millis")]
     budget: u64,
+    #[serde(skip_serializing_if = "is_false")]
+    callers: bool,
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "the signature serde's `skip_serializing_if` calls"
+)]
+const fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl DeadlineExceeded {
@@ -243,29 +260,51 @@ impl DeadlineExceeded {
             Some(secs) => secs.saturating_add(budget.subsec_nanos() as u64),
             None => u64::MAX,
         };
-        Self { budget }
+        Self {
+            budget,
+            callers: false,
+        }
+    }
+
+    /// The same expiry, marked as under the caller's budget (`true`) or the service's own.
+    #[must_use]
+    pub const fn with_callers(self, callers: bool) -> Self {
+        Self { callers, ..self }
     }
 
     /// The budget the expired deadline had been granted.
     pub const fn budget(&self) -> Duration {
         Duration::from_nanos(self.budget)
     }
+
+    /// Whether the expired deadline's budget was decided by the caller (an incoming header, or a
+    /// parent deadline that was), not by the service's own configuration: then the expiry is
+    /// the caller's. Breakers do not count it as the dependency's failure, retries do not
+    /// repeat it, and shared stores never hear of it
+    /// ([whose budget it is](crate::Deadline#whose-budget-it-is)).
+    pub const fn is_callers(&self) -> bool {
+        self.callers
+    }
 }
 
 /// As a struct of its budget, the way it reads when derived.
 impl fmt::Debug for DeadlineExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DeadlineExceeded")
-            .field("budget", &self.budget())
-            .finish()
+        let mut f = f.debug_struct("DeadlineExceeded");
+        f.field("budget", &self.budget());
+        if self.callers {
+            f.field("callers", &true);
+        }
+        f.finish()
     }
 }
 
 impl fmt::Display for DeadlineExceeded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let whose = if self.callers { "caller's " } else { "" };
         write!(
             f,
-            "stopped waiting after the {} budget ran out; the work may have run",
+            "stopped waiting after the {whose}{} budget ran out; the work may have run",
             Human(self.budget())
         )
     }
@@ -399,7 +438,8 @@ mod tests {
     fn a_refusal_and_an_expiry_are_one_word_each() {
         assert_eq!(size_of::<ResilienceError>(), size_of::<usize>());
         assert_eq!(size_of::<Result<(), ResilienceError>>(), size_of::<usize>());
-        assert_eq!(size_of::<DeadlineExceeded>(), size_of::<u64>());
+        // The budget and whose it was; the flag's spare values hold `CallError`'s discriminant.
+        assert_eq!(size_of::<DeadlineExceeded>(), 2 * size_of::<u64>());
         assert_eq!(size_of::<CallError<std::io::Error>>(), 2 * size_of::<u64>());
         assert_eq!(
             size_of::<Result<u64, CallError<std::io::Error>>>(),

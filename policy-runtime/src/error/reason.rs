@@ -162,6 +162,10 @@ impl fmt::Display for RefusalReason {
                 Human(*waited)
             ),
             Self::Shed(reason) => write!(f, "{reason}"),
+            // Nothing left: say what happened rather than compare zero with a minimum.
+            Self::InsufficientBudget { remaining, .. } if remaining.is_zero() => {
+                f.write_str("the deadline it was called under had passed before it could start")
+            }
             Self::InsufficientBudget {
                 remaining,
                 min_budget,

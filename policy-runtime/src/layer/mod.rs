@@ -102,6 +102,15 @@ pub(crate) fn is_refusal(error: &BoxError) -> bool {
     error.is::<crate::ResilienceError>()
 }
 
+/// A boxed error that is an expiry under a budget the caller shortened
+/// ([`DeadlineExceeded::is_callers`](crate::DeadlineExceeded::is_callers)).
+pub(crate) fn callers_expiry(error: &BoxError) -> Option<crate::DeadlineExceeded> {
+    error
+        .downcast_ref::<crate::DeadlineExceeded>()
+        .filter(|expired| expired.is_callers())
+        .copied()
+}
+
 /// A response future polled again after it completed: the caller's bug, answered with an
 /// error rather than a panic.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 
 use super::Classify;
-use crate::layer::{BoxError, is_refusal};
+use crate::layer::{BoxError, callers_expiry, is_refusal};
 use crate::{Breaker, ResilienceError};
 
 pin_project! {
@@ -69,6 +69,11 @@ where
                 match &outcome {
                     // The work never ran below us: nothing to learn about the dependency.
                     Err(error) if is_refusal(error) => {}
+                    // It expired under a budget the caller shortened: the caller's, not the
+                    // dependency's.
+                    Err(error) if let Some(expired) = callers_expiry(error) => {
+                        breaker.record_callers_expiry(expired);
+                    }
                     outcome => {
                         // A drill's error (the chaos layer below): an opening it decides says so.
                         #[cfg(feature = "chaos")]

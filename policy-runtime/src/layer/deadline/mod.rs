@@ -12,6 +12,12 @@
 //!   runs: `504 Gateway Timeout` with `x-refusal: insufficient_budget` over HTTP, gRPC status
 //!   `DEADLINE_EXCEEDED` (4) for a gRPC request. When the deadline passes before the handler
 //!   answers, the layer stops waiting and answers the same way (`x-deadline-exceeded`).
+//! - **Whose budget it is.** When the caller's header is what bounds the request, the deadline
+//!   is the caller's ([`Deadline::is_callers`]), and so is every child it decides: an expiry
+//!   under it is never counted against a dependency by a breaker, never retried, never shared,
+//!   so a client sending short deadlines shortens only its own wait. On the public internet,
+//!   [`DeadlineLayer::trust_headers`] ignores the headers, or believes them only from callers
+//!   your edge marked internal ([`HeaderTrust`]: the trade-off is there).
 //! - Every annotated function and every mechanism layer below takes a child of it
 //!   ([`Deadline::current`]): two sibling `#[critical]` calls in one handler share one budget.
 //! - A handler reads it with the axum extractor: `async fn handler(deadline: Deadline)`.
@@ -40,6 +46,7 @@
 //! ```
 //!
 //! [`Deadline::current`]: crate::Deadline::current
+//! [`Deadline::is_callers`]: crate::Deadline::is_callers
 //! [`Deadline::scope`]: crate::Deadline::scope
 
 mod body;
@@ -54,6 +61,6 @@ pub use body::DeadlineBody;
 pub use extract::MissingDeadlineLayer;
 pub use future::ResponseFuture;
 pub use headers::{DEADLINE_MS_HEADER, GRPC_TIMEOUT_HEADER, parse_ms_header};
-pub use layer::DeadlineLayer;
+pub use layer::{DeadlineLayer, HeaderTrust, IsInternal};
 pub use propagate::{PropagateDeadline, PropagateDeadlineLayer};
 pub use service::DeadlineService;

@@ -55,16 +55,22 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let config = &*self.config;
         let grpc = is_grpc(request.headers());
-        let (budget, budget_nanos) = match incoming_budget(
-            request.headers(),
-            config.grpc_timeout,
-            config.ms_header.as_ref(),
-        ) {
-            Some(sent) => {
-                let budget = sent.min(config.budget);
-                (budget, nanos(budget))
-            }
-            None => (config.budget, config.budget_nanos),
+        let sent = if config
+            .trust
+            .believes(request.headers(), request.extensions())
+        {
+            incoming_budget(
+                request.headers(),
+                config.grpc_timeout,
+                config.ms_header.as_ref(),
+            )
+        } else {
+            None
+        };
+        // The caller's budget when it is shorter than ours: then an expiry is the caller's.
+        let (budget, budget_nanos, callers) = match sent {
+            Some(sent) if sent < config.budget => (sent, nanos(sent), true),
+            _ => (config.budget, config.budget_nanos, false),
         };
         if budget < config.min_budget || budget.is_zero() {
             // Less than is worth starting with: answered now, the handler never runs.
@@ -79,7 +85,7 @@ where
             return ResponseFuture::refused(grpc);
         }
         let now = tokio::time::Instant::now();
-        let deadline = Deadline::after_nanos_from(now, budget_nanos);
+        let deadline = Deadline::after_nanos_from(now, budget_nanos, callers);
         // A service may start work in `call` itself, so that runs under the deadline too.
         let fut = deadline.sync_scope(|| self.inner.call(request));
         ResponseFuture::running(fut, deadline, now, grpc)

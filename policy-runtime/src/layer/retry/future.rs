@@ -143,7 +143,14 @@ where
                     let stop = if expired && this.deadline.is_expired() {
                         // The call's own deadline passed, not just the attempt's.
                         policy.stopped_by_deadline("the deadline passed", number);
-                        Some(Err(DeadlineExceeded::new(this.deadline.budget()).into()))
+                        Some(Err(this.deadline.exceeded().into()))
+                    } else if let Err(error) = &outcome
+                        && crate::layer::callers_expiry(error).is_some()
+                    {
+                        // The attempt had only what the caller left it: a retry would not
+                        // lengthen that, and the caller's expiry is never a reason to repeat.
+                        policy.stopped_by_deadline("the caller's budget ran out", number);
+                        Some(outcome)
                     } else if number >= policy.attempts() {
                         policy.exhausted(number);
                         Some(outcome)
