@@ -409,7 +409,16 @@ async fn the_page_shows_where_an_overridden_value_came_from() {
     .unwrap();
     assert!(overrides.reload().is_err());
 
-    let server = Server::start(Router::new().merge(dashboard::router_for(registry))).await;
+    // Sources revealed: this dashboard is for the people who edit the files.
+    let server = Server::start(
+        Router::new().merge(
+            dashboard::Dashboard::new()
+                .registry(registry)
+                .reveal_sources()
+                .router(),
+        ),
+    )
+    .await;
     let url = server.url("/dashboard");
     let dom = tokio::task::spawn_blocking(move || chromium.dump_dom(&url, Duration::from_secs(2)))
         .await
@@ -428,6 +437,81 @@ async fn the_page_shows_where_an_overridden_value_came_from() {
         "the refusal is shown"
     );
     server.stop().await;
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// By default `/policy` leaves out where the policies live and what they say: no directory,
+/// no file, line or column, no rendering of a refused set (which quotes the file); the numbers
+/// in force and the refusal's codes stay. Issue 39, point 15.
+#[cfg(feature = "overrides")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_leaves_out_file_paths_and_policy_text_unless_asked() {
+    use policy_runtime::overrides::Overrides;
+
+    let root = std::env::temp_dir().join(format!("policy-dashboard-hidden-{}", std::process::id()));
+    std::fs::create_dir_all(root.join("production")).unwrap();
+    std::fs::write(
+        root.join("search.policy"),
+        "operation find: critical { deadline = 2s; min_budget = 100ms }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("production/search.policy"),
+        "operation find { deadline = 800ms }\n",
+    )
+    .unwrap();
+    let registry: &'static Registry = Box::leak(Box::new(Registry::new()));
+    let overrides = Overrides::builder(&root)
+        .environment("production")
+        .registry(registry)
+        .strict(true)
+        .load()
+        .unwrap();
+    registry.operation_deadline(
+        "my_service::search::find",
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+    );
+    std::fs::write(
+        root.join("production/search.policy"),
+        "operation find { deadline = 50ms } // secret-looking comment\n",
+    )
+    .unwrap();
+    assert!(overrides.reload().is_err());
+
+    let hidden: Router = Router::new().merge(dashboard::router_for(registry));
+    let (status, _, body) = get(&hidden, "/policy").await;
+    assert_eq!(status, StatusCode::OK);
+    let root_text = root.to_string_lossy().into_owned();
+    assert!(!body.contains(&root_text), "no directory: {body}");
+    assert!(!body.contains("search.policy"), "no file: {body}");
+    assert!(!body.contains("secret-looking"), "no policy text: {body}");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let setting = &json["overrides"]["settings"][0];
+    assert_eq!(setting["setting"], "deadline", "{setting}");
+    assert_eq!(
+        setting["value"], "800ms",
+        "the number in force stays: {setting}"
+    );
+    assert!(setting.get("file").is_none() && setting.get("line").is_none());
+    assert!(
+        json["overrides"]["refused"]["codes"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    );
+
+    let revealed: Router = Router::new().merge(
+        dashboard::Dashboard::new()
+            .registry(registry)
+            .reveal_sources()
+            .router(),
+    );
+    let (_, _, body) = get(&revealed, "/policy").await;
+    assert!(
+        body.contains("search.policy"),
+        "revealed when asked: {body}"
+    );
+    assert!(body.contains(&root_text), "{body}");
     std::fs::remove_dir_all(&root).unwrap();
 }
 

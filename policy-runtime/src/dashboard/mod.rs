@@ -45,7 +45,7 @@
 //!
 //! | field        | one entry per                            | holds |
 //! |--------------|------------------------------------------|-------|
-//! | `breakers`   | breaker ([`BreakerSnapshot`](crate::breaker::BreakerSnapshot)) | `name`, `state` (`closed`, `open`, `probation`), `open_for_ms`, `last_cause` (`cause`: `failures`, `failure_ratio`, `probe_failed`, `tripped`, `shared`, with its numbers), `config` (`open_after`, `cooldown_ms`...), `openings`, `refusals`, `failures` |
+//! | `breakers`   | breaker ([`BreakerSnapshot`](crate::breaker::BreakerSnapshot)) | `name`, `state` (`closed`, `open`, `probation`), `open_for_ms`, `last_cause` (`cause`: `failures`, `failure_ratio`, `probe_failed`, `tripped`, `shared`, with its numbers), `config` (`open_after`, `cooldown_ms`...), `openings`, `refusals`, `failures`, `caller_expiries` (calls that expired under a budget their caller shortened: never failures) |
 //! | `bulkheads`  | bulkhead ([`BulkheadSnapshot`](crate::bulkhead::BulkheadSnapshot)) | `name`, `max_concurrent`, `max_queued`, `running`, `queued`, `load`, `refused_full`, `refused_queue_timeout`, `adaptive` (an adaptive bulkhead's `min`, `max`, `estimate`, `latency_noload_ms`, `latency_recent_ms`, `queue_estimate`, `windows`; `null` for a fixed one) |
 //! | `retries`    | retry policy ([`RetrySnapshot`](crate::retry::RetrySnapshot)) | `name`, `attempts`, `retries`, `stopped_by_allowance`, `stopped_by_deadline`, `exhausted`, `allowance` |
 //! | `hedges`     | hedging policy ([`HedgeSnapshot`](crate::hedge::HedgeSnapshot)) | `name`, `after` (`50ms` or `p95`), `delay_ms` (what a call waits now; `null` while a percentile has too few calls), `max`, `calls`, `started`, `won`, `lost`, `refused`, `stopped_by_budget`, `stopped_by_deadline` |
@@ -68,36 +68,168 @@
 //! [`router`] serves [`Registry::global`], the one the attribute macros and `.policy`
 //! operations use; [`router_for`] serves another (say, a test's). Deferred work and background
 //! pools are the process's whichever registry is asked.
+//!
+//! # What it reveals, and who may see it
+//!
+//! The dashboard has no authentication of its own: it is a `Router`, and whoever can reach its
+//! routes reads every breaker, bulkhead and queue of the service. Mount it where only operators
+//! reach it: on an admin listener bound to a private address, or behind the same authentication
+//! layer as your other internal routes. With axum, nest it under a prefix and put the check on
+//! that nested router only, so nothing else changes:
+//!
+//! ```
+//! use axum::Router;
+//! use axum::extract::Request;
+//! use axum::http::{StatusCode, header};
+//! use axum::middleware::{self, Next};
+//! use axum::response::Response;
+//!
+//! // Your own check: a bearer token from the environment, an mTLS identity, an SSO session.
+//! async fn operators_only(request: Request, next: Next) -> Result<Response, StatusCode> {
+//!     let expected = std::env::var("OPS_TOKEN").map_err(|_| StatusCode::FORBIDDEN)?;
+//!     let sent = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+//!     match sent.and_then(|v| v.strip_prefix("Bearer ")) {
+//!         Some(token) if token == expected => Ok(next.run(request).await),
+//!         _ => Err(StatusCode::UNAUTHORIZED),
+//!     }
+//! }
+//!
+//! let ops = policy_runtime::dashboard::router().layer(middleware::from_fn(operators_only));
+//! let app: Router = Router::new().nest("/ops", ops);
+//! # let _ = app;
+//! ```
+//!
+//! Even so, `/policy` leaves out where the policies live and what they say: the overrides'
+//! directory, each overridden setting's file, line and column, and `policy check`'s rendering of
+//! a refused set (which quotes the file). The numbers in force, their compiled values, and the
+//! refusal's codes stay. [`Dashboard::reveal_sources`] puts them back, for a dashboard only
+//! trusted people reach.
 
 use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
-use crate::registry::{Registry, Snapshot};
+use crate::registry::Registry;
+#[cfg(doc)]
+use crate::registry::Snapshot;
 
 /// The page: tables rendered from the JSON beside it, read again every second.
 const PAGE: &str = include_str!("dashboard.html");
 
-/// The dashboard's two routes (`/policy`, `/dashboard`) over [`Registry::global`]: merge them
-/// into your router, or nest them under a prefix. See the [module docs](self).
+/// The dashboard's two routes (`/policy`, `/dashboard`) over [`Registry::global`], without
+/// file paths or policy text: merge them into your router, or nest them under a prefix. See
+/// the [module docs](self).
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    router_for(Registry::global())
+    Dashboard::new().router()
 }
 
 /// The same routes over `registry`.
 pub fn router_for<S: Clone + Send + Sync + 'static>(registry: &'static Registry) -> Router<S> {
-    Router::new()
-        .route("/policy", get(move || async move { snapshot(registry) }))
-        .route("/dashboard", get(|| async { page() }))
+    Dashboard::new().registry(registry).router()
 }
 
-/// The snapshot's JSON, never cached: each refresh is the state now.
-fn snapshot(registry: &Registry) -> Response {
-    json(&registry.snapshot())
+/// The dashboard's routes, configured: which registry, and whether `/policy` reveals where the
+/// policies live and what they say.
+///
+/// ```
+/// use axum::Router;
+/// use policy_runtime::dashboard::Dashboard;
+///
+/// // Only operators reach this listener: show them the files too.
+/// let admin: Router = Dashboard::new().reveal_sources().router();
+/// # let _ = admin;
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Dashboard {
+    registry: &'static Registry,
+    reveal_sources: bool,
 }
 
-fn json(snapshot: &Snapshot) -> Response {
+impl Default for Dashboard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Dashboard {
+    /// Over [`Registry::global`], without file paths or policy text.
+    pub fn new() -> Self {
+        Self {
+            registry: Registry::global(),
+            reveal_sources: false,
+        }
+    }
+
+    /// Over `registry` instead.
+    #[must_use]
+    pub fn registry(mut self, registry: &'static Registry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// `/policy` includes the overrides' directory, each overridden setting's file, line and
+    /// column, and `policy check`'s rendering of a refused set.
+    #[must_use]
+    pub fn reveal_sources(mut self) -> Self {
+        self.reveal_sources = true;
+        self
+    }
+
+    /// The two routes.
+    pub fn router<S: Clone + Send + Sync + 'static>(self) -> Router<S> {
+        Router::new()
+            .route("/policy", get(move || async move { self.snapshot() }))
+            .route("/dashboard", get(|| async { page() }))
+    }
+
+    /// The snapshot's JSON, never cached: each refresh is the state now.
+    fn snapshot(self) -> Response {
+        let snapshot = self.registry.snapshot();
+        if self.reveal_sources {
+            return json(&snapshot);
+        }
+        match serde_json::to_value(&snapshot) {
+            Ok(mut value) => {
+                hide_sources(&mut value);
+                json(&value)
+            }
+            Err(error) => unserialisable(&error),
+        }
+    }
+}
+
+/// Removes from a serialised [`Snapshot`] where the policies live and what they say.
+fn hide_sources(snapshot: &mut serde_json::Value) {
+    let Some(overrides) = snapshot
+        .get_mut("overrides")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    overrides.remove("dir");
+    if let Some(settings) = overrides
+        .get_mut("settings")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for setting in settings
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            for key in ["file", "line", "column"] {
+                setting.remove(key);
+            }
+        }
+    }
+    if let Some(refused) = overrides
+        .get_mut("refused")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        refused.remove("rendered");
+    }
+}
+
+fn json(snapshot: &impl serde::Serialize) -> Response {
     match serde_json::to_vec(snapshot) {
         Ok(body) => (
             [
@@ -109,12 +241,16 @@ fn json(snapshot: &Snapshot) -> Response {
             .into_response(),
         // Nothing in a snapshot fails to serialise (maps have string keys, floats become
         // `null` at worst); should that change, say so instead of an empty page.
-        Err(error) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the policy snapshot could not be serialised: {error}"),
-        )
-            .into_response(),
+        Err(error) => unserialisable(&error),
     }
+}
+
+fn unserialisable(error: &serde_json::Error) -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("the policy snapshot could not be serialised: {error}"),
+    )
+        .into_response()
 }
 
 fn page() -> Response {
