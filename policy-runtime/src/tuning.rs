@@ -3,24 +3,21 @@
 //!
 //! Each mechanism keeps the numbers an override may change (a breaker's cooldown, a retry's
 //! attempts and timeouts, an operation's deadline and minimum budget, a shedder's thresholds)
-//! in one [`Tuned`] cell: a sequence lock over a few atomic words. A reader loads the sequence,
-//! the words and the sequence again, and tries again only if a writer ran in between, which is
-//! only during a reload; it never writes, so readers on many cores never contend. A writer
-//! (the reload, serialised) publishes every word of the cell at once: a reader sees the old
+//! in one [`Tuned`] cell, an [`arc_swap::ArcSwap`]: a reader loads the current numbers with no
+//! lock, a writer (the reload, serialised) swaps all of them at once, so a reader sees the old
 //! numbers or the new ones, never half of each. A call reads its numbers once, where it
-//! starts, so an in-flight call finishes on the settings it started with.
+//! starts, so an in-flight call finishes on the settings it started with. The breaker's rule
+//! swaps whole in the same kind of cell: one reload cell for every mechanism.
 
-use std::sync::atomic::{AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use serde::Serialize;
 
-/// `N` numbers published together: a sequence lock over atomic words.
+/// `N` numbers published together.
 pub(crate) struct Tuned<const N: usize> {
-    /// Even when stable, odd while a writer publishes.
-    sequence: AtomicU64,
-    words: [AtomicU64; N],
+    words: ArcSwap<[u64; N]>,
     /// Serialises writers (reloads), never taken by readers.
     writer: Mutex<()>,
 }
@@ -35,8 +32,7 @@ impl<const N: usize> Tuned<N> {
     /// A cell holding `words`.
     pub(crate) fn new(words: [u64; N]) -> Self {
         Self {
-            sequence: AtomicU64::new(0),
-            words: words.map(AtomicU64::new),
+            words: ArcSwap::from_pointee(words),
             writer: Mutex::new(()),
         }
     }
@@ -44,17 +40,7 @@ impl<const N: usize> Tuned<N> {
     /// The words, all from one publication.
     #[inline]
     pub(crate) fn read(&self) -> [u64; N] {
-        loop {
-            let before = self.sequence.load(Ordering::Acquire);
-            if before & 1 == 0 {
-                let words = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
-                fence(Ordering::Acquire);
-                if self.sequence.load(Ordering::Relaxed) == before {
-                    return words;
-                }
-            }
-            std::hint::spin_loop();
-        }
+        **self.words.load()
     }
 
     /// Publishes `words`, all at once for every reader; true when they differ from the
@@ -68,15 +54,7 @@ impl<const N: usize> Tuned<N> {
         if self.read() == words {
             return false;
         }
-        let sequence = self.sequence.load(Ordering::Relaxed);
-        self.sequence
-            .store(sequence.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
-        for (word, value) in self.words.iter().zip(words) {
-            word.store(value, Ordering::Relaxed);
-        }
-        self.sequence
-            .store(sequence.wrapping_add(2), Ordering::Release);
+        self.words.store(Arc::new(words));
         true
     }
 }
@@ -182,7 +160,7 @@ pub(crate) fn unix_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
     use super::*;
 
