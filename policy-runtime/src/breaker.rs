@@ -56,29 +56,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-/// What holds a breaker's configuration and tally: with the feature `overrides` an
-/// `arc_swap::ArcSwap` a reload swaps whole and readers load with no lock; without it nothing
-/// swaps them, and it is a plain `Arc` (the default build has no `arc-swap`).
-#[cfg(feature = "overrides")]
+/// What holds a breaker's configuration and tally: swapped whole by a reload, loaded with no
+/// lock (the one reload cell, as [`tuning`](crate::tuning) says).
 type Cell<T> = arc_swap::ArcSwap<T>;
-#[cfg(not(feature = "overrides"))]
-type Cell<T> = Fixed<T>;
-
-/// A value no reload changes (without the feature `overrides`).
-#[cfg(not(feature = "overrides"))]
-struct Fixed<T>(Arc<T>);
-
-#[cfg(not(feature = "overrides"))]
-impl<T> Fixed<T> {
-    fn from_pointee(value: T) -> Self {
-        Self(Arc::new(value))
-    }
-
-    #[inline]
-    fn load(&self) -> &Arc<T> {
-        &self.0
-    }
-}
 
 use serde::Serialize;
 use tokio::time::Instant;
@@ -826,7 +806,7 @@ impl Breaker {
     /// assert!(breaker.check().is_err());
     /// # }
     /// ```
-    #[inline(always)]
+    #[inline]
     pub fn observe<T, E>(
         &self,
         ran: Result<Result<T, E>, DeadlineExceeded>,
