@@ -14,14 +14,16 @@
 //! the dependency; the fleet-wide bound is the platform's concurrency setting and the
 //! dependency's connection limit, which is where it belongs.
 //!
-//! The admitted path is one compare-and-swap to take a slot and one atomic subtraction to give
-//! it back: no semaphore, no lock, no allocation. The permit is released on drop, also when the
-//! work panics or its future is cancelled.
+//! The slots are a [`tokio::sync::Semaphore`]'s permits, so the queue is tokio's, and **fair**:
+//! a freed slot goes to the caller at the head of the queue, never to one that arrived later.
+//! Taking a free slot is the semaphore's `try_acquire` (no lock, no allocation); the permit is
+//! given back on drop, also when the work panics or its future is cancelled.
 //!
 //! The slot count can change while the bulkhead runs ([`Bulkhead::set_max_concurrent`], for a
-//! policy reload): each admission reads the current count. Raising it wakes queued callers at
-//! once; lowering it refuses (or queues) new callers until the calls in flight drain below the
-//! new count, and never takes a slot back from a call that holds one.
+//! policy reload). Raising it adds permits, which go to the queue first; lowering it removes
+//! free permits and keeps back the ones still held as they come home, so new callers are
+//! refused (or queued) until the calls in flight drain below the new count, and no slot is ever
+//! taken back from a call that holds one.
 //!
 //! An **adaptive** bulkhead ([`BulkheadBuilder::adaptive`], `adaptive(min = 4, max = 64)` in a
 //! `.policy` file) moves its own slot count between a `min` and a `max`, following the latency
@@ -54,7 +56,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use serde::Serialize;
-use tokio::sync::Notify;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::deadline::Deadline;
@@ -67,17 +69,6 @@ pub mod adaptive;
 use adaptive::Adaptation;
 pub use adaptive::{AdaptiveLimit, AdaptiveSnapshot};
 
-const RUNNING: u64 = 1;
-const QUEUED: u64 = 1 << 32;
-
-fn running(state: u64) -> u32 {
-    state as u32
-}
-
-fn queued(state: u64) -> u32 {
-    (state >> 32) as u32
-}
-
 #[derive(Debug, Default)]
 struct Stats {
     refused_full: AtomicU64,
@@ -87,13 +78,19 @@ struct Stats {
 
 struct Inner {
     name: Arc<str>,
-    /// Slots; read on each admission, so a resize applies to the next caller.
+    /// The slot count now (what the permits add up to once `owed` is paid).
     max_concurrent: AtomicU32,
     max_queued: u32,
-    /// Running calls in the low 32 bits, queued callers in the high 32 bits.
-    state: AtomicU64,
-    /// Wakes a queued caller when a slot frees.
-    freed: Notify,
+    /// The slots: one permit each, free or held. Its waiters are the queue, in order.
+    slots: Semaphore,
+    /// Permits still held that a lowered slot count keeps back when they are given back.
+    owed: AtomicU32,
+    /// Serialises resizes (never taken on the admitted path).
+    resizing: std::sync::Mutex<()>,
+    /// Calls holding a slot.
+    running: AtomicU32,
+    /// Callers waiting for a slot (at most `max_queued`).
+    queued: AtomicU32,
     stats: Stats,
     metrics: BulkheadMetrics,
     /// The measurements of an adaptive bulkhead; `None` for a fixed one.
@@ -108,13 +105,12 @@ pub struct Bulkhead {
 
 impl fmt::Debug for Bulkhead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.inner.state.load(Ordering::Relaxed);
         f.debug_struct("Bulkhead")
             .field("name", &self.inner.name)
             .field("max_concurrent", &self.inner.slots())
             .field("max_queued", &self.inner.max_queued)
-            .field("running", &running(state))
-            .field("queued", &queued(state))
+            .field("running", &self.running())
+            .field("queued", &self.queued())
             .finish()
     }
 }
@@ -166,8 +162,11 @@ impl BulkheadBuilder {
                 name: self.name,
                 max_concurrent: AtomicU32::new(slots),
                 max_queued: self.max_queued,
-                state: AtomicU64::new(0),
-                freed: Notify::new(),
+                slots: Semaphore::new(slots as usize),
+                owed: AtomicU32::new(0),
+                resizing: std::sync::Mutex::new(()),
+                running: AtomicU32::new(0),
+                queued: AtomicU32::new(0),
                 stats: Stats::default(),
                 adaptive: self.adaptive.map(Adaptation::new),
             }),
@@ -318,111 +317,90 @@ impl Inner {
         self.adaptive.as_ref().map_or(0, Adaptation::now)
     }
 
-    /// Sets the slot count; raising it wakes the queue. Returns the previous count.
+    /// Sets the slot count; raising it serves the queue first. Returns the previous count.
     fn set_slots(&self, slots: u32) -> u32 {
         let slots = slots.max(1);
+        let _resizing = self.resizing.lock().unwrap_or_else(|p| p.into_inner());
         let before = self.max_concurrent.swap(slots, Ordering::AcqRel);
+        if slots > before {
+            // Cancel what a lowered count still kept back, then add the rest as permits (tokio
+            // hands them to the queue's head first).
+            let mut more = slots - before;
+            let cancelled = take_up_to(&self.owed, more);
+            more -= cancelled;
+            self.slots.add_permits(more as usize);
+        } else if slots < before {
+            // Owe the difference first, so a permit given back meanwhile is kept back; then
+            // take what is free now off the debt, giving back any taken beyond it.
+            let fewer = slots.abs_diff(before);
+            self.owed.fetch_add(fewer, Ordering::AcqRel);
+            let forgotten =
+                u32::try_from(self.slots.forget_permits(fewer as usize)).unwrap_or(fewer);
+            let paid = take_up_to(&self.owed, forgotten);
+            if forgotten > paid {
+                self.slots.add_permits((forgotten - paid) as usize);
+            }
+        }
         if slots != before {
             self.metrics.limit(slots);
             if let Some(adaptation) = &self.adaptive {
                 adaptation.restart();
             }
         }
-        if slots > before {
-            // Every queued caller registers its wake-up before it looks for a slot, so one
-            // that looked too early to see the new count hears this; those that find no slot
-            // go back to waiting.
-            self.freed.notify_waiters();
-        }
         before
     }
 
-    /// Takes a slot when one is free and nobody is queued ahead.
+    /// Takes a free slot. A slot freed while callers wait is theirs (tokio hands it to the
+    /// queue's head), so this never overtakes the queue.
     #[inline]
     fn try_take(&self) -> bool {
-        let mut current = self.state.load(Ordering::Relaxed);
-        loop {
-            if running(current) >= self.slots() || queued(current) > 0 {
-                return false;
+        match self.slots.try_acquire() {
+            Ok(permit) => {
+                // Given back by our own permit's drop, which also keeps it back when owed.
+                permit.forget();
+                self.took();
+                true
             }
-            match self.state.compare_exchange_weak(
-                current,
-                current + RUNNING,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    self.metrics.took_slot();
-                    return true;
-                }
-                Err(actual) => current = actual,
-            }
+            Err(_) => false,
         }
+    }
+
+    /// A slot was taken.
+    #[inline]
+    fn took(&self) {
+        self.running.fetch_add(1, Ordering::Relaxed);
+        self.metrics.took_slot();
     }
 
     /// Joins the queue when there is room.
     fn try_enqueue(&self) -> bool {
-        let mut current = self.state.load(Ordering::Relaxed);
-        loop {
-            if queued(current) >= self.max_queued {
-                return false;
-            }
-            match self.state.compare_exchange_weak(
-                current,
-                current + QUEUED,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    self.metrics.queued(1.0);
-                    return true;
-                }
-                Err(actual) => current = actual,
-            }
+        let joined = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |queued| {
+                (queued < self.max_queued).then_some(queued + 1)
+            })
+            .is_ok();
+        if joined {
+            self.metrics.queued(1.0);
         }
-    }
-
-    /// A queued caller takes a free slot, leaving the queue in the same step.
-    fn try_take_from_queue(&self) -> bool {
-        let mut current = self.state.load(Ordering::Relaxed);
-        loop {
-            if running(current) >= self.slots() {
-                return false;
-            }
-            match self.state.compare_exchange_weak(
-                current,
-                current + RUNNING - QUEUED,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    self.metrics.queued(-1.0);
-                    self.metrics.took_slot();
-                    return true;
-                }
-                Err(actual) => current = actual,
-            }
-        }
+        joined
     }
 
     fn leave_queue(&self) {
-        let before = self.state.fetch_sub(QUEUED, Ordering::AcqRel);
+        self.queued.fetch_sub(1, Ordering::AcqRel);
         self.metrics.queued(-1.0);
-        // If a slot is free and others still wait, make sure one of them hears of it.
-        if running(before) < self.slots() && queued(before) > 1 {
-            self.freed.notify_one();
-        }
     }
 
     #[inline]
     fn release(&self, started: u64) {
-        let before = self.state.fetch_sub(RUNNING, Ordering::Release);
+        let in_flight = self.running.fetch_sub(1, Ordering::Relaxed);
         self.metrics.released_slot();
-        if queued(before) > 0 {
-            self.freed.notify_one();
+        // A permit a lowered slot count kept back is not given back.
+        if take_up_to(&self.owed, 1) == 0 {
+            self.slots.add_permits(1);
         }
         if let Some(adaptation) = &self.adaptive {
-            self.measured(adaptation, started, running(before));
+            self.measured(adaptation, started, in_flight);
         }
     }
 
@@ -446,50 +424,59 @@ impl Inner {
         refusal
     }
 
-    fn refuse_full(&self) -> ResilienceError {
+    /// Every slot busy, and none of the `queue_places` the caller could wait in free (the
+    /// queue's length, or 0 for a caller that never queues).
+    fn refuse_full(&self, queue_places: u32) -> ResilienceError {
         self.stats.refused_full.fetch_add(1, Ordering::Relaxed);
         self.refuse(RefusalReason::BulkheadFull {
             max_concurrent: self.slots(),
-            max_queued: self.max_queued,
+            max_queued: queue_places,
         })
     }
 
     async fn wait_in_queue(&self, deadline: Deadline) -> Result<(), ResilienceError> {
         if !self.try_enqueue() {
-            return Err(self.refuse_full());
+            return Err(self.refuse_full(self.max_queued));
         }
         self.stats.queued_total.fetch_add(1, Ordering::Relaxed);
         // Leaves the queue if this future is dropped while waiting (the caller was cancelled),
         // so an abandoned place never blocks the compartment.
         let place = QueuePlace { inner: self };
         let started = Instant::now();
-        let expiry = tokio::time::sleep_until(deadline.instant());
-        tokio::pin!(expiry);
-        loop {
-            let freed = self.freed.notified();
-            tokio::pin!(freed);
-            // Register before looking, so a release between the look and the wait is not lost.
-            freed.as_mut().enable();
-            if self.try_take_from_queue() {
-                std::mem::forget(place);
-                return Ok(());
+        // The permit first, then the deadline: a slot free as the deadline passes is still
+        // taken.
+        let outcome = tokio::time::timeout_at(deadline.instant(), self.slots.acquire()).await;
+        drop(place);
+        match outcome {
+            Ok(Ok(permit)) => {
+                permit.forget();
+                self.took();
+                Ok(())
             }
-            tokio::select! {
-                biased;
-                () = &mut freed => {}
-                () = &mut expiry => {
-                    if self.try_take_from_queue() {
-                        std::mem::forget(place);
-                        return Ok(());
-                    }
-                    drop(place);
-                    self.stats.refused_queue_timeout.fetch_add(1, Ordering::Relaxed);
-                    return Err(self.refuse(RefusalReason::BulkheadQueueTimeout {
-                        waited: started.elapsed(),
-                    }));
-                }
+            // The semaphore is never closed; were it, the compartment would be full for good.
+            Ok(Err(_closed)) => Err(self.refuse_full(self.max_queued)),
+            Err(_elapsed) => {
+                self.stats
+                    .refused_queue_timeout
+                    .fetch_add(1, Ordering::Relaxed);
+                Err(self.refuse(RefusalReason::BulkheadQueueTimeout {
+                    waited: started.elapsed(),
+                }))
             }
         }
+    }
+}
+
+/// Takes up to `most` off `counter` (never below zero); how much it took.
+fn take_up_to(counter: &AtomicU32, most: u32) -> u32 {
+    if most == 0 {
+        return 0;
+    }
+    match counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |owed| {
+        (owed > 0).then(|| owed - owed.min(most))
+    }) {
+        Ok(owed) => owed.min(most),
+        Err(_) => 0,
     }
 }
 
@@ -574,7 +561,8 @@ impl Bulkhead {
         if self.inner.try_take() {
             Ok(self.inner.permit())
         } else {
-            Err(self.inner.refuse_full())
+            // It never queues: no queue place was open to it, whatever the queue holds.
+            Err(self.inner.refuse_full(0))
         }
     }
 
@@ -635,31 +623,29 @@ impl Bulkhead {
     /// How full the compartment is: running calls over slots, in `[0, 1]`. The shedding
     /// decision reads it.
     pub fn load(&self) -> f64 {
-        let state = self.inner.state.load(Ordering::Relaxed);
         let slots = self.inner.slots();
-        f64::from(running(state).min(slots)) / f64::from(slots)
+        f64::from(self.running().min(slots)) / f64::from(slots)
     }
 
     /// Calls running now.
     pub fn running(&self) -> u32 {
-        running(self.inner.state.load(Ordering::Relaxed))
+        self.inner.running.load(Ordering::Relaxed)
     }
 
     /// Callers queued now.
     pub fn queued(&self) -> u32 {
-        queued(self.inner.state.load(Ordering::Relaxed))
+        self.inner.queued.load(Ordering::Relaxed)
     }
 
     /// A point-in-time view, for dashboards.
     pub fn snapshot(&self) -> BulkheadSnapshot {
         let inner = &*self.inner;
-        let state = inner.state.load(Ordering::Relaxed);
         BulkheadSnapshot {
             name: inner.name.clone(),
             max_concurrent: inner.slots(),
             max_queued: inner.max_queued,
-            running: running(state),
-            queued: queued(state),
+            running: self.running(),
+            queued: self.queued(),
             load: self.load(),
             refused_full: inner.stats.refused_full.load(Ordering::Relaxed),
             refused_queue_timeout: inner.stats.refused_queue_timeout.load(Ordering::Relaxed),

@@ -375,3 +375,40 @@ fn resizing_while_many_tasks_hammer_never_exceeds_the_largest_count_and_ends_emp
         assert_eq!((b.running(), b.queued()), (0, 0));
     });
 }
+
+/// A freed slot goes to the caller at the head of the queue, never to one that arrived after
+/// it: on a multi-threaded runtime, a slot is freed while a newcomer asks for one at the same
+/// moment, two hundred times, and the caller that waited first always gets it (issue 41).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_freed_slot_goes_to_the_head_of_the_queue_not_to_a_newcomer() {
+    let deadline = || Deadline::after(Duration::from_secs(10));
+    for round in 0..200 {
+        let bulkhead = Bulkhead::builder("fair")
+            .max_concurrent(1)
+            .max_queued(2)
+            .build();
+        let held = bulkhead.try_acquire_owned().unwrap();
+        let first_served = Arc::new(AtomicU32::new(0));
+        let head = {
+            let (bulkhead, first_served) = (bulkhead.clone(), first_served.clone());
+            tokio::spawn(async move {
+                let _permit = bulkhead.acquire_owned(&deadline()).await.unwrap();
+                let _ = first_served.compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst);
+            })
+        };
+        while bulkhead.queued() == 0 {
+            tokio::task::yield_now().await;
+        }
+        // The slot frees as a newcomer arrives.
+        drop(held);
+        let newcomer = bulkhead.acquire_owned(&deadline()).await.unwrap();
+        let _ = first_served.compare_exchange(0, 2, Ordering::SeqCst, Ordering::SeqCst);
+        drop(newcomer);
+        head.await.unwrap();
+        assert_eq!(
+            first_served.load(Ordering::SeqCst),
+            1,
+            "round {round}: the newcomer overtook the caller at the head of the queue"
+        );
+    }
+}

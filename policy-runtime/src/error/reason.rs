@@ -28,7 +28,8 @@ pub enum RefusalReason {
     BulkheadFull {
         /// The bulkhead's slot count.
         max_concurrent: u32,
-        /// The bulkhead's queue length.
+        /// The queue places the caller could have waited in, all taken: the bulkhead's queue
+        /// length, or 0 for a caller that never queues (`try_acquire`).
         max_queued: u32,
     },
     /// One request's after-response queue already held its most deferred tasks.
