@@ -51,279 +51,17 @@ use tokio::time::{Instant, Sleep};
 use crate::error::{DeadlineExceeded, RefusalReason, ResilienceError};
 
 thread_local! {
-    /// The deadline in scope while a [`Scope`] future is being polled on this thread, or
-    /// [`NO_SCOPE`] outside every scope. A `Cell` of a `Copy` value: entering and leaving a
-    /// scope is two plain thread-local writes of two words each (an `Option<Deadline>` has no
-    /// niche and would be three).
-    static CURRENT: Cell<Deadline> = const { Cell::new(NO_SCOPE) };
+    /// The deadline in scope while a [`Scope`] future is being polled on this thread: two
+    /// thread-local writes to enter and leave a scope.
+    static CURRENT: Cell<Option<Deadline>> = const { Cell::new(None) };
 }
 
-/// What [`CURRENT`] holds outside every scope. No deadline is made at `i64::MIN`: the process
-/// clock saturates at `-i64::MAX` (`process_clock::nanos_of`), and a deadline's expiry is a
-/// clock read plus a budget of at least zero.
-const NO_SCOPE: Deadline = Deadline {
-    at: i64::MIN,
-    budget: 0,
-    callers: false,
-};
-
-impl Deadline {
-    /// This deadline, or `None` for [`NO_SCOPE`].
-    #[inline(always)]
-    fn in_scope(self) -> Option<Self> {
-        (self.at != NO_SCOPE.at).then_some(self)
-    }
+/// `now + d`, or `now` when that would not fit an instant (a budget is at most a day, which
+/// fits any clock tokio runs on; this only keeps arithmetic on instants from panicking).
+#[inline]
+fn later(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d).unwrap_or(now)
 }
-
-/// The process clock every deadline is held on: signed nanoseconds since one instant of
-/// tokio's clock (paused in tests), taken the first time a deadline is made. Comparing,
-/// clamping and shortening deadlines is then integer arithmetic; only reading the clock and
-/// arming a timer convert between instants and nanoseconds. Reading the clock subtracts two
-/// whole-nanosecond readings (`raw` below) where the platform's instants can be read so, and
-/// takes `std`'s `Instant` arithmetic elsewhere.
-pub(crate) mod process_clock {
-    use std::hash::{Hash, Hasher};
-    use std::sync::OnceLock;
-    use std::time::Duration;
-
-    use tokio::time::Instant;
-
-    const NANOS_PER_SEC: i64 = 1_000_000_000;
-
-    /// The process clock's base: an instant of tokio's clock and, when instants can be read
-    /// as whole nanoseconds ([`raw`]), its reading.
-    struct Base {
-        instant: Instant,
-        raw: Option<i64>,
-    }
-
-    static BASE: OnceLock<Base> = OnceLock::new();
-
-    #[inline]
-    fn base() -> &'static Base {
-        BASE.get_or_init(|| {
-            let instant = Instant::now();
-            Base {
-                instant,
-                raw: raw_checked(instant),
-            }
-        })
-    }
-
-    #[inline]
-    fn base_instant() -> Instant {
-        base().instant
-    }
-
-    /// Collects what an instant's `Hash` writes: on the platforms whose `std` holds an
-    /// instant as seconds and nanoseconds (every Unix), one `i64` and one `u32`, in that order.
-    /// Anything else is a shape this reading does not know, and leaves it unread.
-    #[derive(Default)]
-    struct Fields {
-        secs: i64,
-        nanos: u32,
-        /// 0: nothing written, 1: the seconds, 2: both; `u8::MAX`: another shape.
-        step: u8,
-    }
-
-    impl Hasher for Fields {
-        fn finish(&self) -> u64 {
-            0
-        }
-
-        fn write(&mut self, _: &[u8]) {
-            self.step = u8::MAX;
-        }
-
-        #[inline(always)]
-        fn write_i64(&mut self, secs: i64) {
-            self.step = if self.step == 0 { 1 } else { u8::MAX };
-            self.secs = secs;
-        }
-
-        #[inline(always)]
-        fn write_u32(&mut self, nanos: u32) {
-            self.step = if self.step == 1 { 2 } else { u8::MAX };
-            self.nanos = nanos;
-        }
-    }
-
-    /// `at` as whole nanoseconds of the clock it was read from, read off the seconds and
-    /// nanoseconds it holds (through its `Hash`: `std` has no other safe way to them), or
-    /// `None` when its shape is another. Subtracting two readings is then one integer
-    /// subtraction, where `Instant::checked_duration_since` is about 50 instructions of
-    /// `Timespec` arithmetic and normalisation. Used only once [`raw_checked`] has shown that
-    /// readings differ by exactly the durations between their instants.
-    #[inline(always)]
-    fn raw(at: Instant) -> Option<i64> {
-        let mut fields = Fields::default();
-        at.hash(&mut fields);
-        if fields.step != 2 || i64::from(fields.nanos) >= NANOS_PER_SEC {
-            return None;
-        }
-        fields
-            .secs
-            .checked_mul(NANOS_PER_SEC)?
-            .checked_add(i64::from(fields.nanos))
-    }
-
-    /// [`raw`], for the base, once its readings have been checked against `Duration`
-    /// arithmetic: two later instants, one a nanosecond on and one a second and 999,999,999
-    /// nanoseconds on (so both with and without a carry into the seconds), must read exactly
-    /// that much more. Otherwise every conversion takes `std`'s arithmetic.
-    fn raw_checked(base: Instant) -> Option<i64> {
-        let at = raw(base)?;
-        for step in [Duration::from_nanos(1), Duration::new(1, 999_999_999)] {
-            let later = raw(base.checked_add(step)?)?;
-            if later.checked_sub(at)? != signed(step) {
-                return None;
-            }
-        }
-        Some(at)
-    }
-
-    /// `d` in nanoseconds, saturating.
-    #[inline]
-    pub(crate) fn nanos(d: Duration) -> u64 {
-        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// `d` in nanoseconds, saturating: whole seconds and the rest in 64-bit arithmetic (no
-    /// 128-bit product, as `Duration::as_nanos` takes).
-    #[inline]
-    fn signed(d: Duration) -> i64 {
-        match i64::try_from(d.as_secs()) {
-            Ok(secs) if secs < i64::MAX / NANOS_PER_SEC => {
-                secs * NANOS_PER_SEC + i64::from(d.subsec_nanos())
-            }
-            _ => i64::MAX,
-        }
-    }
-
-    /// `at` on the process clock (negative before its base: another runtime's paused clock
-    /// may run behind the one that took it).
-    #[inline]
-    pub(crate) fn nanos_of(at: Instant) -> i64 {
-        let base = base();
-        if let (Some(base_raw), Some(at_raw)) = (base.raw, raw(at)) {
-            // Saturating as `std`'s arithmetic below does, and never at `i64::MIN`, which
-            // stands for no deadline in scope (`NO_SCOPE`).
-            return at_raw.saturating_sub(base_raw).max(-i64::MAX);
-        }
-        nanos_between(base.instant, at)
-    }
-
-    /// [`nanos_of`] by `std`'s arithmetic.
-    #[cold]
-    #[inline(never)]
-    fn nanos_between(base: Instant, at: Instant) -> i64 {
-        match at.checked_duration_since(base) {
-            Some(after) => signed(after),
-            None => -signed(base.duration_since(at)),
-        }
-    }
-
-    /// Now, on the process clock: one clock read.
-    #[inline]
-    pub(crate) fn now() -> i64 {
-        nanos_of(Instant::now())
-    }
-
-    /// The instant `nanos` stands for.
-    pub(crate) fn instant_of(nanos: i64) -> Instant {
-        let base = base_instant();
-        let offset = Duration::from_nanos(nanos.unsigned_abs());
-        if nanos >= 0 {
-            base.checked_add(offset).unwrap_or(base)
-        } else {
-            base.checked_sub(offset).unwrap_or(base)
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn a_duration_becomes_signed_nanoseconds_saturating() {
-            assert_eq!(signed(Duration::new(1, 500_000_000)), 1_500_000_000);
-            assert_eq!(signed(Duration::from_nanos(7)), 7);
-            assert_eq!(
-                signed(Duration::from_secs(9_223_372_035)),
-                9_223_372_035_000_000_000
-            );
-            assert_eq!(signed(Duration::from_secs(9_223_372_037)), i64::MAX);
-            assert_eq!(signed(Duration::MAX), i64::MAX);
-        }
-
-        #[tokio::test(start_paused = true)]
-        async fn instants_round_trip_through_the_process_clock_on_a_paused_clock() {
-            let start = now();
-            tokio::time::advance(Duration::from_millis(1_250)).await;
-            let later = now();
-            assert_eq!(later - start, 1_250_000_000);
-            assert_eq!(nanos_of(instant_of(later)), later);
-        }
-
-        /// On Unix `std` holds an instant as seconds and nanoseconds, so the fast reading is
-        /// the one every deadline takes here: if a new `std` changed that, this fails rather
-        /// than every conversion quietly falling back to `std`'s arithmetic.
-        #[cfg(unix)]
-        #[test]
-        fn instants_are_read_as_whole_nanoseconds_on_unix() {
-            // `raw` reads only an instant whose `Hash` writes one `i64` and then one `u32`.
-            assert!(raw(Instant::now()).is_some());
-            assert!(raw_checked(Instant::now()).is_some());
-            assert!(base().raw.is_some());
-        }
-
-        /// The fast reading and `std`'s arithmetic agree to the nanosecond, before and after
-        /// the base, with and without a carry into the seconds, and at the edges of the range
-        /// where the reading gives up (then `std`'s arithmetic answers).
-        #[test]
-        fn the_fast_reading_agrees_with_std_arithmetic() {
-            let base = base_instant();
-            let steps = [
-                Duration::ZERO,
-                Duration::from_nanos(1),
-                Duration::from_nanos(999_999_999),
-                Duration::new(1, 1),
-                Duration::from_millis(1_250),
-                Duration::new(86_399, 999_999_999),
-                Duration::from_secs(400 * 365 * 86_400),
-            ];
-            for step in steps {
-                if let Some(later) = base.checked_add(step) {
-                    assert_eq!(nanos_of(later), nanos_between(base, later), "{step:?} on");
-                    assert_eq!(nanos_of(later), signed(step), "{step:?} on");
-                }
-                if let Some(earlier) = base.checked_sub(step) {
-                    assert_eq!(
-                        nanos_of(earlier),
-                        nanos_between(base, earlier),
-                        "{step:?} back"
-                    );
-                    assert_eq!(nanos_of(earlier), -signed(step), "{step:?} back");
-                }
-            }
-            // Two readings differ by the duration between their instants.
-            let a = Instant::now();
-            let b = a + Duration::new(3, 700_000_001);
-            assert_eq!(raw(b).zip(raw(a)).map(|(b, a)| b - a), Some(3_700_000_001));
-        }
-
-        #[tokio::test(start_paused = true)]
-        async fn the_fast_reading_follows_a_paused_clock() {
-            let start = Instant::now();
-            tokio::time::advance(Duration::new(2, 999_999_999)).await;
-            let later = Instant::now();
-            assert_eq!(nanos_of(later) - nanos_of(start), 2_999_999_999);
-            assert_eq!(nanos_of(later), nanos_between(base_instant(), later));
-        }
-    }
-}
-
-use process_clock::nanos;
 
 /// A point in time, with the budget it was granted, and whose budget bounded it. Cheap to copy.
 ///
@@ -356,10 +94,10 @@ use process_clock::nanos;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Deadline {
-    /// When it expires, on the [process clock](process_clock).
-    at: i64,
-    /// The budget it was granted, in nanoseconds (at most [`Deadline::MAX_BUDGET`]).
-    budget: u64,
+    /// When it expires, on tokio's clock (paused in tests).
+    at: Instant,
+    /// The budget it was granted (at most [`Deadline::MAX_BUDGET`]).
+    budget: Duration,
     /// Whether the caller's budget, not this service's configuration, decided `budget`.
     callers: bool,
 }
@@ -384,19 +122,17 @@ impl Deadline {
     /// A deadline `budget` from now (at most [`Deadline::MAX_BUDGET`]).
     #[inline]
     pub fn after(budget: Duration) -> Self {
-        Self::after_from(process_clock::now(), nanos(budget))
+        Self::after_from(Instant::now(), budget)
     }
 
-    /// A deadline `budget` nanoseconds after `now` (a read of tokio's clock): for the request
-    /// layer, which converts its configured budget once rather than on every request, and
-    /// keeps `now` to arm its timer without converting the deadline back to an instant.
-    /// `callers` says whether the budget is the one the caller sent.
+    /// A deadline `budget` after `now` (a read of tokio's clock the caller already made), the
+    /// caller's when `callers` says the budget is the one the caller sent.
     #[cfg(feature = "http")]
     #[inline]
-    pub(crate) fn after_nanos_from(now: Instant, budget: u64, callers: bool) -> Self {
+    pub(crate) fn after_from_callers(now: Instant, budget: Duration, callers: bool) -> Self {
         Self {
             callers,
-            ..Self::after_from(process_clock::nanos_of(now), budget)
+            ..Self::after_from(now, budget)
         }
     }
 
@@ -421,15 +157,14 @@ impl Deadline {
     /// The expiry of this deadline: what [`Deadline::run`] returns when it passes.
     #[inline]
     pub fn exceeded(&self) -> DeadlineExceeded {
-        DeadlineExceeded::new(self.budget()).with_callers(self.callers)
+        DeadlineExceeded::new(self.budget).with_callers(self.callers)
     }
 
     #[inline]
-    fn after_from(now: i64, budget: u64) -> Self {
-        let budget = budget.min(nanos(Self::MAX_BUDGET));
+    fn after_from(now: Instant, budget: Duration) -> Self {
+        let budget = budget.min(Self::MAX_BUDGET);
         Self {
-            // The budget is at most a day: it fits an i64.
-            at: now.saturating_add(budget as i64),
+            at: later(now, budget),
             budget,
             callers: false,
         }
@@ -438,42 +173,36 @@ impl Deadline {
     /// A deadline at `at`; its budget is what is left from now (at most
     /// [`Deadline::MAX_BUDGET`]).
     pub fn at(at: Instant) -> Self {
-        let now = process_clock::now();
-        let left = process_clock::nanos_of(at).saturating_sub(now).max(0);
-        Self::after_from(now, left.unsigned_abs())
+        let now = Instant::now();
+        Self::after_from(now, at.saturating_duration_since(now))
     }
 
     /// The instant it expires.
+    #[inline]
     pub fn instant(&self) -> Instant {
-        process_clock::instant_of(self.at)
+        self.at
     }
 
     /// The budget it was granted when created.
     #[inline]
     pub fn budget(&self) -> Duration {
-        Duration::from_nanos(self.budget)
-    }
-
-    /// The budget in nanoseconds, as held.
-    #[inline]
-    pub(crate) fn budget_nanos(&self) -> u64 {
         self.budget
     }
 
     /// What is left; zero once expired.
     pub fn remaining(&self) -> Duration {
-        Duration::from_nanos(self.left_at(process_clock::now()))
+        self.left_at(Instant::now())
     }
 
-    /// Nanoseconds left at `now`; zero once expired.
+    /// What is left at `now`; zero once expired.
     #[inline]
-    fn left_at(&self, now: i64) -> u64 {
-        self.at.saturating_sub(now).max(0).unsigned_abs()
+    fn left_at(&self, now: Instant) -> Duration {
+        self.at.saturating_duration_since(now)
     }
 
     /// True once the deadline has passed.
     pub fn is_expired(&self) -> bool {
-        process_clock::now() >= self.at
+        Instant::now() >= self.at
     }
 
     /// A child deadline: the smaller of `max` and what this deadline has left. A child can
@@ -488,58 +217,35 @@ impl Deadline {
     /// When the reserve is larger than what is left, the child is already expired.
     #[inline]
     pub fn child_reserving(&self, max: Duration, reserve: Duration) -> Self {
-        let now = process_clock::now();
-        let left = self.left_at(now).saturating_sub(nanos(reserve));
-        self.granting(now, nanos(max), left)
+        let now = Instant::now();
+        let left = self.left_at(now).saturating_sub(reserve);
+        self.granting(now, max, left)
     }
 
-    /// The child asking for `max` nanoseconds from `now`, of a parent with `left` to give: it
-    /// is granted the smaller, and is the caller's when the parent is and the parent's `left`
-    /// decided it.
+    /// The moment it was made: its expiry less its budget (a moment its maker already read).
     #[inline]
-    fn granting(&self, now: i64, max: u64, left: u64) -> Self {
-        let granted = max.min(left);
-        Self {
-            // An expired parent's child expires with it, not now.
-            at: now
-                .saturating_add(i64::try_from(granted).unwrap_or(i64::MAX))
-                .min(self.at),
-            budget: granted,
-            callers: self.callers && left < max,
-        }
+    pub(crate) fn created_at(&self) -> Instant {
+        self.at.checked_sub(self.budget).unwrap_or(self.at)
     }
 
-    /// The moment the deadline was created (its expiry minus its budget), on the process
-    /// clock: a time the caller already read, for code that must not read the clock again
-    /// right after creating it.
+    /// [`Deadline::child`] as of `now`, a read of tokio's clock the caller already made. With a
+    /// `now` in the past, the child is granted less, never more: it still never outlives its
+    /// parent.
     #[inline]
-    pub(crate) fn created_nanos(&self) -> i64 {
-        // The budget is at most a day: it fits an i64.
-        self.at.saturating_sub(self.budget as i64)
-    }
-
-    /// [`Deadline::child`] of at most `max` nanoseconds, as of `now` (on the process clock), a
-    /// moment the caller read: no clock read here. With a `now` in the past, the child is
-    /// granted less, never more: it still never outlives its parent.
-    #[inline]
-    pub(crate) fn child_as_of_nanos(&self, now: i64, max: u64) -> Self {
+    pub(crate) fn child_as_of(&self, now: Instant, max: Duration) -> Self {
         self.granting(now, max, self.left_at(now))
     }
 
-    /// [`Deadline::child_as_of_nanos`] as of the moment this deadline was made
-    /// ([`Deadline::created_nanos`]), for a `max` below its budget: the child expires `max`
-    /// after that moment. Integer arithmetic only: what a retry's first attempt takes when
-    /// the call's deadline was made just before it.
+    /// The child asking for `max` from `now`, of a parent with `left` to give: it is granted
+    /// the smaller, and is the caller's when the parent is and the parent's `left` decided it.
     #[inline]
-    pub(crate) fn child_at_creation(&self, max: u64) -> Self {
-        debug_assert!(max < self.budget, "a child below the budget");
+    fn granting(&self, now: Instant, max: Duration, left: Duration) -> Self {
+        let granted = max.min(left);
         Self {
-            // `budget - max` is positive and at most a day: it fits an i64, and the child's
-            // expiry is before the parent's.
-            at: self.at.saturating_sub((self.budget - max) as i64),
-            budget: max,
-            // Granted all it asked for: its own configuration bounded it.
-            callers: false,
+            // An expired parent's child expires with it, not now.
+            at: later(now, granted).min(self.at),
+            budget: granted,
+            callers: self.callers && left < max,
         }
     }
 
@@ -607,22 +313,19 @@ impl Deadline {
         min_budget: Duration,
     ) -> Result<Self, ResilienceError> {
         let deadline = Self::child_of_current(max);
-        if deadline.budget >= nanos(min_budget) && deadline.budget != 0 {
+        if deadline.budget >= min_budget && !deadline.budget.is_zero() {
             return Ok(deadline);
         }
-        Err(Self::too_little(operation, deadline.budget(), min_budget))
+        Err(Self::too_little(operation, deadline.budget, min_budget))
     }
 
     /// [`Deadline::for_operation`] with the operation's current numbers: its deadline and
     /// minimum budget read once, together, from `operation` (which a reload may change).
-    // Always inlined: with `#[inline]` it stayed a call of its own in the expansion, 79
-    // instructions of frame (its saved registers, its `Result` moved through memory).
-    #[inline(always)]
+    #[inline]
     pub fn for_named(operation: &OperationDeadline) -> Result<Self, ResilienceError> {
-        // Read as words (nanoseconds), never converted to a `Duration` and back on the way.
-        let [max, min_budget] = operation.numbers.read();
-        let deadline = Self::child_of_current_nanos(max);
-        if deadline.budget >= min_budget && deadline.budget != 0 {
+        let (max, min_budget) = operation.current();
+        let deadline = Self::child_of_current(max);
+        if deadline.budget >= min_budget && !deadline.budget.is_zero() {
             return Ok(deadline);
         }
         Err(Self::too_little_named(
@@ -632,22 +335,16 @@ impl Deadline {
         ))
     }
 
-    /// [`Deadline::too_little`] for the operation `operation`: its own name is found only
-    /// here, for a refusal (a string search per call otherwise, about 450 instructions, more
-    /// than the rest of a `#[critical]` call), and the numbers become durations here too, out
-    /// of the admitted path.
+    /// [`Deadline::too_little`] for the operation `operation`: its own name (a search of the
+    /// registered name) is found only for a refusal, never on the admitted path.
     #[cold]
     #[inline(never)]
     fn too_little_named(
         operation: &OperationDeadline,
-        remaining: u64,
-        min_budget: u64,
+        remaining: Duration,
+        min_budget: Duration,
     ) -> ResilienceError {
-        Self::too_little(
-            operation.display_name(),
-            Duration::from_nanos(remaining),
-            Duration::from_nanos(min_budget),
-        )
+        Self::too_little(operation.display_name(), remaining, min_budget)
     }
 
     /// The refusal of an operation granted less than its minimum, counted and logged.
@@ -699,7 +396,7 @@ impl Deadline {
     /// assert_eq!(inner, Ok(Duration::from_secs(2)));
     /// # }
     /// ```
-    #[inline(always)]
+    #[inline]
     pub fn run_in_scope<F: Future>(self, fut: F) -> Run<Scope<F>> {
         self.run(self.scope(fut))
     }
@@ -720,8 +417,8 @@ impl Deadline {
     #[inline]
     pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
         let previous = CURRENT
-            .try_with(|current| current.replace(self))
-            .unwrap_or(NO_SCOPE);
+            .try_with(|current| current.replace(Some(self)))
+            .unwrap_or(None);
         let _restore = Restore(previous);
         f()
     }
@@ -729,22 +426,16 @@ impl Deadline {
     /// The deadline in scope for the current task, if any.
     #[inline]
     pub fn current() -> Option<Self> {
-        CURRENT.try_with(Cell::get).ok().and_then(Self::in_scope)
+        CURRENT.try_with(Cell::get).ok().flatten()
     }
 
-    /// A child of the current deadline, or, outside any scope, a fresh deadline of `max`.
+    /// A child of the current deadline, or, outside any scope, a fresh deadline of `max`: one
+    /// clock read, whichever branch.
     #[inline]
     pub fn child_of_current(max: Duration) -> Self {
-        Self::child_of_current_nanos(nanos(max))
-    }
-
-    /// [`Deadline::child_of_current`] of at most `max` nanoseconds: one clock read, whichever
-    /// branch.
-    #[inline]
-    fn child_of_current_nanos(max: u64) -> Self {
-        let now = process_clock::now();
+        let now = Instant::now();
         match Self::current() {
-            Some(parent) => parent.granting(now, max, parent.left_at(now)),
+            Some(parent) => parent.child_as_of(now, max),
             None => Self::after_from(now, max),
         }
     }
@@ -842,7 +533,7 @@ pin_project! {
 }
 
 /// Puts the previous deadline back when a poll ends, also when it unwinds.
-struct Restore(Deadline);
+struct Restore(Option<Deadline>);
 
 impl Drop for Restore {
     #[inline]
@@ -858,8 +549,8 @@ impl<F: Future> Future for Scope<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let previous = CURRENT
-            .try_with(|current| current.replace(*this.deadline))
-            .unwrap_or(NO_SCOPE);
+            .try_with(|current| current.replace(Some(*this.deadline)))
+            .unwrap_or(None);
         let _restore = Restore(previous);
         this.fut.poll(cx)
     }
@@ -889,10 +580,10 @@ impl<F: Future> Future for Run<F> {
         }
         let expired = || Poll::Ready(Err(this.deadline.exceeded()));
         if this.sleep.is_none() {
-            // First Pending: only now is a timer worth arming. A deadline already past fires
-            // on the timer's first poll, so no clock read is needed here.
+            // First Pending: only now is a timer worth arming (a future ready at once arms
+            // none). A deadline already past fires on the timer's first poll.
             this.sleep
-                .set(Some(tokio::time::sleep_until(this.deadline.instant())));
+                .set(Some(tokio::time::sleep_until(this.deadline.at)));
         }
         match this.sleep.as_pin_mut().map(|s| s.poll(cx)) {
             Some(Poll::Ready(())) => expired(),
@@ -952,39 +643,16 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_child_at_creation_is_the_child_as_of_the_moment_the_deadline_was_made() {
-        tokio::time::advance(Duration::from_millis(1_234)).await;
-        for budget_ms in [1, 50, 2_000, 86_400_000] {
-            let deadline = Deadline::after(Duration::from_millis(budget_ms));
-            // Later than its creation: the clock is not what the child is counted from.
-            tokio::time::advance(Duration::from_millis(7)).await;
-            for max in [0, 1, budget_ms * 1_000_000 / 2, budget_ms * 1_000_000 - 1] {
-                let made = deadline.created_nanos();
-                assert_eq!(
-                    deadline.child_at_creation(max),
-                    deadline.child_as_of_nanos(made, max),
-                    "budget {budget_ms} ms, max {max} ns"
-                );
-            }
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn any_deadline_in_scope_is_current_even_the_earliest_and_an_expired_one() {
         assert_eq!(Deadline::current(), None);
-        // The earliest deadline the process clock can hold: an instant far behind its base.
-        let base = process_clock::instant_of(0);
-        let far_back = base
-            .checked_sub(Duration::from_secs(400 * 365 * 24 * 3600))
-            .unwrap_or(base);
-        let earliest = Deadline::after_from(process_clock::nanos_of(far_back), 0);
-        // Expired with nothing granted: the same budget as the no-scope marker, not its time.
+        // An instant far back, and an expired deadline with nothing granted.
+        let now = Instant::now();
+        let far_back = now
+            .checked_sub(Duration::from_secs(365 * 24 * 3600))
+            .unwrap_or(now);
+        let earliest = Deadline::after_from(far_back, Duration::ZERO);
         let expired = Deadline::after(Duration::ZERO);
         for deadline in [earliest, expired, Deadline::after(Duration::from_secs(3))] {
-            assert_ne!(
-                deadline.at, NO_SCOPE.at,
-                "{deadline:?} is a deadline, not no scope"
-            );
             let seen = deadline.scope(async { Deadline::current() }).await;
             assert_eq!(seen, Some(deadline));
             assert_eq!(deadline.sync_scope(Deadline::current), Some(deadline));

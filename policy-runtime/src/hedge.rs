@@ -82,7 +82,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::deadline::{Deadline, process_clock};
+use crate::deadline::Deadline;
 use crate::error::CallError;
 use crate::instruments::HedgeMetrics;
 use crate::observe;
@@ -393,16 +393,15 @@ where
     let mut op = op.op;
     // One clock read: the call's start, for the allowance's deposit, the hedge's timer and
     // the latency recorded.
-    let start_nanos = process_clock::now();
+    let start = Instant::now();
     let allowance = match budget {
         Budget::Own => {
-            hedge.allowance.deposit_as_of(start_nanos);
+            hedge.allowance.deposit_as_of(start);
             &*hedge.allowance
         }
         Budget::Retry(allowance) => allowance,
     };
     hedge.stats.calls.fetch_add(1, Ordering::Relaxed);
-    let start = process_clock::instant_of(start_nanos);
     let delay = hedge.delay().filter(|_| hedge.max > 1);
     let mut first = pin!(Some(op(Attempt {
         number: 1,

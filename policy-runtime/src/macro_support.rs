@@ -27,7 +27,7 @@ use crate::shedding::{Shedder, Thresholds};
 
 /// Pins a future's output type, so `?` inside the user's body converts to the declared
 /// error.
-#[inline(always)]
+#[inline]
 pub fn typed<T, F: Future<Output = T>>(future: F) -> F {
     future
 }
@@ -741,11 +741,11 @@ impl<E> CarriesRefusals for E
 where
     E: From<ResilienceError> + From<DeadlineExceeded>,
 {
-    #[inline(always)]
+    #[inline]
     fn refused(refusal: ResilienceError) -> Self {
         E::from(refusal)
     }
-    #[inline(always)]
+    #[inline]
     fn expired(expired: DeadlineExceeded) -> Self {
         E::from(expired)
     }
@@ -779,7 +779,7 @@ impl<R: PolicyResult> Copy for Carrier<R> {}
 impl<R: PolicyResult> Carrier<R> {
     /// The function's body, its output pinned to the declared return type (so `?` inside it
     /// converts to the declared error).
-    #[inline(always)]
+    #[inline]
     pub fn body<F>(self, body: F) -> F
     where
         F: Future<Output = Result<R::Value, R::Error>>,
@@ -789,7 +789,7 @@ impl<R: PolicyResult> Carrier<R> {
 
     /// One attempt of a retried function, its output pinned to a success or a
     /// [`CallError`] (so `?` on a refusal converts).
-    #[inline(always)]
+    #[inline]
     pub fn attempt<F>(self, attempt: F) -> F
     where
         F: Future<Output = Attempted<R>>,
@@ -798,7 +798,7 @@ impl<R: PolicyResult> Carrier<R> {
     }
 
     /// One of the three outcomes, as the function's own error.
-    #[inline(always)]
+    #[inline]
     pub fn flatten(self, error: CallError<R::Error>) -> R::Error {
         match error {
             CallError::Refused(refusal) => (self.refused)(refusal),
@@ -808,14 +808,14 @@ impl<R: PolicyResult> Carrier<R> {
     }
 
     /// The sequence's outcome as the function's return value.
-    #[inline(always)]
+    #[inline]
     pub fn outcome(self, outcome: Attempted<R>) -> Result<R::Value, R::Error> {
         outcome.map_err(|error| self.flatten(error))
     }
 
     /// A run under a deadline as the function's return value: its own result, or the expiry
     /// as its error.
-    #[inline(always)]
+    #[inline]
     pub fn ran(
         self,
         ran: Result<Result<R::Value, R::Error>, DeadlineExceeded>,
@@ -829,7 +829,7 @@ impl<R: PolicyResult> Carrier<R> {
 
 /// The carrier for return type `R`; checks, where the return type is written, that its error
 /// carries refusals and expiries.
-#[inline(always)]
+#[inline]
 pub fn carrier<R>() -> Carrier<R>
 where
     R: PolicyResult,
@@ -842,14 +842,14 @@ where
 }
 
 /// A refusal as the call's error, noted as its outcome for its metrics (`refused`, by kind).
-#[inline(always)]
+#[inline]
 fn refused_call<E: CarriesRefusals>(refusal: ResilienceError) -> E {
     crate::observe::call_refused(refusal.kind());
     E::refused(refusal)
 }
 
 /// An expiry as the call's error, noted as its outcome for its metrics (`expired`).
-#[inline(always)]
+#[inline]
 fn expired_call<E: CarriesRefusals>(expired: DeadlineExceeded) -> E {
     crate::observe::call_expired();
     E::expired(expired)
@@ -870,7 +870,7 @@ impl<T, E> PolicyResult for Result<T, E> {
 
 /// The retried function's classifier; checks, where the return type is written, that its
 /// error says which failures are worth repeating.
-#[inline(always)]
+#[inline]
 pub fn classifier<R>() -> fn(&R::Error) -> bool
 where
     R: PolicyResult,
@@ -927,7 +927,7 @@ impl<E> std::fmt::Debug for Logged<E> {
 
 /// How a deferred function's error is printed; checks, where the function is named, that it
 /// can be (the error's `Display`), so that a missing `Display` is one error, in our words.
-#[inline(always)]
+#[inline]
 pub fn logged<E: LoggedError>() -> fn(&E, &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
     <E as std::fmt::Display>::fmt
 }
@@ -961,7 +961,7 @@ pub async fn unit_ok<F: Future<Output = ()>>(body: F) -> Result<(), std::convert
 )]
 pub trait RetryArg: Clone {
     /// The copy for the next attempt.
-    #[inline(always)]
+    #[inline]
     fn for_attempt(&self) -> Self {
         self.clone()
     }
@@ -980,7 +980,7 @@ pub trait Deferrable: Future + Send + 'static {}
 impl<F: Future + Send + 'static> Deferrable for F {}
 
 /// Checks that work can be scheduled, where the function is named.
-#[inline(always)]
+#[inline]
 pub fn deferrable<F: Deferrable>(work: F) -> F {
     work
 }
@@ -1054,7 +1054,7 @@ pub use crate::observe::{CallOutput, Calls, Traced};
 /// function), polled inside `span` (the expansion's `info_span!` named after the operation)
 /// with the operation in scope for the mechanisms' events (their `operation` field), and
 /// measured for its metrics (feature `metrics`).
-#[inline(always)]
+#[inline]
 pub fn traced<F>(calls: &'static Calls, span: tracing::Span, call: F) -> Traced<F>
 where
     F: Future,

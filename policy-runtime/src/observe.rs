@@ -194,7 +194,7 @@ pub trait CallOutput {
 }
 
 impl<T, E> CallOutput for Result<T, E> {
-    #[inline(always)]
+    #[inline]
     fn succeeded(&self) -> bool {
         self.is_ok()
     }

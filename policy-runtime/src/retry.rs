@@ -73,14 +73,14 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use serde::Serialize;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
-use crate::deadline::{Deadline, Run, Scope, process_clock};
+use crate::deadline::{Deadline, Run, Scope};
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::instruments::RetryMetrics;
 use crate::observe;
 use crate::tuning::{self, Tuned};
-use crate::window::{Clock, Tally, Window, saturating_nanos};
+use crate::window::{Clock, Window, saturating_nanos};
 
 /// Whether an error is worth retrying: the dependency may answer differently next time.
 ///
@@ -200,106 +200,19 @@ pub fn full_jitter(base: Duration, cap: Duration, n: u32) -> Duration {
 }
 
 /// Retries shared across requests: each call deposits, each retry withdraws, and a retry is
-/// allowed while retries in the window stay below `ratio × calls + min_per_sec × ttl`.
+/// allowed while retries in the window stay below `ratio × calls + min_per_sec × ttl`: the SRE
+/// book's retry budget, as tower's `TpsBudget` keeps it, with the counts a dashboard reads.
 ///
-/// Concurrent withdrawals that race for the last unit may overshoot by the number of racing
-/// threads; the allowance still bounds retries to a share of traffic.
+/// Calls and retries are counted in sliding windows of atomic buckets: a deposit is one atomic
+/// update, never a lock. Concurrent withdrawals that race for the last unit may overshoot by
+/// the number of racing threads; the allowance still bounds retries to a share of traffic.
 pub struct RetryAllowance {
     ttl: Duration,
     min_per_sec: u32,
     ratio: f64,
     clock: Clock,
-    /// Retries (withdrawals), rare, in one window.
+    /// Retries (withdrawals) in `hits`, calls (deposits) in `calls`.
     window: Window,
-    /// Calls (deposits), one per request, counted in stripes on cache lines of their own, so
-    /// that two cores depositing never write the same line.
-    calls: Box<[Stripe; STRIPES]>,
-}
-
-/// One stripe of deposits: the calls of the thread holding the stripe's token (plain stores),
-/// and those of threads that hold none (a compare-and-swap each).
-#[repr(align(128))]
-struct Stripe {
-    held: Tally,
-    shared: Window,
-}
-
-/// Stripes of deposits: each of the first threads to deposit holds one of their tokens (a
-/// thread's, for every allowance) until it ends; threads past them share the stripes.
-const STRIPES: usize = 8;
-
-/// How the current thread deposits: `0..STRIPES`, it holds that stripe's token;
-/// `STRIPES..2 × STRIPES`, it shares stripe `n - STRIPES`; [`UNASSIGNED`] before its first
-/// deposit.
-mod stripe {
-    use std::cell::Cell;
-    use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-
-    use super::STRIPES;
-
-    pub(super) const UNASSIGNED: usize = usize::MAX;
-
-    /// The tokens held, one bit each.
-    static HELD: AtomicU8 = AtomicU8::new(0);
-    const _: () = assert!(STRIPES <= u8::BITS as usize);
-
-    thread_local! {
-        // A plain thread-local read on the hot path: no destructor of its own.
-        static MINE: Cell<usize> = const { Cell::new(UNASSIGNED) };
-        // Gives the token back when the thread ends.
-        static TOKEN: Token = const { Token(Cell::new(None)) };
-    }
-
-    struct Token(Cell<Option<usize>>);
-
-    impl Drop for Token {
-        fn drop(&mut self) {
-            if let Some(index) = self.0.take() {
-                // Deposits made while the thread's other thread-locals are torn down share.
-                let _ = MINE.try_with(|mine| mine.set(STRIPES + index));
-                // Released: the next holder's first deposit sees this one's last.
-                HELD.fetch_and(!(1 << index), Ordering::Release);
-            }
-        }
-    }
-
-    /// This thread's stripe: below `STRIPES` when it holds that stripe's token.
-    #[inline]
-    pub(super) fn mine() -> usize {
-        MINE.try_with(Cell::get).unwrap_or(STRIPES)
-    }
-
-    /// The first deposit of a thread: a free token, or a stripe to share, round-robin.
-    #[cold]
-    pub(super) fn assign() -> usize {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let mut held = HELD.load(Ordering::Relaxed);
-        let assigned = loop {
-            let free = !held;
-            if free == 0 {
-                break STRIPES + NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-            }
-            let index = free.trailing_zeros() as usize;
-            match HELD.compare_exchange_weak(
-                held,
-                held | 1 << index,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    if TOKEN.try_with(|token| token.0.set(Some(index))).is_ok() {
-                        break index;
-                    }
-                    // The thread is ending: it cannot give the token back, so it keeps none.
-                    HELD.fetch_and(!(1 << index), Ordering::Release);
-                    break STRIPES + index;
-                }
-                Err(actual) => held = actual,
-            }
-        };
-        let _ = MINE.try_with(|mine| mine.set(assigned));
-        assigned
-    }
 }
 
 impl fmt::Debug for RetryAllowance {
@@ -339,61 +252,31 @@ impl RetryAllowance {
     /// second of `ttl`. A negative or NaN ratio counts as 0.
     pub fn new(ttl: Duration, min_per_sec: u32, ratio: f64) -> Self {
         let ratio = if ratio.is_nan() { 0.0 } else { ratio.max(0.0) };
-        let clock = Clock::new();
         Self {
             ttl,
             min_per_sec,
             ratio,
-            clock,
+            clock: Clock::new(),
             window: Window::new(ttl),
-            calls: Box::new(std::array::from_fn(|_| Stripe {
-                held: Tally::new(ttl, clock),
-                shared: Window::new(ttl),
-            })),
         }
     }
 
     /// Counts one call (a first attempt).
     #[inline]
     pub fn deposit(&self) {
-        self.deposit_as_of(process_clock::now());
+        self.window.record_call(self.clock.now_nanos());
     }
 
-    /// Counts one call made at `at` on the deadlines' process clock (a moment the caller
-    /// already read, such as when the call's deadline was made: no clock read here).
+    /// Counts one call made at `at` (a moment the caller already read, such as when the
+    /// call's deadline was made: no clock read here).
     #[inline]
-    pub(crate) fn deposit_as_of(&self, at: i64) {
-        match self.calls.get(stripe::mine()) {
-            // This thread holds the stripe: a plain load and store.
-            Some(stripe) => stripe.held.add_as_of(at),
-            None => self.deposit_unheld(at),
-        }
-    }
-
-    /// A deposit by a thread that holds no stripe, or has not deposited before.
-    #[cold]
-    #[inline(never)]
-    fn deposit_unheld(&self, at: i64) {
-        let mut mine = stripe::mine();
-        if mine == stripe::UNASSIGNED {
-            mine = stripe::assign();
-        }
-        if let Some(stripe) = self.calls.get(mine) {
-            stripe.held.add_as_of(at);
-        } else if let Some(stripe) = self.calls.get(mine - STRIPES) {
-            stripe.shared.record_call(self.clock.nanos_at_process(at));
-        }
+    pub(crate) fn deposit_as_of(&self, at: Instant) {
+        self.window.record_call(self.clock.nanos_at(at));
     }
 
     /// Calls and retries in the window ending at `now`.
     fn counts(&self, now: u64) -> crate::window::Counts {
-        let mut counts = self.window.counts(now);
-        counts.calls = self
-            .calls
-            .iter()
-            .map(|s| s.held.calls(now) + s.shared.counts(now).calls)
-            .sum();
-        counts
+        self.window.counts(now)
     }
 
     fn allowed(&self, calls: u64) -> u64 {
@@ -740,11 +623,8 @@ where
 trait Bounding<F, Fut: Future> {
     /// The future of one attempt.
     type Attempt: Future;
-    /// The moment the first attempt starts, on the process clock.
-    fn first_start(deadline: &Deadline) -> i64;
-    /// True when [`Bounding::first_start`] is the moment the call's deadline was made, so the
-    /// first attempt's deadline is a child as of its creation ([`Deadline::child_at_creation`]).
-    const STARTS_AT_CREATION: bool;
+    /// The moment the first attempt starts.
+    fn first_start(deadline: &Deadline) -> Instant;
     /// The future of `attempt`.
     fn start(op: &mut F, attempt: Attempt) -> Self::Attempt;
     /// What the attempt's future yielded, as the operation's own outcome.
@@ -765,12 +645,10 @@ where
     type Attempt = Run<Scope<Fut>>;
 
     #[inline]
-    fn first_start(_: &Deadline) -> i64 {
+    fn first_start(_: &Deadline) -> Instant {
         // A caller's deadline may have been made long before: read the clock.
-        process_clock::now()
+        Instant::now()
     }
-
-    const STARTS_AT_CREATION: bool = false;
 
     #[inline]
     fn start(op: &mut F, attempt: Attempt) -> Run<Scope<Fut>> {
@@ -791,21 +669,18 @@ where
     type Attempt = Fut;
 
     #[inline]
-    fn first_start(deadline: &Deadline) -> i64 {
+    fn first_start(deadline: &Deadline) -> Instant {
         // The expansion passes the operation's deadline, made just before: the first attempt
-        // starts as it was made (a moment already read), no clock read on the path of a call
-        // that succeeds first time.
-        deadline.created_nanos()
+        // starts as it was made, a moment already read.
+        deadline.created_at()
     }
 
-    const STARTS_AT_CREATION: bool = true;
-
-    #[inline(always)]
+    #[inline]
     fn start(op: &mut F, attempt: Attempt) -> Fut {
         op(attempt)
     }
 
-    #[inline(always)]
+    #[inline]
     fn ended(out: Fut::Output) -> Fut::Output {
         out
     }
@@ -905,7 +780,6 @@ where
                     this.deadline,
                     this.numbers,
                     B::first_start(this.deadline),
-                    B::STARTS_AT_CREATION,
                 ) {
                     Ok(first) => {
                         *this.number = 1;
@@ -974,32 +848,28 @@ where
     }
 }
 
-/// The first attempt, starting at `start` on the process clock (`at_creation`: the moment the
-/// call's deadline was made): its deadline (the call's, or a child of it within the attempt
-/// timeout), the allowance's deposit, and the numbers the call keeps; a refusal when nothing is
-/// left to start it with.
+/// The first attempt, starting at `start`: its deadline (the call's, or a child of it within
+/// the attempt timeout), the allowance's deposit, and the numbers the call keeps; a refusal
+/// when nothing is left to start it with.
 #[inline]
 fn first_attempt(
     policy: &RetryPolicy,
     deadline: &Deadline,
     numbers: &mut [u64; 4],
-    start: i64,
-    at_creation: bool,
+    start: Instant,
 ) -> Result<Attempt, ResilienceError> {
     let [attempts, base, cap, timeout] = policy.numbers.read();
     *numbers = [attempts, base, cap, timeout];
+    let timeout = tuning::duration(timeout);
     // A budget is at most `Deadline::MAX_BUDGET`, so a longer timeout (or none, `NO_TIMEOUT`)
-    // takes this branch without being clamped first; below it, it is the child's maximum.
-    let first = if timeout >= deadline.budget_nanos() {
+    // takes this branch; below it, it is the child's maximum.
+    let first = if timeout >= deadline.budget() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
-    } else if at_creation {
-        // `start` is the moment the deadline was made: the child expires `timeout` after it.
-        deadline.child_at_creation(timeout)
     } else {
-        deadline.child_as_of_nanos(start, timeout)
+        deadline.child_as_of(start, timeout)
     };
-    if first.budget_nanos() == 0 {
+    if first.budget().is_zero() {
         // Nothing left to start the first attempt with: the work never ran.
         return Err(no_budget(policy));
     }
@@ -1190,18 +1060,14 @@ impl RetryPolicy {
 mod tests {
     use super::*;
 
-    /// The stripes' tokens are the process's: the tests that count holders take turns.
-    static TOKENS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    /// Threads past the stripes' tokens share stripes; threads that held one gave it back when
-    /// they ended: every deposit is counted, whichever way it was made.
+    /// Deposits from many threads at once are all counted: a deposit is one atomic update of
+    /// the window's bucket, never lost to a concurrent one.
     #[test]
-    fn deposits_of_more_threads_than_stripes_are_all_counted() {
-        let _turn = TOKENS.lock().unwrap_or_else(|p| p.into_inner());
+    fn deposits_of_many_threads_are_all_counted() {
         let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(60), 0, 1.0));
-        let at = process_clock::now();
-        let start = Arc::new(std::sync::Barrier::new(3 * STRIPES));
-        let threads: Vec<_> = (0..3 * STRIPES)
+        let at = Instant::now();
+        let start = Arc::new(std::sync::Barrier::new(16));
+        let threads: Vec<_> = (0..16)
             .map(|_| {
                 let (allowance, start) = (allowance.clone(), start.clone());
                 std::thread::spawn(move || {
@@ -1209,51 +1075,14 @@ mod tests {
                     for _ in 0..1_000 {
                         allowance.deposit_as_of(at);
                     }
-                    // All alive until each has deposited: at most `STRIPES` of them hold one.
-                    start.wait();
-                    stripe::mine() < STRIPES
                 })
             })
             .collect();
-        let holders = threads
-            .into_iter()
-            .map(|t| t.join().unwrap())
-            .filter(|held| *held)
-            .count();
-        assert!(holders <= STRIPES, "{holders} threads held a stripe");
-        assert_eq!(
-            allowance.counts(allowance.clock.nanos_at_process(at)).calls,
-            3_000 * STRIPES as u64
-        );
-    }
-
-    /// A thread that ends gives its stripe's token back: threads one after another each find
-    /// one free (without the release, only the first `STRIPES` would).
-    #[test]
-    fn a_thread_that_ends_gives_its_stripe_back() {
-        let _turn = TOKENS.lock().unwrap_or_else(|p| p.into_inner());
-        let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(60), 0, 1.0));
-        let at = process_clock::now();
-        let holders = (0..5 * STRIPES)
-            .filter(|_| {
-                let allowance = allowance.clone();
-                std::thread::spawn(move || {
-                    allowance.deposit_as_of(at);
-                    stripe::mine() < STRIPES
-                })
+        for thread in threads {
+            thread
                 .join()
-                .unwrap()
-            })
-            .count();
-        // Other tests' threads may hold a few tokens meanwhile, never most of them for long.
-        assert!(
-            holders > 2 * STRIPES,
-            "only {holders} of {} held a stripe",
-            5 * STRIPES
-        );
-        assert_eq!(
-            allowance.counts(allowance.clock.nanos_at_process(at)).calls,
-            5 * STRIPES as u64
-        );
+                .unwrap_or_else(|_| unreachable!("a depositing thread panicked"));
+        }
+        assert_eq!(allowance.counts(allowance.clock.nanos_at(at)).calls, 16_000);
     }
 }

@@ -1,5 +1,5 @@
-//! Sliding windows, lock-free: [`Window`], two bucketed counters; [`Tally`], one bucketed
-//! count with one writer at a time; and [`Ring`], the exact times of the last few failures.
+//! Sliding windows, lock-free: [`Window`], two bucketed counters, and [`Ring`], the exact times
+//! of the last few failures.
 //!
 //! Internal plumbing shared by the breaker (failures and calls) and the retry allowance
 //! (retries and calls); it is not a mechanism of its own.
@@ -9,23 +9,18 @@
 //! never add up in a 30 s window. A ratio breaker and the retry allowance count every call, so
 //! they use the bucketed [`Window`], with the slack below. The [`Window`] is cut into
 //! [`BUCKETS`] buckets; each bucket packs its epoch and its count into one `AtomicU64`, so an
-//! increment is one compare-and-swap and never loses a count to a concurrent rotation. The
-//! retry allowance counts a thread's calls in a [`Tally`] only that thread writes, with the
-//! same buckets: an increment is a plain load and store.
+//! increment is one compare-and-swap and never loses a count to a concurrent rotation.
 //!
 //! Precision: an event younger than the window is always counted; an event older than
 //! `window + window / BUCKETS` is never counted.
 //!
-//! Size: fixed. [`BUCKETS`] + 1 slots of two `AtomicU64`s (a [`Tally`]: 16 slots of two),
-//! whatever the traffic and however long the window: counting a call never allocates, and a
-//! window never grows.
+//! Size: fixed. [`BUCKETS`] + 1 slots of two `AtomicU64`s, whatever the traffic and however
+//! long the window: counting a call never allocates, and a window never grows.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
-
-use crate::deadline::process_clock;
 
 /// Buckets per window. The array holds one more, for the bucket being filled.
 pub(crate) const BUCKETS: u64 = 10;
@@ -36,45 +31,41 @@ const COUNT_BITS: u32 = 24;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 const EPOCH_MASK: u64 = (1 << (64 - COUNT_BITS)) - 1;
 
-/// Nanoseconds since a mechanism's creation, on tokio's clock (paused in tests), kept as an
-/// offset on the deadlines' [process clock](crate::deadline::process_clock) so a moment a
-/// deadline already holds converts with one subtraction.
+/// Nanoseconds since a mechanism's creation, on tokio's clock (paused in tests): what its
+/// atomics hold, converted from and to instants as tokio's own timer does
+/// (`saturating_duration_since`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
-    base: i64,
+    base: Instant,
 }
 
 impl Clock {
     pub(crate) fn new() -> Self {
         Self {
-            base: process_clock::now(),
+            base: Instant::now(),
         }
     }
 
     /// Now, as nanoseconds since the clock's base. Never 0 after the first nanosecond; callers
     /// that use 0 as "unset" add 1 where it matters.
     pub(crate) fn now_nanos(&self) -> u64 {
-        self.nanos_at_process(process_clock::now())
+        self.nanos_at(Instant::now())
     }
 
-    pub(crate) fn nanos_at(&self, at: Instant) -> u64 {
-        self.nanos_at_process(process_clock::nanos_of(at))
-    }
-
-    /// A moment on the process clock, as nanoseconds since this clock's base (0 before it).
+    /// `at` as nanoseconds since the clock's base (0 before it).
     #[inline]
-    pub(crate) fn nanos_at_process(&self, at: i64) -> u64 {
-        at.saturating_sub(self.base).max(0).unsigned_abs()
+    pub(crate) fn nanos_at(&self, at: Instant) -> u64 {
+        saturating_nanos(at.saturating_duration_since(self.base))
     }
 
     pub(crate) fn instant_at(&self, nanos: u64) -> Instant {
-        process_clock::instant_of(
-            self.base
-                .saturating_add(i64::try_from(nanos).unwrap_or(i64::MAX)),
-        )
+        let offset = Duration::from_nanos(nanos);
+        self.base.checked_add(offset).unwrap_or(self.base)
     }
 }
 
+/// `d` in nanoseconds, saturating at `u64::MAX` (about 584 years): the one conversion every
+/// mechanism uses.
 pub(crate) fn saturating_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -211,125 +202,6 @@ impl Window {
     }
 }
 
-/// Slots of a [`Tally`]: a power of two above `BUCKETS + 1`, so a slot the owner starts afresh
-/// always held a bucket already outside the window, and the current slot is found with a mask.
-const TALLY_SLOTS: usize = 16;
-const _: () = assert!(TALLY_SLOTS as u64 > BUCKETS + 1 && TALLY_SLOTS.is_power_of_two());
-
-/// One more in `count`, by its only writer: a plain load and store, no read-modify-write.
-#[inline]
-fn add_one_owned(count: &AtomicU64) {
-    count.store(
-        count.load(Ordering::Relaxed).wrapping_add(1),
-        Ordering::Relaxed,
-    );
-}
-
-/// Calls over a sliding window (bucketed as a [`Window`], with its slack), written by one
-/// thread at a time and read by any: an increment is a plain load and store, no
-/// read-modify-write, so a call counted costs what counting in a local variable would.
-///
-/// The one-writer rule is the caller's (the retry allowance hands each stripe to one thread at
-/// a time, with a release and an acquire between two holders): two threads adding at once may
-/// lose a count, never corrupt one. A reader sums the slots whose bucket is inside its window;
-/// each slot's bucket and count are two words, and a slot is started afresh only when its
-/// last bucket is already too old to be counted, so a reader between the two writes counts
-/// nothing that is not there.
-#[derive(Debug)]
-pub(crate) struct Tally {
-    clock: Clock,
-    bucket_nanos: u64,
-    /// Where the current bucket starts, on the process clock (the moments deadlines hold): an
-    /// addition inside it takes one subtraction to place. `i64::MAX` until the first addition.
-    start: AtomicI64,
-    /// The current bucket's epoch (nanoseconds on `clock` over `bucket_nanos`) and its slot.
-    epoch: AtomicU64,
-    current: AtomicUsize,
-    epochs: [AtomicU64; TALLY_SLOTS],
-    counts: [AtomicU64; TALLY_SLOTS],
-}
-
-impl Tally {
-    /// An empty tally over `window`, on `clock`.
-    pub(crate) fn new(window: Duration, clock: Clock) -> Self {
-        Self {
-            clock,
-            bucket_nanos: (saturating_nanos(window) / BUCKETS).max(MIN_BUCKET_NANOS),
-            start: AtomicI64::new(i64::MAX),
-            epoch: AtomicU64::new(0),
-            current: AtomicUsize::new(0),
-            epochs: Default::default(),
-            counts: Default::default(),
-        }
-    }
-
-    /// Counts one call made at `at` on the process clock. Only the tally's writer calls it.
-    #[inline]
-    pub(crate) fn add_as_of(&self, at: i64) {
-        let start = self.start.load(Ordering::Relaxed);
-        // Negative (earlier than the bucket) wraps to a large offset: not inside it.
-        if (at.wrapping_sub(start) as u64) < self.bucket_nanos {
-            add_one_owned(&self.counts[self.current.load(Ordering::Relaxed) & (TALLY_SLOTS - 1)]);
-        } else {
-            self.add_outside(at);
-        }
-    }
-
-    /// A call outside the current bucket: a later one starts its bucket (once a bucket, the
-    /// one division); an earlier one is counted in its own bucket if that is still kept, or
-    /// else in the current one (counted for longer, never lost).
-    #[cold]
-    #[inline(never)]
-    fn add_outside(&self, at: i64) {
-        let nanos = self.clock.nanos_at_process(at);
-        let epoch = nanos / self.bucket_nanos;
-        let current = self.epoch.load(Ordering::Relaxed);
-        let first = self.start.load(Ordering::Relaxed) == i64::MAX;
-        let slot = epoch as usize & (TALLY_SLOTS - 1);
-        if first || epoch > current {
-            // The slot's last bucket is at least TALLY_SLOTS old: outside every reader's
-            // window. Its count first, then its epoch (released), so a reader that sees the
-            // new epoch sees the new count.
-            self.counts[slot].store(1, Ordering::Relaxed);
-            self.epochs[slot].store(epoch, Ordering::Release);
-            self.epoch.store(epoch, Ordering::Relaxed);
-            self.current.store(slot, Ordering::Relaxed);
-            // `epoch × bucket_nanos` is at most `nanos`, which came from an `i64`.
-            let offset = i64::try_from(epoch.saturating_mul(self.bucket_nanos)).unwrap_or(i64::MAX);
-            self.start
-                .store(self.clock.base.saturating_add(offset), Ordering::Relaxed);
-        } else if epoch < current
-            && current - epoch < TALLY_SLOTS as u64
-            && self.epochs[slot].load(Ordering::Relaxed) == epoch
-        {
-            add_one_owned(&self.counts[slot]);
-        } else {
-            add_one_owned(&self.counts[self.current.load(Ordering::Relaxed) & (TALLY_SLOTS - 1)]);
-        }
-    }
-
-    /// The calls in the window ending at `now_nanos` (on `clock`).
-    pub(crate) fn calls(&self, now_nanos: u64) -> u64 {
-        let now = now_nanos / self.bucket_nanos;
-        self.epochs
-            .iter()
-            .zip(&self.counts)
-            .map(|(epoch, count)| {
-                let epoch = epoch.load(Ordering::Acquire);
-                let count = count.load(Ordering::Relaxed);
-                let age = now.wrapping_sub(epoch);
-                // As a `Window` counts: the current bucket, the `BUCKETS` before it, and one
-                // "from the future" (a reader whose clock is behind the writer's).
-                if age <= BUCKETS || age > u64::MAX / 2 {
-                    count
-                } else {
-                    0
-                }
-            })
-            .sum()
-    }
-}
-
 /// The largest failure count kept as exact times; a count breaker with a higher threshold
 /// counts in a bucketed [`Window`] (slack: one bucket, a tenth of the window).
 pub(crate) const MAX_RING: u32 = 1024;
@@ -441,67 +313,6 @@ mod tests {
     }
 
     /// A tally on a clock whose base is the process clock's 0: moments are its nanoseconds.
-    fn tally(window: Duration) -> Tally {
-        Tally::new(window, Clock { base: 0 })
-    }
-
-    #[test]
-    fn a_tally_counts_inside_the_window_and_forgets_after_it() {
-        let t = tally(Duration::from_secs(10));
-        t.add_as_of(0);
-        t.add_as_of(5_000 * MS as i64);
-        t.add_as_of(5_000 * MS as i64);
-        assert_eq!(t.calls(9_999 * MS), 3);
-        // The first is older than window + one bucket: forgotten, as a `Window` forgets it.
-        assert_eq!(t.calls(11_000 * MS), 2);
-        assert_eq!(t.calls(16_000 * MS), 0);
-        // A bucket started afresh after a slot was used before counts only its own calls.
-        t.add_as_of(16_000 * MS as i64);
-        t.add_as_of(16_500 * MS as i64);
-        assert_eq!(t.calls(16_999 * MS), 2);
-        assert_eq!(t.calls(27_000 * MS), 0);
-    }
-
-    #[test]
-    fn a_call_younger_than_the_window_is_always_counted_by_a_tally() {
-        for start in (0..20_000).step_by(137) {
-            let t = tally(Duration::from_secs(10));
-            t.add_as_of((start * MS) as i64);
-            assert_eq!(t.calls((start + 9_999) * MS), 1, "start {start}");
-        }
-        // One tally through every bucket, one call a second: at the end of each second the
-        // last ten seconds' calls are counted, and the one before them (the bucket of slack),
-        // whichever slots they went to.
-        let t = tally(Duration::from_secs(10));
-        for second in 0..100u64 {
-            t.add_as_of((second * 1_000 * MS) as i64);
-            assert_eq!(t.calls(second * 1_000 * MS + 999 * MS), second.min(10) + 1);
-        }
-    }
-
-    #[test]
-    fn a_tally_counts_an_earlier_call_in_its_bucket_or_a_later_one() {
-        let t = tally(Duration::from_secs(10));
-        t.add_as_of((5_000 * MS) as i64);
-        // Earlier, its bucket never started: counted in the current one.
-        t.add_as_of((4_000 * MS) as i64);
-        t.add_as_of((6_000 * MS) as i64);
-        // Earlier, in a bucket still kept: counted there, forgotten with it.
-        t.add_as_of((5_500 * MS) as i64);
-        assert_eq!(t.calls(6_500 * MS), 4);
-        assert_eq!(t.calls(15_999 * MS), 4);
-        assert_eq!(
-            t.calls(16_000 * MS),
-            1,
-            "the 5 s bucket's three are forgotten"
-        );
-        // A moment before the clock's base counts as its base.
-        let t = Tally::new(Duration::from_secs(10), Clock { base: 1_000 });
-        t.add_as_of(0);
-        t.add_as_of(-5);
-        assert_eq!(t.calls(0), 2);
-    }
-
     #[test]
     fn concurrent_bumps_are_exact() {
         let w = std::sync::Arc::new(Window::new(Duration::from_secs(60)));

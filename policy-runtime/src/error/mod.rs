@@ -396,7 +396,7 @@ impl<E> CallError<E> {
     /// assert!(CallError::from_run(expired).unwrap_err().is_deadline_exceeded());
     /// assert_eq!(CallError::from_run(Ok(Ok::<u8, &str>(7))), Ok(7));
     /// ```
-    #[inline(always)]
+    #[inline]
     pub fn from_run<T>(ran: Result<Result<T, E>, DeadlineExceeded>) -> Result<T, Self> {
         match ran {
             Ok(result) => result.map_err(Self::Failed),

@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 
 use http::{HeaderValue, Response, StatusCode};
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
 use super::body::DeadlineBody;
 use crate::Deadline;
@@ -33,9 +33,6 @@ pin_project! {
             #[pin]
             fut: F,
             deadline: Deadline,
-            // The clock read the deadline was made from: the timer's instant is this plus the
-            // budget, which `Deadline::instant` would convert back from the process clock.
-            started: Instant,
         },
         // Refused in `call`: the handler never runs.
         Refused,
@@ -56,13 +53,9 @@ impl<F> fmt::Debug for ResponseFuture<F> {
 
 impl<F> ResponseFuture<F> {
     #[inline]
-    pub(super) fn running(fut: F, deadline: Deadline, started: Instant, grpc: bool) -> Self {
+    pub(super) fn running(fut: F, deadline: Deadline, grpc: bool) -> Self {
         Self {
-            state: State::Running {
-                fut,
-                deadline,
-                started,
-            },
+            state: State::Running { fut, deadline },
             sleep: None,
             grpc,
         }
@@ -107,12 +100,7 @@ where
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let StateProj::Running {
-            fut,
-            deadline,
-            started,
-        } = this.state.project()
-        else {
+        let StateProj::Running { fut, deadline } = this.state.project() else {
             return Poll::Ready(Ok(answer(*this.grpc, "x-refusal", "insufficient_budget")));
         };
         let deadline = *deadline;
@@ -123,9 +111,9 @@ where
         }
         if this.sleep.is_none() {
             // First Pending: only now is a timer worth arming. A deadline already past fires on
-            // the timer's first poll, so no clock read is needed here.
+            // the timer's first poll.
             this.sleep
-                .set(Some(tokio::time::sleep_until(*started + deadline.budget())));
+                .set(Some(tokio::time::sleep_until(deadline.instant())));
         }
         match this.sleep.as_pin_mut().map(|sleep| sleep.poll(cx)) {
             Some(Poll::Ready(())) => {

@@ -7,7 +7,6 @@ use tower_layer::Layer;
 use super::DeadlineService;
 use super::headers::DEADLINE_MS_HEADER;
 use crate::Deadline;
-use crate::deadline::process_clock::nanos;
 
 /// Stamps one deadline per request; see the [module docs](super).
 #[derive(Debug, Clone)]
@@ -19,8 +18,6 @@ pub struct DeadlineLayer {
 pub(super) struct Config {
     pub(super) name: Arc<str>,
     pub(super) budget: Duration,
-    /// `budget` in nanoseconds, converted once: the deadline of a request that sends no budget.
-    pub(super) budget_nanos: u64,
     pub(super) min_budget: Duration,
     pub(super) ms_header: Option<HeaderName>,
     pub(super) grpc_timeout: bool,
@@ -108,7 +105,6 @@ impl DeadlineLayer {
             config: Arc::new(Config {
                 name: Arc::from(Self::DEFAULT_NAME),
                 budget,
-                budget_nanos: nanos(budget),
                 min_budget: Duration::ZERO,
                 ms_header: Some(HeaderName::from_static(DEADLINE_MS_HEADER)),
                 grpc_timeout: true,
@@ -121,7 +117,6 @@ impl DeadlineLayer {
         let mut config = Config {
             name: self.config.name.clone(),
             budget: self.config.budget,
-            budget_nanos: self.config.budget_nanos,
             min_budget: self.config.min_budget,
             ms_header: self.config.ms_header.clone(),
             grpc_timeout: self.config.grpc_timeout,

@@ -237,7 +237,7 @@ impl<R> OperationLayer<R> {
     }
 
     #[cfg(not(feature = "chaos"))]
-    #[inline(always)]
+    #[inline]
     #[expect(
         clippy::unused_self,
         reason = "the same call with and without the feature"
