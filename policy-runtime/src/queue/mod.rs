@@ -172,12 +172,18 @@ pub struct QueueSnapshot {
     pub length: u64,
     /// Tasks delivered and not yet acknowledged, fleet-wide.
     pub pending: u64,
-    /// Pending tasks per consumer (instance).
+    /// Pending tasks per consumer (instance): at most 64 consumers, each name cut to 128
+    /// bytes (the list is cut inside Redis).
     pub consumers: Vec<ConsumerPending>,
+    /// Consumers holding pending tasks, all of them (`consumers` lists at most 64).
+    pub consumers_total: u64,
     /// Age of the oldest unfinished task, by the Redis server's clock.
     pub oldest_age_ms: Option<u64>,
     /// Dead letters kept in the dead-letter stream, fleet-wide.
     pub dead_letters: u64,
+    /// Whether entries are signed and checked (the store has a shared secret). Without,
+    /// whoever can write to the Redis can have the workers run any handler.
+    pub signed: bool,
     /// Tasks this process enqueued.
     pub enqueued: u64,
     /// Enqueues refused because the stream was full.
@@ -186,14 +192,30 @@ pub struct QueueSnapshot {
     pub refused_unavailable: u64,
     /// Enqueues shed under pressure.
     pub refused_shed: u64,
+    /// Enqueues refused because their arguments (or operation name) were too large.
+    pub refused_too_large: u64,
+    /// Enqueues in the stream that fewer replicas than asked confirmed in time (counted in
+    /// `enqueued` too).
+    pub not_replicated: u64,
     /// Tasks this process's workers finished and acknowledged.
     pub completed: u64,
     /// Deliveries here that failed (left for redelivery or dead-lettered).
     pub failed: u64,
     /// Tasks this process claimed from a worker that had not finished them in time.
     pub redelivered: u64,
-    /// Tasks this process moved to the dead-letter stream.
+    /// Tasks this process moved to the dead-letter stream (`rejected` ones included).
     pub dead_lettered: u64,
+    /// Entries this process's workers dead-lettered without running them: unsigned or
+    /// wrongly signed (with a shared secret), past the size bounds, or malformed.
+    pub rejected: u64,
+    /// Deliveries here that ended after another worker had claimed their task: their
+    /// outcome was not recorded (the task's current owner settles it).
+    pub superseded: u64,
+    /// Acknowledgements, error records and dead-letter moves Redis did not take (each
+    /// logged; the task stays pending and is claimed again after the visibility timeout).
+    pub settle_failed: u64,
+    /// Idle consumers (stopped instances) this process's workers removed from the group.
+    pub consumers_removed: u64,
     /// Tasks abandoned unfinished at a shutdown (left for redelivery).
     pub abandoned: u64,
     /// Tasks running here now.
