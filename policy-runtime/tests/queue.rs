@@ -776,7 +776,7 @@ fn a_hundred_megabyte_entry_is_refused_inside_redis_and_never_reaches_the_instan
                 .start();
             eventually(Duration::from_secs(20), "all three settled", || {
                 let s = queue.snapshot();
-                s.completed == 1 && s.rejected == 2
+                s.completed == 1 && s.dead_lettered == 2
             })
             .await;
             worker.shutdown(Duration::from_secs(1)).await;
@@ -793,6 +793,7 @@ fn a_hundred_megabyte_entry_is_refused_inside_redis_and_never_reaches_the_instan
         "the instance held {} bytes at once",
         counted.bytes_max
     );
+    assert_eq!(queue.snapshot().rejected, 2);
     assert_eq!(done.ids(), HashSet::from([ordinary.to_string()]));
     let letters = server
         .query(&["XRANGE", &format!("{key}:dead"), "-", "+"])
