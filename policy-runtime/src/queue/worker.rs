@@ -26,11 +26,6 @@ use super::{Delivery, Handler, Outcome, QueueSettings, TaskId, delivering};
 use crate::redis_store::describe;
 use policy_model::queue_defaults;
 
-/// The task deadline's largest share of the visibility timeout: a task still running when
-/// another worker may claim it would run twice at once, and the margin absorbs the
-/// acknowledgement's round trip and the gap between this process's clock and Redis's.
-const DEADLINE_SHARE: (u32, u32) = (4, 5);
-
 /// Consumers removed per pass at most.
 const MAX_REMOVED_PER_PASS: u32 = 100;
 
@@ -76,11 +71,6 @@ struct Numbers {
     lowered_from: Option<Duration>,
 }
 
-/// The longest task deadline a visibility timeout allows.
-fn deadline_bound(visibility: Duration) -> Duration {
-    visibility * DEADLINE_SHARE.0 / DEADLINE_SHARE.1
-}
-
 impl WorkerBuilder {
     pub(super) fn new(queue: TaskQueue) -> Self {
         Self {
@@ -121,7 +111,7 @@ impl WorkerBuilder {
         .max(Duration::from_millis(10));
         let asked = pick(&|s| s.task_deadline.map(ms)).map(Duration::from_millis);
         let wanted = asked.unwrap_or(queue_defaults::TASK_DEADLINE);
-        let task_deadline = wanted.min(deadline_bound(visibility));
+        let task_deadline = wanted.min(queue_defaults::task_deadline_bound(visibility));
         Numbers {
             concurrency: u32::try_from(concurrency).unwrap_or(u32::MAX).max(1),
             visibility,
