@@ -1346,3 +1346,155 @@ async fn a_server_that_may_evict_keys_is_warned_about_once() {
     ]);
     assert_eq!(warned.len(), 1, "{}", logs.text());
 }
+
+#[tokio::test]
+async fn an_enqueue_past_the_size_bounds_is_refused_and_counted() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let prefix = server.key_prefix("bounds");
+    let store = store(&server.url(), &prefix, "a", Duration::from_secs(2)).await;
+    let queue = TaskQueue::builder("media").max_task_bytes(64).build(&store);
+    let big = queue
+        .enqueue("transcode", &("x".repeat(100),))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        big.to_string(),
+        "queue `media` refused the task: arguments of 104 bytes, above the bound of 64"
+    );
+    let named = queue.enqueue(&"o".repeat(300), &(1u32,)).await.unwrap_err();
+    assert_eq!(named.code(), "too_large");
+    queue
+        .enqueue("transcode", &("x".repeat(50),))
+        .await
+        .unwrap();
+    let snapshot = queue.snapshot();
+    assert_eq!((snapshot.enqueued, snapshot.refused_too_large), (1, 2));
+    assert_eq!(
+        server
+            .query(&["XLEN", &format!("{prefix}:queue:{{media}}")])
+            .unwrap(),
+        "1"
+    );
+}
+
+#[tokio::test]
+async fn malformed_entries_are_dead_lettered_unrun_and_counted() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let prefix = server.key_prefix("malformed");
+    let key = format!("{prefix}:queue:{{media}}");
+    let store = store(&server.url(), &prefix, "a", Duration::from_secs(2)).await;
+    let queue = TaskQueue::builder("media").build(&store);
+    let id = TaskId::random();
+    let id = id.as_str();
+    // A second `op` after a harmless one, a field the encoding does not have, another
+    // version, arguments that are not text.
+    xadd(
+        &server,
+        &key,
+        &[
+            "v",
+            "1",
+            "id",
+            id,
+            "op",
+            "transcode",
+            "args",
+            "[1]",
+            "at",
+            "0",
+            "op",
+            "transcode",
+        ],
+    );
+    xadd(
+        &server,
+        &key,
+        &[
+            "v",
+            "1",
+            "id",
+            id,
+            "op",
+            "transcode",
+            "args",
+            "[1]",
+            "at",
+            "0",
+            "run_as",
+            "root",
+        ],
+    );
+    xadd(
+        &server,
+        &key,
+        &[
+            "v",
+            "2",
+            "id",
+            id,
+            "op",
+            "transcode",
+            "args",
+            "[1]",
+            "at",
+            "0",
+        ],
+    );
+    server
+        .query(&[
+            "EVAL",
+            "redis.call('XADD', KEYS[1], '*', 'v', '1', 'id', ARGV[1], 'op', 'transcode', \
+             'args', string.char(255, 254), 'at', '0')",
+            "1",
+            &key,
+            id,
+        ])
+        .unwrap();
+    let done = Completions::default();
+    let worker = queue
+        .worker()
+        .poll_every(5 * MS)
+        .handle(recording("transcode", &done))
+        .start();
+    eventually(Duration::from_secs(5), "all four dead-lettered", || {
+        queue.snapshot().dead_lettered == 4
+    })
+    .await;
+    assert_eq!(done.distinct(), 0, "none ran");
+    assert_eq!(queue.snapshot().rejected, 4);
+    // Only their reasons and errors: a dead letter keeps the arguments that are not text.
+    let letters = server
+        .query(&[
+            "EVAL",
+            "local out = {} \
+             for _, entry in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do \
+               local f = entry[2] \
+               for i = 1, #f, 2 do \
+                 if f[i] == 'reason' or f[i] == 'error' then \
+                   out[#out + 1] = f[i] out[#out + 1] = f[i + 1] \
+                 end \
+               end \
+             end \
+             return out",
+            "1",
+            &format!("{key}:dead"),
+        ])
+        .unwrap();
+    assert_eq!(values_of(&letters, "reason"), ["malformed"; 4]);
+    let mut errors = values_of(&letters, "error");
+    errors.sort_unstable();
+    assert_eq!(
+        errors,
+        [
+            "a field is not UTF-8 text",
+            "a field the encoding does not have",
+            "an unknown encoding version",
+            "field `op` is repeated",
+        ]
+    );
+    worker.shutdown(Duration::from_secs(1)).await;
+}

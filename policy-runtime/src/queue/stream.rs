@@ -127,12 +127,12 @@ pub enum EnqueueError {
     /// ([`TaskQueueBuilder::max_task_bytes`]; 256 bytes for the name): a worker would refuse
     /// the entry unread.
     #[error(
-        "queue `{queue}` refused the task: its {what} are {bytes} bytes, above the bound of {bound}"
+        "queue `{queue}` refused the task: {what} of {bytes} bytes, above the bound of {bound}"
     )]
     TooLarge {
         /// The queue.
         queue: Arc<str>,
-        /// `arguments` or `operation name`.
+        /// `arguments` or `an operation name`.
         what: &'static str,
         /// Their length.
         bytes: usize,
@@ -518,7 +518,7 @@ impl TaskQueue {
         };
         if operation.len() > MAX_FIELD_BYTES {
             return Err(too_large(
-                "operation name",
+                "an operation name",
                 operation.len(),
                 MAX_FIELD_BYTES,
             ));
