@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use policy_runtime::queue::{self, EnqueueError, Handler, TaskId, TaskQueue};
 use policy_runtime::redis_store::RedisStore;
-use policy_testkit::{RedisServer, RedisTcpServer};
+use policy_testkit::{RedisCluster, RedisSentinel, RedisServer, RedisTcpServer};
 
 mod common;
 
@@ -1496,5 +1496,78 @@ async fn malformed_entries_are_dead_lettered_unrun_and_counted() {
             "field `op` is repeated",
         ]
     );
+    worker.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_scripts_run_and_an_enqueue_waits_for_the_replica() {
+    let Some(cluster) = RedisCluster::start(3, 1) else {
+        return;
+    };
+    let store = RedisStore::builder()
+        .prefix(cluster.key_prefix("queue"))
+        .instance("a")
+        .timeout(Duration::from_secs(2))
+        .shared_secret(SECRET)
+        .connect_cluster(cluster.urls())
+        .await
+        .unwrap();
+    let queue = TaskQueue::builder("ledger")
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .build(&store);
+    let done = Completions::default();
+    let worker = queue
+        .worker()
+        .poll_every(5 * MS)
+        .handle(recording("post_entry", &done))
+        .start();
+    let mut ids = HashSet::new();
+    for n in 0..20u32 {
+        ids.insert(
+            queue
+                .enqueue("post_entry", &(n,))
+                .await
+                .unwrap()
+                .to_string(),
+        );
+    }
+    done.wait_for(20, Duration::from_secs(20)).await;
+    assert_eq!(done.ids(), ids);
+    queue.refresh().await.unwrap();
+    let snapshot = queue.snapshot();
+    assert_eq!(
+        (snapshot.completed, snapshot.not_replicated, snapshot.length),
+        (20, 0, 0),
+        "{snapshot:?}"
+    );
+    worker.shutdown(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_sentinel_an_enqueue_waits_for_the_replica_on_a_connection_of_its_own() {
+    let Some(setup) = RedisSentinel::start() else {
+        return;
+    };
+    let store = RedisStore::builder()
+        .prefix(setup.key_prefix("queue"))
+        .instance("a")
+        .timeout(Duration::from_secs(2))
+        .connect_sentinel(setup.sentinel_urls(), RedisSentinel::SERVICE)
+        .await
+        .unwrap();
+    let queue = TaskQueue::builder("ledger")
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .build(&store);
+    let done = Completions::default();
+    let worker = queue
+        .worker()
+        .poll_every(5 * MS)
+        .handle(recording("post_entry", &done))
+        .start();
+    for n in 0..5u32 {
+        queue.enqueue("post_entry", &(n,)).await.unwrap();
+    }
+    done.wait_for(5, Duration::from_secs(20)).await;
+    assert_eq!(queue.snapshot().not_replicated, 0);
     worker.shutdown(Duration::from_secs(1)).await;
 }

@@ -316,7 +316,10 @@ impl TaskQueueBuilder {
     /// the task; see [Durability](super#durability)).
     ///
     /// The enqueues go through a connection of their own, since a `WAIT` holds up everything
-    /// behind it on its connection; each waits at most the store's timeout plus `timeout`.
+    /// behind it on its connection; each waits at most the store's timeout plus `timeout`. On
+    /// a cluster the `redis` crate sends the `WAIT` to every primary and takes the smallest
+    /// answer, so every primary needs `replicas` replicas; behind Sentinel the connection
+    /// follows failovers as the store's does.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replicas = (replicas > 0).then_some((replicas, timeout));
         self
