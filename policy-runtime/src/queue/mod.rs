@@ -62,7 +62,9 @@
 //!   not match (`bad_signature`: forged, changed, signed with another secret, or moved from
 //!   another queue) without running it, counts it ([`QueueSnapshot::rejected`]) and logs it
 //!   (`kind = "entry_rejected"`, at WARN once a second at most, the rest at DEBUG). Give every
-//!   instance the secret at once: an instance with it refuses what one without it enqueued.
+//!   instance the secret at once: an instance with it refuses what one without it enqueued,
+//!   and what a version of this crate before signing enqueued (drain the queue before the
+//!   upgrade, or enqueue its dead letters again after it).
 //!   A signature stops forgeries, not replays: a genuine entry copied back into the stream
 //!   runs again under its own id, as a redelivery would, which idempotent work absorbs.
 //! - **Without a secret, whoever can write to the Redis can run any handler with any
