@@ -1571,3 +1571,55 @@ async fn behind_sentinel_an_enqueue_waits_for_the_replica_on_a_connection_of_its
     assert_eq!(queue.snapshot().not_replicated, 0);
     worker.shutdown(Duration::from_secs(1)).await;
 }
+
+#[tokio::test]
+async fn a_flood_of_forged_entries_is_counted_in_full_and_warned_about_once_a_second() {
+    let (logs, _guard) = common::capture();
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let prefix = server.key_prefix("flood");
+    let key = format!("{prefix}:queue:{{media}}");
+    let store = RedisStore::builder()
+        .prefix(&prefix)
+        .instance("a")
+        .timeout(Duration::from_secs(2))
+        .shared_secret(SECRET)
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let queue = TaskQueue::builder("media").build(&store);
+    server
+        .query(&[
+            "EVAL",
+            "for i = 1, 500 do \
+               redis.call('XADD', KEYS[1], '*', 'v', '1', 'id', ARGV[1], 'op', 'transcode', \
+                 'args', '[]', 'at', '0') \
+             end",
+            "1",
+            &key,
+            TaskId::random().as_str(),
+        ])
+        .unwrap();
+    let start = Instant::now();
+    let worker = queue.worker().concurrency(32).poll_every(5 * MS).start();
+    eventually(Duration::from_secs(20), "all rejected", || {
+        queue.snapshot().rejected == 500
+    })
+    .await;
+    let seconds = start.elapsed().as_secs();
+    worker.shutdown(Duration::from_secs(1)).await;
+    let warned = logs.lines_with(&["WARN", "kind=\"entry_rejected\""]).len() as u64;
+    let quiet = logs.lines_with(&["DEBUG", "kind=\"entry_rejected\""]).len() as u64;
+    eprintln!("500 forged entries in {seconds} s: {warned} WARN, {quiet} DEBUG");
+    assert!(
+        warned >= 1 && warned <= seconds + 1,
+        "{warned} in {seconds} s"
+    );
+    assert_eq!(warned + quiet, 500, "each one logged");
+    assert!(
+        logs.lines_with(&["WARN", "kind=\"dead_lettered\""])
+            .is_empty(),
+        "no second WARN per entry"
+    );
+}

@@ -736,9 +736,9 @@ impl State {
                 "delivered {} times without finishing (its workers stopped)",
                 entry.deliveries - 1
             );
-            return self
-                .dead_letter(&entry, Some(&task), "", "max_deliveries", &fallback)
+            self.dead_letter(&entry, Some(&task), "", "max_deliveries", &fallback)
                 .await;
+            return;
         }
         let Some(handler) = self.handlers.get(task.operation.as_str()) else {
             let error = format!(
@@ -750,9 +750,9 @@ impl State {
         let work = match handler.start(&task.args) {
             Ok(work) => work,
             Err(error) => {
-                return self
-                    .dead_letter(&entry, Some(&task), &error, "undecodable", "")
+                self.dead_letter(&entry, Some(&task), &error, "undecodable", "")
                     .await;
+                return;
             }
         };
         counters.running.fetch_add(1, Ordering::Relaxed);
@@ -785,18 +785,15 @@ impl State {
     /// flood of them cannot flood the logs).
     async fn reject(&self, entry: &Entry, why: Rejected) {
         let inner = &*self.queue.inner;
+        if !self
+            .dead_letter(entry, None, &why.detail, why.reason, "")
+            .await
+        {
+            return;
+        }
         inner.counters.rejected.fetch_add(1, Ordering::Relaxed);
         inner.metrics.rejected(why.reason);
-        let loud = {
-            let mut last = crate::redis_store::lock(&inner.last_loud_rejection);
-            let now = std::time::Instant::now();
-            let loud = last.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
-            if loud {
-                *last = Some(now);
-            }
-            loud
-        };
-        if loud {
+        if self.loud() {
             tracing::warn!(
                 target: "policy",
                 mechanism = "queue",
@@ -805,6 +802,7 @@ impl State {
                 reason = why.reason,
                 detail = why.detail.as_str(),
                 entry = entry.stream_id.as_str(),
+                deliveries = entry.deliveries,
                 "a queue entry was refused unrun and dead-lettered"
             );
         } else {
@@ -816,11 +814,23 @@ impl State {
                 reason = why.reason,
                 detail = why.detail.as_str(),
                 entry = entry.stream_id.as_str(),
+                deliveries = entry.deliveries,
                 "a queue entry was refused unrun and dead-lettered"
             );
         }
-        self.dead_letter(entry, None, &why.detail, why.reason, "")
-            .await;
+    }
+
+    /// Whether an event about a rejected entry is logged at WARN: the first, and one a second
+    /// after the last; the rest go to DEBUG, so a writer adding entries by the million cannot
+    /// flood the logs.
+    fn loud(&self) -> bool {
+        let mut last = crate::redis_store::lock(&self.queue.inner.last_loud_rejection);
+        let now = std::time::Instant::now();
+        let loud = last.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
+        if loud {
+            *last = Some(now);
+        }
+        loud
     }
 
     /// Acknowledges and deletes a finished task, in one script that first checks this
@@ -932,9 +942,9 @@ impl State {
         inner.metrics.failed.increment();
         let error = cut(&error, MAX_ERROR_BYTES);
         if entry.deliveries >= self.max_deliveries {
-            return self
-                .dead_letter(entry, Some(task), error, "failed", "")
+            self.dead_letter(entry, Some(task), error, "failed", "")
                 .await;
+            return;
         }
         tracing::info!(
             target: "policy",
@@ -996,7 +1006,10 @@ impl State {
     /// `fallback`) and `reason`, in one script that checks this delivery still owns it, writes
     /// the dead letter first, then acknowledges and deletes the task. If Redis refuses it,
     /// nothing changed: the task stays pending and is tried again after the visibility
-    /// timeout; the failure is logged and counted.
+    /// timeout; the failure is logged and counted. Whether it was moved.
+    ///
+    /// Without a `task` (a rejected entry), the move is logged by the caller, and a failure at
+    /// WARN only as often as [`loud`](Self::loud) allows.
     async fn dead_letter(
         &self,
         entry: &Entry,
@@ -1004,7 +1017,7 @@ impl State {
         error: &str,
         reason: &'static str,
         fallback: &str,
-    ) {
+    ) -> bool {
         let inner = &*self.queue.inner;
         // A rejected entry's arguments are kept only in part: they are evidence, never run.
         let args_kept = if task.is_some() {
@@ -1040,32 +1053,48 @@ impl State {
                 if let Some(task) = task {
                     self.superseded(task, entry, why);
                 }
-                return;
+                return false;
             }
             Err(e) => {
                 inner.counters.settle_failed.fetch_add(1, Ordering::Relaxed);
                 inner.metrics.settle_failed.increment();
-                tracing::warn!(
-                    target: "policy",
-                    mechanism = "queue",
-                    kind = "dead_letter_failed",
-                    name = &*inner.name,
-                    operation,
-                    task = id,
-                    entry = entry.stream_id.as_str(),
-                    reason = failure(e),
-                    dead_letter_reason = reason,
-                    "a task could not be moved to the dead-letter stream: it stays pending and is tried again after the visibility timeout"
-                );
+                if task.is_some() || self.loud() {
+                    tracing::warn!(
+                        target: "policy",
+                        mechanism = "queue",
+                        kind = "dead_letter_failed",
+                        name = &*inner.name,
+                        operation,
+                        task = id,
+                        entry = entry.stream_id.as_str(),
+                        reason = failure(e),
+                        dead_letter_reason = reason,
+                        "a task could not be moved to the dead-letter stream: it stays pending and is tried again after the visibility timeout"
+                    );
+                } else {
+                    tracing::debug!(
+                        target: "policy",
+                        mechanism = "queue",
+                        kind = "dead_letter_failed",
+                        name = &*inner.name,
+                        entry = entry.stream_id.as_str(),
+                        reason = failure(e),
+                        dead_letter_reason = reason,
+                        "a task could not be moved to the dead-letter stream: it stays pending and is tried again after the visibility timeout"
+                    );
+                }
                 // So that the next try carries this error, not a guess.
                 if !error.is_empty() {
                     self.record(entry, task, cut(error, MAX_ERROR_BYTES)).await;
                 }
-                return;
+                return false;
             }
         }
         inner.counters.dead_lettered.fetch_add(1, Ordering::Relaxed);
         inner.metrics.dead_lettered.increment();
+        if task.is_none() {
+            return true;
+        }
         tracing::warn!(
             target: "policy",
             mechanism = "queue",
@@ -1079,6 +1108,7 @@ impl State {
             error = cut(if error.is_empty() { fallback } else { error }, MAX_ERROR_BYTES),
             "a task was moved to the dead-letter stream"
         );
+        true
     }
 
     /// Removes consumers idle past the bound that hold no pending task (stopped instances).
