@@ -623,14 +623,14 @@ pub enum Kind {
         queue: String,
     },
 
-    /// A queue's task deadline longer than its visibility timeout.
+    /// A queue's task deadline longer than four fifths of its visibility timeout.
     #[error(
-        "`task_deadline` of queue `{queue}` ({task_deadline}) is longer than its visibility timeout ({visibility})"
+        "`task_deadline` of queue `{queue}` ({task_deadline}) is longer than four fifths of its visibility timeout ({visibility})"
     )]
     #[diagnostic(
         code("policy::task-deadline-exceeds-visibility"),
         help(
-            "a task still running past the visibility timeout is claimed by another worker and runs twice (the worker would lower the deadline to {visibility}): lower `task_deadline`, or raise `visibility_timeout`"
+            "a task still running when another worker may claim it runs twice at once, and the last fifth absorbs the acknowledgement's round trip and clock skew (the worker would lower the deadline to {bound}): lower `task_deadline` to {bound} or less, or raise `visibility_timeout`"
         )
     )]
     TaskDeadlineExceedsVisibility {
@@ -640,6 +640,8 @@ pub enum Kind {
         task_deadline: String,
         /// Its visibility timeout (declared or the default), formatted.
         visibility: String,
+        /// The longest task deadline it allows (four fifths of it), formatted.
+        bound: String,
     },
 
     /// Background shed later than deferred.

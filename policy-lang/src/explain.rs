@@ -51,7 +51,7 @@ pub enum Step {
         visibility_timeout: Duration,
         /// Deliveries after which an unfinished task is dead-lettered.
         max_deliveries: u32,
-        /// The bound on one delivery's run (at most the visibility timeout).
+        /// The bound on one delivery's run (at most four fifths of the visibility timeout).
         task_deadline: Duration,
         /// Tasks one instance's worker runs at once.
         concurrency: u32,

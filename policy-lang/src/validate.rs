@@ -15,6 +15,7 @@ use crate::spec::{
 };
 use crate::suggest;
 use crate::units::{format_duration, format_ratio, format_size};
+use policy_model::queue_defaults;
 
 type Rule = fn(&Spec, &mut Vec<Diagnostic>);
 
@@ -813,15 +814,17 @@ fn queue_is_for_background_work(spec: &Spec, out: &mut Vec<Diagnostic>) {
 }
 
 /// `policy::task-deadline-exceeds-visibility`: a delivery still running when another worker
-/// may claim it runs twice; the worker lowers the deadline to the visibility timeout, so the
-/// file should say what will happen.
+/// may claim it runs twice at once; the worker lowers the deadline to four fifths of the
+/// visibility timeout (`queue_defaults::task_deadline_bound`), so the file should say what
+/// will happen.
 fn task_deadline_within_visibility(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for queue in &spec.queues {
         let Some(task_deadline) = &queue.task_deadline else {
             continue;
         };
         let visibility = queue.effective_visibility_timeout();
-        if task_deadline.value <= visibility {
+        let bound = queue_defaults::task_deadline_bound(visibility);
+        if task_deadline.value <= bound {
             continue;
         }
         let mut diagnostic = Diagnostic::new(
@@ -829,9 +832,10 @@ fn task_deadline_within_visibility(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 queue: queue.name.value.clone(),
                 task_deadline: format_duration(task_deadline.value),
                 visibility: format_duration(visibility),
+                bound: format_duration(bound),
             },
             task_deadline.loc,
-            "longer than the visibility timeout",
+            "longer than four fifths of the visibility timeout",
         );
         if let Some(declared) = &queue.visibility_timeout {
             diagnostic = diagnostic.with_label(declared.loc, "the visibility timeout");

@@ -136,10 +136,28 @@ pub mod queue_defaults {
     pub const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(30);
     /// Deliveries after which an unfinished task is dead-lettered (`max_deliveries`).
     pub const MAX_DELIVERIES: u32 = 5;
-    /// The bound on one delivery's run (`task_deadline`), at most the visibility timeout.
+    /// The bound on one delivery's run (`task_deadline`), at most
+    /// [`task_deadline_bound`] of the visibility timeout.
     pub const TASK_DEADLINE: Duration = Duration::from_secs(10);
     /// Tasks one instance's worker runs at once (`concurrency`): the background pool's.
     pub const CONCURRENCY: u32 = 4;
+
+    /// The longest task deadline a visibility timeout allows: four fifths of it. A delivery
+    /// still running when another worker may claim its task would run twice at once; the
+    /// fifth left over absorbs the acknowledgement's round trip and the gap between a
+    /// worker's clock and Redis's. The validator refuses more in a `.policy` file, and the
+    /// runtime's worker lowers a longer one to it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use policy_model::queue_defaults::task_deadline_bound;
+    ///
+    /// assert_eq!(task_deadline_bound(Duration::from_secs(30)), Duration::from_secs(24));
+    /// ```
+    #[must_use]
+    pub fn task_deadline_bound(visibility_timeout: Duration) -> Duration {
+        visibility_timeout / 5 * 4
+    }
 }
 
 #[cfg(test)]

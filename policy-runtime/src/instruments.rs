@@ -242,7 +242,7 @@ fn describe() {
         describe_counter!(
             QUEUE_TASKS,
             Unit::Count,
-            "Durable queue tasks by event: enqueued, refused (by reason), completed, failed, redelivered, dead_lettered"
+            "Durable queue tasks by event: enqueued, refused (by reason), not_replicated, completed, failed, redelivered, dead_lettered, rejected (by reason), superseded, settle_failed, consumer_removed"
         );
         describe_gauge!(
             QUEUE_LENGTH,
@@ -782,12 +782,22 @@ impl CallMetrics {
 )]
 pub(crate) struct QueueMetrics {
     pub(crate) enqueued: Counter,
-    /// `full`, `unavailable`, `shed`, `encoding`.
-    refused: [(&'static str, Counter); 4],
+    /// `full`, `unavailable`, `shed`, `encoding`, `too_large`.
+    refused: [(&'static str, Counter); 5],
+    /// Enqueued, but not confirmed by the replicas asked for.
+    pub(crate) not_replicated: Counter,
     pub(crate) completed: Counter,
     pub(crate) failed: Counter,
     pub(crate) redelivered: Counter,
     pub(crate) dead_lettered: Counter,
+    /// Entries dead-lettered unrun: `unsigned`, `bad_signature`, `too_large`, `malformed`.
+    rejected: [(&'static str, Counter); 4],
+    /// Deliveries that ended after the task was claimed by another worker.
+    pub(crate) superseded: Counter,
+    /// Acknowledgements, error records and dead-letter moves Redis did not take.
+    pub(crate) settle_failed: Counter,
+    /// Idle consumers removed from the group.
+    pub(crate) consumers_removed: Counter,
     length: Gauge,
     pending: Gauge,
     dead_letters: Gauge,
@@ -803,7 +813,7 @@ impl QueueMetrics {
         let event = |event: &'static str| counter(QUEUE_TASKS, &[("name", name), ("event", event)]);
         Self {
             enqueued: event("enqueued"),
-            refused: ["full", "unavailable", "shed", "encoding"].map(|reason| {
+            refused: ["full", "unavailable", "shed", "encoding", "too_large"].map(|reason| {
                 (
                     reason,
                     counter(
@@ -812,10 +822,23 @@ impl QueueMetrics {
                     ),
                 )
             }),
+            not_replicated: event("not_replicated"),
             completed: event("completed"),
             failed: event("failed"),
             redelivered: event("redelivered"),
             dead_lettered: event("dead_lettered"),
+            rejected: ["unsigned", "bad_signature", "too_large", "malformed"].map(|reason| {
+                (
+                    reason,
+                    counter(
+                        QUEUE_TASKS,
+                        &[("name", name), ("event", "rejected"), ("reason", reason)],
+                    ),
+                )
+            }),
+            superseded: event("superseded"),
+            settle_failed: event("settle_failed"),
+            consumers_removed: event("consumer_removed"),
             length: gauge(QUEUE_LENGTH, &[("name", name)]),
             pending: gauge(QUEUE_PENDING, &[("name", name)]),
             dead_letters: gauge(QUEUE_DEAD_LETTERS, &[("name", name)]),
@@ -825,6 +848,12 @@ impl QueueMetrics {
 
     pub(crate) fn refused(&self, reason: &str) {
         if let Some((_, counter)) = self.refused.iter().find(|(r, _)| *r == reason) {
+            counter.increment();
+        }
+    }
+
+    pub(crate) fn rejected(&self, reason: &str) {
+        if let Some((_, counter)) = self.rejected.iter().find(|(r, _)| *r == reason) {
             counter.increment();
         }
     }

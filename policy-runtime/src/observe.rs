@@ -49,10 +49,19 @@
 //! | ... was switched on or off at run time | INFO | `chaos_switched` | `enabled`, `disabled` | |
 //! | a fleet rate limiter decides without Redis (`mechanism` `rate_limiter`) | WARN | `limiter_degraded` | `timeout`, `error` | `mode` |
 //! | ... decides with Redis again | INFO | `limiter_recovered` | `reachable` | |
-//! | an enqueue on a durable queue is refused (feature `redis`; `mechanism` `queue`, `name` the queue) | WARN (DEBUG for the rest of an outage) | `enqueue_refused` | `full`, `unavailable`, `shed`, `encoding` | `operation` |
-//! | ... a delivery fails and waits for redelivery | INFO | `delivery_failed` | | `task`, `attempt`, `max_deliveries` |
-//! | ... a task is moved to the dead-letter stream | WARN | `dead_lettered` | | `task`, `deliveries` |
-//! | ... a finished task could not be acknowledged (it runs again) | WARN | `ack_failed` | the store failure's kind | `task` |
+//! | an enqueue on a durable queue is refused (feature `redis`; `mechanism` `queue`, `name` the queue; the sentence in `detail`) | WARN (DEBUG for the rest of an outage) | `enqueue_refused` | `full`, `unavailable`, `shed`, `encoding`, `too_large` | `operation` |
+//! | ... enqueued, but fewer replicas than asked confirmed it in time | WARN | `not_replicated` | `not_replicated` | `operation` |
+//! | ... a delivery fails and waits for redelivery | INFO | `delivery_failed` | | `operation`, `task`, `attempt`, `max_deliveries`, `error` |
+//! | ... a task is moved to the dead-letter stream | WARN | `dead_lettered` | `failed`, `max_deliveries`, `undecodable`, or a rejection's code | `operation`, `task`, `entry`, `deliveries`, `error` |
+//! | ... an entry is refused unrun (and dead-lettered) | WARN (once a second; the rest DEBUG) | `entry_rejected` | `unsigned`, `bad_signature`, `too_large`, `malformed` (the sentence in `detail`) | `entry` |
+//! | ... a delivery ended after another worker claimed its task (not acknowledged) | INFO | `superseded` | `claimed`, `not_pending` | `operation`, `task`, `attempt` |
+//! | ... a finished task could not be acknowledged | WARN | `ack_failed` | the store failure's kind | `operation`, `task` |
+//! | ... a dead-letter move or an error record Redis did not take (the task stays pending) | WARN | `dead_letter_failed`, `record_failed` | the store failure's kind | `operation`, `task` |
+//! | ... the errors key is not a hash | WARN | `errors_unwritable` | | `key` |
+//! | ... idle consumers were removed from the group | INFO | `consumers_removed` | | `count`, `kept`, `idle_ms` |
+//! | ... the task deadline was lowered to four fifths of the visibility timeout | WARN | `task_deadline_lowered` | | `task_deadline_ms`, `visibility_timeout_ms`, `lowered_to_ms` |
+//! | ... the server may evict keys (`maxmemory-policy` is not `noeviction`) | WARN | `eviction_possible` | | `policy` |
+//! | ... a queue was built without the policy settings its handler carries | WARN | `settings_not_applied` | | `operation`, `max_len`, `policy_max_len` |
 //! | ... a shutdown abandoned unfinished tasks (redelivered later) | WARN | `tasks_abandoned` | | `count` |
 //! | ... admits a call it could not check (fails open) | DEBUG | `limiter_failed_open` | `timeout`, `error` | |
 //!
@@ -111,7 +120,7 @@
 //! | `policy_fallbacks_total` | counter | `name` (the operation), `reason` (`failed`, `deadline_exceeded`, a refusal's kind) | answers | calls answered by their fallback |
 //! | `policy_stale_total` | counter | `name`, `reason` (as above) | answers | calls answered with a stale result |
 //! | `policy_polls_over_budget_total` | counter | `name` | polls | polls that computed longer than their budget |
-//! | `policy_queue_tasks_total` | counter | `name` (the queue), `event` (`enqueued`, `refused` with `reason` `full`, `unavailable`, `shed` or `encoding`; `completed`, `failed`, `redelivered`, `dead_lettered`) | tasks | a durable queue's tasks in this instance (feature `redis`): enqueued or refused here, and what its workers did with them |
+//! | `policy_queue_tasks_total` | counter | `name` (the queue), `event` (`enqueued`, `refused` with `reason` `full`, `unavailable`, `shed`, `encoding` or `too_large`; `not_replicated`; `completed`, `failed`, `redelivered`, `dead_lettered`, `rejected` with `reason` `unsigned`, `bad_signature`, `too_large` or `malformed`; `superseded`, `settle_failed`, `consumer_removed`) | tasks | a durable queue's tasks in this instance (feature `redis`): enqueued or refused here, and what its workers did with them (`rejected`: dead-lettered unrun; `superseded`: a delivery that ended after another worker claimed the task; `settle_failed`: an acknowledgement or dead-letter move Redis did not take) |
 //! | `policy_queue_length` | gauge | `name` | tasks | unfinished tasks in the queue's stream, fleet-wide, as last read (every second while a worker runs) |
 //! | `policy_queue_pending` | gauge | `name` | tasks | tasks delivered and not yet acknowledged, fleet-wide (per consumer in the snapshot, whose consumer names are not bounded enough for a label) |
 //! | `policy_queue_dead_letters` | gauge | `name` | tasks | dead letters kept in the queue's dead-letter stream |

@@ -457,7 +457,7 @@ pub struct QueueSpec {
     pub visibility_timeout: Option<Located<Duration>>,
     /// Deliveries after which an unfinished task goes to the dead-letter stream (at least 1).
     pub max_deliveries: Option<Located<u32>>,
-    /// The bound on one delivery's run (at most the visibility timeout).
+    /// The bound on one delivery's run (at most four fifths of the visibility timeout).
     pub task_deadline: Option<Located<Duration>>,
     /// Tasks one instance's worker runs at once (at least 1).
     pub concurrency: Option<Located<u32>>,
@@ -506,14 +506,16 @@ impl QueueSpec {
             .map_or(queue_defaults::MAX_DELIVERIES, |m| m.value)
     }
 
-    /// The task deadline in force: declared (or the runtime's default), at most the visibility
-    /// timeout, as the worker clamps it.
+    /// The task deadline in force: declared (or the runtime's default), at most four fifths of
+    /// the visibility timeout, as the worker lowers it.
     #[must_use]
     pub fn effective_task_deadline(&self) -> Duration {
         self.task_deadline
             .as_ref()
             .map_or(queue_defaults::TASK_DEADLINE, |t| t.value)
-            .min(self.effective_visibility_timeout())
+            .min(queue_defaults::task_deadline_bound(
+                self.effective_visibility_timeout(),
+            ))
     }
 
     /// The tasks one instance runs at once: declared, or the runtime's default.

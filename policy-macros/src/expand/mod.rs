@@ -694,7 +694,7 @@ mod tests {
             // sample sets both, and the stanza's every number must reach the expansion.
             Sample {
                 setting: "queue",
-                policy: "queue embeddings { max_len = 3; visibility_timeout = 7s; max_deliveries = 2; task_deadline = 6s; concurrency = 9 }\n\
+                policy: "queue embeddings { max_len = 3; visibility_timeout = 7s; max_deliveries = 2; task_deadline = 5s; concurrency = 9 }\n\
                          operation sample: background, idempotent { queue = embeddings }",
                 used: Expanded(
                     AttrKind::Background,
@@ -709,7 +709,7 @@ mod tests {
                         "::core::time::Duration::from_secs(7)",
                         "settings.max_deliveries = ::core::option::Option::Some(2u32);",
                         "settings.task_deadline = ::core::option::Option::Some(",
-                        "::core::time::Duration::from_secs(6)",
+                        "::core::time::Duration::from_secs(5)",
                         "settings.concurrency = ::core::option::Option::Some(9u32);",
                         ".with_settings(queue_settings())",
                     ],

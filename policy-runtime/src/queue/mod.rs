@@ -7,25 +7,38 @@
 //! and acknowledge a task only after it finished:
 //!
 //! - **Enqueue** ([`TaskQueue::enqueue`]): the task's arguments are encoded (serde, the
-//!   [encoding](#the-encoding) below) and added with `XADD ... MAXLEN ~ <bound>`, in one Lua
-//!   script that first compares the stream's length with the bound: a stream holding
-//!   [`max_len`](TaskQueueBuilder::max_len) tasks refuses the enqueue
-//!   ([`EnqueueError::Full`]), counted and logged, instead of letting `MAXLEN` trim a task
-//!   nobody ran. Shedding applies first: a queue that [yields to](TaskQueueBuilder::yield_to)
-//!   a busy compartment refuses background work at the background threshold, as the pool does.
-//!   During a Redis outage an enqueue is refused ([`EnqueueError::Unavailable`]) after at most
-//!   the store's timeout; nothing is buffered in the process.
+//!   [encoding](#the-encoding) below), signed when the store has a shared secret, and added
+//!   with `XADD ... MAXLEN ~ <bound>`, in one Lua script that first compares the stream's
+//!   length with the bound: a stream holding [`max_len`](TaskQueueBuilder::max_len) tasks
+//!   refuses the enqueue ([`EnqueueError::Full`]), counted and logged, instead of letting
+//!   `MAXLEN` trim a task nobody ran. Arguments past
+//!   [`max_task_bytes`](TaskQueueBuilder::max_task_bytes) are refused
+//!   ([`EnqueueError::TooLarge`]). Shedding applies first: a queue that
+//!   [yields to](TaskQueueBuilder::yield_to) a busy compartment refuses background work at
+//!   the background threshold, as the pool does. During a Redis outage an enqueue is refused
+//!   ([`EnqueueError::Unavailable`]) after at most the store's timeout; nothing is buffered
+//!   in the process.
 //! - **Work** ([`Worker`]): `XREADGROUP` hands each new task to one consumer (one per
-//!   instance); the worker runs it under the task deadline ([`WorkerBuilder::task_deadline`])
-//!   with at most [`concurrency`](WorkerBuilder::concurrency) tasks at once (the pool's
-//!   bound: per instance), and only after it finished sends `XACK` and `XDEL` in one
-//!   transaction. A task that failed stays pending with its error recorded; a task whose worker
-//!   died stays pending with no one working on it. Either is claimed again (`XAUTOCLAIM`) by
-//!   whichever worker looks first once it was idle for the
+//!   instance); the worker runs it under the task deadline ([`WorkerBuilder::task_deadline`],
+//!   at most four fifths of the visibility timeout) with at most
+//!   [`concurrency`](WorkerBuilder::concurrency) tasks at once (the pool's bound: per
+//!   instance), and only after it finished acknowledges and deletes it (`XACK`, `XDEL`). A
+//!   task that failed stays pending with its error recorded; a task whose worker died stays
+//!   pending with no one working on it. Either is claimed again (`XAUTOCLAIM`) by whichever
+//!   worker looks first once it was idle for the
 //!   [visibility timeout](WorkerBuilder::visibility_timeout), and after
 //!   [`max_deliveries`](WorkerBuilder::max_deliveries) deliveries it is moved to the
 //!   dead-letter stream with its last error, counted and logged, so one poison task cannot
 //!   stall the queue.
+//! - **Settling** a delivery (acknowledging it, recording its error, moving it to the dead
+//!   letters) is one script each, which first checks that the delivery still owns the task
+//!   (`XPENDING`: the same consumer, delivered as many times as when it was handed over). A
+//!   delivery that ends after another worker claimed its task (it outran the visibility
+//!   timeout, blocking a thread its deadline could not cut) neither acknowledges nor deletes
+//!   it: it is counted as `superseded` and the current owner settles the task. The dead
+//!   letter is written before the task is acknowledged, so a dead-letter stream Redis will
+//!   not write to (`WRONGTYPE`) changes nothing: the task stays pending, and the failure is
+//!   logged and counted (`settle_failed`).
 //! - **Shutdown** ([`Worker::shutdown`]): the worker stops taking tasks, gives the ones it runs
 //!   the drain timeout to finish, and abandons the rest unacknowledged: another worker claims
 //!   them after the visibility timeout. Nothing is lost, and an abandoned task may run twice.
@@ -34,6 +47,46 @@
 //! visibility timeout, runs again. The work must be idempotent (the attributes refuse to
 //! compile otherwise), and each task carries an id ([`TaskId`], read inside the work with
 //! [`current`]) for the work to deduplicate with.
+//!
+//! # What a writer to the Redis can do
+//!
+//! The [store's threat model](crate::redis_store#what-comes-from-redis-is-input-not-truth)
+//! holds for the queue: whoever can write to the Redis must not be able to run code, grow an
+//! instance, or lose a task without a trace. What a worker reads is input:
+//!
+//! - **Signed entries, with a shared secret.** With
+//!   [`RedisStoreBuilder::shared_secret`](crate::redis_store::RedisStoreBuilder::shared_secret)
+//!   every entry carries `sig`, an HMAC-SHA256 (the store's own signer, bound to its key
+//!   prefix) over the queue's name, the task's id, operation, arguments and enqueue time. A
+//!   worker dead-letters an unsigned entry (`reason` `unsigned`) or one whose signature does
+//!   not match (`bad_signature`: forged, changed, signed with another secret, or moved from
+//!   another queue) without running it, counts it ([`QueueSnapshot::rejected`]) and logs it
+//!   (`kind = "entry_rejected"`, at WARN once a second at most, the rest at DEBUG). Give every
+//!   instance the secret at once: an instance with it refuses what one without it enqueued,
+//!   and what a version of this crate before signing enqueued (drain the queue before the
+//!   upgrade, or enqueue its dead letters again after it).
+//!   A signature stops forgeries, not replays: a genuine entry copied back into the stream
+//!   runs again under its own id, as a redelivery would, which idempotent work absorbs.
+//! - **Without a secret, whoever can write to the Redis can run any handler with any
+//!   arguments**: `XADD <prefix>:queue:{<queue>} * v 1 id <32 hex> op refund_order args
+//!   '["victim",9999]' at 0` is a task like any other. Set a secret wherever the Redis is
+//!   reachable by anything but this service ([`QueueSnapshot::signed`] says which it is).
+//! - **Sizes are checked inside Redis.** The scripts that hand out tasks check every field
+//!   (256 bytes each, the arguments [`max_task_bytes`](TaskQueueBuilder::max_task_bytes), at
+//!   most 8 fields) before anything is sent: an entry past them comes back as its sizes only,
+//!   and is dead-lettered (`too_large`) with a kilobyte of its arguments as evidence. The
+//!   snapshot's figures come from a script too, which lists at most 64 consumers with names
+//!   cut to 128 bytes. A 100 MB entry costs an instance about 4 KB on the wire (the tests
+//!   measure it).
+//! - **Malformed entries** (a field the encoding does not have, a repeated one, not UTF-8, an
+//!   unknown version, an id or time that does not parse) are dead-lettered unrun
+//!   (`malformed`), counted and logged the same way.
+//! - **Logs carry fields, not sentences built from input**: the operation, the task, the
+//!   error are fields of constant messages, so an operation named `x\nINFO forged` cannot
+//!   forge a log line.
+//!
+//! A writer can still delete tasks, acknowledge them, or fill the server's memory: that is
+//! beyond what any client can prevent.
 //!
 //! # Why direct stream commands, not a job-queue crate
 //!
@@ -55,12 +108,15 @@
 //! |---|---|
 //! | `v` | `1`, the encoding's version; a worker dead-letters an entry of a version it does not know |
 //! | `id` | the task id: 32 lowercase hex digits (random, or given with [`TaskQueue::enqueue_with_id`]) |
-//! | `op` | the operation (the handler's name) |
-//! | `args` | the arguments as JSON (`serde_json`): for an attributed function, the tuple of its arguments |
+//! | `op` | the operation (the handler's name), at most 256 bytes |
+//! | `args` | the arguments as JSON (`serde_json`): for an attributed function, the tuple of its arguments; at most [`max_task_bytes`](TaskQueueBuilder::max_task_bytes) |
 //! | `at` | when it was enqueued, milliseconds since the Unix epoch, by the enqueuer's clock |
+//! | `sig` | with a shared secret only: the hex HMAC-SHA256 of `["policy-runtime queue entry v1", queue, id, op, args, at]` (a JSON array), bound to the store's prefix |
 //!
-//! A dead letter has the same fields and three more: `error` (the last delivery's error),
-//! `deliveries` and `entry` (its id in the task stream).
+//! A dead letter has the same fields (a rejected entry's arguments cut to a kilobyte) and four
+//! more: `error` (the last delivery's error, or why the entry was refused; at most 1 KiB),
+//! `reason` (`failed`, `max_deliveries`, `undecodable`, `unsigned`, `bad_signature`,
+//! `too_large`, `malformed`), `deliveries` and `entry` (its id in the task stream).
 //!
 //! # Keys
 //!
@@ -73,15 +129,44 @@
 //! | `policy:queue:{embeddings}:errors` | hash | each pending entry's last error |
 //!
 //! The consumer group is `workers`; each worker's consumer is the store's
-//! [instance id](crate::redis_store::RedisStore::instance).
+//! [instance id](crate::redis_store::RedisStore::instance). The scripts are in
+//! `policy-runtime/src/queue/lua/`.
 //!
-//! # Durability needs AOF
+//! # Durability
 //!
-//! What Redis acknowledged survives a restart of `redis-server` only if it persists it: run it
-//! with `appendonly yes` (and `appendfsync everysec`, losing at most about a second of writes on
-//! a crash of the machine, or `always`, losing none). Without persistence a restart empties the
-//! queue. The tests restart a server with `appendonly yes` mid-run and check that every
-//! acknowledged task still completes.
+//! What the queue keeps, and what it cannot:
+//!
+//! - **A restart keeps what was persisted.** Redis keeps what it acknowledged across a
+//!   restart of `redis-server` only with persistence: run it with `appendonly yes` (and
+//!   `appendfsync everysec`, losing at most about a second of writes on a crash of the
+//!   machine, or `always`, losing none). Without persistence a restart empties the queue. The
+//!   tests restart a server with `appendonly yes` mid-run and check that every acknowledged
+//!   task still completes.
+//! - **A failover loses what had not reached the replica.** Replication is asynchronous: an
+//!   enqueue returns once the primary has the task, and a primary that dies before its
+//!   replica copied it takes the task with it when the replica is promoted (as do the
+//!   acknowledgements it had not passed on: those tasks run again). For tasks that must
+//!   survive a failover, [`TaskQueueBuilder::wait_for_replicas`] makes every enqueue wait
+//!   (Redis `WAIT`, on a connection of its own) until so many replicas have it; fewer in
+//!   time is [`EnqueueError::NotReplicated`], the task in the stream but not yet safe: enqueue
+//!   it again under the same id. `WAIT` narrows the window, it does not make Redis
+//!   consistent: a replica that has the write may still not be the one promoted.
+//! - **Restoring an older snapshot (RDB) re-runs finished tasks.** Finished tasks are deleted
+//!   from the stream; a snapshot taken before they finished brings them back, with the
+//!   consumer group as it was then, and they are delivered again. Idempotent work absorbs
+//!   this; work that must not repeat keeps the ids it finished ([`TaskId`]) in its own
+//!   database and skips them.
+//! - **Redis must not evict.** Under memory pressure with any `maxmemory-policy` but
+//!   `noeviction`, Redis deletes keys, a stream of unfinished tasks among them, without a
+//!   word. A worker reads the policy when it starts (`INFO memory`) and warns once per queue
+//!   when it is not `noeviction` (`kind = "eviction_possible"`). With `noeviction` a full
+//!   server refuses the enqueue instead ([`EnqueueError::Unavailable`]), visibly.
+//! - **Stopped instances leave the group.** Each instance reads as a consumer of its own, so
+//!   a fleet that restarts often would leave consumers behind for ever. A worker removes the
+//!   consumers idle past a bound (an hour by default,
+//!   [`WorkerBuilder::remove_idle_consumers_after`]) that hold no pending task
+//!   (`XGROUP DELCONSUMER`); one that still holds tasks stays until another worker claimed
+//!   them.
 //!
 //! # Numbers from a `.policy` file
 //!
@@ -172,12 +257,18 @@ pub struct QueueSnapshot {
     pub length: u64,
     /// Tasks delivered and not yet acknowledged, fleet-wide.
     pub pending: u64,
-    /// Pending tasks per consumer (instance).
+    /// Pending tasks per consumer (instance): at most 64 consumers, each name cut to 128
+    /// bytes (the list is cut inside Redis).
     pub consumers: Vec<ConsumerPending>,
+    /// Consumers holding pending tasks, all of them (`consumers` lists at most 64).
+    pub consumers_total: u64,
     /// Age of the oldest unfinished task, by the Redis server's clock.
     pub oldest_age_ms: Option<u64>,
     /// Dead letters kept in the dead-letter stream, fleet-wide.
     pub dead_letters: u64,
+    /// Whether entries are signed and checked (the store has a shared secret). Without,
+    /// whoever can write to the Redis can have the workers run any handler.
+    pub signed: bool,
     /// Tasks this process enqueued.
     pub enqueued: u64,
     /// Enqueues refused because the stream was full.
@@ -186,14 +277,30 @@ pub struct QueueSnapshot {
     pub refused_unavailable: u64,
     /// Enqueues shed under pressure.
     pub refused_shed: u64,
+    /// Enqueues refused because their arguments (or operation name) were too large.
+    pub refused_too_large: u64,
+    /// Enqueues in the stream that fewer replicas than asked confirmed in time (counted in
+    /// `enqueued` too).
+    pub not_replicated: u64,
     /// Tasks this process's workers finished and acknowledged.
     pub completed: u64,
     /// Deliveries here that failed (left for redelivery or dead-lettered).
     pub failed: u64,
     /// Tasks this process claimed from a worker that had not finished them in time.
     pub redelivered: u64,
-    /// Tasks this process moved to the dead-letter stream.
+    /// Tasks this process moved to the dead-letter stream (`rejected` ones included).
     pub dead_lettered: u64,
+    /// Entries this process's workers dead-lettered without running them: unsigned or
+    /// wrongly signed (with a shared secret), past the size bounds, or malformed.
+    pub rejected: u64,
+    /// Deliveries here that ended after another worker had claimed their task: their
+    /// outcome was not recorded (the task's current owner settles it).
+    pub superseded: u64,
+    /// Acknowledgements, error records and dead-letter moves Redis did not take (each
+    /// logged; the task stays pending and is claimed again after the visibility timeout).
+    pub settle_failed: u64,
+    /// Idle consumers (stopped instances) this process's workers removed from the group.
+    pub consumers_removed: u64,
     /// Tasks abandoned unfinished at a shutdown (left for redelivery).
     pub abandoned: u64,
     /// Tasks running here now.

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis::streams::{StreamPendingReply, StreamRangeReply};
-use redis::{Script, Value};
+use redis::{RedisError, Script, Value};
 use serde::Serialize;
+use tokio::sync::OnceCell;
 
 use super::worker::WorkerBuilder;
 use super::{ConsumerPending, QueueSettings, QueueSnapshot, TaskId};
@@ -25,17 +25,63 @@ use policy_model::{WorkClass, queue_defaults};
 /// The consumer group every worker of a queue reads through.
 pub(super) const GROUP: &str = "workers";
 
-/// Length check and `XADD ... MAXLEN ~` in one step: a full stream refuses instead of
-/// trimming a task nobody ran.
-const ENQUEUE: &str = r"
-local len = redis.call('XLEN', KEYS[1])
-if len >= tonumber(ARGV[1]) then
-  return {0, len}
-end
-local entry = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*',
-  'v', '1', 'id', ARGV[2], 'op', ARGV[3], 'args', ARGV[4], 'at', ARGV[5])
-return {1, entry}
-";
+/// The bound on every field of an entry but its arguments (`v`, `id`, `op`, `at`, `sig`), in
+/// bytes: the operation's name included.
+pub(super) const MAX_FIELD_BYTES: usize = 256;
+/// The most fields an entry may have (the encoding has six).
+pub(super) const MAX_FIELDS: usize = 8;
+/// The bound on an error kept for a task (in the errors hash and its dead letter), in bytes.
+pub(super) const MAX_ERROR_BYTES: usize = 1024;
+/// How much of a rejected entry's arguments its dead letter keeps, in bytes.
+pub(super) const REJECTED_ARGS_KEPT: usize = 1024;
+/// The most consumers the snapshot lists, and the longest name it keeps of each (bytes).
+const MAX_CONSUMERS_LISTED: usize = 64;
+const MAX_CONSUMER_NAME_BYTES: usize = 128;
+
+/// What a signature covers, before the fields: separates a queue entry from anything else
+/// the store's secret signs.
+const SIGNED_AS: &str = "policy-runtime queue entry v1";
+
+/// A script of the queue: `entry.lua`'s checks, then its own body.
+macro_rules! script {
+    ($file:literal) => {
+        Script::new(concat!(
+            include_str!("lua/entry.lua"),
+            include_str!(concat!("lua/", $file))
+        ))
+    };
+}
+
+/// The queue's scripts, loaded once per queue.
+pub(super) struct Scripts {
+    pub(super) enqueue: Script,
+    pub(super) take: Script,
+    pub(super) ack: Script,
+    pub(super) record: Script,
+    pub(super) dead_letter: Script,
+    pub(super) figures: Script,
+    pub(super) consumers: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Self {
+            enqueue: script!("enqueue.lua"),
+            take: script!("take.lua"),
+            ack: script!("ack.lua"),
+            record: script!("record.lua"),
+            dead_letter: script!("dead_letter.lua"),
+            figures: script!("figures.lua"),
+            consumers: script!("consumers.lua"),
+        }
+    }
+}
+
+/// What an entry's signature covers: the queue, the task's id, operation, arguments and
+/// enqueue time, exactly as the stream holds them (an unambiguous JSON array).
+pub(super) fn signed_body(queue: &str, id: &str, operation: &str, args: &str, at: &str) -> Vec<u8> {
+    serde_json::to_vec(&(SIGNED_AS, queue, id, operation, args, at)).unwrap_or_default()
+}
 
 /// Why a task was not enqueued. Each is counted in the [`QueueSnapshot`] and logged.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -77,16 +123,52 @@ pub enum EnqueueError {
         /// What serde said.
         cause: String,
     },
+    /// The encoded arguments, or the operation's name, are longer than the queue takes
+    /// ([`TaskQueueBuilder::max_task_bytes`]; 256 bytes for the name): a worker would refuse
+    /// the entry unread.
+    #[error(
+        "queue `{queue}` refused the task: {what} of {bytes} bytes, above the bound of {bound}"
+    )]
+    TooLarge {
+        /// The queue.
+        queue: Arc<str>,
+        /// `arguments` or `an operation name`.
+        what: &'static str,
+        /// Their length.
+        bytes: usize,
+        /// The bound.
+        bound: usize,
+    },
+    /// The task is in the stream, but fewer replicas than asked confirmed it within the
+    /// timeout ([`TaskQueueBuilder::wait_for_replicas`]): a failover of the primary now could
+    /// lose it. It may run. Enqueue it again under the same id
+    /// ([`TaskQueue::enqueue_with_id`]) to be sure: its work deduplicates by id.
+    #[error(
+        "queue `{queue}` holds task {id}, but {acknowledged} of the {replicas} replicas asked for confirmed it in time: a failover could lose it; enqueue it again under the same id"
+    )]
+    NotReplicated {
+        /// The queue.
+        queue: Arc<str>,
+        /// The task, as enqueued.
+        id: TaskId,
+        /// Replicas asked for.
+        replicas: u32,
+        /// Replicas that confirmed it.
+        acknowledged: u64,
+    },
 }
 
 impl EnqueueError {
-    /// A short code for logs and metrics: `full`, `unavailable`, `shed` or `encoding`.
+    /// A short code for logs and metrics: `full`, `unavailable`, `shed`, `encoding`,
+    /// `too_large` or `not_replicated`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Full { .. } => "full",
             Self::Unavailable { .. } => "unavailable",
             Self::Shed { .. } => "shed",
             Self::Encoding { .. } => "encoding",
+            Self::TooLarge { .. } => "too_large",
+            Self::NotReplicated { .. } => "not_replicated",
         }
     }
 }
@@ -99,12 +181,17 @@ pub(super) struct Counters {
     pub(super) refused_unavailable: AtomicU64,
     pub(super) refused_shed: AtomicU64,
     pub(super) refused_encoding: AtomicU64,
+    pub(super) refused_too_large: AtomicU64,
+    pub(super) not_replicated: AtomicU64,
     pub(super) completed: AtomicU64,
     pub(super) failed: AtomicU64,
     pub(super) redelivered: AtomicU64,
     pub(super) dead_lettered: AtomicU64,
+    pub(super) rejected: AtomicU64,
+    pub(super) superseded: AtomicU64,
     pub(super) abandoned: AtomicU64,
-    pub(super) ack_failed: AtomicU64,
+    pub(super) settle_failed: AtomicU64,
+    pub(super) consumers_removed: AtomicU64,
     pub(super) running: AtomicU64,
 }
 
@@ -115,6 +202,7 @@ struct Figures {
     length: u64,
     pending: u64,
     consumers: Vec<ConsumerPending>,
+    consumers_total: u64,
     oldest_age_ms: Option<u64>,
     dead_letters: u64,
 }
@@ -126,6 +214,13 @@ pub(super) struct Inner {
     pub(super) errors_key: String,
     pub(super) max_len: u64,
     pub(super) dead_max_len: u64,
+    /// The bound on a task's encoded arguments, in bytes.
+    pub(super) max_task_bytes: usize,
+    /// Replicas every enqueue waits for, and for how long at most.
+    replicas: Option<(u32, Duration)>,
+    /// The connection replicated enqueues use (a `WAIT` blocks the connection it is sent on),
+    /// opened at the first.
+    replicated: OnceCell<Conn>,
     /// The numbers it was [configured](TaskQueue::configured) with, if it was: its workers
     /// start from them.
     pub(super) settings: Option<QueueSettings>,
@@ -133,12 +228,16 @@ pub(super) struct Inner {
     yield_to: Vec<Bulkhead>,
     pub(super) store: RedisStore,
     pub(super) conn: Conn,
-    script: Script,
+    pub(super) scripts: Scripts,
     pub(super) counters: Counters,
     pub(super) metrics: QueueMetrics,
     figures: Mutex<Figures>,
     /// Whether this outage's warning was given.
     warned: AtomicBool,
+    /// Whether the server's eviction policy was checked.
+    eviction_checked: AtomicBool,
+    /// When a rejected entry was last logged at WARN (a flood of them is logged at DEBUG).
+    pub(super) last_loud_rejection: Mutex<Option<std::time::Instant>>,
     /// Attributed calls' enqueues waiting for Redis, and their bound.
     detached: AtomicU32,
     max_detached: u32,
@@ -168,6 +267,8 @@ pub struct TaskQueueBuilder {
     settings: Option<QueueSettings>,
     max_len: u64,
     dead_max_len: u64,
+    max_task_bytes: usize,
+    replicas: Option<(u32, Duration)>,
     thresholds: Thresholds,
     yield_to: Vec<Bulkhead>,
     max_detached: u32,
@@ -195,6 +296,32 @@ impl TaskQueueBuilder {
     /// (`MAXLEN ~`), so a flood of poison tasks cannot fill Redis.
     pub fn dead_letters_kept(mut self, letters: u64) -> Self {
         self.dead_max_len = letters.max(1);
+        self
+    }
+
+    /// The bound on one task's encoded arguments, in bytes (default 1 MiB; at least 64). An
+    /// enqueue past it is refused ([`EnqueueError::TooLarge`]), and a worker dead-letters an
+    /// entry past it (or with any other field over 256 bytes) without reading it: the sizes
+    /// are checked inside Redis, so a huge entry never crosses the wire. Give every instance
+    /// of the fleet the same bound.
+    pub fn max_task_bytes(mut self, bytes: usize) -> Self {
+        self.max_task_bytes = bytes.max(64);
+        self
+    }
+
+    /// Makes every enqueue wait until `replicas` replicas confirmed the task (Redis `WAIT`),
+    /// for at most `timeout`: for tasks that must survive a failover of the primary. Fewer in
+    /// time is [`EnqueueError::NotReplicated`]: the task is in the stream and may run, but a
+    /// failover now could lose it. Off by default (an enqueue returns once the primary has
+    /// the task; see [Durability](super#durability)).
+    ///
+    /// The enqueues go through a connection of their own, since a `WAIT` holds up everything
+    /// behind it on its connection; each waits at most the store's timeout plus `timeout`. On
+    /// a cluster the `redis` crate sends the `WAIT` to every primary and takes the smallest
+    /// answer, so every primary needs `replicas` replicas; behind Sentinel the connection
+    /// follows failovers as the store's does.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replicas = (replicas > 0).then_some((replicas, timeout));
         self
     }
 
@@ -233,15 +360,20 @@ impl TaskQueueBuilder {
             name: self.name,
             max_len: self.max_len,
             dead_max_len: self.dead_max_len,
+            max_task_bytes: self.max_task_bytes,
+            replicas: self.replicas,
+            replicated: OnceCell::new(),
             settings: self.settings,
             thresholds: self.thresholds,
             yield_to: self.yield_to,
             conn: store.connection(),
             store: store.clone(),
-            script: Script::new(ENQUEUE),
+            scripts: Scripts::new(),
             counters: Counters::default(),
             figures: Mutex::default(),
             warned: AtomicBool::new(false),
+            eviction_checked: AtomicBool::new(false),
+            last_loud_rejection: Mutex::new(None),
             detached: AtomicU32::new(0),
             max_detached: self.max_detached,
         });
@@ -272,6 +404,8 @@ impl TaskQueue {
             settings: None,
             max_len: u64::from(queue_defaults::MAX_LEN),
             dead_max_len: 10_000,
+            max_task_bytes: 1 << 20,
+            replicas: None,
             thresholds: Thresholds::default(),
             yield_to: Vec::new(),
             max_detached: 1024,
@@ -337,18 +471,27 @@ impl TaskQueue {
     ) -> Result<TaskId, EnqueueError> {
         let result = self.try_enqueue(&id, operation, args).await;
         let c = &self.inner.counters;
+        let enqueued = || {
+            c.enqueued.fetch_add(1, Ordering::Relaxed);
+            self.inner.metrics.enqueued.increment();
+            self.inner.warned.store(false, Ordering::Release);
+        };
         match &result {
-            Ok(()) => {
-                c.enqueued.fetch_add(1, Ordering::Relaxed);
-                self.inner.metrics.enqueued.increment();
-                self.inner.warned.store(false, Ordering::Release);
+            Ok(()) => enqueued(),
+            Err(error @ EnqueueError::NotReplicated { .. }) => {
+                // In the stream all the same: enqueued, and counted as not confirmed.
+                enqueued();
+                c.not_replicated.fetch_add(1, Ordering::Relaxed);
+                self.inner.metrics.not_replicated.increment();
+                self.log_refusal(operation, error);
             }
             Err(error) => {
                 let counter = match error {
                     EnqueueError::Full { .. } => &c.refused_full,
                     EnqueueError::Unavailable { .. } => &c.refused_unavailable,
                     EnqueueError::Shed { .. } => &c.refused_shed,
-                    EnqueueError::Encoding { .. } => &c.refused_encoding,
+                    EnqueueError::TooLarge { .. } => &c.refused_too_large,
+                    _ => &c.refused_encoding,
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 self.inner.metrics.refused(error.code());
@@ -370,29 +513,90 @@ impl TaskQueue {
             queue: inner.name.clone(),
             cause: e.to_string(),
         })?;
-        let mut conn = inner.conn.clone();
+        let too_large = |what, bytes, bound| EnqueueError::TooLarge {
+            queue: inner.name.clone(),
+            what,
+            bytes,
+            bound,
+        };
+        if operation.len() > MAX_FIELD_BYTES {
+            return Err(too_large(
+                "an operation name",
+                operation.len(),
+                MAX_FIELD_BYTES,
+            ));
+        }
+        if encoded.len() > inner.max_task_bytes {
+            return Err(too_large("arguments", encoded.len(), inner.max_task_bytes));
+        }
+        let at = now_ms().to_string();
+        let sig = inner
+            .store
+            .sign(&signed_body(
+                &inner.name,
+                id.as_str(),
+                operation,
+                &encoded,
+                &at,
+            ))
+            .unwrap_or_default();
+        let unavailable = |e: RedisError| EnqueueError::Unavailable {
+            queue: inner.name.clone(),
+            cause: describe(&e),
+        };
+        let mut conn = match inner.replicas {
+            None => inner.conn.clone(),
+            Some((_, wait)) => inner
+                .replicated
+                .get_or_try_init(|| {
+                    inner
+                        .store
+                        .dedicated_connection(inner.store.timeout().saturating_add(wait))
+                })
+                .await
+                .map_err(unavailable)?
+                .clone(),
+        };
         let reply: (u8, Value) = inner
-            .script
+            .scripts
+            .enqueue
             .key(&inner.key)
             .arg(inner.max_len)
             .arg(id.as_str())
             .arg(operation)
             .arg(encoded)
-            .arg(now_ms())
+            .arg(at)
+            .arg(sig)
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| EnqueueError::Unavailable {
+            .map_err(unavailable)?;
+        if reply.0 != 1 {
+            return Err(EnqueueError::Full {
                 queue: inner.name.clone(),
-                cause: describe(&e),
-            })?;
-        match reply {
-            (1, _) => Ok(()),
-            (_, length) => Err(EnqueueError::Full {
-                queue: inner.name.clone(),
-                length: redis::from_redis_value(length).unwrap_or(inner.max_len),
+                length: redis::from_redis_value(reply.1).unwrap_or(inner.max_len),
                 max_len: inner.max_len,
-            }),
+            });
         }
+        let Some((replicas, wait)) = inner.replicas else {
+            return Ok(());
+        };
+        // On the connection that wrote the task: `WAIT` counts the replicas that have every
+        // write this connection made so far.
+        let acknowledged: u64 = redis::cmd("WAIT")
+            .arg(replicas)
+            .arg(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1))
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        if acknowledged < u64::from(replicas) {
+            return Err(EnqueueError::NotReplicated {
+                queue: inner.name.clone(),
+                id: id.clone(),
+                replicas,
+                acknowledged,
+            });
+        }
+        Ok(())
     }
 
     /// Sheds when a compartment the queue yields to is at or above the background threshold.
@@ -435,6 +639,9 @@ impl TaskQueue {
         // succeeds again.
         let quiet = matches!(error, EnqueueError::Unavailable { .. })
             && inner.warned.swap(true, Ordering::AcqRel);
+        // The operation is a field, never part of the message; the error's sentence names
+        // only the queue (this instance's own configuration) and numbers.
+        let detail = error.to_string();
         if quiet {
             tracing::debug!(
                 target: "policy",
@@ -443,7 +650,19 @@ impl TaskQueue {
                 name = &*inner.name,
                 operation,
                 reason = error.code(),
-                "{error}"
+                detail = detail.as_str(),
+                "a task was not enqueued"
+            );
+        } else if matches!(error, EnqueueError::NotReplicated { .. }) {
+            tracing::warn!(
+                target: "policy",
+                mechanism = "queue",
+                kind = "not_replicated",
+                name = &*inner.name,
+                operation,
+                reason = error.code(),
+                detail = detail.as_str(),
+                "a task was enqueued, but not confirmed by the replicas asked for: a failover could lose it"
             );
         } else {
             tracing::warn!(
@@ -453,7 +672,44 @@ impl TaskQueue {
                 name = &*inner.name,
                 operation,
                 reason = error.code(),
-                "{error}"
+                detail = detail.as_str(),
+                "a task was not enqueued"
+            );
+        }
+    }
+
+    /// Warns once per queue when the server may evict keys: under memory pressure Redis would
+    /// then delete a stream of unfinished tasks (or its dead letters) without a word. Asks
+    /// `INFO memory` (allowed where `CONFIG` is not); a server that does not say is left alone.
+    pub(super) async fn check_eviction(&self) {
+        let inner = &*self.inner;
+        if inner.eviction_checked.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut conn = inner.conn.clone();
+        let info: Result<String, _> = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut conn)
+            .await;
+        let Ok(info) = info else {
+            // Not answered: asked again at the next worker's start.
+            inner.eviction_checked.store(false, Ordering::Release);
+            return;
+        };
+        let policy = info.lines().find_map(|line| {
+            line.strip_prefix("maxmemory_policy:")
+                .map(|policy| policy.trim().to_owned())
+        });
+        if let Some(policy) = policy
+            && policy != "noeviction"
+        {
+            tracing::warn!(
+                target: "policy",
+                mechanism = "queue",
+                kind = "eviction_possible",
+                name = &*inner.name,
+                policy = policy.as_str(),
+                "the redis server may evict keys under memory pressure, the queue's tasks among them"
             );
         }
     }
@@ -464,58 +720,44 @@ impl TaskQueue {
     pub async fn refresh(&self) -> Result<(), EnqueueError> {
         let inner = &*self.inner;
         let mut conn = inner.conn.clone();
-        let unavailable = |e: redis::RedisError| EnqueueError::Unavailable {
-            queue: inner.name.clone(),
-            cause: describe(&e),
-        };
-        let (length, dead, first, time): (u64, u64, StreamRangeReply, (u64, u64)) = redis::pipe()
-            .cmd("XLEN")
-            .arg(&inner.key)
-            .cmd("XLEN")
-            .arg(&inner.dead_key)
-            .cmd("XRANGE")
-            .arg(&inner.key)
-            .arg("-")
-            .arg("+")
-            .arg("COUNT")
-            .arg(1)
-            .cmd("TIME")
-            .query_async(&mut conn)
-            .await
-            .map_err(unavailable)?;
-        // A stream without its group (never worked on, or emptied by a restart without
-        // persistence) has nothing pending.
-        let pending: StreamPendingReply = redis::cmd("XPENDING")
-            .arg(&inner.key)
-            .arg(GROUP)
-            .query_async(&mut conn)
-            .await
-            .unwrap_or_default();
-        let server_ms = time.0 * 1000 + time.1 / 1000;
-        let oldest_age_ms = first
-            .ids
-            .first()
-            .and_then(|entry| entry_ms(&entry.id))
-            .map(|ms| server_ms.saturating_sub(ms));
-        let (pending, consumers) = match pending {
-            StreamPendingReply::Data(data) => (
-                data.count as u64,
-                data.consumers
-                    .into_iter()
-                    .map(|c| ConsumerPending {
-                        consumer: c.name,
-                        pending: c.pending as u64,
-                    })
+        // One script: the consumer list is cut to its bound in Redis, and of the oldest entry
+        // only its id comes back.
+        type Reply = (u64, u64, String, u64, u64, u64, u64, Vec<(Vec<u8>, u64)>);
+        let (length, dead, oldest, secs, micros, pending, consumers_total, consumers): Reply =
+            inner
+                .scripts
+                .figures
+                .key(&inner.key)
+                .key(&inner.dead_key)
+                .arg(GROUP)
+                .arg(MAX_CONSUMERS_LISTED)
+                .arg(MAX_CONSUMER_NAME_BYTES)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| EnqueueError::Unavailable {
+                    queue: inner.name.clone(),
+                    cause: describe(&e),
+                })?;
+        let server_ms = secs * 1000 + micros / 1000;
+        let oldest_age_ms = entry_ms(&oldest).map(|ms| server_ms.saturating_sub(ms));
+        let consumers = consumers
+            .into_iter()
+            .map(|(name, pending)| ConsumerPending {
+                // A name is whatever a writer gave it: shown without control characters.
+                consumer: String::from_utf8_lossy(&name)
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
                     .collect(),
-            ),
-            _ => (0, Vec::new()),
-        };
+                pending,
+            })
+            .collect();
         inner.metrics.figures(length, pending, dead, oldest_age_ms);
         *crate::redis_store::lock(&inner.figures) = Figures {
             read: true,
             length,
             pending,
             consumers,
+            consumers_total,
             oldest_age_ms,
             dead_letters: dead,
         };
@@ -535,16 +777,24 @@ impl TaskQueue {
             length: f.length,
             pending: f.pending,
             consumers: f.consumers,
+            consumers_total: f.consumers_total,
             oldest_age_ms: f.oldest_age_ms,
             dead_letters: f.dead_letters,
+            signed: inner.store.is_signed(),
             enqueued: load(&c.enqueued),
             refused_full: load(&c.refused_full),
             refused_unavailable: load(&c.refused_unavailable),
             refused_shed: load(&c.refused_shed),
+            refused_too_large: load(&c.refused_too_large),
+            not_replicated: load(&c.not_replicated),
             completed: load(&c.completed),
             failed: load(&c.failed),
             redelivered: load(&c.redelivered),
             dead_lettered: load(&c.dead_lettered),
+            rejected: load(&c.rejected),
+            superseded: load(&c.superseded),
+            settle_failed: load(&c.settle_failed),
+            consumers_removed: load(&c.consumers_removed),
             abandoned: load(&c.abandoned),
             running: load(&c.running),
         }

@@ -203,18 +203,73 @@ impl Subscriber {
     }
 }
 
+/// Opens further connections to the same deployment, for commands that must not share the
+/// store's multiplexed connection: a `WAIT` blocks the connection it is sent on until the
+/// replicas answer, and everything queued behind it on that connection with it.
+#[derive(Clone)]
+pub(crate) enum Dialer {
+    Standalone(Box<redis::Client>),
+    Cluster(Box<ClusterClient>),
+    /// The same sentinels, through a connection of its own that follows failovers as the
+    /// store's does.
+    Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
+}
+
+impl fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Standalone(_) => "Dialer::Standalone",
+            Self::Cluster(_) => "Dialer::Cluster",
+            Self::Sentinel(_) => "Dialer::Sentinel",
+        })
+    }
+}
+
+impl Dialer {
+    /// A connection of its own (lazily connected where the `redis` crate allows), every call
+    /// on it bounded by `timeout`.
+    pub(crate) async fn dial(&self, timeout: Duration) -> Result<Conn, RedisError> {
+        let config = manager_config(timeout);
+        match self {
+            Self::Standalone(client) => Ok(Conn::Standalone(
+                ConnectionManager::new_lazy_with_config((**client).clone(), config)?,
+            )),
+            Self::Cluster(client) => Ok(Conn::Cluster(
+                client
+                    .get_async_connection_with_config(
+                        ClusterConfig::new()
+                            .set_connection_timeout(timeout)
+                            .set_response_timeout(timeout),
+                    )
+                    .await?,
+            )),
+            Self::Sentinel(sentinel) => Ok(Conn::Sentinel(SentinelConn(Arc::new(SentinelInner {
+                sentinel: sentinel.clone(),
+                current: RwLock::new(None),
+                generation: AtomicU64::new(0),
+                stale: AtomicBool::new(true),
+                config,
+            })))),
+        }
+    }
+}
+
 /// Connects (lazily: nothing here waits for a server). `on_push` receives a cluster's pushed
 /// messages.
 pub(super) fn open(
     target: Target,
     timeout: Duration,
     on_push: PushHandler,
-) -> Result<(Conn, Subscriber), RedisError> {
+) -> Result<(Conn, Subscriber, Dialer), RedisError> {
     let config = manager_config(timeout);
     match target {
         Target::Standalone(client) => {
             let conn = ConnectionManager::new_lazy_with_config((*client).clone(), config)?;
-            Ok((Conn::Standalone(conn), Subscriber::Standalone(client)))
+            Ok((
+                Conn::Standalone(conn),
+                Subscriber::Standalone(client.clone()),
+                Dialer::Standalone(client),
+            ))
         }
         Target::Cluster(builder) => {
             let client: ClusterClient = (*builder)
@@ -237,11 +292,16 @@ pub(super) fn open(
                     .set_response_timeout(timeout)
                     .set_push_sender(push),
             );
-            Ok((Conn::Cluster(conn.clone()), Subscriber::Cluster(conn)))
+            Ok((
+                Conn::Cluster(conn.clone()),
+                Subscriber::Cluster(conn),
+                Dialer::Cluster(Box::new(client)),
+            ))
         }
         Target::Sentinel(builder) => {
+            let client = Arc::new(tokio::sync::Mutex::new(builder.build()?));
             let sentinel = SentinelConn(Arc::new(SentinelInner {
-                sentinel: tokio::sync::Mutex::new(builder.build()?),
+                sentinel: client.clone(),
                 current: RwLock::new(None),
                 generation: AtomicU64::new(0),
                 stale: AtomicBool::new(true),
@@ -250,6 +310,7 @@ pub(super) fn open(
             Ok((
                 Conn::Sentinel(sentinel.clone()),
                 Subscriber::Sentinel(sentinel),
+                Dialer::Sentinel(client),
             ))
         }
     }
@@ -305,7 +366,8 @@ impl ConnectionLike for Conn {
 pub(crate) struct SentinelConn(Arc<SentinelInner>);
 
 struct SentinelInner {
-    sentinel: tokio::sync::Mutex<SentinelClient>,
+    /// Shared with the connections a [`Dialer`] opens.
+    sentinel: Arc<tokio::sync::Mutex<SentinelClient>>,
     /// The connection to the primary named last, and its generation.
     current: RwLock<Option<(u64, ConnectionManager)>>,
     generation: AtomicU64,

@@ -588,7 +588,7 @@ impl RedisStoreBuilder {
                 }
             })
         };
-        let (conn, subscriber) =
+        let (conn, subscriber, dialer) =
             connection::open(target, self.timeout, on_push).map_err(|_| StoreError::InvalidUrl)?;
         let (commands, receiver) = mpsc::channel(self.queue);
         let (shutdown, shutdown_rx) = watch::channel(());
@@ -624,7 +624,11 @@ impl RedisStoreBuilder {
             self.resync_every,
         )
         .await;
-        Ok(RedisStore { shared, conn })
+        Ok(RedisStore {
+            shared,
+            conn,
+            dialer,
+        })
     }
 }
 
@@ -655,6 +659,7 @@ pub enum StoreError {
 pub struct RedisStore {
     shared: Arc<Shared>,
     conn: Conn,
+    dialer: connection::Dialer,
 }
 
 impl fmt::Debug for RedisStore {
@@ -706,6 +711,38 @@ impl RedisStore {
     /// A clone of the store's connection (clones share it).
     pub(crate) fn connection(&self) -> Conn {
         self.conn.clone()
+    }
+
+    /// A connection of its own to the same deployment, every call on it bounded by `timeout`
+    /// (the durable queue's `WAIT`, which blocks the connection it is sent on).
+    pub(crate) async fn dedicated_connection(&self, timeout: Duration) -> Result<Conn, RedisError> {
+        self.dialer.dial(timeout).await
+    }
+
+    /// The store's bound on every Redis call.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.shared.timeout
+    }
+
+    /// The hex HMAC-SHA256 of `body` with the store's shared secret (bound to its prefix), when
+    /// it has one: the durable queue signs its entries with it.
+    pub(crate) fn sign(&self, body: &[u8]) -> Option<String> {
+        self.shared.breakers.codec().sign(body)
+    }
+
+    /// Whether `sig` signs `body` with the store's shared secret: always without one; else the
+    /// reason it does not (`unsigned`, `bad_signature`).
+    pub(crate) fn verify(&self, body: &[u8], sig: Option<&str>) -> Result<(), &'static str> {
+        self.shared
+            .breakers
+            .codec()
+            .verify(body, sig)
+            .map_err(message::Rejection::as_str)
+    }
+
+    /// Whether the store has a shared secret (signs what it writes, checks what it reads).
+    pub(crate) fn is_signed(&self) -> bool {
+        self.shared.breakers.signed()
     }
 
     /// Whether the last Redis call succeeded.
