@@ -34,10 +34,7 @@ fn load_against(
     err: &mut dyn Write,
 ) -> Result<(Overridden, Vec<PathBuf>), Exit> {
     let read = |paths: &[PathBuf], err: &mut dyn Write| {
-        let files = files::expand(paths).map_err(|(path, error)| {
-            let _ = writeln!(err, "{}", files::io_error(&path, &error));
-            Exit::Usage
-        })?;
+        let files = files::expand(paths, err)?;
         let mut read = Vec::new();
         for file in &files {
             match PolicyFile::read(file) {
@@ -60,10 +57,7 @@ pub(crate) fn load(
     paths: &[PathBuf],
     err: &mut dyn Write,
 ) -> Result<(PolicySet, Vec<PathBuf>), Exit> {
-    let files = files::expand(paths).map_err(|(path, error)| {
-        let _ = writeln!(err, "{}", files::io_error(&path, &error));
-        Exit::Usage
-    })?;
+    let files = files::expand(paths, err)?;
     let mut set = PolicySet::new();
     for file in &files {
         if let Err(error) = set.load_file(file) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use policy_lang::explain::{Explanation, explain_all};
 use serde_json::json;
 
-use crate::{Exit, Format, check};
+use crate::{Exit, Format, check, render};
 
 /// Arguments of `policy explain`.
 #[derive(Debug, clap::Args)]
@@ -47,12 +47,20 @@ const ATTRIBUTES_OVERRIDE: &str = "\nnote: these are the files' values. A functi
 
 /// Runs `policy explain`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let (set, _) =
+    let (set, files) =
         match check::load_valid(std::slice::from_ref(&args.file), "policy explain: ", err) {
             Ok(loaded) => loaded,
             Err(exit) => return exit,
         };
     let mut explanations = explain_all(set.spec());
+    if explanations.is_empty() && args.operation.is_none() {
+        // Nothing to explain is said, not printed as nothing.
+        let _ = writeln!(
+            err,
+            "policy explain: no operations in {}",
+            render::plural(files.len(), "file")
+        );
+    }
     if let Some(wanted) = &args.operation {
         explanations.retain(|explanation| &explanation.operation == wanted);
         if explanations.is_empty() {

@@ -20,12 +20,9 @@ pub struct Args {
 
 /// Runs `policy fmt`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let paths = match files::expand(&args.files) {
+    let paths = match files::expand(&args.files, err) {
         Ok(paths) => paths,
-        Err((path, error)) => {
-            let _ = writeln!(err, "{}", files::io_error(&path, &error));
-            return Exit::Usage;
-        }
+        Err(exit) => return exit,
     };
     let mut exit = Exit::Clean;
     for path in &paths {
