@@ -20,6 +20,26 @@
 //! [`audits`] runs the asset audit of every `assets` stanza; [`check`] puts them in that order,
 //! and its [`Outcome`] writes the ratchet's numbers back ([`Outcome::write_ratchet`]) and
 //! reports.
+//!
+//! ```
+//! use policy_delivery::gate::{self, Verdict};
+//! use policy_lang::PolicySet;
+//!
+//! let root = std::env::temp_dir().join(format!("policy-gate-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(root.join("dist"))?;
+//! std::fs::write(root.join("dist/app.js"), "console.log(1)\n".repeat(100))?;
+//! let mut policy = PolicySet::new();
+//! policy.add_source(
+//!     "project.policy",
+//!     br#"ceilings web { files "dist/*.js" at most 1kb measured 1kb headroom 10% }"#,
+//! );
+//! let outcome = gate::check(&policy, &root, false);
+//! assert_eq!(outcome.verdict(), Verdict::Fail);
+//! assert_eq!(outcome.problems()[0].code(), "policy::gate::over-ceiling");
+//! assert!(outcome.summary().starts_with("policy gate: 1 ceiling, 1 over"));
+//! # std::fs::remove_dir_all(&root)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::collections::HashMap;
 use std::io::{self, Write};

@@ -9,6 +9,21 @@
 //! quoted value may run over several lines, as a pasted key does), `#` comments on their own line
 //! or after an unquoted value, and blank lines. Escapes inside quotes are left as written: the
 //! locality probe only reads host names, which never hold one.
+//!
+//! ```
+//! use policy_delivery::locality::LocalityMap;
+//! use policy_delivery::locality::env_file::EnvFile;
+//!
+//! let path = std::env::temp_dir().join(format!("policy-env-doc-{}.env", std::process::id()));
+//! std::fs::write(&path, "VERCEL_REGION=fra1\nexport DATABASE_URL='postgres://u:p@h.eu-central-1.aws.neon.tech/db'\nnot a line\n")?;
+//! let file = EnvFile::read(&path)?;
+//! assert_eq!(file.skipped(), [3]);
+//! assert!(file.is_set("VERCEL_REGION"));
+//! let map = LocalityMap::from_vars(file.vars());
+//! assert_eq!(map.service("DATABASE_URL").and_then(|s| s.region()).map(|r| r.to_string()).as_deref(), Some("eu-central-1"));
+//! # std::fs::remove_file(&path)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::io;
 use std::ops::Range;

@@ -7,6 +7,26 @@
 //! (`policy::cross-region-hop`), a hop whose variable locates nothing is an error
 //! (`policy::hop-not-located`), and a blocking hop whose relation cannot be derived is a warning
 //! (`policy::unknown-region`): `region: null` is an answer, and the warning says why.
+//!
+//! ```
+//! use policy_delivery::locality::env_file::EnvFile;
+//! use policy_delivery::locality::hops::{Environment, assess, hops_table, judge};
+//! use policy_lang::PolicySet;
+//!
+//! let mut policy = PolicySet::new();
+//! policy.add_source("service.policy", b"locality { database = blocking env DATABASE_URL }\n");
+//! let path = std::env::temp_dir().join(format!("policy-hops-doc-{}.env", std::process::id()));
+//! std::fs::write(&path, "VERCEL=1\nVERCEL_REGION=iad1\nDATABASE_URL=postgres://u:p@ep-x.eu-central-1.aws.neon.tech/db\n")?;
+//! let environment = Environment::File(EnvFile::read(&path)?);
+//! let map = environment.map();
+//! let hops = &policy.spec().locality.as_ref().unwrap().hops;
+//! let assessed: Vec<_> = hops.iter().map(|hop| assess(&map, &environment, hop)).collect();
+//! assert!(hops_table(&assessed).contains("crosses regions  us-east-1 → eu-central-1"));
+//! let found = judge(&assessed[0]).unwrap();
+//! assert_eq!(found.code(), "policy::cross-region-hop");
+//! # std::fs::remove_file(&path)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use policy_lang::{Diagnostic, HopSpec, Kind};
 use serde_json::{Value, json};
