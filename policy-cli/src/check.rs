@@ -12,7 +12,8 @@ use crate::{Exit, Format, files, render};
 /// Arguments of `policy check`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Policy files, or directories whose `*.policy` files are read. All of them form one
+    /// Policy files, directories whose `*.policy` files are read, or a crate's folder (its
+    /// `policies/`, or the `dir` of `[package.metadata.policy]`). All of them form one
     /// policy, as the attribute macros see it.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,

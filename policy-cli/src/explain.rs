@@ -12,7 +12,8 @@ use crate::{Exit, Format, check, render};
 /// Arguments of `policy explain`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A policy file, or a directory whose `*.policy` files form the policy.
+    /// A policy file, a directory whose `*.policy` files form the policy, or a crate's folder
+    /// (its `policies/`, or the `dir` of `[package.metadata.policy]`).
     pub file: PathBuf,
     /// Only this operation.
     pub operation: Option<String>,

@@ -10,7 +10,8 @@ use crate::{Exit, files, render};
 /// Arguments of `policy fmt`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Policy files, or directories whose `*.policy` files are formatted.
+    /// Policy files, directories whose `*.policy` files are formatted, or a crate's folder
+    /// (its `policies/`, or the `dir` of `[package.metadata.policy]`).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Change nothing; list the files that are not formatted and exit 1 if there are any.

@@ -15,7 +15,8 @@ use crate::{Exit, Format, check, render};
 /// Arguments of `policy gate`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Policy files, or directories whose `*.policy` files are read.
+    /// Policy files, directories whose `*.policy` files are read, or a crate's folder (its
+    /// `policies/`, or the `dir` of `[package.metadata.policy]`).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Lower each ceiling toward `measured × (1 + headroom)` where the measurement allows it
