@@ -12,7 +12,8 @@ use crate::{Exit, Format, files, render};
 /// Arguments of `policy check`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Policy files, or directories whose `*.policy` files are read. All of them form one
+    /// Policy files, directories whose `*.policy` files are read, or a crate's folder (its
+    /// `policies/`, or the `dir` of `[package.metadata.policy]`). All of them form one
     /// policy, as the attribute macros see it.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
@@ -34,10 +35,7 @@ fn load_against(
     err: &mut dyn Write,
 ) -> Result<(Overridden, Vec<PathBuf>), Exit> {
     let read = |paths: &[PathBuf], err: &mut dyn Write| {
-        let files = files::expand(paths).map_err(|(path, error)| {
-            let _ = writeln!(err, "{}", files::io_error(&path, &error));
-            Exit::Usage
-        })?;
+        let files = files::expand(paths, err)?;
         let mut read = Vec::new();
         for file in &files {
             match PolicyFile::read(file) {
@@ -60,10 +58,7 @@ pub(crate) fn load(
     paths: &[PathBuf],
     err: &mut dyn Write,
 ) -> Result<(PolicySet, Vec<PathBuf>), Exit> {
-    let files = files::expand(paths).map_err(|(path, error)| {
-        let _ = writeln!(err, "{}", files::io_error(&path, &error));
-        Exit::Usage
-    })?;
+    let files = files::expand(paths, err)?;
     let mut set = PolicySet::new();
     for file in &files {
         if let Err(error) = set.load_file(file) {

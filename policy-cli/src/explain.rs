@@ -7,12 +7,13 @@ use std::time::Duration;
 use policy_lang::explain::{Explanation, explain_all};
 use serde_json::json;
 
-use crate::{Exit, Format, check};
+use crate::{Exit, Format, check, render};
 
 /// Arguments of `policy explain`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A policy file, or a directory whose `*.policy` files form the policy.
+    /// A policy file, a directory whose `*.policy` files form the policy, or a crate's folder
+    /// (its `policies/`, or the `dir` of `[package.metadata.policy]`).
     pub file: PathBuf,
     /// Only this operation.
     pub operation: Option<String>,
@@ -47,12 +48,20 @@ const ATTRIBUTES_OVERRIDE: &str = "\nnote: these are the files' values. A functi
 
 /// Runs `policy explain`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let (set, _) =
+    let (set, files) =
         match check::load_valid(std::slice::from_ref(&args.file), "policy explain: ", err) {
             Ok(loaded) => loaded,
             Err(exit) => return exit,
         };
     let mut explanations = explain_all(set.spec());
+    if explanations.is_empty() && args.operation.is_none() {
+        // Nothing to explain is said, not printed as nothing.
+        let _ = writeln!(
+            err,
+            "policy explain: no operations in {}",
+            render::plural(files.len(), "file")
+        );
+    }
     if let Some(wanted) = &args.operation {
         explanations.retain(|explanation| &explanation.operation == wanted);
         if explanations.is_empty() {

@@ -1,31 +1,19 @@
-//! Turning command-line paths into policy files.
+//! Turning command-line paths into policy files (`policy_lang::files`), and the messages for
+//! paths that yield none or cannot be read.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-/// Each path as given, except directories, which stand for their `*.policy` files (sorted;
-/// entries that are not regular files, such as a named pipe or an editor's dangling lock link,
-/// are left out without being opened).
-pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, io::Error)> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found = Vec::new();
-            let entries = std::fs::read_dir(path).map_err(|error| (path.clone(), error))?;
-            for entry in entries {
-                let entry = entry.map_err(|error| (path.clone(), error))?;
-                let file = entry.path();
-                if file.extension().is_some_and(|ext| ext == "policy") && file.is_file() {
-                    found.push(file);
-                }
-            }
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(path.clone());
-        }
-    }
-    Ok(files)
+use crate::{Exit, render};
+
+/// The files `paths` name (a crate's folder stands for its policy directory, any other
+/// directory for its `*.policy` files); a path that yields none, or cannot be read, is reported
+/// on `err` with where it was looked for, and is a usage error.
+pub(crate) fn expand(paths: &[PathBuf], err: &mut dyn Write) -> Result<Vec<PathBuf>, Exit> {
+    policy_lang::files::expand(paths).map_err(|error| {
+        let _ = writeln!(err, "{}", render::error_with_help(&error, &error.help()));
+        Exit::Usage
+    })
 }
 
 /// The message for a file that cannot be read.

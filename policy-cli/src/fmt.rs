@@ -10,7 +10,8 @@ use crate::{Exit, files, render};
 /// Arguments of `policy fmt`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Policy files, or directories whose `*.policy` files are formatted.
+    /// Policy files, directories whose `*.policy` files are formatted, or a crate's folder
+    /// (its `policies/`, or the `dir` of `[package.metadata.policy]`).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Change nothing; list the files that are not formatted and exit 1 if there are any.
@@ -20,12 +21,9 @@ pub struct Args {
 
 /// Runs `policy fmt`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let paths = match files::expand(&args.files) {
+    let paths = match files::expand(&args.files, err) {
         Ok(paths) => paths,
-        Err((path, error)) => {
-            let _ = writeln!(err, "{}", files::io_error(&path, &error));
-            return Exit::Usage;
-        }
+        Err(exit) => return exit,
     };
     let mut exit = Exit::Clean;
     for path in &paths {

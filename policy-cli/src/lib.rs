@@ -1,5 +1,7 @@
-//! The logic of the `policy` command, so that it can be tested: each subcommand (`check`,
-//! `explain`, `fmt`, `assets`, `locality`, `gate`) is a module and a variant of [`Command`].
+//! The `policy` command, a thin front: each subcommand (`check`, `explain`, `fmt`, `assets`,
+//! `locality`, `gate`) is a module and a variant of [`Command`] that reads its arguments, calls
+//! the library that does the work (`policy-lang` for the language, `policy-delivery` for the
+//! asset audit, the gate and the locality probe) and prints what it says.
 //!
 //! Exit codes: 0 clean (warnings allowed), 1 problems found, 2 usage or I/O error.
 
@@ -10,7 +12,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod assets;
 pub mod check;
-mod env_file;
 pub mod explain;
 mod files;
 pub mod fmt;

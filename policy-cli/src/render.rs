@@ -45,7 +45,7 @@ pub(crate) fn human_all(
     }
 }
 
-/// [`human`] for any miette diagnostic (the asset audit's findings).
+/// [`human`] for any miette diagnostic (the asset audit's findings, the gate's problems).
 pub(crate) fn human_of(diagnostic: &dyn miette::Diagnostic) -> String {
     struct Show<'a>(&'a MietteHandler, &'a dyn miette::Diagnostic);
     impl fmt::Display for Show<'_> {
@@ -55,6 +55,15 @@ pub(crate) fn human_of(diagnostic: &dyn miette::Diagnostic) -> String {
     }
     let handler = MietteHandlerOpts::new().build();
     Show(&handler, diagnostic).to_string()
+}
+
+/// `error: MESSAGE`, and `  help: HELP` on the next line unless `help` is empty.
+pub(crate) fn error_with_help(error: &dyn fmt::Display, help: &str) -> String {
+    if help.is_empty() {
+        format!("error: {error}")
+    } else {
+        format!("error: {error}\n  help: {help}")
+    }
 }
 
 /// "1 file", "2 files".

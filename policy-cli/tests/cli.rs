@@ -340,3 +340,139 @@ fn check_against_a_compiled_policy_refuses_an_unsafe_override_at_its_location() 
     assert!(err.contains("did you mean `search`?"), "{err}");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A scratch crate folder: a `Cargo.toml` with `metadata` appended, and nothing else.
+fn crate_folder(name: &str, metadata: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("policy-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!("[package]\nname = \"shop\"\nversion = \"0.1.0\"\n{metadata}"),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_crate_folder_stands_for_its_policies() {
+    // The demo's crate folder, not its `policies/`: the files the macros read there.
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo");
+    let check = policy(&["check", path(&demo)]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    assert!(stderr(&check).contains("in 1 file ("), "{}", stderr(&check));
+    let explain = policy(&["explain", path(&demo), "save_document"]);
+    assert_eq!(explain.status.code(), Some(0), "{}", stderr(&explain));
+    assert!(
+        stdout(&explain).contains("save_document"),
+        "{}",
+        stdout(&explain)
+    );
+
+    // `[package.metadata.policy] dir` names another directory: that one is read.
+    let dir = crate_folder(
+        "metadata-dir",
+        "[package.metadata.policy]\ndir = \"config\"\n",
+    );
+    std::fs::create_dir_all(dir.join("config")).unwrap();
+    std::fs::write(
+        dir.join("config/shop.policy"),
+        "operation checkout: critical { deadline = 2s }\n",
+    )
+    .unwrap();
+    let output = policy(&["check", path(&dir)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("in 1 file (1 operation)"),
+        "{}",
+        stderr(&output)
+    );
+    let explain = policy(&["explain", path(&dir)]);
+    assert_eq!(explain.status.code(), Some(0), "{}", stderr(&explain));
+    assert!(
+        stdout(&explain).contains("checkout"),
+        "{}",
+        stdout(&explain)
+    );
+}
+
+#[test]
+fn a_crate_folder_without_policies_fails_and_says_where_it_looked() {
+    let dir = crate_folder("no-policies", "");
+    let looked = dir.join("policies");
+    for command in ["check", "explain", "fmt"] {
+        let output = policy(&[command, path(&dir)]);
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        let err = stderr(&output);
+        assert!(
+            err.contains(&format!(
+                "error: no `.policy` files for the crate at `{}`: looked in `{}` (the crate's `policies/`), which does not exist",
+                dir.display(),
+                looked.display()
+            )),
+            "{command}: {err}"
+        );
+        assert!(
+            err.contains("help: put the crate's `.policy` files in"),
+            "{command}: {err}"
+        );
+        assert!(stdout(&output).is_empty(), "{command}");
+    }
+
+    // An empty `policies/`, and a metadata `dir` that holds nothing: each said as it is.
+    std::fs::create_dir_all(&looked).unwrap();
+    let empty = stderr(&policy(&["check", path(&dir)]));
+    assert!(
+        empty.contains("(the crate's `policies/`), which holds none"),
+        "{empty}"
+    );
+    let dir = crate_folder(
+        "empty-metadata-dir",
+        "[package.metadata.policy]\ndir = \"conf\"\n",
+    );
+    let output = policy(&["check", path(&dir)]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!(
+            "looked in `{}` (the `dir` of `[package.metadata.policy]` in its `Cargo.toml`), which does not exist",
+            dir.join("conf").display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_directory_without_policy_files_fails() {
+    let dir = std::env::temp_dir().join(format!("policy-cli-{}-no-files", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a policy\n").unwrap();
+    for command in ["check", "explain", "fmt"] {
+        let output = policy(&[command, path(&dir)]);
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        let err = stderr(&output);
+        assert!(
+            err.contains(&format!("error: no `.policy` files in `{}`", dir.display())),
+            "{command}: {err}"
+        );
+        assert!(!err.contains("0 errors"), "{command}: {err}");
+    }
+    // With a file beside it, the empty directory still fails the run: a path that yields
+    // nothing is a mistake whatever else is named.
+    let output = policy(&["check", path(&corpus("good/example.policy")), path(&dir)]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn explain_says_when_the_policy_has_no_operations() {
+    let file = temp_copy(&corpus("good/gate.policy"), "explain-none");
+    let output = policy(&["explain", path(&file)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).is_empty());
+    assert!(
+        stderr(&output).contains("policy explain: no operations in 1 file"),
+        "{}",
+        stderr(&output)
+    );
+}

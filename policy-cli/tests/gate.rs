@@ -721,8 +721,9 @@ fn bad_input_is_a_clear_diagnostic_not_a_panic() {
 #[test]
 fn the_gate_runs_the_asset_audit_of_every_assets_stanza() {
     let dir = scratch("assets");
-    copy_dir(&fixtures().join("assets/clean"), &dir.join("clean"));
-    copy_dir(&fixtures().join("assets/site"), &dir.join("site"));
+    let assets = fixtures().join("../../../policy-delivery/tests/fixtures/assets");
+    copy_dir(&assets.join("clean"), &dir.join("clean"));
+    copy_dir(&assets.join("site"), &dir.join("site"));
     let clean = write(
         &dir.join("clean.policy"),
         "assets web { dir = \"clean\" }\n",

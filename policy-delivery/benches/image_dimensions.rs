@@ -43,8 +43,7 @@ fn page() -> &'static str {
 
 /// Real images: the asset audit's fixtures.
 fn manifest() -> ImageManifest {
-    let images =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy-cli/tests/fixtures/assets/site/img");
+    let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/assets/site/img");
     ImageManifest::scan(&images, "/static/img").expect("the fixture images")
 }
 

@@ -20,7 +20,7 @@ use policy_testkit::http::{ChannelBody, Server, client, get as fetch};
 
 /// Real PNG, JPEG, WebP and AVIF files: the asset audit's fixtures.
 fn images() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy-cli/tests/fixtures/assets/site/img")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/assets/site/img")
 }
 
 fn manifest() -> ImageManifest {

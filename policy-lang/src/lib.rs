@@ -195,6 +195,8 @@ extern crate alloc;
 mod ast;
 pub mod diagnostic;
 pub mod explain;
+#[cfg(feature = "files")]
+pub mod files;
 pub mod fmt;
 mod lower;
 pub mod overrides;

@@ -36,23 +36,20 @@ pub fn did_you_mean<'a>(
     }
 }
 
-/// Levenshtein distance over characters; inputs are short names, and long ones are cut off so
-/// that a huge identifier cannot make this quadratic in the file size.
+/// The edit distance (Levenshtein, over characters, from `strsim`); inputs are short names, and
+/// long ones are cut to their first 64 characters so that a huge identifier cannot make this
+/// quadratic in the file size.
 fn distance(a: &str, b: &str) -> usize {
+    strsim::levenshtein(cut(a), cut(b))
+}
+
+/// The first 64 characters of `s`.
+fn cut(s: &str) -> &str {
     const MAX: usize = 64;
-    let a: Vec<char> = a.chars().take(MAX).collect();
-    let b: Vec<char> = b.chars().take(MAX).collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        current[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b.len()]
+    s.char_indices()
+        .nth(MAX)
+        .and_then(|(at, _)| s.get(..at))
+        .unwrap_or(s)
 }
 
 #[cfg(test)]
@@ -74,5 +71,16 @@ mod tests {
             did_you_mean("zzz", ["a1", "b1"], "settings", ""),
             "settings are `a1`, `b1`"
         );
+    }
+
+    #[test]
+    fn long_names_are_compared_on_their_first_64_characters() {
+        let known = format!("{}{}", "a".repeat(64), "tail");
+        let typed = format!("{}{}", "a".repeat(64), "completely different");
+        assert_eq!(distance(&typed, &known), 0);
+        assert_eq!(closest(&typed, [known.as_str()]), Some(known.as_str()));
+        // Multi-byte characters are cut on a character boundary, not a byte.
+        assert_eq!(distance(&"é".repeat(70), &"é".repeat(64)), 0);
+        assert_eq!(distance("kitten", "sitting"), 3);
     }
 }

@@ -1,11 +1,9 @@
 //! The crate's `.policy` files, read at compile time.
 //!
-//! Where they are, in order:
-//! 1. `[package.metadata.policy] dir = "..."` in the crate's `Cargo.toml`, relative to it;
-//! 2. the nearest `policies/` directory at or above the annotated source file, up to the first
-//!    directory that holds a `Cargo.toml` (so `src/lib.rs` finds `policies/` beside
-//!    `Cargo.toml`, and a test file can keep its own `policies/` next to it);
-//! 3. `policies/` beside `Cargo.toml` (`CARGO_MANIFEST_DIR`).
+//! Where they are is `policy_lang::files`'s to say ([`locate`]: `[package.metadata.policy] dir`,
+//! else the nearest `policies/` at or above the annotated source file, else `policies/` beside
+//! `Cargo.toml`), shared with the `policy` command, which looks there when it is given a
+//! crate's folder.
 //!
 //! No directory means no files: attributes then carry everything inline. Each file read is
 //! handed back so the expansion can `include_bytes!` it ([`track`]) and Cargo rebuilds when it
@@ -83,88 +81,7 @@ fn cache() -> &'static Mutex<HashMap<PathBuf, (Fingerprint, Loaded)>> {
     CACHE.get_or_init(Mutex::default)
 }
 
-fn metadata_dir(manifest_dir: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(manifest_dir.join("Cargo.toml")).ok()?;
-    let table: toml::Table = text.parse().ok()?;
-    let dir = table
-        .get("package")?
-        .get("metadata")?
-        .get("policy")?
-        .get("dir")?
-        .as_str()?;
-    Some(manifest_dir.join(dir))
-}
-
-/// How functions bind to the `.policy` operations: by their own name (the default) or only
-/// through `#[policy::operation("...")]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Binding {
-    /// A function binds to the operation of its own name, or to the one it names.
-    ByName,
-    /// `[package.metadata.policy] bind = "explicit"`: a function binds only to the operation
-    /// `#[policy::operation("...")]` names; its own name binds nothing.
-    Explicit,
-}
-
-/// The crate's choice of [`Binding`], from `[package.metadata.policy] bind` in its
-/// `Cargo.toml`; an unknown value is an error naming the file and the accepted values.
-pub(crate) fn binding(manifest_dir: Option<&Path>) -> Result<Binding, String> {
-    let Some(manifest_dir) = manifest_dir else {
-        return Ok(Binding::ByName);
-    };
-    let manifest = manifest_dir.join("Cargo.toml");
-    let Some(table) = std::fs::read_to_string(&manifest)
-        .ok()
-        .and_then(|text| text.parse::<toml::Table>().ok())
-    else {
-        return Ok(Binding::ByName);
-    };
-    let bind = table
-        .get("package")
-        .and_then(|p| p.get("metadata"))
-        .and_then(|m| m.get("policy"))
-        .and_then(|p| p.get("bind"));
-    match bind {
-        None => Ok(Binding::ByName),
-        Some(toml::Value::String(s)) if s == "by-name" => Ok(Binding::ByName),
-        Some(toml::Value::String(s)) if s == "explicit" => Ok(Binding::Explicit),
-        Some(other) => Err(format!(
-            "`[package.metadata.policy] bind = {}` in `{}` is not a way to bind [policy::unknown-binding]\nhelp: write `bind = \"explicit\"` (a function binds only to the operation `#[policy::operation(\"...\")]` names) or `bind = \"by-name\"` (the default: also to the operation of its own name)",
-            match other {
-                toml::Value::String(s) => format!("{s:?}"),
-                _ => other.type_str().to_owned(),
-            },
-            manifest.display()
-        )),
-    }
-}
-
-/// The directory the policies of this expansion live in, if any.
-pub(crate) fn locate(manifest_dir: Option<&Path>, source_file: Option<&Path>) -> Option<PathBuf> {
-    if let Some(dir) = manifest_dir.and_then(metadata_dir) {
-        return Some(dir);
-    }
-    if let Some(file) = source_file {
-        let file = match (file.is_relative(), manifest_dir) {
-            (true, Some(manifest)) => manifest.join(file),
-            _ => file.to_path_buf(),
-        };
-        let mut dir = file.parent();
-        while let Some(current) = dir {
-            let candidate = current.join("policies");
-            if candidate.is_dir() {
-                return Some(candidate);
-            }
-            if current.join("Cargo.toml").is_file() {
-                break;
-            }
-            dir = current.parent();
-        }
-    }
-    manifest_dir
-        .map(|m| m.join("policies"))
-        .filter(|p| p.is_dir())
-}
+pub(crate) use policy_lang::files::{Binding, binding, locate};
 
 fn fingerprint(dir: &Path) -> std::io::Result<Fingerprint> {
     let mut entries = Vec::new();
@@ -212,40 +129,6 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "test code")]
 
     use super::*;
-
-    #[test]
-    fn the_binding_comes_from_the_manifests_metadata() {
-        let dir = std::env::temp_dir().join(format!("policy-macros-bind-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let manifest = |metadata: &str| {
-            std::fs::write(
-                dir.join("Cargo.toml"),
-                format!("[package]\nname = \"shop\"\n{metadata}"),
-            )
-            .unwrap();
-            binding(Some(&dir))
-        };
-        assert_eq!(manifest(""), Ok(Binding::ByName));
-        assert_eq!(
-            manifest("[package.metadata.policy]\ndir = \"p\"\n"),
-            Ok(Binding::ByName)
-        );
-        assert_eq!(
-            manifest("[package.metadata.policy]\nbind = \"explicit\"\n"),
-            Ok(Binding::Explicit)
-        );
-        assert_eq!(
-            manifest("[package.metadata.policy]\nbind = \"by-name\"\n"),
-            Ok(Binding::ByName)
-        );
-        let wrong = manifest("[package.metadata.policy]\nbind = \"explicitly\"\n").unwrap_err();
-        assert!(wrong.contains("bind = \"explicitly\""), "{wrong}");
-        assert!(wrong.contains("Cargo.toml"), "{wrong}");
-        assert!(wrong.contains("[policy::unknown-binding]"), "{wrong}");
-        assert!(wrong.contains("write `bind = \"explicit\"`"), "{wrong}");
-        assert_eq!(binding(None), Ok(Binding::ByName));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn every_load_of_a_broken_file_reports_its_error() {

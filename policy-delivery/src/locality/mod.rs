@@ -59,6 +59,9 @@ use serde::Serialize;
 
 mod compute;
 mod connection;
+pub mod env_file;
+#[cfg(feature = "hops")]
+pub mod hops;
 mod provider;
 mod region;
 mod service;

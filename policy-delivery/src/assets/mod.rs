@@ -87,8 +87,8 @@
 //!
 //! ## Agreement with Lighthouse
 //!
-//! <!-- agreement: computed by policy-cli/tests/lighthouse.rs -->
-//! Measured on the 9 pages of `policy-cli/tests/fixtures/lighthouse` against Lighthouse 12.8 (mobile, headless Chromium), by `tests/lighthouse.rs`:
+//! <!-- agreement: computed by policy-delivery/tests/lighthouse.rs -->
+//! Measured on the 9 pages of `policy-delivery/tests/fixtures/lighthouse` against Lighthouse 12.8 (mobile, headless Chromium), by `tests/lighthouse.rs`:
 //!
 //! | rule | Lighthouse audit | agree | ours only | Lighthouse only | false positives |
 //! |---|---|---|---|---|---|
@@ -115,7 +115,7 @@
 //! use std::path::Path;
 //! use policy_lang::AssetsSpec;
 //!
-//! let report = policy_cli::assets::audit(Path::new("web/dist"), &AssetsSpec::default())?;
+//! let report = policy_delivery::assets::audit(Path::new("web/dist"), &AssetsSpec::default())?;
 //! for finding in &report.findings {
 //!     eprintln!("{}", report.render_plain(finding));
 //! }
@@ -123,12 +123,9 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use policy_lang::{AssetsSpec, PolicySet};
-
-use crate::{Exit, Format, check, render};
 
 mod audit;
 mod html;
@@ -139,156 +136,122 @@ mod style;
 pub use audit::{ASPECT_RATIO_TOLERANCE_PX, MODERN_FORMAT_MIN_BYTES, audit};
 pub use report::{Finding, PageAssets, Renderable, Report, Rule};
 
-/// Arguments of `policy assets`.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// The built folder to audit; by default the `dir` of the policy's `assets` stanza,
-    /// relative to its policy file.
-    pub folder: Option<PathBuf>,
-    /// Policy files, or directories of them, holding the `assets` stanza; without one the
-    /// defaults apply.
-    #[arg(long = "policy", value_name = "FILE")]
-    pub policies: Vec<PathBuf>,
-    /// Which `assets` stanza, when the policy has several.
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    pub format: Format,
+/// The folder an `assets` stanza's `dir` names, relative to the policy file of `set` that
+/// declares it (as written, for a stanza from no file); `None` without a `dir`.
+#[must_use]
+pub fn stanza_folder(set: &PolicySet, stanza: &AssetsSpec) -> Option<PathBuf> {
+    let dir = stanza.dir.as_ref()?;
+    let base = stanza
+        .loc
+        .source()
+        .and_then(|source| set.sources().get(source))
+        .and_then(|file| Path::new(file.name()).parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    Some(base.join(&dir.value))
 }
 
-/// The stanza to audit against and the folder its `dir` names, if any.
-fn choose(
+/// The `assets` stanza an audit is judged against, chosen by [`choose`].
+#[derive(Debug, Clone)]
+pub struct Chosen {
+    /// The stanza, or the defaults when the policy has none.
+    pub spec: AssetsSpec,
+    /// The folder its `dir` names ([`stanza_folder`]), if any.
+    pub folder: Option<PathBuf>,
+    /// Whether `spec` is the defaults because the policy has no `assets` stanza.
+    pub defaults: bool,
+}
+
+/// Why no `assets` stanza could be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChooseError {
+    /// The name asked for is not a stanza of the policy.
+    #[error("no `assets {name}` stanza")]
+    UnknownName {
+        /// The name asked for.
+        name: String,
+        /// A "did you mean", or the list of stanzas.
+        help: String,
+    },
+    /// Several stanzas, no name asked for, and none has the folder as its `dir`.
+    #[error(
+        "the policy has {count} `assets` stanzas ({names}) and none has this folder as its `dir`"
+    )]
+    Ambiguous {
+        /// How many stanzas.
+        count: usize,
+        /// Their names, in backticks.
+        names: String,
+    },
+}
+
+impl ChooseError {
+    /// The fix.
+    #[must_use]
+    pub fn help(&self) -> &str {
+        match self {
+            ChooseError::UnknownName { help, .. } => help,
+            ChooseError::Ambiguous { .. } => "choose one with `--name NAME`",
+        }
+    }
+}
+
+/// The stanza of `set` to audit against: the one called `name`; else the only one; else the
+/// one whose `dir` is `folder`; the defaults when the policy has none.
+pub fn choose(
     set: &PolicySet,
-    args: &Args,
-    err: &mut dyn Write,
-) -> Result<(AssetsSpec, Option<PathBuf>), Exit> {
+    name: Option<&str>,
+    folder: Option<&Path>,
+) -> Result<Chosen, ChooseError> {
     let stanzas = &set.spec().assets;
-    let dir_of = |stanza: &AssetsSpec| -> Option<PathBuf> {
-        let dir = stanza.dir.as_ref()?;
-        let file = set.sources().get(stanza.loc.source()?)?;
-        let base = Path::new(file.name()).parent().unwrap_or(Path::new(""));
-        Some(base.join(&dir.value))
+    let chosen = |stanza: &AssetsSpec| Chosen {
+        spec: stanza.clone(),
+        folder: stanza_folder(set, stanza),
+        defaults: false,
     };
-    let chosen = if let Some(name) = &args.name {
-        match stanzas.get(name) {
-            Some(stanza) => stanza,
-            None => {
-                let help = policy_lang::suggest::did_you_mean(
+    let defaults = Chosen {
+        spec: AssetsSpec::default(),
+        folder: None,
+        defaults: true,
+    };
+    if let Some(name) = name {
+        return match stanzas.get(name) {
+            Some(stanza) => Ok(chosen(stanza)),
+            None => Err(ChooseError::UnknownName {
+                name: name.to_owned(),
+                help: policy_lang::suggest::did_you_mean(
                     name,
                     stanzas.names(),
                     "the `assets` stanzas",
                     "the policy has no `assets` stanza",
-                );
-                let _ = writeln!(err, "error: no `assets {name}` stanza\n  help: {help}");
-                return Err(Exit::Usage);
-            }
-        }
-    } else {
-        match stanzas.len() {
-            0 => {
-                if !args.policies.is_empty() {
-                    let _ = writeln!(
-                        err,
-                        "note: the policy has no `assets` stanza: auditing with the defaults"
-                    );
-                }
-                return Ok((AssetsSpec::default(), None));
-            }
-            1 => match stanzas.iter().next() {
-                Some(stanza) => stanza,
-                None => return Ok((AssetsSpec::default(), None)),
-            },
-            _ => {
-                let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-                    (Ok(a), Ok(b)) => a == b,
-                    _ => false,
-                };
-                let by_folder = args.folder.as_ref().and_then(|folder| {
-                    stanzas
-                        .iter()
-                        .find(|stanza| dir_of(stanza).is_some_and(|dir| same(&dir, folder)))
-                });
-                match by_folder {
-                    Some(stanza) => stanza,
-                    None => {
-                        let names: Vec<String> =
-                            stanzas.names().map(|name| format!("`{name}`")).collect();
-                        let _ = writeln!(
-                            err,
-                            "error: the policy has {} `assets` stanzas ({}) and none has this folder as its `dir`\n  help: choose one with `--name NAME`",
-                            stanzas.len(),
-                            names.join(", ")
-                        );
-                        return Err(Exit::Usage);
-                    }
-                }
-            }
-        }
-    };
-    Ok((chosen.clone(), dir_of(chosen)))
-}
-
-/// Runs `policy assets`.
-pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let set = if args.policies.is_empty() {
-        PolicySet::new()
-    } else {
-        let (set, _) =
-            match check::load_valid(&args.policies, "policy assets: the policy has ", err) {
-                Ok(loaded) => loaded,
-                Err(exit) => return exit,
+                ),
+            }),
+        };
+    }
+    match stanzas.len() {
+        0 => Ok(defaults),
+        1 => Ok(stanzas.iter().next().map_or(defaults, chosen)),
+        _ => {
+            let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
             };
-        set
-    };
-    let (spec, stanza_dir) = match choose(&set, args, err) {
-        Ok(chosen) => chosen,
-        Err(exit) => return exit,
-    };
-    let Some(folder) = args.folder.clone().or(stanza_dir) else {
-        let _ = writeln!(
-            err,
-            "error: no folder to audit\n  help: name it, `policy assets web/dist`, or set `dir = \"web/dist\"` in the `assets` stanza"
-        );
-        return Exit::Usage;
-    };
-    let report = match audit(&folder, &spec) {
-        Ok(report) => report,
-        Err(error) => {
-            let _ = writeln!(err, "{}", crate::files::io_error(&folder, &error));
-            return Exit::Usage;
-        }
-    };
-    if report.documents == 0 {
-        let _ = writeln!(
-            err,
-            "error: no `.html` documents under `{}`\n  help: audit the built output (the folder the server serves), not the sources",
-            folder.display()
-        );
-        return Exit::Usage;
-    }
-    match args.format {
-        Format::Human => {
-            for finding in &report.findings {
-                let _ = writeln!(err, "{}", render::human_of(&report.renderable(finding)));
+            let by_folder = folder.and_then(|folder| {
+                stanzas
+                    .iter()
+                    .find(|stanza| stanza_folder(set, stanza).is_some_and(|dir| same(&dir, folder)))
+            });
+            match by_folder {
+                Some(stanza) => Ok(chosen(stanza)),
+                None => {
+                    let names: Vec<String> =
+                        stanzas.names().map(|name| format!("`{name}`")).collect();
+                    Err(ChooseError::Ambiguous {
+                        count: stanzas.len(),
+                        names: names.join(", "),
+                    })
+                }
             }
-            let _ = writeln!(
-                err,
-                "policy assets: {} in {} ({}, {}) under `{}`",
-                render::plural(report.findings.len(), "finding"),
-                render::plural(report.documents, "document"),
-                render::plural(report.images, "image"),
-                render::plural(report.fonts, "font"),
-                folder.display()
-            );
         }
-        Format::Json => {
-            let _ = writeln!(out, "{:#}", report.to_json());
-        }
-    }
-    if report.is_clean() {
-        Exit::Clean
-    } else {
-        Exit::Problems
     }
 }

@@ -4,7 +4,7 @@
 //! every style sheet, the cascade, the layout estimate and every rule). Lighthouse, which users
 //! run for the same findings, takes 15 to 70 s for one of these pages in headless Chromium.
 //!
-//! `cargo bench -p policy-cli --bench assets`
+//! `cargo bench -p policy-delivery --features audit --bench assets`
 #![allow(
     clippy::expect_used,
     reason = "a benchmark that cannot build its site cannot measure"
@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use policy_cli::assets::audit;
+use policy_delivery::assets::audit;
 use policy_lang::AssetsSpec;
 
 const PAGES: usize = 40;

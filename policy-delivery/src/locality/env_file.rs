@@ -1,4 +1,5 @@
-//! Reading an environment file (`--env-file`): `NAME=VALUE` lines, as in a `.env` file.
+//! Reading an environment file (`policy locality --env-file`): `NAME=VALUE` lines, as in a
+//! `.env` file, for [`LocalityMap::from_vars`](super::LocalityMap::from_vars).
 //!
 //! The text holds credentials, so it is kept in a [`SecretString`] (zeroized when dropped, and
 //! redacted if ever debug-printed), values are borrowed from it rather than copied, and nothing
@@ -8,6 +9,21 @@
 //! quoted value may run over several lines, as a pasted key does), `#` comments on their own line
 //! or after an unquoted value, and blank lines. Escapes inside quotes are left as written: the
 //! locality probe only reads host names, which never hold one.
+//!
+//! ```
+//! use policy_delivery::locality::LocalityMap;
+//! use policy_delivery::locality::env_file::EnvFile;
+//!
+//! let path = std::env::temp_dir().join(format!("policy-env-doc-{}.env", std::process::id()));
+//! std::fs::write(&path, "VERCEL_REGION=fra1\nexport DATABASE_URL='postgres://u:p@h.eu-central-1.aws.neon.tech/db'\nnot a line\n")?;
+//! let file = EnvFile::read(&path)?;
+//! assert_eq!(file.skipped(), [3]);
+//! assert!(file.is_set("VERCEL_REGION"));
+//! let map = LocalityMap::from_vars(file.vars());
+//! assert_eq!(map.service("DATABASE_URL").and_then(|s| s.region()).map(|r| r.to_string()).as_deref(), Some("eu-central-1"));
+//! # std::fs::remove_file(&path)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::io;
 use std::ops::Range;
@@ -17,7 +33,7 @@ use secrecy::{ExposeSecret as _, SecretString};
 
 /// The variables of an environment file.
 #[derive(Debug)]
-pub(crate) struct EnvFile {
+pub struct EnvFile {
     text: SecretString,
     /// Where each name and its value are in `text`, in file order.
     entries: Vec<(Range<usize>, Range<usize>)>,
@@ -27,7 +43,7 @@ pub(crate) struct EnvFile {
 
 impl EnvFile {
     /// Reads and splits the file. The error is the I/O error alone, which never holds the text.
-    pub(crate) fn read(path: &Path) -> io::Result<Self> {
+    pub fn read(path: &Path) -> io::Result<Self> {
         let text = SecretString::from(std::fs::read_to_string(path)?);
         let (entries, skipped) = split(text.expose_secret());
         Ok(EnvFile {
@@ -39,7 +55,7 @@ impl EnvFile {
 
     /// Every `(name, value)` pair, in file order (a name given twice appears twice; the last
     /// one counts).
-    pub(crate) fn vars(&self) -> impl Iterator<Item = (&str, &str)> {
+    pub fn vars(&self) -> impl Iterator<Item = (&str, &str)> {
         let text = self.text.expose_secret();
         self.entries.iter().map(move |(name, value)| {
             (
@@ -50,12 +66,12 @@ impl EnvFile {
     }
 
     /// Whether the file sets `name` (to anything, even nothing).
-    pub(crate) fn is_set(&self, name: &str) -> bool {
+    pub fn is_set(&self, name: &str) -> bool {
         self.vars().any(|(set, _)| set == name)
     }
 
     /// The lines that were skipped, by number.
-    pub(crate) fn skipped(&self) -> &[usize] {
+    pub fn skipped(&self) -> &[usize] {
         &self.skipped
     }
 }

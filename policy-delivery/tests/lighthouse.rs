@@ -12,6 +12,7 @@
 //! images we say a page downloads are not the ones Chromium downloaded, and when the agreement
 //! table in the README and the module docs is not the one computed here (`UPDATE_AGREEMENT=1`
 //! rewrites them).
+#![cfg(feature = "audit")]
 #![expect(
     clippy::unwrap_used,
     clippy::panic,
@@ -21,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use policy_cli::assets::{Report, Rule, audit};
+use policy_delivery::assets::{Report, Rule, audit};
 use policy_lang::AssetsSpec;
 use serde_json::Value;
 
@@ -240,7 +241,7 @@ fn table_markdown(
 ) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "Measured on the {pages} pages of `policy-cli/tests/fixtures/lighthouse` against Lighthouse 12.8 (mobile, headless Chromium), by `tests/lighthouse.rs`:\n\n"
+        "Measured on the {pages} pages of `policy-delivery/tests/fixtures/lighthouse` against Lighthouse 12.8 (mobile, headless Chromium), by `tests/lighthouse.rs`:\n\n"
     ));
     out.push_str(
         "| rule | Lighthouse audit | agree | ours only | Lighthouse only | false positives |\n",
@@ -283,7 +284,7 @@ fn table_markdown(
     out
 }
 
-const BEGIN: &str = "<!-- agreement: computed by policy-cli/tests/lighthouse.rs -->\n";
+const BEGIN: &str = "<!-- agreement: computed by policy-delivery/tests/lighthouse.rs -->\n";
 const END: &str = "<!-- end of agreement -->";
 
 /// Checks (or, with `UPDATE_AGREEMENT=1`, writes) the table between the markers of `file`.

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use policy_delivery::html::dimension;
+use crate::html::dimension;
 use policy_lang::SourceId;
 
 use super::layout::Shown;

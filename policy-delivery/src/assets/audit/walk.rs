@@ -1,11 +1,11 @@
 //! Finding the documents of a folder, resolving the references they make as a browser would
-//! (with `policy_delivery::site`, as the image-dimensions layer does), and reading what a
+//! (with [`crate::site`], as the image-dimensions layer does), and reading what a
 //! referenced file is.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use policy_delivery::site::Reference;
+use crate::site::Reference;
 
 use crate::assets::media::{self, MediaType, jpeg};
 
@@ -61,7 +61,7 @@ pub(crate) enum Target {
 /// Resolves `url`, written in a file in folder-relative directory `dir`, as a browser would for
 /// a site served from the folder: `/x` from the folder, `x` from `dir`; query strings and
 /// fragments dropped; `%20` decoded. `None` for what is not a file of the folder: empty,
-/// `data:`, other schemes, `//host`. The reading is `policy_delivery::site`'s, which the
+/// `data:`, other schemes, `//host`. The reading is [`crate::site`]'s, which the
 /// image-dimensions layer shares.
 pub(crate) fn resolve(dir: &Path, url: &str) -> Option<Target> {
     let reference = Reference::parse(url)?;

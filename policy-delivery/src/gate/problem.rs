@@ -29,7 +29,7 @@ use policy_lang::diagnostic::Renderable;
 use policy_lang::{Label, Loc, Sources};
 use serde_json::{Value, json};
 
-use crate::{Exit, render};
+use super::Verdict;
 
 /// The rule a gate problem comes from.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
@@ -299,27 +299,29 @@ impl Problem {
         )
     }
 
-    /// How the gate ends because of it: a ceiling passed or a quarantine broken is 1, a measurement
-    /// that could not be made is 2, a warning is 0.
+    /// How the gate ends because of it: a ceiling passed or a quarantine broken fails it, a
+    /// measurement that could not be made leaves it unmeasured, a warning passes.
     #[must_use]
-    pub fn exit(&self) -> Exit {
+    pub fn verdict(&self) -> Verdict {
         match self.error {
-            _ if self.is_warning() => Exit::Clean,
+            _ if self.is_warning() => Verdict::Pass,
             GateError::OverCeiling { .. }
             | GateError::QuarantineBroken { .. }
             | GateError::QuarantinedFeatureOn { .. }
-            | GateError::NotInOnly { .. } => Exit::Problems,
-            _ => Exit::Usage,
+            | GateError::NotInOnly { .. } => Verdict::Fail,
+            _ => Verdict::Unmeasured,
         }
     }
 
-    /// miette's graphical report with the policy snippet, for a terminal.
-    pub(crate) fn human(&self, sources: &Sources) -> String {
-        render::human_of(&Renderable::new(&self.error, &self.labels, sources))
+    /// The rule with its labels drawn on the policy text, for a miette report handler.
+    #[must_use]
+    pub fn renderable<'a>(&'a self, sources: &'a Sources) -> Renderable<'a> {
+        Renderable::new(&self.error, &self.labels, sources)
     }
 
     /// The problem as JSON, in the shape `policy check` uses.
-    pub(crate) fn json(&self, sources: &Sources) -> Value {
+    #[must_use]
+    pub fn json(&self, sources: &Sources) -> Value {
         let primary = self
             .labels
             .first()
