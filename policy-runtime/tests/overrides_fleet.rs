@@ -79,7 +79,7 @@ impl Instance {
             .instance(id)
             .timeout(Duration::from_secs(2))
             .resync_every(Duration::from_secs(60))
-            .shared_secret("fleet secret")
+            .shared_secret("the fleet secret, 32 bytes or more")
             .connect(&server.url())
             .await
             .unwrap();

@@ -60,6 +60,9 @@ async fn time_until_refusing(breaker: &Breaker, limit: Duration) -> Option<Durat
 
 const SHARED: Sharing = Sharing::Openings { quorum: 1 };
 
+/// The fleet's shared secret in these tests: 32 bytes or more, as the store requires.
+const FLEET_SECRET: &str = "fleet-s3cret-0123456789abcdef-0123";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 // How fast an opening travels is a speed target, measured in `benches/redis.rs` (BENCHMARKS.md);
 // this test pins that it arrives, within a bound generous enough for a loaded CI machine.
@@ -553,13 +556,13 @@ async fn with_a_shared_secret_only_fresh_messages_of_the_fleet_are_taken() {
         }
     };
     let (a, b, c) = (
-        signed("fleet-s3cret").await,
-        signed("fleet-s3cret").await,
-        signed("another-secret").await,
+        signed(FLEET_SECRET).await,
+        signed(FLEET_SECRET).await,
+        signed("another-secret-of-32-bytes-or-more").await,
     );
     for printed in [
         format!("{a:?}"),
-        format!("{:?}", RedisStore::builder().shared_secret("fleet-s3cret")),
+        format!("{:?}", RedisStore::builder().shared_secret(FLEET_SECRET)),
     ] {
         assert!(!printed.contains("s3cret"), "{printed}");
     }
@@ -1085,4 +1088,93 @@ async fn store_and_limiter_events_carry_their_mechanism_and_a_reason_code() {
             lines[0]
         );
     }
+}
+
+// ---- Issue 39: a writer to Redis cannot turn the protection against the service ----
+
+#[tokio::test]
+async fn a_short_or_empty_shared_secret_is_refused_with_the_fix() {
+    // Refused before anything is connected: the port is never tried.
+    for secret in ["", "s3cret", &"x".repeat(31)] {
+        let error = RedisStore::builder()
+            .shared_secret(secret)
+            .connect("redis://127.0.0.1:1/")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            StoreError::WeakSecret {
+                bytes: secret.len()
+            }
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("fewer than the 32") && text.contains("openssl rand -hex 32"),
+            "{text}"
+        );
+        if !secret.is_empty() {
+            assert!(
+                !text.contains(secret),
+                "the error repeats the secret: {text}"
+            );
+        }
+    }
+    // 32 bytes is enough.
+    assert!(
+        RedisStore::builder()
+            .shared_secret("x".repeat(32))
+            .timeout(Duration::from_millis(50))
+            .connect("redis://127.0.0.1:1/")
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn the_store_says_at_connect_whether_it_signs_and_warns_once_when_it_does_not() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let (logs, _guard) = common::capture();
+    let unsigned = RedisStore::builder()
+        .prefix(server.key_prefix("mode"))
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let signed = RedisStore::builder()
+        .prefix(server.key_prefix("mode"))
+        .shared_secret(FLEET_SECRET)
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let of = |store: &RedisStore, kind: &str| {
+        logs.lines_with(&[
+            &format!("kind=\"{kind}\""),
+            &format!("instance=\"{}\"", store.instance()),
+        ])
+    };
+    let said = of(&unsigned, "store_connected");
+    assert_eq!(said.len(), 1, "{}", logs.text());
+    assert!(
+        said[0].contains("signed=false") && said[0].contains("mechanism=\"store\""),
+        "{}",
+        said[0]
+    );
+    let warned = of(&unsigned, "store_unsigned");
+    assert_eq!(warned.len(), 1, "{}", logs.text());
+    assert!(
+        warned[0].contains("WARN") && warned[0].contains("reason=\"no_shared_secret\""),
+        "{}",
+        warned[0]
+    );
+    let said = of(&signed, "store_connected");
+    assert_eq!(said.len(), 1, "{}", logs.text());
+    assert!(said[0].contains("signed=true"), "{}", said[0]);
+    assert!(of(&signed, "store_unsigned").is_empty(), "{}", logs.text());
+    assert!(!logs.text().contains("s3cret"));
+    // Working for a while warns no more.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(of(&unsigned, "store_unsigned").len(), 1);
 }

@@ -152,7 +152,6 @@ impl Fleet {
     }
 
     /// How this store signs and checks what it writes and reads.
-    #[cfg(feature = "overrides")]
     pub(super) fn codec(&self) -> &Codec {
         &self.codec
     }

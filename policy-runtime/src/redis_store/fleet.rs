@@ -22,6 +22,8 @@ const MAX_SET_BYTES: usize = 256 * 1024;
 const MAX_LABEL_BYTES: usize = 256;
 /// The message format.
 const VERSION: u8 = 1;
+/// What an override set's signature is for (see [`super::Signer`]).
+const SIGNING_CONTEXT: &[u8] = b"policy-runtime redis_store override set v1";
 
 /// One override file of a published set: the name diagnostics print for it, and its text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,7 +128,9 @@ impl RedisStore {
             sig: None,
         };
         let body = serde_json::to_vec(&stored).unwrap_or_default();
-        stored.sig = shared.breakers.codec().sign(&body);
+        stored.sig = self
+            .signer()
+            .map(|signer| signer.sign(SIGNING_CONTEXT, self.prefix(), &body));
         let json = serde_json::to_string(&stored).unwrap_or_default();
         if json.len() > MAX_SET_BYTES {
             return Err(FleetError::TooLarge(json.len()));
@@ -197,7 +201,7 @@ impl RedisStore {
         shared
             .breakers
             .codec()
-            .verify(&body, sig.as_deref())
+            .verify(SIGNING_CONTEXT, &body, sig.as_deref())
             .map_err(|rejection| FleetError::Rejected(rejection.as_str()))?;
         Ok(Some(FleetOverrides {
             version,

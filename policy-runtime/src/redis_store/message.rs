@@ -29,12 +29,14 @@ const MAX_INSTANCE_BYTES: usize = 128;
 const MAX_CAUSE_BYTES: usize = 1024;
 const VERSION: u8 = 1;
 /// Separates what is signed from anything else a secret might be used for.
-const SIGNING_CONTEXT: &[u8] = b"policy-runtime redis_store opening v1";
+pub(super) const SIGNING_CONTEXT: &[u8] = b"policy-runtime redis_store opening v1";
+/// The shortest shared secret accepted: 32 bytes, HMAC-SHA256's own output size.
+pub(crate) const MIN_SECRET_BYTES: usize = 32;
 
 /// Why a message was dropped. Each is a stable `reason` code in the `store_message_rejected`
 /// event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Rejection {
+pub(crate) enum Rejection {
     /// Longer than [`MAX_MESSAGE_BYTES`].
     TooLarge,
     /// Not a message of this format: not JSON, an unknown field or version, a field missing,
@@ -53,7 +55,8 @@ pub(super) enum Rejection {
 }
 
 impl Rejection {
-    pub(super) fn as_str(self) -> &'static str {
+    /// The stable `reason` code.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::TooLarge => "too_large",
             Self::Malformed => "malformed",
@@ -158,8 +161,13 @@ fn is_clean(text: &str, max: usize) -> bool {
 
 /// HMAC-SHA256 keyed with the store's shared secret. Holds only the keyed state, never the
 /// secret's bytes, and prints nothing of either.
+///
+/// One secret signs several kinds of record (breaker openings, failure reports, override sets,
+/// and the durable queue's entries): each kind names its own `context`, and every MAC covers
+/// the context, then the store's key prefix, then the body, each ended by a zero byte, so a
+/// record of one kind or one prefix is never valid as another.
 #[derive(Clone)]
-pub(super) struct Signer(Hmac<Sha256>);
+pub(crate) struct Signer(Hmac<Sha256>);
 
 impl fmt::Debug for Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -175,14 +183,35 @@ impl Signer {
         Self(mac)
     }
 
-    fn mac(&self, prefix: &str, body: &[u8]) -> Hmac<Sha256> {
+    fn mac(&self, context: &[u8], prefix: &str, body: &[u8]) -> Hmac<Sha256> {
         let mut mac = self.0.clone();
-        mac.update(SIGNING_CONTEXT);
+        mac.update(context);
         mac.update(&[0]);
         mac.update(prefix.as_bytes());
         mac.update(&[0]);
         mac.update(body);
         mac
+    }
+
+    /// The hex HMAC of `body`, for records of the kind `context` under the key prefix `prefix`.
+    pub(crate) fn sign(&self, context: &[u8], prefix: &str, body: &[u8]) -> String {
+        hex::encode(self.mac(context, prefix, body).finalize().into_bytes())
+    }
+
+    /// Whether `sig` (hex) is [`sign`](Self::sign)'s for the same three: `Unsigned` when there
+    /// is none, `BadSignature` when it does not match. Compared in constant time.
+    pub(crate) fn verify(
+        &self,
+        context: &[u8],
+        prefix: &str,
+        body: &[u8],
+        sig: Option<&str>,
+    ) -> Result<(), Rejection> {
+        let tag =
+            hex::decode(sig.ok_or(Rejection::Unsigned)?).map_err(|_| Rejection::BadSignature)?;
+        self.mac(context, prefix, body)
+            .verify_slice(&tag)
+            .map_err(|_| Rejection::BadSignature)
     }
 }
 
@@ -197,36 +226,33 @@ pub(super) struct Codec {
 }
 
 impl Codec {
-    /// The hex HMAC of `body` (bound to the prefix), when the store has a secret.
-    #[cfg(feature = "overrides")]
-    pub(super) fn sign(&self, body: &[u8]) -> Option<String> {
+    /// The hex HMAC of `body` for records of the kind `context` (bound to the prefix), when
+    /// the store has a secret.
+    pub(super) fn sign(&self, context: &[u8], body: &[u8]) -> Option<String> {
         self.signer
             .as_ref()
-            .map(|signer| hex::encode(signer.mac(&self.prefix, body).finalize().into_bytes()))
+            .map(|signer| signer.sign(context, &self.prefix, body))
     }
 
-    /// Whether `sig` signs `body`, when the store has a secret (anything goes without one).
-    #[cfg(feature = "overrides")]
-    pub(super) fn verify(&self, body: &[u8], sig: Option<&str>) -> Result<(), Rejection> {
-        let Some(signer) = &self.signer else {
-            return Ok(());
-        };
-        let tag =
-            hex::decode(sig.ok_or(Rejection::Unsigned)?).map_err(|_| Rejection::BadSignature)?;
-        signer
-            .mac(&self.prefix, body)
-            .verify_slice(&tag)
-            .map_err(|_| Rejection::BadSignature)
+    /// Whether `sig` signs `body` as a record of the kind `context`, when the store has a
+    /// secret (anything goes without one).
+    pub(super) fn verify(
+        &self,
+        context: &[u8],
+        body: &[u8],
+        sig: Option<&str>,
+    ) -> Result<(), Rejection> {
+        match &self.signer {
+            Some(signer) => signer.verify(context, &self.prefix, body, sig),
+            None => Ok(()),
+        }
     }
 
     /// The message for `opening`, signed when the store has a secret.
     pub(super) fn encode(&self, mut opening: Opening) -> String {
         opening.sig = None;
         let body = serde_json::to_vec(&opening).unwrap_or_default();
-        if let Some(signer) = &self.signer {
-            let tag = signer.mac(&self.prefix, &body).finalize().into_bytes();
-            opening.sig = Some(hex::encode(tag));
-        }
+        opening.sig = self.sign(SIGNING_CONTEXT, &body);
         serde_json::to_string(&opening).unwrap_or_default()
     }
 
@@ -251,14 +277,9 @@ impl Codec {
             return Err(Rejection::OutOfRange);
         }
         let sig = opening.sig.take();
-        if let Some(signer) = &self.signer {
-            let sig = sig.ok_or(Rejection::Unsigned)?;
-            let tag = hex::decode(sig).map_err(|_| Rejection::BadSignature)?;
+        if self.signer.is_some() {
             let body = serde_json::to_vec(&opening).map_err(|_| Rejection::Malformed)?;
-            signer
-                .mac(&self.prefix, &body)
-                .verify_slice(&tag)
-                .map_err(|_| Rejection::BadSignature)?;
+            self.verify(SIGNING_CONTEXT, &body, sig.as_deref())?;
             // A genuine message replayed later: refused once its opening, give or take the
             // clock tolerance, is over. A replay can therefore extend an opening by at most its
             // own length and the tolerance, never keep a breaker open.

@@ -85,7 +85,14 @@
 //!   publishing, and every such opening is counted (`received`) and names the instance it
 //!   claims to come from; with one, a writer who does not hold the secret cannot open a
 //!   breaker at all. The secret never reaches Redis (messages are signed by the instance before
-//!   the script publishes them) and is never printed, `Debug` included.
+//!   the script publishes them) and is never printed, `Debug` included. It must be at least 32
+//!   bytes: a shorter one, the empty one included, is refused at connect
+//!   ([`StoreError::WeakSecret`], which names the fix), since it would claim to sign while
+//!   anyone could guess it.
+//! - **The mode is said at connect.** Every store logs one INFO event when it connects
+//!   (`kind = "store_connected"`, with `signed`, `topology`, `prefix` and `instance`), and a
+//!   store without a secret one WARN (`kind = "store_unsigned"`, `reason = "no_shared_secret"`)
+//!   naming what a writer to the Redis can then do, once, not per message.
 //!
 //! Every dropped message is counted in [`StoreStatus::rejected`] (or
 //! [`StoreStatus::pending_dropped`]) and logged as `kind = "store_message_rejected"` with the
@@ -235,6 +242,7 @@ use connection::{Target, Topology};
 #[cfg(feature = "overrides")]
 pub use fleet::{FleetError, FleetOverrides, FleetPolicyFile};
 pub use limiter::{RedisRateLimiter, RedisRateLimiterBuilder};
+pub(crate) use message::Signer;
 
 /// Counters of the breaker store's traffic; see [`StoreStatus`].
 #[derive(Debug, Default)]
@@ -327,6 +335,48 @@ fn outage_code(what: &str) -> &'static str {
 }
 
 impl Shared {
+    /// Says at connect whether what this store writes and reads is signed: one INFO event
+    /// (`kind = "store_connected"`, `signed`), and without a secret one WARN
+    /// (`kind = "store_unsigned"`) naming what a writer to this Redis can then do.
+    fn say_mode(&self) {
+        let signed = self.breakers.signed();
+        tracing::info!(
+            target: "policy",
+            mechanism = "store",
+            kind = "store_connected",
+            name = "redis",
+            instance = &*self.instance,
+            topology = self.topology.as_str(),
+            prefix = &*self.prefix,
+            signed,
+            reason = if signed { "signed" } else { "unsigned" },
+            "redis store connected; messages are {}",
+            if signed {
+                "signed with the shared secret"
+            } else {
+                "not signed"
+            }
+        );
+        if !signed {
+            tracing::warn!(
+                target: "policy",
+                mechanism = "store",
+                kind = "store_unsigned",
+                name = "redis",
+                instance = &*self.instance,
+                signed,
+                reason = "no_shared_secret",
+                "redis store messages are not signed: whoever can write to this redis can open breakers (each for at most its local bound), publish override sets (within their envelope) and enqueue tasks; set `RedisStoreBuilder::shared_secret`"
+            );
+        }
+    }
+
+    /// The store's signer, when it has a shared secret: what signs and checks every record it
+    /// writes and reads (see [`Signer`]); the durable queue signs its entries with it.
+    pub(crate) fn signer(&self) -> Option<&Signer> {
+        self.breakers.codec().signer.as_ref()
+    }
+
     /// Tells the followers of the fleet's overrides to read the latest set again.
     fn overrides_news(&self) {
         self.overrides_news
@@ -397,6 +447,9 @@ pub struct RedisStoreBuilder {
     queue: usize,
     pending_capacity: usize,
     signer: Option<message::Signer>,
+    /// How long the secret given to [`shared_secret`](Self::shared_secret) was: one under
+    /// [`message::MIN_SECRET_BYTES`] is refused at connect.
+    secret_len: Option<usize>,
     clock_tolerance: Duration,
     /// The primary's credentials behind Sentinel: never printed.
     primary_credentials: Option<(Option<String>, String)>,
@@ -473,8 +526,14 @@ impl RedisStoreBuilder {
     /// only messages signed with the same secret: give every instance of the fleet the same
     /// one. The secret is kept only as keyed HMAC state, never sent to Redis, and never
     /// printed (`Debug` included). See the [module docs](self) for what it protects against.
+    ///
+    /// At least 32 bytes (an empty or short secret is guessable, and would still claim to
+    /// sign): [`connect`](Self::connect) refuses a shorter one with
+    /// [`StoreError::WeakSecret`]. `openssl rand -hex 32` makes a good one.
     pub fn shared_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
-        self.signer = Some(message::Signer::new(secret.as_ref()));
+        let secret = secret.as_ref();
+        self.signer = Some(message::Signer::new(secret));
+        self.secret_len = Some(secret.len());
         self
     }
 
@@ -570,6 +629,9 @@ impl RedisStoreBuilder {
         if self.prefix.contains(['{', '}']) {
             return Err(StoreError::InvalidPrefix);
         }
+        if let Some(bytes) = self.secret_len.filter(|&n| n < message::MIN_SECRET_BYTES) {
+            return Err(StoreError::WeakSecret { bytes });
+        }
         let topology = target.topology();
         #[cfg(feature = "redis-tls")]
         {
@@ -615,6 +677,7 @@ impl RedisStoreBuilder {
             _shutdown: shutdown,
         });
         let _ = cell.set(Arc::downgrade(&shared));
+        shared.say_mode();
         breaker::start(
             &shared,
             subscriber,
@@ -646,6 +709,14 @@ pub enum StoreError {
     /// No tokio runtime was running.
     #[error("the redis store must be connected from inside a tokio runtime")]
     Runtime,
+    /// The shared secret is shorter than 32 bytes (an empty one included).
+    #[error(
+        "the redis store's shared secret is {bytes} bytes, fewer than the 32 it needs; give `shared_secret` at least 32 random bytes, say the output of `openssl rand -hex 32`"
+    )]
+    WeakSecret {
+        /// How long the secret given was.
+        bytes: usize,
+    },
 }
 
 /// Breaker state shared through Redis, with an in-process mirror per breaker.
@@ -682,6 +753,7 @@ impl RedisStore {
             queue: 4096,
             pending_capacity: 1024,
             signer: None,
+            secret_len: None,
             clock_tolerance: Duration::from_secs(30),
             primary_credentials: None,
             tls_root: None,
@@ -701,6 +773,13 @@ impl RedisStore {
     /// The key prefix.
     pub(crate) fn prefix(&self) -> &str {
         &self.shared.prefix
+    }
+
+    /// The store's signer, when it has a shared secret (at least 32 bytes): sign a record with
+    /// `signer.sign(CONTEXT, store.prefix(), body)` and check one with `signer.verify(..)`,
+    /// each kind of record under a context of its own.
+    pub(crate) fn signer(&self) -> Option<&Signer> {
+        self.shared.signer()
     }
 
     /// A clone of the store's connection (clones share it).
