@@ -102,6 +102,9 @@ pub struct LimiterSnapshot {
     pub store_calls: u64,
     /// Background checks of whether the store is back.
     pub probes: u64,
+    /// States found corrupt in the store and reset: a value that was not a number, or further
+    /// ahead than one period (what a writer to the store would set to hold the limiter shut).
+    pub store_resets: u64,
     /// Whether the limiter is deciding without the store now.
     pub degraded: bool,
 }
@@ -124,6 +127,7 @@ impl LimiterSnapshot {
             local_refused: 0,
             store_calls: 0,
             probes: 0,
+            store_resets: 0,
             degraded: false,
         }
     }

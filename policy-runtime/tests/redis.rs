@@ -1178,3 +1178,58 @@ async fn the_store_says_at_connect_whether_it_signs_and_warns_once_when_it_does_
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(of(&unsigned, "store_unsigned").len(), 1);
 }
+
+#[tokio::test]
+async fn a_far_future_state_cannot_hold_the_fleet_limiter_shut() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let (logs, _guard) = common::capture();
+    let s = store(&server, "held-shut").await;
+    let limiter = s
+        .rate_limiter("signups", 5, Duration::from_secs(60))
+        .on_error(FailMode::Closed)
+        .on_timeout(FailMode::Closed)
+        .timeout(Duration::from_secs(2))
+        .build();
+    let key = format!("{}:ratelimit:{{signups}}", server.key_prefix("held-shut"));
+    // One SET, no TTL: a theoretical arrival time three thousand years from now, then a value
+    // that is no number, then a key of another type (a WRONGTYPE for a plain GET).
+    let corruptions: [&[&str]; 3] = [
+        &["SET", &key, "99999999999999999"],
+        &["SET", &key, "not a number"],
+        &["HSET", &key, "tat", "99999999999999999"],
+    ];
+    for (n, corrupt) in corruptions.into_iter().enumerate() {
+        server.query(&["DEL", &key]).unwrap();
+        server.query(corrupt).unwrap();
+        assert!(
+            limiter.acquire().await.is_ok(),
+            "corruption {n}: decided by redis as if the key were empty"
+        );
+        let snapshot = limiter.snapshot();
+        assert_eq!(snapshot.store_resets, n as u64 + 1, "{snapshot:?}");
+        assert!(!snapshot.degraded, "redis still decides: {snapshot:?}");
+        assert_eq!(snapshot.failed_closed, 0, "{snapshot:?}");
+    }
+    // The rate itself is kept, and no wait is longer than the period.
+    for i in 1..5 {
+        assert!(limiter.acquire().await.is_ok(), "call {i}");
+    }
+    let wait = limiter.acquire().await.unwrap_err().retry_after().unwrap();
+    assert!(wait <= Duration::from_secs(60), "{wait:?}");
+    let ttl: i64 = server.query(&["PTTL", &key]).unwrap().parse().unwrap();
+    assert!(ttl > 0 && ttl <= 61_000, "the state expires again: {ttl}");
+    let reset = logs.lines_with(&["kind=\"limiter_state_reset\"", "name=\"signups\""]);
+    assert_eq!(reset.len(), 3, "{}", logs.text());
+    assert!(
+        reset[0].contains("WARN") && reset[0].contains("reason=\"corrupt_state\""),
+        "{}",
+        reset[0]
+    );
+    assert!(
+        reset[1].contains("DEBUG"),
+        "one WARN a minute: {}",
+        reset[1]
+    );
+}

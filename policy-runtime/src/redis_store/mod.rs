@@ -189,6 +189,15 @@
 //! locally at once, with no round trip on the caller's path, until a background probe finds
 //! Redis again (see [`RedisRateLimiterBuilder`]).
 //!
+//! The state the limiter keeps in Redis is input too. A genuine one is a number at most one
+//! period ahead of the server's clock (the burst tolerance and one interval: the most an
+//! admission adds), and expires on its own. Anything else (a far-future value `SET` without a
+//! TTL to hold the limiter shut for years, a value that is no number, a key of another type)
+//! is corrupt: the script deletes it and decides as if the key were empty, the limiter counts
+//! it ([`LimiterSnapshot::store_resets`](crate::limiter::LimiterSnapshot::store_resets)) and
+//! logs it (`kind = "limiter_state_reset"`, `reason = "corrupt_state"`, a WARN at most once a
+//! minute). No refusal ever asks a caller to wait longer than the limiter's period.
+//!
 //! # Credentials
 //!
 //! The connection string is parsed by the `redis` crate and dropped; nothing here prints it,
