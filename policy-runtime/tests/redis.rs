@@ -1233,3 +1233,66 @@ async fn a_far_future_state_cannot_hold_the_fleet_limiter_shut() {
         reset[1]
     );
 }
+
+/// Bytes the server has sent to every client since it started (`INFO stats`).
+fn bytes_sent(server: &RedisServer) -> u64 {
+    let info = server.query(&["INFO", "stats"]).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_net_output_bytes:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+const HUNDRED_MB: &str = "104857600";
+
+/// Runs `script` (which makes 100 MB values on the server) and waits until it is done: on a
+/// loaded machine it may take longer than one query's read timeout.
+fn make_huge(server: &RedisServer, script: &str, keys: &[&str]) {
+    let count = keys.len().to_string();
+    let mut args = vec!["EVAL", script, &count];
+    args.extend_from_slice(keys);
+    args.push(HUNDRED_MB);
+    let _ = server.query(&args);
+    let start = Instant::now();
+    while server.query(&["PING"]).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the script never ended"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100_mb_value_in_the_breaker_state_never_crosses_the_wire() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let prefix = server.key_prefix("huge");
+    let index = format!("{prefix}:breakers:open");
+    let state = format!("{prefix}:breaker:{{payments}}");
+    // Made on the server (`string.rep`), so the test itself sends none of it either: a 100 MB
+    // name in the open-breakers index, and a 100 MB message in an open breaker's state.
+    make_huge(
+        &server,
+        "redis.call('ZADD', KEYS[1], '99999999999999', string.rep('n', tonumber(ARGV[1])))
+         redis.call('ZADD', KEYS[1], '99999999999999', 'payments')
+         redis.call('HSET', KEYS[2], 'until', '99999999999999', 'message', string.rep('m', tonumber(ARGV[1])))
+         return 1",
+        &[&index, &state],
+    );
+    let before = bytes_sent(&server);
+    // Connecting loads the fleet's state; the breaker built next is loaded at each re-sync.
+    let s = store(&server, "huge").await;
+    let payments = breaker(&s, SHARED);
+    let status = until_status(&s, Duration::from_secs(10), |st| st.rejected >= 3).await;
+    let sent = bytes_sent(&server) - before;
+    eprintln!("two loads and more of a 200 MB state: {sent} bytes crossed the wire; {status:?}");
+    assert!(status.rejected >= 3, "{status:?}");
+    assert!(sent < 1024 * 1024, "{sent} bytes crossed the wire");
+    assert!(payments.check().is_ok(), "nothing oversized opened it");
+    // The oversized name is gone from the index; the state stays, and is never sent.
+    let names: u64 = server.query(&["ZCARD", &index]).unwrap().parse().unwrap();
+    assert_eq!(names, 1);
+}

@@ -537,26 +537,38 @@ impl Shared {
     /// could be kept: every breaker built here first, then up to the pending bound.
     async fn load(&self, conn: &mut Conn) {
         let mut call = self.breakers.scripts.open_names.prepare_invoke();
-        call.key(self.index_key());
-        let Some(names): Option<Vec<String>> = self.invoke(call.invoke_async(conn)).await else {
+        call.key(self.index_key())
+            .arg(self.breakers.pending_capacity)
+            .arg(message::MAX_NAME_BYTES);
+        for name in lock(&self.breakers.attached).keys() {
+            call.arg(&**name);
+        }
+        let Some((oversized, names)): Option<(u64, Vec<Vec<u8>>)> =
+            self.invoke(call.invoke_async(conn)).await
+        else {
             return;
         };
-        let names: Vec<String> = {
-            let attached = lock(&self.breakers.attached);
-            let (mine, others): (Vec<String>, Vec<String>) = names
-                .into_iter()
-                .partition(|name| attached.contains_key(name.as_str()));
-            let room = self.breakers.pending_capacity;
-            mine.into_iter()
-                .chain(others.into_iter().take(room))
-                .collect()
-        };
+        // Sizes were checked by the script: an oversized name never crossed the wire.
+        for _ in 0..oversized {
+            self.reject(Rejection::TooLarge, Source::Load, Context::default());
+        }
+        let names: Vec<String> = names
+            .into_iter()
+            .filter_map(|name| match String::from_utf8(name) {
+                Ok(name) => Some(name),
+                Err(_) => {
+                    self.reject(Rejection::Malformed, Source::Load, Context::default());
+                    None
+                }
+            })
+            .collect();
         let reads = futures_util::stream::iter(names.into_iter().map(|name| {
             let mut conn = conn.clone();
             async move {
                 let mut call = self.breakers.scripts.read_opening.prepare_invoke();
-                call.key(self.state_key(&name));
-                let row: Option<(String, Vec<u8>)> =
+                call.key(self.state_key(&name))
+                    .arg(message::MAX_MESSAGE_BYTES);
+                let row: Option<(String, Vec<u8>, u8)> =
                     self.invoke(call.invoke_async(&mut conn)).await;
                 (name, row)
             }
@@ -572,13 +584,17 @@ impl Shared {
         *lock(&self.breakers.pending) = PendingMap::default();
         let now_ms = message::wall_clock_ms();
         for (name, row) in reads {
-            let Some((remaining, payload)) = row else {
+            let Some((remaining, payload, too_large)) = row else {
                 continue;
             };
             let context = Context {
                 breaker: Some(&name),
                 ..Context::default()
             };
+            if too_large != 0 {
+                self.reject(Rejection::TooLarge, Source::Load, context);
+                continue;
+            }
             let Ok(server_ms) = remaining.parse::<u64>() else {
                 self.reject(Rejection::Malformed, Source::Load, context);
                 continue;

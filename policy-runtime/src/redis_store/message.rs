@@ -24,7 +24,7 @@ use sha2::Sha256;
 
 /// The largest message accepted; anything longer is dropped unread.
 pub(super) const MAX_MESSAGE_BYTES: usize = 4096;
-const MAX_NAME_BYTES: usize = 256;
+pub(super) const MAX_NAME_BYTES: usize = 256;
 const MAX_INSTANCE_BYTES: usize = 128;
 const MAX_CAUSE_BYTES: usize = 1024;
 const VERSION: u8 = 1;

@@ -75,6 +75,19 @@
 //!   default), each until its opening ends or the next re-sync replaces the set from Redis;
 //!   past the bound, messages are dropped as `pending_full`. A flood of names costs a counter,
 //!   not memory.
+//! - **Sizes checked before anything crosses the wire.** Every instance reads the fleet's
+//!   state every few seconds, so a value a writer made huge must not reach it: the scripts
+//!   check sizes on the server (`STRLEN`, `HSTRLEN`, `LIMIT`) and send only what fits. A load
+//!   reads at most the pending bound of names besides this instance's own breakers (which it
+//!   asks for by name, so a flood of names cannot crowd them out), none longer than 256 bytes
+//!   (a longer one is removed from the index and counted as `too_large`); an opening's stored
+//!   message longer than 4 KiB is not sent, and is counted as `too_large`; the fleet's
+//!   override set is measured before it is read (see [`crate::overrides`]). A 100 MB name and
+//!   a 100 MB message in Redis cost an instance's loads about 2 KB on the wire, not 200 MB
+//!   (`a_100_mb_value_in_the_breaker_state_never_crosses_the_wire`). A message published on
+//!   the events channel reaches a subscriber whole: past 4 KiB it is dropped unread as
+//!   `too_large`, and Redis's own `client-output-buffer-limit pubsub` (32 MB by default)
+//!   disconnects a subscriber before a larger one reaches it; keep that limit.
 //! - **Optionally signed.** With [`RedisStoreBuilder::shared_secret`], every message this
 //!   instance writes carries an HMAC-SHA256 over its fields and the key prefix, and only
 //!   messages signed with the same secret are accepted (`unsigned` and `bad_signature`
