@@ -1296,3 +1296,164 @@ async fn a_100_mb_value_in_the_breaker_state_never_crosses_the_wire() {
     let names: u64 = server.query(&["ZCARD", &index]).unwrap().parse().unwrap();
     assert_eq!(names, 1);
 }
+
+/// A store with the fleet's secret, re-syncing rarely: what these tests see arrives by
+/// pub/sub or by the script's reply.
+async fn signed_store(server: &RedisServer, label: &str) -> Arc<RedisStore> {
+    Arc::new(
+        RedisStore::builder()
+            .prefix(server.key_prefix(label))
+            .shared_secret(FLEET_SECRET)
+            .timeout(Duration::from_secs(2))
+            .resync_every(Duration::from_secs(3600))
+            .connect(&server.url())
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_failure_records_do_not_make_a_quorum() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let quorum = Sharing::Openings { quorum: 2 };
+    let (a, b, c) = (
+        signed_store(&server, "forged").await,
+        signed_store(&server, "forged").await,
+        signed_store(&server, "forged").await,
+    );
+    let (ba, bb, bc) = (
+        breaker(&a, quorum),
+        breaker(&b, quorum),
+        breaker(&c, quorum),
+    );
+    // A writer adds failures from instances that do not exist, scored far ahead so that no
+    // window ever drops them: bare ones, and ones shaped like signed reports.
+    let failures = format!(
+        "{}:breaker:{{payments}}:failures",
+        server.key_prefix("forged")
+    );
+    for member in [
+        "mallory-1|1",
+        "mallory-2|2",
+        "mallory-3|0123456789abcdef|1767225600000|00ff",
+    ] {
+        server
+            .query(&["ZADD", &failures, "99999999999999", member])
+            .unwrap();
+    }
+    // One real failure: four members from four instances, a quorum by the count of members.
+    ba.record_failure();
+    assert_eq!(
+        time_until_refusing(&bc, Duration::from_millis(500)).await,
+        None,
+        "forged members opened the fleet"
+    );
+    let status = until_status(&a, Duration::from_secs(2), |st| st.rejected >= 3).await;
+    assert!(status.rejected >= 3, "{status:?}");
+    assert!(
+        ba.check().is_ok(),
+        "one failure does not open A's own breaker"
+    );
+    // Genuine reports still make a quorum: two more, from two instances.
+    bb.record_failure();
+    ba.record_failure();
+    assert!(
+        time_until_refusing(&bc, Duration::from_secs(2))
+            .await
+            .is_some(),
+        "three signed failures from two instances open the fleet"
+    );
+    let refusal = bc.check().unwrap_err().to_string();
+    assert!(refusal.contains("from 2 or more instances"), "{refusal}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_probation_cannot_make_one_failure_open_the_fleet() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // Unsigned: a probation far longer than the local window is not a probation.
+    let (a, b) = (
+        store(&server, "probation").await,
+        store(&server, "probation").await,
+    );
+    let (ba, bb) = (breaker(&a, SHARED), breaker(&b, SHARED));
+    let state = format!("{}:breaker:{{payments}}", server.key_prefix("probation"));
+    server
+        .query(&["HSET", &state, "until", "1", "probation", "99999999999999"])
+        .unwrap();
+    ba.record_failure();
+    assert_eq!(
+        time_until_refusing(&bb, Duration::from_millis(500)).await,
+        None,
+        "one failure on a forged probation opened the fleet"
+    );
+
+    // Signed: a probation within the window is one only when the opening it follows was
+    // signed with the fleet's secret.
+    let (c, d) = (
+        signed_store(&server, "signed-probation").await,
+        signed_store(&server, "signed-probation").await,
+    );
+    let probing = |store: &Arc<RedisStore>| {
+        Breaker::builder("payments")
+            .open_after_failures(3, Duration::from_secs(30))
+            .cooldown(Duration::from_millis(500))
+            .sharing(SHARED)
+            .store(store.clone())
+            .build()
+    };
+    let (bc, bd) = (probing(&c), probing(&d));
+    let state = format!(
+        "{}:breaker:{{payments}}",
+        server.key_prefix("signed-probation")
+    );
+    server
+        .query(&[
+            "EVAL",
+            "local t = redis.call('TIME')
+             local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+             redis.call('HSET', KEYS[1], 'until', now - 1000, 'probation', now + 10000, 'message', ARGV[1])
+             return 1",
+            "1",
+            &state,
+            &message("failures", "payments", 500, "mallory"),
+        ])
+        .unwrap();
+    bc.record_failure();
+    assert_eq!(
+        time_until_refusing(&bd, Duration::from_millis(500)).await,
+        None,
+        "one failure on an unsigned opening's probation opened the fleet"
+    );
+    let status = until_status(&c, Duration::from_secs(2), |st| st.rejected >= 1).await;
+    assert_eq!(status.rejected, 1, "{status:?}");
+
+    // A genuine probation still reopens the fleet on one failure: the fleet opens on three
+    // signed failures, its cooldown ends, and one failing probe reopens it everywhere.
+    for _ in 0..2 {
+        bc.record_failure();
+    }
+    assert!(
+        time_until_refusing(&bd, Duration::from_secs(2))
+            .await
+            .is_some()
+    );
+    let admitting = async {
+        while bd.check().is_err() {
+            tokio::time::sleep(MS).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(2), admitting)
+        .await
+        .unwrap();
+    bd.record_failure();
+    assert!(
+        time_until_refusing(&bc, Duration::from_secs(2))
+            .await
+            .is_some(),
+        "a probe failing in a genuine probation reopens the fleet"
+    );
+}

@@ -30,6 +30,10 @@ const MAX_CAUSE_BYTES: usize = 1024;
 const VERSION: u8 = 1;
 /// Separates what is signed from anything else a secret might be used for.
 pub(super) const SIGNING_CONTEXT: &[u8] = b"policy-runtime redis_store opening v1";
+/// What a failure report's signature is for.
+const REPORT_CONTEXT: &[u8] = b"policy-runtime redis_store failure report v1";
+/// The longest failure report accepted: an instance id, a nonce, a time and a signature.
+pub(super) const MAX_REPORT_BYTES: usize = 384;
 /// The shortest shared secret accepted: 32 bytes, HMAC-SHA256's own output size.
 pub(crate) const MIN_SECRET_BYTES: usize = 32;
 
@@ -155,6 +159,15 @@ fn clean(text: &str, max: usize) -> String {
     out
 }
 
+/// What a failure report signs.
+fn report_body(name: &str, instance: &str, nonce: &str, issued_ms: u64) -> String {
+    format!("{name}\0{instance}\0{nonce}\0{issued_ms}")
+}
+
+fn millis_u64(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 fn is_clean(text: &str, max: usize) -> bool {
     text.len() <= max && !text.chars().any(char::is_control)
 }
@@ -248,6 +261,56 @@ impl Codec {
         }
     }
 
+    /// A signed report of one failure of the breaker `name` by `instance`, now: the member the
+    /// script adds to the breaker's failures, `instance|nonce|issued_ms|sig`. The signature
+    /// covers the breaker's name too, so a report cannot be moved to another breaker. `None`
+    /// without a secret (the script then counts unsigned members).
+    pub(super) fn failure_report(&self, name: &str, instance: &str) -> Option<String> {
+        let signer = self.signer.as_ref()?;
+        let nonce = format!("{:016x}", rand::random::<u64>());
+        let issued_ms = wall_clock_ms();
+        let body = report_body(name, instance, &nonce, issued_ms);
+        let sig = signer.sign(REPORT_CONTEXT, &self.prefix, body.as_bytes());
+        Some(format!("{instance}|{nonce}|{issued_ms}|{sig}"))
+    }
+
+    /// Checks one member of the failures of the breaker `name`: a report signed with this
+    /// store's secret, for this breaker, issued within the last `window` (give or take the
+    /// clock tolerance). Returns who made it and its nonce (one report, however many copies).
+    pub(super) fn check_report(
+        &self,
+        name: &str,
+        member: &[u8],
+        now_ms: u64,
+        window: Duration,
+    ) -> Result<(String, String), Rejection> {
+        if member.len() > MAX_REPORT_BYTES {
+            return Err(Rejection::TooLarge);
+        }
+        let member = std::str::from_utf8(member).map_err(|_| Rejection::Malformed)?;
+        // The instance may hold `|`: the three fields after it are split from the right.
+        let mut fields = member.rsplitn(4, '|');
+        let (Some(sig), Some(issued), Some(nonce), Some(instance)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return Err(Rejection::Unsigned);
+        };
+        let issued_ms: u64 = issued.parse().map_err(|_| Rejection::Malformed)?;
+        if !is_clean(instance, MAX_INSTANCE_BYTES) || instance.is_empty() {
+            return Err(Rejection::Malformed);
+        }
+        let body = report_body(name, instance, nonce, issued_ms);
+        self.verify(REPORT_CONTEXT, body.as_bytes(), Some(sig))?;
+        let tolerance = millis_u64(self.clock_tolerance);
+        let oldest = now_ms
+            .saturating_sub(millis_u64(window))
+            .saturating_sub(tolerance);
+        if issued_ms < oldest || issued_ms > now_ms.saturating_add(tolerance) {
+            return Err(Rejection::Stale);
+        }
+        Ok((instance.to_owned(), nonce.to_owned()))
+    }
+
     /// The message for `opening`, signed when the store has a secret.
     pub(super) fn encode(&self, mut opening: Opening) -> String {
         opening.sig = None;
@@ -260,6 +323,18 @@ impl Codec {
     /// clock): well-formed, and signed and fresh when the store has a secret. Whether its
     /// length fits the receiving breaker is checked where the breaker is known.
     pub(super) fn decode(&self, payload: &[u8], now_ms: u64) -> Result<Opening, Rejection> {
+        self.decode_within(payload, now_ms, Duration::ZERO)
+    }
+
+    /// As [`decode`](Self::decode), a signed message still fresh for `grace` after its opening
+    /// ends: the probation an opening leaves behind lasts the window past its end, and a probe
+    /// failing in it reopens the breaker.
+    pub(super) fn decode_within(
+        &self,
+        payload: &[u8],
+        now_ms: u64,
+        grace: Duration,
+    ) -> Result<Opening, Rejection> {
         if payload.len() > MAX_MESSAGE_BYTES {
             return Err(Rejection::TooLarge);
         }
@@ -283,11 +358,12 @@ impl Codec {
             // A genuine message replayed later: refused once its opening, give or take the
             // clock tolerance, is over. A replay can therefore extend an opening by at most its
             // own length and the tolerance, never keep a breaker open.
-            let tolerance = u64::try_from(self.clock_tolerance.as_millis()).unwrap_or(u64::MAX);
+            let tolerance = millis_u64(self.clock_tolerance);
             let ends = opening
                 .issued_ms
                 .saturating_add(opening.remaining_ms)
-                .saturating_add(tolerance);
+                .saturating_add(tolerance)
+                .saturating_add(millis_u64(grace));
             if opening.issued_ms > now_ms.saturating_add(tolerance) || now_ms > ends {
                 return Err(Rejection::Stale);
             }

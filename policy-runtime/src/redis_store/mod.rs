@@ -75,6 +75,22 @@
 //!   default), each until its opening ends or the next re-sync replaces the set from Redis;
 //!   past the bound, messages are dropped as `pending_full`. A flood of names costs a counter,
 //!   not memory.
+//! - **A quorum counts only what can be checked.** The failures in a breaker's window are
+//!   members of a sorted set anyone who can write to Redis can add to, and the script cannot
+//!   check a signature (the secret never reaches Redis). With a shared secret, each failure an
+//!   instance reports is signed (HMAC over the prefix, the breaker's name, the instance, a
+//!   nonce and the time), and the script only records it and hands the newest reports back
+//!   once they reach the threshold: the reporting instance counts the ones whose signatures it
+//!   checks, issued within the window (give or take the clock tolerance), each once, from
+//!   distinct instances, and opens the fleet only on those. Forged members are counted as
+//!   rejected (`source = "reports"`) and removed. Without a secret nothing can be told apart,
+//!   and a writer can make a quorum, as it can publish an opening: for one local bound each.
+//! - **A probation is bounded by the local configuration.** With a quorum of 1, one failure
+//!   right after an opening ends reopens the fleet. The script takes a probation only when it
+//!   is what an opening leaves behind under this instance's own configuration (it follows an
+//!   opening that has ended, and lasts at most this breaker's window past that end); with a
+//!   secret, the opening's stored message must also be signed with it, for this breaker, and
+//!   fresh within the probation. A probation forged to last a year is none.
 //! - **Sizes checked before anything crosses the wire.** Every instance reads the fleet's
 //!   state every few seconds, so a value a writer made huge must not reach it: the scripts
 //!   check sizes on the server (`STRLEN`, `HSTRLEN`, `LIMIT`) and send only what fits. A load
@@ -122,7 +138,7 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `policy:breaker:{search}` | hash | `until` and `probation` (server ms), `kind`, `cause`, `by` (instance), `message` (the opening's message) |
-//! | `policy:breaker:{search}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` |
+//! | `policy:breaker:{search}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` (with a secret: a signed report, `instance\|nonce\|issued_ms\|sig`) |
 //! | `policy:breaker:{search}:seq` | string | sequence for failure members |
 //! | `policy:breakers:open` | sorted set | names of the breakers open now, scored by when each opening ends (server ms) |
 //! | `policy:breaker:events` | pub/sub channel (sharded on a cluster) | one opening's message each |
