@@ -500,6 +500,49 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_report_counts_only_for_its_breaker_its_fleet_and_its_window() {
+        let ours = codec(Some(b"s3cret"));
+        let window = Duration::from_secs(30);
+        let now = wall_clock_ms();
+        let report = ours.failure_report("search", "inst|with|bars").unwrap();
+        let (instance, nonce) = ours
+            .check_report("search", report.as_bytes(), now, window)
+            .unwrap();
+        assert_eq!(instance, "inst|with|bars");
+        assert_eq!(nonce.len(), 16);
+        // Moved to another breaker, made with another secret, or unsigned: not counted.
+        assert_eq!(
+            ours.check_report("payments", report.as_bytes(), now, window),
+            Err(Rejection::BadSignature)
+        );
+        let theirs = codec(Some(b"another"))
+            .failure_report("search", "a")
+            .unwrap();
+        assert_eq!(
+            ours.check_report("search", theirs.as_bytes(), now, window),
+            Err(Rejection::BadSignature)
+        );
+        assert_eq!(
+            ours.check_report("search", b"mallory|1", now, window),
+            Err(Rejection::Unsigned)
+        );
+        assert_eq!(
+            ours.check_report("search", b"mallory|1|yesterday|00", now, window),
+            Err(Rejection::Malformed)
+        );
+        // Older than the window and the tolerance: stale.
+        assert!(
+            ours.check_report("search", report.as_bytes(), now + 59_000, window)
+                .is_ok()
+        );
+        assert_eq!(
+            ours.check_report("search", report.as_bytes(), now + 61_000, window),
+            Err(Rejection::Stale)
+        );
+        assert_eq!(codec(None).failure_report("search", "a"), None);
+    }
+
+    #[test]
     fn the_signer_prints_no_secret() {
         let signer = Signer::new(b"hunter2-s3cret");
         let printed = format!("{signer:?} {:?}", codec(Some(b"hunter2-s3cret")));
