@@ -24,6 +24,7 @@ retry transient { attempts = 3; backoff = full_jitter(base = 10ms, cap = 100ms);
 shedding { deferred at load 0.5; background at load 0.25 }
 operation search: critical, idempotent { breaker = search; bulkhead = search; retry = transient; deadline = 2s; min_budget = 100ms }
 operation reindex: deferred, idempotent { deadline = 10s }
+envelope { breaker search cooldown within 25% to 300% }
 ";
 
 /// A fresh `policies/` with the compiled file and a `production/` of overrides.
