@@ -34,7 +34,11 @@
 //! `line` and `column` fields), listed in the [snapshot](crate::registry::Snapshot::overrides),
 //! and the numbers in force stay as they were: the compiled ones at startup, the previous set
 //! at a reload. With [`strict`](OverridesBuilder::strict), a refused set at startup is an
-//! error instead, and the service does not start.
+//! error instead, and the service does not start. A set with many errors (ten thousand unknown
+//! stanzas, say) logs, keeps and renders its first ten, then one event for the rest
+//! (`reason = "more_errors"`, with `count`, `codes` and the `first` few named), so a set cannot
+//! flood the logs; a set applying more than fifty settings likewise logs one count for the
+//! rest (`reason = "more_settings"`).
 //!
 //! The compiled model comes from the crate's own policy files, read again at startup (the
 //! directory the macros read; ship it beside the binary, or point [`Overrides::builder`] at
@@ -204,9 +208,11 @@ pub enum OverridesError {
     Refused {
         /// The overrides' directory.
         dir: String,
-        /// Each error's code.
+        /// Each error's code (the first ten: the rest are counted in `rendered` and in one
+        /// event).
         codes: Vec<String>,
-        /// The errors, rendered with file, line, column, snippet and help.
+        /// The errors, rendered with file, line, column, snippet and help (the first ten, then
+        /// how many more, of which codes, the first few named).
         rendered: String,
     },
     /// A file or directory could not be read.
@@ -409,7 +415,7 @@ impl Overrides {
         let now = unix_ms();
         let settings = settings(&merged);
         let source = if fleet.is_some() { "fleet" } else { "files" };
-        for setting in &settings {
+        for setting in settings.iter().take(SHOWN_SETTINGS) {
             tracing::info!(
                 target: "policy",
                 kind = "override_applied",
@@ -426,6 +432,20 @@ impl Overrides {
                 setting.name.as_deref().unwrap_or(""),
                 setting.setting,
                 setting.value
+            );
+        }
+        if let Some(count) = settings
+            .len()
+            .checked_sub(SHOWN_SETTINGS)
+            .filter(|n| *n > 0)
+        {
+            tracing::info!(
+                target: "policy",
+                kind = "override_applied",
+                source,
+                reason = "more_settings",
+                count,
+                "and {count} more settings applied in the same set"
             );
         }
         self.registry.set_overrides_snapshot(|snapshot| {
@@ -453,13 +473,16 @@ impl Overrides {
         fleet: Option<FleetOrigin>,
     ) -> OverridesError {
         let source = if fleet.is_some() { "fleet" } else { "files" };
-        let codes: Vec<String> = errors.iter().map(|error| error.code()).collect();
-        let rendered = errors
+        // A set of ten thousand bad stanzas is one mistake repeated, not ten thousand events:
+        // the first few are logged and kept each, the rest counted in one event.
+        let (shown, more) = errors.split_at(errors.len().min(SHOWN_REFUSALS));
+        let codes: Vec<String> = shown.iter().map(|error| error.code()).collect();
+        let mut rendered = shown
             .iter()
             .map(|error| merged.set.render(error))
             .collect::<Vec<_>>()
             .join("\n");
-        for error in errors {
+        for error in shown {
             let position = error
                 .primary_loc()
                 .and_then(|loc| merged.set.sources().position(loc));
@@ -474,6 +497,39 @@ impl Overrides {
                 "{}",
                 merged.set.render(error)
             );
+        }
+        if !more.is_empty() {
+            let mut kinds: Vec<String> = more.iter().map(|error| error.code()).collect();
+            kinds.sort();
+            kinds.dedup();
+            let first: Vec<String> = more
+                .iter()
+                .take(SHOWN_NAMES)
+                .map(|error| match &error.kind {
+                    policy_lang::Kind::UnknownName { name, .. } => format!("`{name}`"),
+                    _ => error
+                        .primary_loc()
+                        .and_then(|loc| merged.set.sources().position(loc))
+                        .map_or_else(
+                            || error.code(),
+                            |p| format!("{}:{}:{}", p.file, p.line, p.column),
+                        ),
+                })
+                .collect();
+            let (count, codes_text, first_text) = (more.len(), kinds.join(", "), first.join(", "));
+            tracing::error!(
+                target: "policy",
+                kind = "override_refused",
+                source,
+                reason = "more_errors",
+                count,
+                codes = codes_text.as_str(),
+                first = first_text.as_str(),
+                "and {count} more errors in the same set ({codes_text}), the first at {first_text}"
+            );
+            rendered.push_str(&format!(
+                "\n... and {count} more errors ({codes_text}), the first at {first_text}"
+            ));
         }
         let refused = RefusedOverrides {
             at_unix_ms: unix_ms(),
@@ -497,6 +553,14 @@ impl Overrides {
         }
     }
 }
+
+/// How many errors of one refused set are logged, kept in the snapshot and rendered each; the
+/// rest are counted in one event.
+const SHOWN_REFUSALS: usize = 10;
+/// How many of the rest are named in that event.
+const SHOWN_NAMES: usize = 5;
+/// How many settings of one applied set are logged each; the rest are counted in one event.
+const SHOWN_SETTINGS: usize = 50;
 
 /// Every `*.policy` file of `dir`.
 fn read(dir: &Path) -> Result<Vec<PolicyFile>, OverridesError> {
