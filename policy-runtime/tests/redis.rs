@@ -1457,3 +1457,76 @@ async fn a_forged_probation_cannot_make_one_failure_open_the_fleet() {
         "a probe failing in a genuine probation reopens the fleet"
     );
 }
+
+#[cfg(feature = "chaos")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_opening_is_never_shared_with_the_fleet() {
+    use policy_runtime::chaos::{self, Chaos, Fault};
+    use policy_runtime::{CallError, Deadline};
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    chaos::arm();
+    let (a, b) = (store(&server, "drill").await, store(&server, "drill").await);
+    let (ba, bb) = (breaker(&a, SHARED), breaker(&b, SHARED));
+    // An injected 429 trips A's breaker as a real one would: only A's.
+    let backs_off = Chaos::builder("backs_off")
+        .fault(
+            Fault::TooManyRequests {
+                retry_after: Duration::from_secs(5),
+            },
+            1.0,
+        )
+        .build();
+    assert!(backs_off.draw(Some(&ba)).is_err());
+    assert!(ba.check().is_err(), "the drill tripped A");
+    // Injected failures open A on its own count, and are not reported to the fleet.
+    let (fa, fb) = (
+        Breaker::builder("inventory")
+            .open_after_failures(3, Duration::from_secs(30))
+            .cooldown(Duration::from_secs(20))
+            .sharing(SHARED)
+            .store(a.clone())
+            .build(),
+        Breaker::builder("inventory")
+            .open_after_failures(3, Duration::from_secs(30))
+            .cooldown(Duration::from_secs(20))
+            .sharing(SHARED)
+            .store(b.clone())
+            .build(),
+    );
+    let fails = Chaos::builder("fails").fault(Fault::Error, 1.0).build();
+    chaos::error_with(&fails, || "injected");
+    for _ in 0..3 {
+        fa.check().unwrap();
+        let injection = fails.draw(Some(&fa)).unwrap();
+        let ran = Deadline::after(Duration::from_secs(1))
+            .run(injection.run(async { Ok::<u32, &str>(1) }))
+            .await;
+        assert!(matches!(
+            fa.observe(ran),
+            Err(CallError::Failed("injected"))
+        ));
+    }
+    assert!(fa.check().is_err(), "A opened on the injected failures");
+    assert_eq!(
+        time_until_refusing(&bb, Duration::from_millis(500)).await,
+        None,
+        "the injected 429 reached B"
+    );
+    assert_eq!(
+        time_until_refusing(&fb, Duration::from_millis(200)).await,
+        None,
+        "the injected failures reached B"
+    );
+    // A's re-sync pushes none of them either.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(bb.check().is_ok() && fb.check().is_ok());
+    // A real trip still is shared.
+    ba.trip(Duration::from_secs(5), "429 Too Many Requests");
+    assert!(
+        time_until_refusing(&bb, Duration::from_secs(2))
+            .await
+            .is_some()
+    );
+}

@@ -155,6 +155,13 @@ impl Fleet {
     }
 
     /// How this store signs and checks what it writes and reads.
+    #[cfg_attr(
+        not(feature = "overrides"),
+        allow(
+            dead_code,
+            reason = "the fleet's override sets and the queue's entries sign with it"
+        )
+    )]
     pub(super) fn codec(&self) -> &Codec {
         &self.codec
     }
@@ -673,6 +680,7 @@ impl Shared {
             let trip = matches!(cause, OpenCause::Tripped { .. });
             let shareable = match (breaker.config().sharing, &cause) {
                 (_, OpenCause::Shared { .. }) => false,
+                _ if cause.injected_by().is_some() => false,
                 (Sharing::Local, _) => false,
                 (Sharing::TripsOnly, _) => trip,
                 (Sharing::Openings { quorum }, _) => trip || quorum <= 1,
@@ -874,6 +882,8 @@ impl BreakerStore for RedisStore {
         let remaining = until.saturating_duration_since(Instant::now());
         match (config.sharing, cause, config.open_after) {
             (Sharing::Local, _, _) | (_, OpenCause::Shared { .. }, _) => {}
+            // A drill's opening is this instance's own, whatever it injected: never shared.
+            _ if cause.injected_by().is_some() => {}
             (_, OpenCause::Tripped { .. }, _) => self.shared.send(Command::Push {
                 name: breaker.name_arc().clone(),
                 remaining,

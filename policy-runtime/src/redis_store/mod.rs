@@ -43,6 +43,10 @@
 //!   they share their openings: each local opening is one report, and `quorum` reports from
 //!   distinct instances open the fleet.
 //!
+//! A chaos drill's openings are never shared, whatever the breaker's sharing: an injected 429
+//! trips this instance's breaker alone, and injected failures are neither reported nor pushed
+//! (see [`crate::chaos`]), so a drill on a share of the instances stays on that share.
+//!
 //! A bulkhead still bounds **one instance**: ten instances with four slots each put forty
 //! calls at the dependency. That bound belongs to the platform's concurrency setting and the
 //! dependency's connection limit; nothing here shares bulkheads.
@@ -407,12 +411,6 @@ impl Shared {
                 "redis store messages are not signed: whoever can write to this redis can open breakers (each for at most its local bound), publish override sets (within their envelope) and enqueue tasks; set `RedisStoreBuilder::shared_secret`"
             );
         }
-    }
-
-    /// The store's signer, when it has a shared secret: what signs and checks every record it
-    /// writes and reads (see [`Signer`]); the durable queue signs its entries with it.
-    pub(crate) fn signer(&self) -> Option<&Signer> {
-        self.breakers.codec().signer.as_ref()
     }
 
     /// Tells the followers of the fleet's overrides to read the latest set again.
@@ -816,8 +814,15 @@ impl RedisStore {
     /// The store's signer, when it has a shared secret (at least 32 bytes): sign a record with
     /// `signer.sign(CONTEXT, store.prefix(), body)` and check one with `signer.verify(..)`,
     /// each kind of record under a context of its own.
+    #[cfg_attr(
+        not(feature = "overrides"),
+        allow(
+            dead_code,
+            reason = "the fleet's override sets and the queue's entries sign with it"
+        )
+    )]
     pub(crate) fn signer(&self) -> Option<&Signer> {
-        self.shared.signer()
+        self.shared.breakers.codec().signer.as_ref()
     }
 
     /// A clone of the store's connection (clones share it).
