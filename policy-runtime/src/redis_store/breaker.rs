@@ -1119,8 +1119,12 @@ async fn resyncer(shared: Weak<Shared>, every: Duration, mut shutdown: watch::Re
     // A fleet that starts together (a deploy, a restart) would re-sync together, every
     // instance in the same few milliseconds, for as long as it runs: the first re-sync comes
     // after a random half to whole period instead, which spreads the fleet's over half of it.
-    let first = every.mul_f64(0.5 + rand::random::<f64>() / 2.0);
-    let mut tick = tokio::time::interval_at(Instant::now() + first, every);
+    // The builder bounds `every` (at most a day), and the arithmetic saturates besides.
+    let first = every / 2 + (every / 2).mul_f64(rand::random::<f64>());
+    let start = Instant::now()
+        .checked_add(first)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(24 * 3600));
+    let mut tick = tokio::time::interval_at(start, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

@@ -332,6 +332,9 @@ pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The longest re-sync period: longer ones are cut to it (and never overflow an `Instant`).
+const MAX_RESYNC_EVERY: Duration = Duration::from_secs(24 * 3600);
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -534,11 +537,12 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// How often state is re-synced in both directions (default 5 s). The first re-sync comes
-    /// after a random half to whole period, so that a fleet started together does not re-sync
-    /// all at once.
+    /// How often state is re-synced in both directions (default 5 s), from 10 ms to a day
+    /// (a longer period, `Duration::MAX` included, is a day: the re-sync is what repairs a
+    /// missed message). The first re-sync comes after a random half to whole period, so that
+    /// a fleet started together does not re-sync all at once.
     pub fn resync_every(mut self, every: Duration) -> Self {
-        self.resync_every = every.max(Duration::from_millis(10));
+        self.resync_every = every.clamp(Duration::from_millis(10), MAX_RESYNC_EVERY);
         self
     }
 
