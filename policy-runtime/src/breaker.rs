@@ -686,6 +686,12 @@ impl Breaker {
         };
         #[cfg(not(feature = "chaos"))]
         let opened_by = |cause: OpenCause| cause;
+        // An injected failure counts here, as a real one would, and is never reported to the
+        // fleet: a drill's share of instances stays its own.
+        #[cfg(feature = "chaos")]
+        let reported = injected.is_none();
+        #[cfg(not(feature = "chaos"))]
+        let reported = true;
         let now = inner.clock.now_nanos();
         inner.stats.failures.fetch_add(1, Ordering::Relaxed);
         let until = inner.open_until.load(Ordering::Acquire);
@@ -717,7 +723,7 @@ impl Breaker {
             if ring.record(now, tally.window_nanos) {
                 let cause = OpenCause::Failures { count, window };
                 self.open(now, config.cooldown, opened_by(cause));
-            } else {
+            } else if reported {
                 inner.store.failure_recorded(self);
             }
             return;
@@ -751,7 +757,8 @@ impl Breaker {
             Some(cause) => {
                 self.open(now, config.cooldown, opened_by(cause));
             }
-            None => inner.store.failure_recorded(self),
+            None if reported => inner.store.failure_recorded(self),
+            None => {}
         }
     }
 
@@ -865,6 +872,34 @@ impl Breaker {
     /// the breaker's [`max_retry_after`](BreakerBuilder::max_retry_after) opens it for the cap
     /// instead (logged as `retry_after_capped`); the cause still says what was asked.
     pub fn trip(&self, retry_after: Duration, reason: impl Into<Arc<str>>) {
+        let cause = OpenCause::Tripped {
+            retry_after,
+            reason: reason.into(),
+        };
+        self.trip_as(retry_after, cause);
+    }
+
+    /// [`trip`](Self::trip) for a 429 the chaos drill `drill` injected: the opening's cause is
+    /// [`OpenCause::Injected`], so this instance's breaker opens as for a real one and its
+    /// store never shares it with the fleet (a drill's share of instances stays its own).
+    #[cfg(feature = "chaos")]
+    pub(crate) fn trip_injected(
+        &self,
+        retry_after: Duration,
+        reason: impl Into<Arc<str>>,
+        drill: Arc<str>,
+    ) {
+        let cause = OpenCause::Injected {
+            drill,
+            opened_by: Box::new(OpenCause::Tripped {
+                retry_after,
+                reason: reason.into(),
+            }),
+        };
+        self.trip_as(retry_after, cause);
+    }
+
+    fn trip_as(&self, retry_after: Duration, cause: OpenCause) {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
         let cap = inner.counting.load().config.max_retry_after;
@@ -872,10 +907,6 @@ impl Breaker {
         if open_for < retry_after {
             observe::retry_after_capped(&inner.name, retry_after, cap);
         }
-        let cause = OpenCause::Tripped {
-            retry_after,
-            reason: reason.into(),
-        };
         let until = now.saturating_add(saturating_nanos(open_for)).max(1);
         {
             let mut slot = self.lock_cause();

@@ -113,7 +113,11 @@ impl Granted {
     #[inline]
     fn new(budget: Duration, callers: bool) -> Self {
         let nanos = crate::window::saturating_nanos(budget.min(Deadline::MAX_BUDGET));
-        Self(if callers { nanos | Self::CALLERS } else { nanos })
+        Self(if callers {
+            nanos | Self::CALLERS
+        } else {
+            nanos
+        })
     }
 
     #[inline]
@@ -152,7 +156,6 @@ impl Deadline {
 
     /// A deadline `budget` after `now` (a read of tokio's clock the caller already made), the
     /// caller's when `callers` says the budget is the one the caller sent.
-    #[cfg(feature = "http")]
     #[inline]
     pub(crate) fn after_from_callers(now: Instant, budget: Duration, callers: bool) -> Self {
         let deadline = Self::after_from(now, budget);
