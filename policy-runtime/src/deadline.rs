@@ -747,7 +747,7 @@ mod tests {
 pub struct OperationDeadline {
     name: std::sync::Arc<str>,
     compiled: (Duration, Duration),
-    numbers: crate::tuning::Tuned<2>,
+    numbers: crate::tuning::Tuned<[u64; 2]>,
 }
 
 impl fmt::Debug for OperationDeadline {

@@ -327,7 +327,7 @@ pub struct RetryPolicy {
     name: Arc<str>,
     /// Attempts, backoff base and cap, attempt timeout ([`NO_TIMEOUT`] for none): one cell, so
     /// a reload changes them together.
-    numbers: Tuned<4>,
+    numbers: Tuned<[u64; 4]>,
     allowance: Arc<RetryAllowance>,
     stats: Stats,
     metrics: RetryMetrics,
