@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use proving_ground::model::{Contender, DEFAULT_SERVICE_TIME, DEFAULT_SLOTS};
+use proving_ground::model::{Contender, DEFAULT_SERVICE_TIME, DEFAULT_SLOTS, Phases};
 use proving_ground::{contenders, dependency, fifo, load, report, run};
 
 #[derive(Debug, Parser)]
@@ -27,6 +27,35 @@ struct Cli {
     /// Only this contender (repeatable).
     #[arg(long, value_enum)]
     contender: Vec<Contender>,
+    /// The phases' lengths in seconds, `WARMUP,BASELINE,FAULT,AFTER` (for the tests).
+    #[arg(long, hide = true, value_parser = parse_phases)]
+    phases: Option<Phases>,
+}
+
+/// `WARMUP,BASELINE,FAULT,AFTER` in seconds, each positive and finite.
+fn parse_phases(text: &str) -> Result<Phases, String> {
+    let values: Vec<f64> = text
+        .split(',')
+        .map(|v| v.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("`{text}` is not four numbers: {e}"))?;
+    match values[..] {
+        [warmup_s, baseline_s, fault_s, after_s]
+            if values
+                .iter()
+                .all(|v| v.is_finite() && *v > 0.0 && *v <= 600.0) =>
+        {
+            Ok(Phases {
+                warmup_s,
+                baseline_s,
+                fault_s,
+                after_s,
+            })
+        }
+        _ => Err(format!(
+            "`{text}`: write four lengths in seconds, each above 0 and at most 600, as `0.5,1.5,1.5,2`"
+        )),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,6 +133,7 @@ async fn orchestrate(cli: Cli) -> Result<(), String> {
         out: cli.out,
         scenarios: cli.scenario,
         contenders: cli.contender,
+        phases: cli.phases,
         program,
     };
     let report = run::run(&options).await.map_err(|e| e.to_string())?;

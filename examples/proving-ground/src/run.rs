@@ -73,6 +73,8 @@ pub struct Options {
     pub scenarios: Vec<String>,
     /// Only these contenders (all when empty).
     pub contenders: Vec<Contender>,
+    /// Phases other than `--quick`'s or the full run's (the tests' tiny runs).
+    pub phases: Option<Phases>,
     /// The binary to re-execute for the child processes.
     pub program: PathBuf,
 }
@@ -393,11 +395,11 @@ async fn run_one(
 /// table as it finishes.
 pub async fn run(options: &Options) -> Result<RunReport, RunError> {
     let started = std::time::Instant::now();
-    let phases = if options.quick {
+    let phases = options.phases.unwrap_or(if options.quick {
         Phases::QUICK
     } else {
         Phases::FULL
-    };
+    });
     let capacity = f64::from(DEFAULT_SLOTS) / DEFAULT_SERVICE_TIME.as_secs_f64();
     let all = scenarios(capacity);
     for name in &options.scenarios {
