@@ -26,6 +26,8 @@ pub struct StatsBucket {
     pub unix_ms: u64,
     /// Requests that arrived.
     pub received: u64,
+    /// Of those, requests that carried a deadline.
+    pub propagated: u64,
     /// Served to the end.
     pub completed: u64,
     /// Served after the caller had stopped waiting.
@@ -41,6 +43,7 @@ impl From<Bucket> for StatsBucket {
         Self {
             unix_ms: b.unix_ms,
             received: b.counts.received,
+            propagated: b.counts.propagated,
             completed: b.counts.completed,
             wasted: b.counts.wasted,
             dropped_expired: b.counts.dropped_expired,

@@ -25,6 +25,8 @@ use crate::model::{Control, Mode};
 pub struct Counts {
     /// Requests that arrived, in any mode.
     pub received: u64,
+    /// Of those, requests that carried a deadline (`x-deadline-ms` or `grpc-timeout`).
+    pub propagated: u64,
     /// Calls served to the end.
     pub completed: u64,
     /// Of those, completed after their caller had stopped waiting.
@@ -148,7 +150,10 @@ impl Capacity {
     /// waits (for accounting only).
     pub fn submit(&self, propagated: Option<Duration>, waits: Duration) -> Admission {
         let now = Instant::now();
-        self.count(|c| c.received += 1);
+        self.count(|c| {
+            c.received += 1;
+            c.propagated += u64::from(propagated.is_some());
+        });
         let mut state = self.lock();
         match state.mode {
             Mode::Down | Mode::TooManyRequests { .. } => {
@@ -218,6 +223,7 @@ impl Capacity {
         for bucket in self.timeline() {
             let c = bucket.counts;
             total.received += c.received;
+            total.propagated += c.propagated;
             total.completed += c.completed;
             total.wasted += c.wasted;
             total.dropped_expired += c.dropped_expired;
@@ -347,6 +353,7 @@ mod tests {
         assert_eq!(fourth.await.unwrap(), Outcome::Done);
         let totals = dependency.totals();
         assert_eq!(totals.dropped_expired, 1);
+        assert_eq!((totals.received, totals.propagated), (4, 3));
         assert_eq!(totals.completed, 3);
         assert_eq!(
             totals.wasted, 1,

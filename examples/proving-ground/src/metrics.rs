@@ -13,6 +13,8 @@ pub struct DepBucket {
     pub start_ms: f64,
     /// Requests that arrived.
     pub received: u64,
+    /// Of those, requests that carried a deadline.
+    pub propagated: u64,
     /// Served to the end.
     pub completed: u64,
     /// Served after the caller had stopped waiting.
@@ -117,6 +119,8 @@ pub struct PhaseStats {
     pub sheddable_availability: Option<f64>,
     /// Requests the dependency received in the phase.
     pub dependency_received: u64,
+    /// Of those, requests that carried a propagated deadline.
+    pub dependency_propagated: u64,
     /// Calls it served to the end.
     pub dependency_completed: u64,
     /// Of those, served after the caller had stopped waiting.
@@ -157,9 +161,10 @@ pub fn phase(
     let in_phase = dependency
         .iter()
         .filter(|b| (from_ms..to_ms).contains(&b.start_ms));
-    let (mut received, mut completed, mut wasted, mut dropped) = (0, 0, 0, 0);
+    let (mut received, mut propagated, mut completed, mut wasted, mut dropped) = (0, 0, 0, 0, 0);
     for b in in_phase {
         received += b.received;
+        propagated += b.propagated;
         completed += b.completed;
         wasted += b.wasted;
         dropped += b.dropped_expired;
@@ -175,6 +180,7 @@ pub fn phase(
         critical_availability: availability(Class::Critical),
         sheddable_availability: availability(Class::Sheddable),
         dependency_received: received,
+        dependency_propagated: propagated,
         dependency_completed: completed,
         wasted,
         dropped_expired: dropped,
@@ -399,6 +405,7 @@ mod tests {
             DepBucket {
                 start_ms: 0.0,
                 received: 6,
+                propagated: 4,
                 completed: 3,
                 wasted: 1,
                 dropped_expired: 2,
@@ -425,5 +432,6 @@ mod tests {
             (6, 1, 2)
         );
         assert_eq!(p.amplification, Some(1.5));
+        assert_eq!(p.dependency_propagated, 4);
     }
 }

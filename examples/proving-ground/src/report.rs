@@ -52,6 +52,9 @@ fn row(run: &crate::run::ContenderRun) -> Vec<String> {
         num(m.overall.amplification, 2),
         format!("{}/{}", m.fault.wasted, m.overall.wasted),
         format!("{}", m.overall.dropped_expired),
+        pct((m.overall.dependency_received > 0).then(|| {
+            m.overall.dependency_propagated as f64 / m.overall.dependency_received as f64
+        })),
         m.recovery_s
             .map_or_else(|| "never".to_owned(), |r| format!("{r:.1}")),
         match m.stuck {
@@ -65,7 +68,7 @@ fn row(run: &crate::run::ContenderRun) -> Vec<String> {
     ]
 }
 
-const COLUMNS: [&str; 16] = [
+const COLUMNS: [&str; 17] = [
     "contender",
     "sent/target",
     "good base",
@@ -77,6 +80,7 @@ const COLUMNS: [&str; 16] = [
     "amp all",
     "wasted f/all",
     "dropped",
+    "deadline sent",
     "recover s",
     "stuck",
     "crit avail",
@@ -117,7 +121,7 @@ pub fn table(run: &ScenarioRun, phases: &Phases) -> String {
     let _ = write!(
         out,
         "goodput in successful answers/s; latency ms; amp = dependency requests per client request; \
-         wasted = served after the caller stopped waiting (fault/all); dropped = expired in the dependency's queue; \
+         wasted = served after the caller stopped waiting (fault/all); dropped = expired in the dependency's queue; deadline sent = dependency requests carrying a propagated deadline; \
          recover = s from the fault's end until the {window:.1} s rolling goodput is 95% of the baseline; \
          stuck = under half the baseline {stuck_at:.0} s after; avail = answered in the fault; lag = generator behind schedule (mean/max)"
     );

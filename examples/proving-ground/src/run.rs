@@ -359,6 +359,7 @@ async fn run_one(
         .map(|b| DepBucket {
             start_ms: b.unix_ms as f64 - epoch_unix_ms as f64,
             received: b.received,
+            propagated: b.propagated,
             completed: b.completed,
             wasted: b.wasted,
             dropped_expired: b.dropped_expired,
@@ -367,6 +368,7 @@ async fn run_one(
     let mut totals = DepBucket::default();
     for b in &buckets {
         totals.received += b.received;
+        totals.propagated += b.propagated;
         totals.completed += b.completed;
         totals.wasted += b.wasted;
         totals.dropped_expired += b.dropped_expired;
