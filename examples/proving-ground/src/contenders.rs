@@ -17,7 +17,60 @@ use crate::model::{Class, Contender};
 
 /// One request's work: the dependency called as this contender calls it.
 type Call =
-    Arc<dyn Fn(Class) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+    Arc<dyn Fn(Class) -> Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>> + Send + Sync>;
+
+/// The response header that names which mechanism (or which failure of the dependency) ended a
+/// failed request, as a short code; the load generator records it.
+pub const WHY_HEADER: &str = "x-why";
+
+/// Why a request failed: a short code for the record and the error's text for the body.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    why: &'static str,
+    text: String,
+}
+
+impl Failure {
+    fn new(why: &'static str, text: impl std::fmt::Display) -> Self {
+        Self {
+            why,
+            text: text.to_string(),
+        }
+    }
+
+    /// An answer the dependency gave, or the lack of one.
+    fn dependency(error: &DepError) -> Self {
+        Self::new(dependency_code(error), error)
+    }
+
+    /// A boxed error from a tower stack: ours, tower's or the dependency's.
+    fn boxed(error: &BoxError) -> Self {
+        let why = if let Some(refusal) = error.downcast_ref::<policy::ResilienceError>() {
+            refusal.kind().as_str()
+        } else if error.is::<policy::DeadlineExceeded>() {
+            "deadline_exceeded"
+        } else if error.is::<tower::load_shed::error::Overloaded>() {
+            "load_shed"
+        } else if error.is::<tower::timeout::error::Elapsed>() {
+            "timeout"
+        } else if let Some(dependency) = error.downcast_ref::<DepError>() {
+            dependency_code(dependency)
+        } else {
+            "other"
+        };
+        Self::new(why, error)
+    }
+}
+
+fn dependency_code(error: &DepError) -> &'static str {
+    match error {
+        DepError::TooManyRequests(_) => "dependency_429",
+        DepError::Status(503) => "dependency_503",
+        DepError::Status(504) => "dependency_expired",
+        DepError::Status(_) => "dependency_error",
+        DepError::Transport(_) => "transport",
+    }
+}
 
 /// Building a contender failed (a configuration its library refused).
 #[derive(Debug, thiserror::Error)]
@@ -64,10 +117,20 @@ fn routes(call: Call) -> Router {
         )
 }
 
-async fn answer(call: Call, class: Class) -> (StatusCode, String) {
-    match call(class).await {
-        Ok(()) => (StatusCode::OK, "ok".to_owned()),
-        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+async fn answer(call: Call, class: Class) -> axum::response::Response {
+    reply(call(class).await)
+}
+
+fn reply(result: Result<(), Failure>) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match result {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(failure) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(WHY_HEADER, failure.why)],
+            failure.text,
+        )
+            .into_response(),
     }
 }
 
@@ -81,8 +144,8 @@ fn none(hyper: Hyper, base: &str) -> Result<Call, BoxError> {
         Box::pin(async move {
             match tokio::time::timeout(NONE_TIMEOUT, dependency.oneshot(DepCall)).await {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err("timed out".to_owned()),
+                Ok(Err(e)) => Err(Failure::dependency(&e)),
+                Err(_) => Err(Failure::new("timeout", "timed out")),
             }
         })
     }))
@@ -98,13 +161,13 @@ fn naive(hyper: Hyper, base: &str) -> Result<Call, BoxError> {
     Ok(Arc::new(move |_class| {
         let dependency = dependency.clone();
         Box::pin(async move {
-            let mut last = String::new();
+            let mut last = Failure::new("timeout", "no attempt");
             for _ in 0..NAIVE_ATTEMPTS {
                 match tokio::time::timeout(NAIVE_TIMEOUT, dependency.clone().oneshot(DepCall)).await
                 {
                     Ok(Ok(())) => return Ok(()),
-                    Ok(Err(e)) => last = e.to_string(),
-                    Err(_) => last = "timed out".to_owned(),
+                    Ok(Err(e)) => last = Failure::dependency(&e),
+                    Err(_) => last = Failure::new("timeout", "timed out"),
                 }
             }
             Err(last)
@@ -145,7 +208,12 @@ fn tower_stack(hyper: Hyper, base: &str) -> Result<Call, BoxError> {
     let service = tower::util::BoxCloneSyncService::new(service);
     Ok(Arc::new(move |_class| {
         let service = service.clone();
-        Box::pin(async move { service.oneshot(DepCall).await.map_err(|e| e.to_string()) })
+        Box::pin(async move {
+            service
+                .oneshot(DepCall)
+                .await
+                .map_err(|e| Failure::boxed(&e))
+        })
     }))
 }
 
@@ -221,7 +289,7 @@ fn tower_resilience(hyper: Hyper, base: &str) -> Result<Call, BoxError> {
     use tower_resilience::retry::{RetryBudgetBuilder, RetryLayer};
     use tower_resilience::timelimiter::{TimeLimiterError, TimeLimiterLayer};
 
-    type Failure = CircuitBreakerError<BulkheadServiceError<TimeLimiterError<DepError>>>;
+    type StackError = CircuitBreakerError<BulkheadServiceError<TimeLimiterError<DepError>>>;
 
     let dependency = DepClient::new(hyper, base, ATTEMPT_TIMEOUT)?;
     let budget = RetryBudgetBuilder::new()
@@ -229,9 +297,9 @@ fn tower_resilience(hyper: Hyper, base: &str) -> Result<Call, BoxError> {
         .tokens_per_second(10.0)
         .max_tokens(100)
         .build()?;
-    let retry = RetryLayer::<DepCall, (), Failure>::exponential_backoff()
+    let retry = RetryLayer::<DepCall, (), StackError>::exponential_backoff()
         .budget(budget)
-        .retry_on(|error: &Failure| !error.is_circuit_open())
+        .retry_on(|error: &StackError| !error.is_circuit_open())
         .build();
     let breaker = CircuitBreakerLayer::builder()
         .failure_rate_threshold(0.5)
@@ -250,7 +318,23 @@ fn tower_resilience(hyper: Hyper, base: &str) -> Result<Call, BoxError> {
         .service(dependency);
     Ok(Arc::new(move |_class| {
         let service = service.clone();
-        Box::pin(async move { service.oneshot(DepCall).await.map_err(|e| e.to_string()) })
+        Box::pin(async move {
+            service.oneshot(DepCall).await.map_err(|e| {
+                let why = match &e {
+                    CircuitBreakerError::OpenCircuit => "breaker_open",
+                    CircuitBreakerError::Inner(BulkheadServiceError::Bulkhead(_)) => {
+                        "bulkhead_full"
+                    }
+                    CircuitBreakerError::Inner(BulkheadServiceError::Inner(
+                        TimeLimiterError::Timeout,
+                    )) => "timeout",
+                    CircuitBreakerError::Inner(BulkheadServiceError::Inner(
+                        TimeLimiterError::Inner(dependency),
+                    )) => dependency_code(dependency),
+                };
+                Failure::new(why, e)
+            })
+        })
     }))
 }
 
@@ -320,7 +404,7 @@ mod attributes {
     use policy::layer::{PropagateDeadline, PropagateDeadlineLayer};
     use tower::{BoxError, Layer as _, ServiceExt as _};
 
-    use super::{Call, CallFailed, trip_on_429};
+    use super::{Call, CallFailed, Failure, trip_on_429};
     use crate::client::{DepCall, DepClient, Hyper};
 
     type Client = DepClient<PropagateDeadline<Hyper>>;
@@ -351,7 +435,13 @@ mod attributes {
         )?;
         let _ = CLIENT.set(client);
         Ok(Arc::new(|_class| {
-            Box::pin(async { call_dependency().await.map_err(|e| e.to_string()) })
+            Box::pin(async {
+                call_dependency().await.map_err(|e| match &e {
+                    CallFailed::Dependency(dependency) => Failure::dependency(dependency),
+                    CallFailed::Refused(refusal) => Failure::new(refusal.kind().as_str(), &e),
+                    CallFailed::TimedOut(_) => Failure::new("deadline_exceeded", &e),
+                })
+            })
         }))
     }
 }
@@ -365,7 +455,6 @@ mod layers {
     use std::time::Duration;
 
     use axum::Router;
-    use axum::http::StatusCode;
     use axum::routing::get;
     use policy::layer::{BoxError, DeadlineLayer, PropagateDeadlineLayer, ShedLayer};
     use policy::shedding::Thresholds;
@@ -421,10 +510,7 @@ mod layers {
             ))
     }
 
-    fn reply(result: Result<(), BoxError>) -> (StatusCode, String) {
-        match result {
-            Ok(()) => (StatusCode::OK, "ok".to_owned()),
-            Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        }
+    fn reply(result: Result<(), BoxError>) -> axum::response::Response {
+        super::reply(result.map_err(|e| super::Failure::boxed(&e)))
     }
 }

@@ -159,27 +159,41 @@ pub async fn run(plan: &Plan) -> LoadReport {
         let sent_ms = since_epoch_ms(sent);
         tasks.spawn(async move {
             let request = http::Request::get(uri).body(Full::new(Bytes::new()));
-            let status = match request {
-                Err(_) => TRANSPORT_ERROR,
+            let (status, why) = match request {
+                Err(_) => (TRANSPORT_ERROR, None),
                 Ok(request) => {
                     let exchange = async {
                         let response = client.request(request).await.ok()?;
                         let status = response.status().as_u16();
+                        let why = response
+                            .headers()
+                            .get(crate::contenders::WHY_HEADER)
+                            .and_then(|v| v.to_str().ok())
+                            .map(|v| v.chars().take(40).collect::<String>());
                         response.into_body().collect().await.ok()?;
-                        Some(status)
+                        Some((status, why))
                     };
                     match tokio::time::timeout(CLIENT_TIMEOUT, exchange).await {
-                        Ok(Some(status)) => status,
-                        Ok(None) => TRANSPORT_ERROR,
-                        Err(_) => TIMED_OUT,
+                        Ok(Some(answer)) => answer,
+                        Ok(None) => (TRANSPORT_ERROR, None),
+                        Err(_) => (TIMED_OUT, None),
                     }
                 }
+            };
+            let why = match status {
+                200..=299 => None,
+                TIMED_OUT => Some("client_timeout".to_owned()),
+                TRANSPORT_ERROR => Some("transport".to_owned()),
+                // The DeadlineLayer's own answer: the request's deadline passed first.
+                504 if why.is_none() => Some("request_deadline".to_owned()),
+                _ => why.or_else(|| Some(format!("status_{status}"))),
             };
             let record = Record {
                 sent_ms,
                 latency_ms: sent.elapsed().as_secs_f64() * 1000.0,
                 status,
                 class,
+                why,
             };
             records
                 .lock()

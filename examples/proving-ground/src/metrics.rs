@@ -2,6 +2,8 @@
 //! recovery time, stuck, availability per class. Pure functions of the records, so every
 //! number a reader sees comes from the run, never from a sentence with numbers filled in.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::model::{Class, Phases, Record};
@@ -129,6 +131,9 @@ pub struct PhaseStats {
     pub dropped_expired: u64,
     /// Dependency requests per client request.
     pub amplification: Option<f64>,
+    /// The failures of the requests sent in the phase, by what ended them (the service's
+    /// code: which mechanism refused, or what the dependency answered).
+    pub failures: BTreeMap<String, u64>,
 }
 
 /// Computes a phase `[from_ms, to_ms)`.
@@ -169,7 +174,16 @@ pub fn phase(
         wasted += b.wasted;
         dropped += b.dropped_expired;
     }
+    let mut failures = BTreeMap::new();
+    for record in sent.iter().filter(|r| !r.ok()) {
+        let why = record
+            .why
+            .clone()
+            .unwrap_or_else(|| format!("status_{}", record.status));
+        *failures.entry(why).or_insert(0) += 1;
+    }
     PhaseStats {
+        failures,
         sent: sent.len(),
         sent_rps: sent.len() as f64 / seconds,
         target_rps,
@@ -290,6 +304,7 @@ mod tests {
             latency_ms,
             status: 200,
             class: Class::Critical,
+            why: None,
         }
     }
 
@@ -392,12 +407,14 @@ mod tests {
                 latency_ms: 1_000.0,
                 status: TIMED_OUT,
                 class: Class::Critical,
+                why: Some("client_timeout".into()),
             },
             Record {
                 sent_ms: 600.0,
                 latency_ms: 5.0,
                 status: 503,
                 class: Class::Sheddable,
+                why: None,
             },
             ok(-50.0, 100.0), // the warm-up's, ends in the phase
         ];
@@ -433,5 +450,7 @@ mod tests {
         );
         assert_eq!(p.amplification, Some(1.5));
         assert_eq!(p.dependency_propagated, 4);
+        let failures: Vec<(&str, u64)> = p.failures.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(failures, [("client_timeout", 1), ("status_503", 1)]);
     }
 }

@@ -279,7 +279,7 @@ pub fn scenarios(capacity: f64) -> Vec<Scenario> {
 }
 
 /// What became of one request the load generator sent.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// When it was sent, in milliseconds from the scenario's t = 0 (negative in the warm-up).
     pub sent_ms: f64,
@@ -289,6 +289,10 @@ pub struct Record {
     pub status: u16,
     /// Its class.
     pub class: Class,
+    /// For a failure, what ended it: the service's `x-why` code (which mechanism refused, or
+    /// what the dependency answered), `client_timeout`, `transport`, or `status_NNN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 impl Record {

@@ -65,10 +65,27 @@ fn row(run: &crate::run::ContenderRun) -> Vec<String> {
         pct(m.fault.critical_availability),
         pct(m.fault.sheddable_availability),
         format!("{:.0}/{:.0}", run.mean_lag_ms, run.max_lag_ms),
+        top_failures(&m.fault.failures, 3),
     ]
 }
 
-const COLUMNS: [&str; 17] = [
+/// The `n` most frequent failure codes, `code count` each.
+pub fn top_failures(failures: &std::collections::BTreeMap<String, u64>, n: usize) -> String {
+    let mut sorted: Vec<(&String, &u64)> = failures.iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let top: Vec<String> = sorted
+        .iter()
+        .take(n)
+        .map(|(why, count)| format!("{why} {count}"))
+        .collect();
+    if top.is_empty() {
+        "-".to_owned()
+    } else {
+        top.join(", ")
+    }
+}
+
+const COLUMNS: [&str; 18] = [
     "contender",
     "sent/target",
     "good base",
@@ -86,6 +103,7 @@ const COLUMNS: [&str; 17] = [
     "crit avail",
     "shed avail",
     "lag ms",
+    "fault failures (top 3)",
 ];
 
 /// A scenario's table, aligned for a terminal.
@@ -123,7 +141,7 @@ pub fn table(run: &ScenarioRun, phases: &Phases) -> String {
         "goodput in successful answers/s; latency ms; amp = dependency requests per client request; \
          wasted = served after the caller stopped waiting (fault/all); dropped = expired in the dependency's queue; deadline sent = dependency requests carrying a propagated deadline; \
          recover = s from the fault's end until the {window:.1} s rolling goodput is 95% of the baseline; \
-         stuck = under half the baseline {stuck_at:.0} s after; avail = answered in the fault; lag = generator behind schedule (mean/max)"
+         stuck = under half the baseline {stuck_at:.0} s after; avail = answered in the fault; lag = generator behind schedule (mean/max); fault failures = what ended the failed requests sent in the fault (the refusing mechanism, the dependency's answer, or the client's timeout)"
     );
     out
 }

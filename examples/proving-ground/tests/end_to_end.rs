@@ -47,6 +47,10 @@ fn a_tiny_outage_runs_end_to_end_and_is_measured_from_its_records() {
     assert!((2.5..=3.1).contains(&naive), "naive: {naive}");
     for run in runs {
         let m = &run["measurement"];
+        // What ended the failed requests is recorded: the dependency's 503, named by the service.
+        let failures = m["fault"]["failures"].as_object().expect("failures");
+        let refused_by_503 = failures.get("dependency_503").and_then(|n| n.as_u64());
+        assert!(refused_by_503.unwrap_or(0) > 100, "{failures:?}");
         assert!(
             m["baseline"]["goodput_rps"].as_f64().expect("goodput") > 300.0,
             "{m}"
