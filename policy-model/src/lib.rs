@@ -12,13 +12,16 @@
 //! miette) and belongs to compile time only.
 //!
 //! ```
-//! use policy_model::{FailMode, WorkClass};
+//! use policy_model::{Criticality, FailMode, WorkClass};
 //!
 //! assert_eq!(WorkClass::from_name("deferred"), Some(WorkClass::Deferred));
 //! assert_eq!(WorkClass::Background.to_string(), "background");
 //!
 //! assert_eq!(FailMode::from_name("local"), Some(FailMode::Local));
 //! assert_eq!(FailMode::Closed.as_str(), "closed");
+//!
+//! assert_eq!(Criticality::from_name("SHEDDABLE_PLUS"), Some(Criticality::SheddablePlus));
+//! assert!(Criticality::CriticalPlus > Criticality::Critical);
 //! ```
 //!
 //! # Feature flags
@@ -74,6 +77,84 @@ impl WorkClass {
 }
 
 impl fmt::Display for WorkClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How much a request matters when there is not room for all of them: the levels of Google's
+/// SRE book (chapter 21, "Handling Overload"), carried with the request like its deadline and
+/// chosen per route or per call. Under pressure, work is refused in order of criticality: a
+/// level is turned away only when admitting it would take room the levels above it need.
+///
+/// | level | meaning |
+/// |---|---|
+/// | `critical_plus` | the most important requests: their failure is user-visible and severe |
+/// | `critical` | the default: a request a user waits for |
+/// | `sheddable_plus` | may fail partly; a retry later is fine (a batch job's read, a prefetch) |
+/// | `sheddable` | may fail; nobody waits for it (analytics, speculative work) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Criticality {
+    /// May fail; nobody waits for it. Turned away first.
+    Sheddable,
+    /// May fail partly; a retry later is fine.
+    SheddablePlus,
+    /// A request a user waits for: the default.
+    #[default]
+    Critical,
+    /// The most important requests. Never turned away for the sake of another level.
+    CriticalPlus,
+}
+
+impl Criticality {
+    /// Every level, most important first.
+    pub const ALL: [Criticality; 4] = [
+        Self::CriticalPlus,
+        Self::Critical,
+        Self::SheddablePlus,
+        Self::Sheddable,
+    ];
+
+    /// The level as the language, the `x-criticality` header, tracing fields, metric labels and
+    /// JSON write it: `critical_plus`, `critical`, `sheddable_plus`, `sheddable`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::CriticalPlus => "critical_plus",
+            Self::Critical => "critical",
+            Self::SheddablePlus => "sheddable_plus",
+            Self::Sheddable => "sheddable",
+        }
+    }
+
+    /// The level written `name` (as [`as_str`](Self::as_str) writes it, or in upper case as
+    /// gRPC metadata often carries it: `CRITICAL_PLUS`), if there is one.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        let name = name.trim();
+        Self::ALL
+            .into_iter()
+            .find(|level| level.as_str().eq_ignore_ascii_case(name))
+    }
+
+    /// The level's place, 0 for `sheddable` to 3 for `critical_plus`: an index for per-level
+    /// counters.
+    #[must_use]
+    pub const fn rank(self) -> usize {
+        self as usize
+    }
+
+    /// Whether this level may be turned away to keep room for more important ones (the two
+    /// sheddable levels).
+    #[must_use]
+    pub const fn is_sheddable(self) -> bool {
+        matches!(self, Self::Sheddable | Self::SheddablePlus)
+    }
+}
+
+impl fmt::Display for Criticality {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }

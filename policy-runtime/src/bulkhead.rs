@@ -53,12 +53,13 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use crate::criticality::Criticality;
 use crate::deadline::Deadline;
 use crate::error::{RefusalReason, ResilienceError};
 use crate::instruments::BulkheadMetrics;
@@ -71,6 +72,8 @@ pub use adaptive::{AdaptiveLimit, AdaptiveSnapshot};
 
 #[derive(Debug, Default)]
 struct Stats {
+    /// Sheddable requests turned away to keep slots for more important ones.
+    refused_kept: AtomicU64,
     refused_full: AtomicU64,
     refused_queue_timeout: AtomicU64,
     queued_total: AtomicU64,
@@ -91,6 +94,8 @@ struct Inner {
     running: AtomicU32,
     /// Callers waiting for a slot (at most `max_queued`).
     queued: AtomicU32,
+    /// Calls in flight per criticality, once a call other than `critical` came.
+    levels: Levels,
     stats: Stats,
     metrics: BulkheadMetrics,
     /// The measurements of an adaptive bulkhead; `None` for a fixed one.
@@ -167,6 +172,7 @@ impl BulkheadBuilder {
                 resizing: std::sync::Mutex::new(()),
                 running: AtomicU32::new(0),
                 queued: AtomicU32::new(0),
+                levels: Levels::default(),
                 stats: Stats::default(),
                 adaptive: self.adaptive.map(Adaptation::new),
             }),
@@ -180,6 +186,8 @@ pub struct BulkheadPermit<'a> {
     inner: &'a Inner,
     /// When the call took its slot, for an adaptive bulkhead's measurement.
     started: u64,
+    /// The criticality it was counted under ([`UNCOUNTED`] when the bulkhead counts none).
+    level: u8,
 }
 
 impl fmt::Debug for BulkheadPermit<'_> {
@@ -193,7 +201,7 @@ impl fmt::Debug for BulkheadPermit<'_> {
 impl Drop for BulkheadPermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.inner.release(self.started);
+        self.inner.release(self.started, self.level);
     }
 }
 
@@ -203,6 +211,7 @@ impl Drop for BulkheadPermit<'_> {
 pub struct OwnedBulkheadPermit {
     inner: Arc<Inner>,
     started: u64,
+    level: u8,
 }
 
 impl fmt::Debug for OwnedBulkheadPermit {
@@ -215,7 +224,7 @@ impl fmt::Debug for OwnedBulkheadPermit {
 
 impl Drop for OwnedBulkheadPermit {
     fn drop(&mut self) {
-        self.inner.release(self.started);
+        self.inner.release(self.started, self.level);
     }
 }
 
@@ -226,11 +235,12 @@ pub struct Acquire<'a> {
 }
 
 type QueueWait<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ResilienceError>> + Send + 'a>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<u8, ResilienceError>> + Send + 'a>>;
 
 enum AcquireState<'a> {
     Ready(Option<BulkheadPermit<'a>>),
     Queued(&'a Inner, QueueWait<'a>),
+    Refused(Option<ResilienceError>),
 }
 
 impl fmt::Debug for Acquire<'_> {
@@ -238,6 +248,7 @@ impl fmt::Debug for Acquire<'_> {
         f.write_str(match self.state {
             AcquireState::Ready(_) => "Acquire(ready)",
             AcquireState::Queued(..) => "Acquire(queued)",
+            AcquireState::Refused(_) => "Acquire(refused)",
         })
     }
 }
@@ -259,8 +270,12 @@ impl<'a> std::future::Future for Acquire<'a> {
                 // Polled again after it completed: the slot went to the first poll.
                 None => Poll::Pending,
             },
+            AcquireState::Refused(refusal) => match refusal.take() {
+                Some(refusal) => Poll::Ready(Err(refusal)),
+                None => Poll::Pending,
+            },
             AcquireState::Queued(inner, wait) => match wait.as_mut().poll(cx) {
-                Poll::Ready(Ok(())) => Poll::Ready(Ok(inner.permit())),
+                Poll::Ready(Ok(level)) => Poll::Ready(Ok(inner.permit(level))),
                 Poll::Ready(Err(refusal)) => Poll::Ready(Err(refusal)),
                 Poll::Pending => Poll::Pending,
             },
@@ -290,9 +305,98 @@ pub struct BulkheadSnapshot {
     pub refused_queue_timeout: u64,
     /// Callers that had to queue.
     pub queued_total: u64,
+    /// Sheddable requests turned away because the free slots were kept for more important
+    /// ones ([`criticality`](crate::criticality)).
+    pub refused_kept: u64,
     /// For an adaptive bulkhead, its bounds and what it measured (`max_concurrent` is its
     /// limit now); `None` for a fixed one.
     pub adaptive: Option<AdaptiveSnapshot>,
+}
+
+/// Why a call found no slot for it.
+#[derive(Debug, Clone, Copy)]
+enum Turned {
+    /// Every slot busy.
+    Full,
+    /// Free slots, all kept for the levels above the caller's.
+    Kept { free: u32, kept: u32 },
+}
+
+/// A permit's level when the bulkhead counts none (every call so far was `critical`).
+const UNCOUNTED: u8 = u8::MAX;
+
+/// A call, in the units a level's peak is kept in.
+const CALL: u32 = 256;
+
+/// The decay of a level's peak toward what it holds now, per release of that level (and per
+/// sheddable admission, for the levels above it): a 128th of a call, so at a few hundred calls
+/// a second a peak remembers the last second or two.
+const PEAK_STEP: u32 = 2;
+
+/// Calls in flight per [`Criticality`], and each level's recent peak: what the levels above a
+/// sheddable request are measured to need. Nothing is counted until a call other than
+/// `critical` comes: a bulkhead whose calls are all `critical` reads one flag per admission.
+#[derive(Debug, Default)]
+struct Levels {
+    mixed: AtomicBool,
+    in_flight: [AtomicU32; 4],
+    /// The recent peak of calls in flight, in [`CALL`]s.
+    peak: [AtomicU32; 4],
+}
+
+impl Levels {
+    /// Whether a call of `level` is counted (and from now on every call, once one is not
+    /// `critical`).
+    #[inline]
+    fn counts(&self, level: Criticality) -> bool {
+        if self.mixed.load(Ordering::Relaxed) {
+            return true;
+        }
+        if level == Criticality::Critical {
+            return false;
+        }
+        self.mixed.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// A call of `level` took a slot: its rank, for the permit.
+    fn admitted(&self, level: Criticality) -> u8 {
+        let rank = level.rank();
+        let now = self.in_flight[rank].fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak[rank].fetch_max(now.saturating_mul(CALL), Ordering::Relaxed);
+        rank as u8
+    }
+
+    /// A call counted at `rank` gave its slot back.
+    fn released(&self, rank: u8) {
+        let rank = usize::from(rank);
+        if let (Some(in_flight), Some(_)) = (self.in_flight.get(rank), self.peak.get(rank)) {
+            in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.decay(rank);
+        }
+    }
+
+    /// Moves the peak of `rank` one step toward what it holds now.
+    fn decay(&self, rank: usize) {
+        let floor = self.in_flight[rank]
+            .load(Ordering::Relaxed)
+            .saturating_mul(CALL);
+        let _ = self.peak[rank].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |peak| {
+            (peak > floor).then(|| peak.saturating_sub(PEAK_STEP).max(floor))
+        });
+    }
+
+    /// The slots the levels above `level` need beyond what they hold: each one's recent peak
+    /// (rounded up), less its calls in flight.
+    fn kept_above(&self, level: Criticality) -> u32 {
+        (level.rank() + 1..4)
+            .map(|rank| {
+                self.decay(rank);
+                let need = self.peak[rank].load(Ordering::Relaxed).div_ceil(CALL);
+                need.saturating_sub(self.in_flight[rank].load(Ordering::Relaxed))
+            })
+            .sum()
+    }
 }
 
 impl Inner {
@@ -305,10 +409,11 @@ impl Inner {
     /// The permit for a slot just taken: for an adaptive bulkhead it notes the time (the one
     /// clock read its admitted path adds).
     #[inline]
-    fn permit(&self) -> BulkheadPermit<'_> {
+    fn permit(&self, level: u8) -> BulkheadPermit<'_> {
         BulkheadPermit {
             inner: self,
             started: self.permit_started(),
+            level,
         }
     }
 
@@ -350,18 +455,64 @@ impl Inner {
         before
     }
 
-    /// Takes a free slot. A slot freed while callers wait is theirs (tokio hands it to the
-    /// queue's head), so this never overtakes the queue.
+    /// Takes a free slot for a call of `level`: its counted level, or why not. A slot freed
+    /// while callers wait is theirs (tokio hands it to the queue's head), so this never
+    /// overtakes the queue; a sheddable level also leaves the slots the levels above it need.
     #[inline]
-    fn try_take(&self) -> bool {
+    fn try_take(&self, level: Criticality) -> Result<u8, Turned> {
+        let counted = self.levels.counts(level);
+        if counted && level.is_sheddable() {
+            let kept = self.levels.kept_above(level);
+            let free = u32::try_from(self.slots.available_permits()).unwrap_or(u32::MAX);
+            if free <= kept {
+                return Err(if free == 0 {
+                    Turned::Full
+                } else {
+                    Turned::Kept { free, kept }
+                });
+            }
+        }
         match self.slots.try_acquire() {
             Ok(permit) => {
                 // Given back by our own permit's drop, which also keeps it back when owed.
                 permit.forget();
                 self.took();
-                true
+                Ok(if counted {
+                    self.levels.admitted(level)
+                } else {
+                    UNCOUNTED
+                })
             }
-            Err(_) => false,
+            Err(_) => Err(Turned::Full),
+        }
+    }
+
+    /// The counted level of a call of `level` that just took a slot.
+    fn counted(&self, level: Criticality) -> u8 {
+        if self.levels.counts(level) {
+            self.levels.admitted(level)
+        } else {
+            UNCOUNTED
+        }
+    }
+
+    /// The refusal of a call `turned` away: the compartment full (`queue_places` it could have
+    /// waited in), or its free slots kept for more important requests.
+    #[cold]
+    fn turned_away(
+        &self,
+        turned: Turned,
+        level: Criticality,
+        queue_places: u32,
+    ) -> ResilienceError {
+        match turned {
+            Turned::Full => self.refuse_full(queue_places),
+            Turned::Kept { free, kept } => {
+                self.stats.refused_kept.fetch_add(1, Ordering::Relaxed);
+                let reason = crate::error::ShedReason::Criticality { level, free, kept };
+                observe::shed("bulkhead", &self.name, level.as_str(), &reason, &reason);
+                self.refuse(RefusalReason::Shed(reason))
+            }
         }
     }
 
@@ -392,7 +543,10 @@ impl Inner {
     }
 
     #[inline]
-    fn release(&self, started: u64) {
+    fn release(&self, started: u64, level: u8) {
+        if level != UNCOUNTED {
+            self.levels.released(level);
+        }
         let in_flight = self.running.fetch_sub(1, Ordering::Relaxed);
         self.metrics.released_slot();
         // A permit a lowered slot count kept back is not given back.
@@ -434,7 +588,11 @@ impl Inner {
         })
     }
 
-    async fn wait_in_queue(&self, deadline: Deadline) -> Result<(), ResilienceError> {
+    async fn wait_in_queue(
+        &self,
+        deadline: Deadline,
+        level: Criticality,
+    ) -> Result<u8, ResilienceError> {
         use std::future::{Future, poll_fn};
         use std::task::Poll;
 
@@ -448,7 +606,7 @@ impl Inner {
             Poll::Ready(Ok(permit)) => {
                 permit.forget();
                 self.took();
-                return Ok(());
+                return Ok(self.counted(level));
             }
             // The semaphore is never closed; were it, the compartment would be full for good.
             Poll::Ready(Err(_closed)) => return Err(self.refuse_full(self.max_queued)),
@@ -471,7 +629,7 @@ impl Inner {
             Ok(Ok(permit)) => {
                 permit.forget();
                 self.took();
-                Ok(())
+                Ok(self.counted(level))
             }
             Ok(Err(_closed)) => Err(self.refuse_full(self.max_queued)),
             Err(_elapsed) => {
@@ -577,11 +735,11 @@ impl Bulkhead {
     /// Takes a free slot now, or refuses; never queues.
     #[inline]
     pub fn try_acquire(&self) -> Result<BulkheadPermit<'_>, ResilienceError> {
-        if self.inner.try_take() {
-            Ok(self.inner.permit())
-        } else {
+        let level = crate::criticality::current();
+        match self.inner.try_take(level) {
+            Ok(counted) => Ok(self.inner.permit(counted)),
             // It never queues: no queue place was open to it, whatever the queue holds.
-            Err(self.inner.refuse_full(0))
+            Err(turned) => Err(self.inner.turned_away(turned, level, 0)),
         }
     }
 
@@ -594,10 +752,18 @@ impl Bulkhead {
     /// anyway).
     #[inline]
     pub fn acquire<'a>(&'a self, deadline: &Deadline) -> Acquire<'a> {
-        let state = if self.inner.try_take() {
-            AcquireState::Ready(Some(self.inner.permit()))
-        } else {
-            AcquireState::Queued(&self.inner, Box::pin(self.inner.wait_in_queue(*deadline)))
+        let level = crate::criticality::current();
+        let state = match self.inner.try_take(level) {
+            Ok(counted) => AcquireState::Ready(Some(self.inner.permit(counted))),
+            // A sheddable request never waits in the queue: a slot that frees goes to a caller
+            // that matters.
+            Err(turned) if level.is_sheddable() => {
+                AcquireState::Refused(Some(self.inner.turned_away(turned, level, 0)))
+            }
+            Err(_) => AcquireState::Queued(
+                &self.inner,
+                Box::pin(self.inner.wait_in_queue(*deadline, level)),
+            ),
         };
         Acquire { state }
     }
@@ -608,22 +774,24 @@ impl Bulkhead {
         deadline: &Deadline,
     ) -> Result<OwnedBulkheadPermit, ResilienceError> {
         let permit = self.acquire(deadline).await?;
-        let started = permit.started;
+        let (started, level) = (permit.started, permit.level);
         std::mem::forget(permit);
         Ok(OwnedBulkheadPermit {
             inner: self.inner.clone(),
             started,
+            level,
         })
     }
 
     /// Like [`Bulkhead::try_acquire`], for a permit that owns a handle to the bulkhead.
     pub fn try_acquire_owned(&self) -> Result<OwnedBulkheadPermit, ResilienceError> {
         let permit = self.try_acquire()?;
-        let started = permit.started;
+        let (started, level) = (permit.started, permit.level);
         std::mem::forget(permit);
         Ok(OwnedBulkheadPermit {
             inner: self.inner.clone(),
             started,
+            level,
         })
     }
 
@@ -633,9 +801,11 @@ impl Bulkhead {
     #[cfg(feature = "tower")]
     #[inline]
     pub(crate) fn take_free_owned(&self) -> Option<OwnedBulkheadPermit> {
-        self.inner.try_take().then(|| OwnedBulkheadPermit {
+        let level = self.inner.try_take(crate::criticality::current()).ok()?;
+        Some(OwnedBulkheadPermit {
             started: self.inner.permit_started(),
             inner: self.inner.clone(),
+            level,
         })
     }
 
@@ -669,6 +839,7 @@ impl Bulkhead {
             refused_full: inner.stats.refused_full.load(Ordering::Relaxed),
             refused_queue_timeout: inner.stats.refused_queue_timeout.load(Ordering::Relaxed),
             queued_total: inner.stats.queued_total.load(Ordering::Relaxed),
+            refused_kept: inner.stats.refused_kept.load(Ordering::Relaxed),
             adaptive: inner.adaptive.as_ref().map(Adaptation::snapshot),
         }
     }

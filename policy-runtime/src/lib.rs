@@ -187,6 +187,7 @@ pub mod breaker;
 pub mod bulkhead;
 #[cfg(feature = "chaos")]
 pub mod chaos;
+pub mod criticality;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
 pub mod deadline;

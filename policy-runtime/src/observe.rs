@@ -461,6 +461,9 @@ impl RefusalNumbers {
                 self.remaining_ms = Some(ms(*remaining));
                 self.expected_cost_ms = Some(ms(*expected_cost));
             }
+            // Its numbers (`free`, `kept`) are in the refusal's message; the level is the
+            // event's `criticality`.
+            ShedReason::Criticality { .. } => {}
         }
     }
 }

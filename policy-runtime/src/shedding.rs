@@ -309,7 +309,10 @@ impl Shedder {
             Decision::Shed(reason) => {
                 let counters = match reason {
                     ShedReason::Load { .. } => &self.stats.shed_load,
-                    ShedReason::Budget { .. } => &self.stats.shed_budget,
+                    // `decide` never sheds for criticality: the bulkhead does.
+                    ShedReason::Budget { .. } | ShedReason::Criticality { .. } => {
+                        &self.stats.shed_budget
+                    }
                 };
                 counters[class_index(class)].fetch_add(1, Ordering::Relaxed);
                 observe::shed("shedder", &self.name, class.as_str(), &reason, &reason);

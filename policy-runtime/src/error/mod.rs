@@ -172,6 +172,14 @@ impl ResilienceError {
     }
 
     fn mechanism(&self) -> &'static str {
+        // A bulkhead keeping its free slots for more important requests sheds; the bulkhead
+        // is what refused.
+        if matches!(
+            self.0.reason,
+            RefusalReason::Shed(ShedReason::Criticality { .. })
+        ) {
+            return "bulkhead";
+        }
         match self.kind() {
             RefusalKind::BreakerOpen => "breaker",
             RefusalKind::BulkheadFull => "bulkhead",

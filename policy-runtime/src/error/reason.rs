@@ -350,14 +350,26 @@ pub enum ShedReason {
         #[serde(rename = "expected_cost_ms", serialize_with = "crate::observe::millis")]
         expected_cost: Duration,
     },
+    /// A request of a sheddable [criticality](crate::criticality) found the bulkhead's free slots
+    /// kept for more important requests: the levels above it need them (their recent peak of
+    /// calls in flight, less what they hold now).
+    Criticality {
+        /// The request's level.
+        level: policy_model::Criticality,
+        /// Slots free when it arrived.
+        free: u32,
+        /// Slots kept for the levels above it.
+        kept: u32,
+    },
 }
 
 impl ShedReason {
-    /// The signal that decided, as a stable string: `load` or `budget`.
+    /// The signal that decided, as a stable string: `load`, `budget` or `criticality`.
     pub const fn signal(&self) -> &'static str {
         match self {
             Self::Load { .. } => "load",
             Self::Budget { .. } => "budget",
+            Self::Criticality { .. } => "criticality",
         }
     }
 }
@@ -381,6 +393,10 @@ impl fmt::Display for ShedReason {
                 "expected cost {} exceeds the {} left of the deadline",
                 Human(*expected_cost),
                 Human(*remaining)
+            ),
+            Self::Criticality { level, free, kept } => write!(
+                f,
+                "a {level} request found its {free} free slots kept for more important requests ({kept} needed)"
             ),
         }
     }

@@ -8,7 +8,8 @@
 //! | layer | mechanism | refuses with |
 //! |---|---|---|
 //! | [`DeadlineLayer`] (`http`) | one deadline per request, in scope for the handler and its body | an answer at once (504 or gRPC `DEADLINE_EXCEEDED`) below the minimum budget; the handler never runs |
-//! | [`PropagateDeadlineLayer`] (`http`) | an outgoing request carries what is left, minus a reserve | never refuses |
+//! | [`PropagateDeadlineLayer`] (`http`) | an outgoing request carries what is left, minus a reserve, and the request's criticality | never refuses |
+//! | [`CriticalityLayer`] (`http`) | the request's [criticality](crate::criticality), from the route and (within its ceiling) the caller | never refuses; a [`BulkheadLayer`] admits by it |
 //! | [`BreakerLayer`] | [`Breaker`] | [`ResilienceError`] kind `breaker_open` |
 //! | [`BulkheadLayer`] | [`Bulkhead`] | kind `bulkhead_full` |
 //! | [`ShedLayer`] | [`Shedder`](crate::Shedder) | kind `shed`, with its reason |
@@ -72,6 +73,8 @@ pub mod bulkhead;
 #[cfg(feature = "chaos")]
 pub mod chaos;
 #[cfg(feature = "http")]
+pub mod criticality;
+#[cfg(feature = "http")]
 pub mod deadline;
 pub mod hedge;
 pub mod operation;
@@ -84,6 +87,8 @@ pub use breaker::{BreakerLayer, Classify, ErrorsAreFailures};
 pub use bulkhead::BulkheadLayer;
 #[cfg(feature = "chaos")]
 pub use chaos::ChaosLayer;
+#[cfg(feature = "http")]
+pub use criticality::CriticalityLayer;
 #[cfg(feature = "http")]
 pub use deadline::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
 pub use hedge::HedgeLayer;

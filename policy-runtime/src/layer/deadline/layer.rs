@@ -67,7 +67,7 @@ pub type IsInternal = Arc<dyn Fn(&HeaderMap, &Extensions) -> bool + Send + Sync>
 impl HeaderTrust {
     /// Whether a request with these headers and extensions may set its own budget.
     #[inline]
-    pub(super) fn believes(&self, headers: &HeaderMap, extensions: &Extensions) -> bool {
+    pub(crate) fn believes(&self, headers: &HeaderMap, extensions: &Extensions) -> bool {
         match self {
             Self::All => true,
             Self::None => false,

@@ -15,6 +15,9 @@ use crate::deadline::format_grpc_timeout;
 /// On each `call` with a deadline in scope, it sets `grpc-timeout` and the millisecond header
 /// ([`DEADLINE_MS_HEADER`] unless configured) to what is left minus the reserve, rounded down:
 /// the receiver never waits longer than we would. Outside any scope the request goes as it is.
+/// A request's [criticality](crate::criticality) in scope travels the same way, as
+/// `x-criticality: sheddable` (the receiver's `CriticalityLayer` admits by it, within what its
+/// route allows).
 /// Budgets from 1 ms to 10 s go in whole milliseconds (`grpc-timeout: 300m`,
 /// `x-deadline-ms: 300`) and allocate nothing; others in the finest unit that fits.
 ///
@@ -191,9 +194,20 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        if let Some(deadline) = Deadline::current()
-            && self.config.stamps(request.uri())
-        {
+        let deadline = Deadline::current();
+        let level = crate::criticality::in_scope();
+        if (deadline.is_none() && level.is_none()) || !self.config.stamps(request.uri()) {
+            return self.inner.call(request);
+        }
+        if let Some(level) = level {
+            // The level travels as the deadline does: the next service admits by it (within
+            // what its own route allows, see `CriticalityLayer`).
+            request.headers_mut().insert(
+                CRITICALITY.clone(),
+                HeaderValue::from_static(level.as_str()),
+            );
+        }
+        if let Some(deadline) = deadline {
             let left = deadline.remaining().saturating_sub(self.config.reserve);
             let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
             let headers = request.headers_mut();
@@ -223,6 +237,9 @@ where
 /// [`GRPC_TIMEOUT_HEADER`] as a [`HeaderName`], built once (a name given as `&str` is parsed on
 /// every insert).
 static GRPC_TIMEOUT: HeaderName = HeaderName::from_static(GRPC_TIMEOUT_HEADER);
+
+/// [`CRITICALITY_HEADER`](crate::criticality::CRITICALITY_HEADER) as a [`HeaderName`].
+static CRITICALITY: HeaderName = HeaderName::from_static(crate::criticality::CRITICALITY_HEADER);
 
 /// The header values of whole milliseconds below [`Millis::COUNT`], written once per process
 /// (about 49 KB) so that each call borrows its value instead of allocating one: an
