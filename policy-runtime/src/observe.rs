@@ -48,7 +48,7 @@
 //! | ... connected without a shared secret (once per store) | WARN | `store_unsigned` | `no_shared_secret` | `instance` |
 //! | ... dropped a record read from Redis (an opening message, a failure report, a stored state) | WARN, then DEBUG within a second | `store_message_rejected` | `malformed`, `too_large`, `out_of_range`, `unsigned`, `bad_signature`, `stale`, `pending_full` | `source` (`pubsub`, `load`, `pending`, `reports`), `breaker`, `remaining_ms`, `bound_ms`, `instance` |
 //! | a chaos drill injected a fault (feature `chaos`; `mechanism` `chaos`, `name` the drill, and `injected = true`) | INFO | `injected` | the fault, also in `fault`: `latency`, `error`, `refuse`, `status_429` | `delay_ms` (latency) |
-//! | ... could not build the function's error (no `chaos::error_for` for its type) | WARN | `injection_skipped` | `no_error_function` | |
+//! | ... could not build the function's error (no `Registry::chaos_error_for` for its type) | WARN | `injection_skipped` | `no_error_function` | |
 //! | ... was switched on or off at run time | INFO | `chaos_switched` | `enabled`, `disabled` | |
 //! | drills were armed in this process ([`chaos::arm`](crate::chaos::arm); `name` `chaos`) | WARN | `chaos_armed` | `armed` | |
 //! | ... disarmed ([`chaos::disarm`](crate::chaos::disarm)) | INFO | `chaos_disarmed` | `disarmed` | |
@@ -438,7 +438,6 @@ impl RefusalNumbers {
             RefusalReason::RateLimited { retry_after, .. } => {
                 n.retry_after_ms = retry_after.map(ms);
             }
-            #[cfg(feature = "chaos")]
             RefusalReason::Injected { retry_after, .. } => {
                 n.retry_after_ms = retry_after.map(ms);
             }

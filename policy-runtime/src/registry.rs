@@ -614,6 +614,27 @@ impl Registry {
         })
     }
 
+    /// Registers how the chaos `name` builds the function's own error for
+    /// [`Fault::Error`](crate::chaos::Fault::Error) (feature `chaos`): the drill is made off
+    /// and empty if nothing declared it yet, as [`chaos`](Self::chaos) does.
+    ///
+    /// ```
+    /// use policy_runtime::Registry;
+    ///
+    /// #[derive(Debug)]
+    /// enum SearchError { Injected }
+    ///
+    /// Registry::global().chaos_error_for("search_drill", || SearchError::Injected);
+    /// ```
+    #[cfg(feature = "chaos")]
+    pub fn chaos_error_for<E, F>(&self, name: &str, build: F)
+    where
+        E: Send + 'static,
+        F: Fn() -> E + Send + Sync + 'static,
+    {
+        crate::chaos::error_with(&self.chaos(name), build);
+    }
+
     /// The chaos `name` if anything made it.
     #[cfg(feature = "chaos")]
     pub fn find_chaos(&self, name: &str) -> Option<crate::chaos::Chaos> {
