@@ -80,7 +80,7 @@ pub enum OpenAfter {
         /// Failures that open the breaker (at least 1).
         count: u32,
         /// The sliding window they must fall inside.
-        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
         window: Duration,
     },
     /// Open when at least `ratio` of the calls inside `window` failed, once at least
@@ -93,7 +93,7 @@ pub enum OpenAfter {
         /// Calls the window must hold before the ratio means anything.
         min_calls: u32,
         /// The sliding window.
-        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
         window: Duration,
     },
 }
@@ -132,13 +132,13 @@ pub struct BreakerConfig {
     /// When it opens on its own counting.
     pub open_after: OpenAfter,
     /// How long an opening from counted failures lasts.
-    #[serde(rename = "cooldown_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "cooldown_ms", serialize_with = "crate::json::millis")]
     pub cooldown: Duration,
     /// What a shared store shares.
     pub sharing: Sharing,
     /// The longest opening a `Retry-After` may ask for: a [`Breaker::trip`] asking for more
     /// opens for this long, and a trip shared by another instance may not last longer.
-    #[serde(rename = "max_retry_after_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "max_retry_after_ms", serialize_with = "crate::json::millis")]
     pub max_retry_after: Duration,
 }
 
@@ -289,7 +289,7 @@ pub struct BreakerSnapshot {
     /// Its state now.
     pub state: BreakerState,
     /// How long it stays open, when open.
-    #[serde(rename = "open_for_ms", serialize_with = "crate::observe::millis_opt")]
+    #[serde(rename = "open_for_ms", serialize_with = "crate::json::millis_opt")]
     pub open_for: Option<Duration>,
     /// What opened it last.
     pub last_cause: Option<OpenCause>,

@@ -84,7 +84,7 @@ pub struct LimiterSnapshot {
     /// Calls allowed per period.
     pub limit: u32,
     /// The period.
-    #[serde(rename = "per_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "per_ms", serialize_with = "crate::json::millis")]
     pub per: Duration,
     /// Calls admitted by the rate (in this process, or by the store's decision).
     pub admitted: u64,

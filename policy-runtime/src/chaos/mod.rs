@@ -112,25 +112,25 @@ pub enum Latency {
     /// Always this long.
     Fixed {
         /// The delay.
-        #[serde(rename = "delay_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "delay_ms", serialize_with = "crate::json::millis")]
         delay: Duration,
     },
     /// Uniformly between `min` and `max`.
     Uniform {
         /// The shortest delay.
-        #[serde(rename = "min_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "min_ms", serialize_with = "crate::json::millis")]
         min: Duration,
         /// The longest delay.
-        #[serde(rename = "max_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "max_ms", serialize_with = "crate::json::millis")]
         max: Duration,
     },
     /// Log-normal with this median and 99th percentile: the long tail of a real dependency.
     LogNormal {
         /// Half of the delays are shorter than this.
-        #[serde(rename = "p50_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "p50_ms", serialize_with = "crate::json::millis")]
         p50: Duration,
         /// 99% of the delays are shorter than this.
-        #[serde(rename = "p99_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "p99_ms", serialize_with = "crate::json::millis")]
         p99: Duration,
     },
 }
@@ -202,7 +202,7 @@ pub enum Fault {
     #[serde(rename = "status_429")]
     TooManyRequests {
         /// The `Retry-After` it answered with.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis")]
         retry_after: Duration,
     },
 }
@@ -1000,10 +1000,10 @@ fn switched(name: &str, reason: &'static str) {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ChaosWindow {
     /// From this long after it was built.
-    #[serde(rename = "from_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "from_ms", serialize_with = "crate::json::millis")]
     pub from: Duration,
     /// Until this long after it was built.
-    #[serde(rename = "until_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "until_ms", serialize_with = "crate::json::millis")]
     pub until: Duration,
 }
 

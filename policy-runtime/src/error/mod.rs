@@ -311,14 +311,14 @@ impl fmt::Display for DeadlineExceeded {
 
 impl std::error::Error for DeadlineExceeded {}
 
-/// A budget held in nanoseconds, serialized as [`millis`](crate::observe::millis) serializes
+/// A budget held in nanoseconds, serialized as [`millis`](crate::json::millis) serializes
 /// the same `Duration`.
 #[expect(
     clippy::trivially_copy_pass_by_ref,
     reason = "the signature serde's `serialize_with` calls"
 )]
 fn nanos_as_millis<S: serde::Serializer>(nanos: &u64, s: S) -> Result<S::Ok, S::Error> {
-    crate::observe::millis(&Duration::from_nanos(*nanos), s)
+    crate::json::millis(&Duration::from_nanos(*nanos), s)
 }
 
 /// One of the three outcomes of a protected call that are not a success.

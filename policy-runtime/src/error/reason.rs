@@ -19,7 +19,7 @@ pub enum RefusalReason {
     /// The breaker is open for `remaining` more, because of `cause`.
     BreakerOpen {
         /// How long the breaker stays open from the moment of the refusal.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
         remaining: Duration,
         /// What opened it.
         cause: OpenCause,
@@ -40,7 +40,7 @@ pub enum RefusalReason {
     /// The caller waited in the bulkhead's queue until its deadline, and no slot freed.
     BulkheadQueueTimeout {
         /// How long the caller waited in the queue.
-        #[serde(rename = "waited_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "waited_ms", serialize_with = "crate::json::millis")]
         waited: Duration,
     },
     /// The shedding decision dropped the work.
@@ -48,16 +48,16 @@ pub enum RefusalReason {
     /// Less than the minimum useful budget was left.
     InsufficientBudget {
         /// What was left of the deadline.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
         remaining: Duration,
         /// The operation's stated minimum useful budget.
-        #[serde(rename = "min_budget_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "min_budget_ms", serialize_with = "crate::json::millis")]
         min_budget: Duration,
     },
     /// A rate limiter refused; `retry_after` says when a slot frees, when known.
     RateLimited {
         /// When the limiter expects to admit again, if it knows.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::observe::millis_opt")]
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis_opt")]
         retry_after: Option<Duration>,
         /// Why: over the rate, or the limiter's store failed and it fails closed.
         detail: Arc<str>,
@@ -70,7 +70,7 @@ pub enum RefusalReason {
         /// The fault's kind: `refuse` or `status_429`.
         fault: &'static str,
         /// The injected `Retry-After`, for a 429.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::observe::millis_opt")]
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis_opt")]
         retry_after: Option<Duration>,
     },
 }
@@ -194,7 +194,7 @@ pub enum OpenCause {
         /// Failures counted in the window when it opened.
         count: u32,
         /// The window.
-        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
         window: Duration,
     },
     /// `failures` of `calls` inside `window`, at or above `ratio`.
@@ -206,7 +206,7 @@ pub enum OpenCause {
         /// The configured ratio.
         ratio: f64,
         /// The window.
-        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
         window: Duration,
     },
     /// A probe failed right after a cooldown: one failure reopens.
@@ -214,7 +214,7 @@ pub enum OpenCause {
     /// The dependency told us to back off for `retry_after`.
     Tripped {
         /// The instructed pause.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis")]
         retry_after: Duration,
         /// What the dependency said (say, `429 Too Many Requests`).
         reason: Arc<str>,
@@ -331,10 +331,10 @@ pub enum ShedReason {
     /// The work's expected cost exceeds what is left of the deadline.
     Budget {
         /// What was left.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
         remaining: Duration,
         /// What the work was expected to take.
-        #[serde(rename = "expected_cost_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "expected_cost_ms", serialize_with = "crate::json::millis")]
         expected_cost: Duration,
     },
 }
