@@ -78,6 +78,7 @@ use crate::isolate::{
     IsolatedPool, IsolatedPoolBuilder, IsolatedPoolSnapshot, PollMonitor, PollMonitorSnapshot,
 };
 use crate::limiter::LimiterSnapshot;
+pub use crate::limiter::LimiterSource;
 #[cfg(feature = "ratelimit")]
 use crate::limiter::{RateLimiter, RateLimiterBuilder};
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
@@ -165,15 +166,6 @@ impl fmt::Display for Conflict {
 }
 
 impl std::error::Error for Conflict {}
-
-/// Anything that reports a [`LimiterSnapshot`]: a rate limiter of your own registers itself
-/// with [`Registry::register_limiter`] to appear in the snapshot. (The runtime's own
-/// [rate limiters](crate::limiter::RateLimiter), feature `ratelimit`, are there by name
-/// already: [`Registry::rate_limiter`].)
-pub trait LimiterSource: Send + Sync + fmt::Debug + 'static {
-    /// The limiter's state now.
-    fn limiter_snapshot(&self) -> LimiterSnapshot;
-}
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -701,5 +693,38 @@ impl Registry {
         rows.collect::<BTreeMap<Arc<str>, LimiterSnapshot>>()
             .into_values()
             .collect()
+    }
+}
+
+#[cfg(all(test, feature = "ratelimit"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::Registry;
+    use crate::limiter::LimiterSnapshot;
+
+    #[derive(Debug)]
+    struct Uploads;
+
+    impl crate::limiter::LimiterSource for Uploads {
+        fn limiter_snapshot(&self) -> LimiterSnapshot {
+            let mut row = LimiterSnapshot::new("uploads");
+            row.refused = 3;
+            row
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_snapshot_lists_each_name_once_sorted_the_registrys_own_limiter_first() {
+        let registry = Registry::new();
+        registry.register_limiter("uploads", std::sync::Arc::new(Uploads));
+        registry.register_limiter("signups", std::sync::Arc::new(Uploads));
+        let signups = registry.rate_limiter("signups", 1, Duration::from_secs(1), |l| l);
+        signups.acquire().await.unwrap();
+        let rows = registry.snapshot().limiters;
+        let names: Vec<&str> = rows.iter().map(|row| &*row.name).collect();
+        assert_eq!(names, ["signups", "uploads"]);
+        assert_eq!((rows[0].admitted, rows[0].limit), (1, 1));
+        assert_eq!(rows[1].refused, 3);
     }
 }

@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+#[cfg(feature = "redis")]
+use super::RedisRateLimiter;
 use super::{FailMode, LimiterSnapshot, LocalRate};
 use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
 use crate::instruments::Refusals;
 use crate::observe;
 #[cfg(feature = "redis")]
-use crate::redis_store::{RedisRateLimiter, RedisStore};
+use crate::redis_store::RedisStore;
 
 /// A named rate limiter: `limit` calls per `per`, in this process or, with a store, across the
 /// fleet; see the [module docs](super).
@@ -189,7 +191,7 @@ impl RateLimiter {
     }
 }
 
-impl crate::registry::LimiterSource for RateLimiter {
+impl super::LimiterSource for RateLimiter {
     fn limiter_snapshot(&self) -> LimiterSnapshot {
         self.snapshot()
     }
@@ -351,30 +353,5 @@ mod tests {
         assert_eq!(json["name"], "api");
         assert_eq!(json["retry_after_ms"], 2000.0);
         assert_eq!(limiter.snapshot().refused, 1);
-    }
-
-    #[derive(Debug)]
-    struct Uploads;
-
-    impl crate::registry::LimiterSource for Uploads {
-        fn limiter_snapshot(&self) -> LimiterSnapshot {
-            let mut row = LimiterSnapshot::new("uploads");
-            row.refused = 3;
-            row
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_snapshot_lists_each_name_once_sorted_the_registrys_own_limiter_first() {
-        let registry = crate::Registry::new();
-        registry.register_limiter("uploads", std::sync::Arc::new(Uploads));
-        registry.register_limiter("signups", std::sync::Arc::new(Uploads));
-        let signups = registry.rate_limiter("signups", 1, Duration::from_secs(1), |l| l);
-        signups.acquire().await.unwrap();
-        let rows = registry.snapshot().limiters;
-        let names: Vec<&str> = rows.iter().map(|row| &*row.name).collect();
-        assert_eq!(names, ["signups", "uploads"]);
-        assert_eq!((rows[0].admitted, rows[0].limit), (1, 1));
-        assert_eq!(rows[1].refused, 3);
     }
 }
