@@ -91,6 +91,10 @@ pub mod scoped;
 pub(crate) use scoped::current_scope;
 #[cfg(feature = "test-registry")]
 pub use scoped::{Bound, ScopeGuard, TestScope};
+#[cfg(feature = "overrides")]
+mod tunings;
+#[cfg(feature = "overrides")]
+pub(crate) use tunings::Tunings;
 
 type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
 
@@ -117,7 +121,7 @@ pub struct Registry {
     /// The overrides in force (feature `overrides`): applied to each mechanism they name when
     /// it is built, and to those already built when they change.
     #[cfg(feature = "overrides")]
-    tunings: RwLock<Arc<crate::overrides::Tunings>>,
+    tunings: RwLock<Arc<Tunings>>,
     /// What the dashboard shows of the overrides: where each overridden value came from.
     overrides: RwLock<OverridesSnapshot>,
     declarations: RwLock<BTreeMap<(&'static str, Arc<str>), Declaration>>,
@@ -637,7 +641,7 @@ impl Registry {
     /// the others when they are built. Only the overrides call this, after the validator
     /// accepted the set.
     #[cfg(feature = "overrides")]
-    pub(crate) fn put_tunings(&self, tunings: crate::overrides::Tunings) {
+    pub(crate) fn put_tunings(&self, tunings: Tunings) {
         let tunings = Arc::new(tunings);
         // In force for what is built from now on, before the built ones change, so a mechanism
         // built in between gets the new numbers too.
