@@ -111,7 +111,7 @@ pub struct LimiterSnapshot {
 
 impl LimiterSnapshot {
     /// A view of the limiter `name` with every counter at zero, in process, with no rate: the
-    /// start for a [`LimiterSource`](LimiterSource) of your own, which sets the
+    /// start for a [`LimiterSource`] of your own, which sets the
     /// fields it knows (its `limit` and `per`, its counts).
     pub fn new(name: impl Into<Arc<str>>) -> Self {
         Self {

@@ -77,7 +77,7 @@ impl RedisRateLimiterBuilder {
     }
 
     /// How long a decision may wait for Redis (default 50 ms). The store's own
-    /// [`timeout`](super::RedisStoreBuilder::timeout) bounds its connection too, so a decision
+    /// [`timeout`](crate::redis_store::RedisStoreBuilder::timeout) bounds its connection too, so a decision
     /// waits at most the shorter of the two; either is an `on_timeout` decision.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;

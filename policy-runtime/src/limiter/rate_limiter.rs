@@ -104,7 +104,7 @@ impl RateLimiter {
     /// [`RateLimited`](crate::RefusalKind::RateLimited) carrying the wait that would admit it.
     ///
     /// In process it never waits: the future is ready at its first poll. A fleet limiter waits
-    /// for its store at most its [timeout](crate::redis_store::RedisRateLimiterBuilder::timeout)
+    /// for its store at most its [timeout](crate::limiter::RedisRateLimiterBuilder::timeout)
     /// (50 ms by default), then its `on_timeout` or `on_error` decides.
     pub async fn acquire(&self) -> Result<(), ResilienceError> {
         match self.decide_now() {
@@ -214,7 +214,7 @@ pub struct RateLimiterBuilder {
 
 impl RateLimiterBuilder {
     /// How long a fleet limiter's decision may wait for its store before `on_timeout`
-    /// decides (default 50 ms: [`RedisRateLimiterBuilder::timeout`](crate::redis_store::RedisRateLimiterBuilder::timeout));
+    /// decides (default 50 ms: [`RedisRateLimiterBuilder::timeout`](crate::limiter::RedisRateLimiterBuilder::timeout));
     /// an in-process limiter never waits and ignores it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);

@@ -258,6 +258,8 @@
 //! [`StoreStatus::rejected`]: crate::breaker::StoreStatus::rejected
 //! [`StoreStatus::pending_dropped`]: crate::breaker::StoreStatus::pending_dropped
 //! [`FailMode`]: crate::limiter::FailMode
+//! [`RedisRateLimiter`]: crate::limiter::RedisRateLimiter
+//! [`RedisRateLimiterBuilder`]: crate::limiter::RedisRateLimiterBuilder
 //! [`FailMode::Local`]: crate::limiter::FailMode::Local
 
 mod breaker;
