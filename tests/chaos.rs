@@ -86,7 +86,7 @@ async fn counted(real: Real) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn the_breaker_counts_injected_failures_and_opens() {
     chaos::arm();
-    chaos::error_for("breaker_drill", || AppError::Injected);
+    Registry::global().chaos_error_for("breaker_drill", || AppError::Injected);
     let real = Real::default();
     for _ in 0..3 {
         assert!(matches!(
@@ -127,7 +127,7 @@ async fn marked(real: Real) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn an_opening_from_injected_failures_says_it_was_a_drill() {
     chaos::arm();
-    chaos::error_for("marked_drill", || AppError::Injected);
+    Registry::global().chaos_error_for("marked_drill", || AppError::Injected);
     let real = Real::default();
     for _ in 0..2 {
         assert!(matches!(
@@ -172,7 +172,7 @@ async fn mixed(real: Real, broken: bool) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn the_failure_that_opens_decides_whether_the_opening_was_a_drill() {
     chaos::arm();
-    chaos::error_for("mixed_drill", || AppError::Injected);
+    Registry::global().chaos_error_for("mixed_drill", || AppError::Injected);
     let drill = Registry::global().chaos("mixed_drill");
     let real = Real::default();
     drill.enable();
@@ -225,6 +225,9 @@ async fn an_expiry_from_injected_latency_opens_the_breaker_as_a_drill() {
     assert_eq!(cause.code(), "failures");
 }
 
+/// The injected mark is the failure's own, an argument of the call that records it
+/// (`record_injected_failure`), never a mark kept beside the breaker: it names the drill on that
+/// breaker's failure only, never on another breaker's, and never on the same breaker's next one.
 #[test]
 fn a_mark_is_for_one_breaker_and_one_failure() {
     chaos::arm();
@@ -234,26 +237,70 @@ fn a_mark_is_for_one_breaker_and_one_failure() {
         .build()
         .unwrap();
     let _in_runtime = runtime.enter();
-    let open_at_once = || {
+    let open_after = |failures| {
         policy::Breaker::builder("mark")
-            .open_after_failures(1, Duration::from_secs(30))
+            .open_after_failures(failures, Duration::from_secs(30))
             .build()
     };
-    let (marked, other) = (open_at_once(), open_at_once());
-    marked.mark_injected(Arc::from("a_drill"));
+    // `marked` opens at its second failure: the injected one first, then a real one.
+    let (marked, other) = (open_after(2), open_after(1));
+    marked.record_injected_failure(Arc::from("a_drill"));
     other.record_failure();
     let cause = other.snapshot().last_cause.unwrap();
     assert_eq!(cause.injected_by(), None, "another breaker's mark: {cause}");
     marked.record_failure();
     let cause = marked.snapshot().last_cause.unwrap();
     assert_eq!(cause.injected_by(), None, "the mark was dropped: {cause}");
-    let next = open_at_once();
-    next.mark_injected(Arc::from("a_drill"));
-    next.record_failure();
+    let next = open_after(1);
+    next.record_injected_failure(Arc::from("a_drill"));
     assert_eq!(
         next.snapshot().last_cause.unwrap().injected_by(),
         Some("a_drill")
     );
+}
+
+#[policy::resilient(
+    breaker(failures = 1, within = "30s", cooldown = "10s"),
+    chaos = "stale_mark_drill",
+    deadline = "1s"
+)]
+async fn stale_mark(real: Real, broken: bool) -> Result<u32, AppError> {
+    let n = real.call(10).await;
+    if broken { Err(AppError::Broken) } else { Ok(n) }
+}
+
+/// Injected latency cut short by the caller's own deadline is the caller's expiry, and leaves
+/// nothing behind: the dependency's own failure on the next call, on the same thread with the
+/// drill switched off, is an incident, not a drill. (A mark kept beside the
+/// breaker, per thread, outlived that expiry and claimed the next failure.)
+#[tokio::test(start_paused = true)]
+async fn a_callers_expiry_in_injected_latency_leaves_no_mark_on_the_next_failure() {
+    chaos::arm();
+    let real = Real::default();
+    assert_eq!(
+        stale_mark(real.clone(), false).await.unwrap(),
+        1,
+        "declared off"
+    );
+    let drill = Registry::global().chaos("stale_mark_drill");
+    drill.enable();
+    let outcome = policy::Deadline::from_caller(Duration::from_millis(100))
+        .scope(stale_mark(real.clone(), false))
+        .await;
+    assert!(matches!(outcome, Err(AppError::TimedOut)), "{outcome:?}");
+    assert_eq!(injected("stale_mark_drill", FaultKind::Latency), 1);
+    let breaker = Registry::global()
+        .find_breaker(concat!(module_path!(), "::", "stale_mark"))
+        .unwrap();
+    assert!(breaker.check().is_ok(), "the caller's expiry is no failure");
+    drill.disable();
+    assert!(matches!(
+        stale_mark(real.clone(), true).await,
+        Err(AppError::Broken)
+    ));
+    let cause = last_cause("stale_mark");
+    assert_eq!(cause.injected_by(), None, "{cause}");
+    assert_eq!(cause.code(), "failures");
 }
 
 #[policy::critical(chaos = "always_slow", deadline = "1s")]
@@ -292,7 +339,7 @@ async fn retried(real: Real) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn retries_see_injected_errors() {
     chaos::arm();
-    chaos::error_for("always_fails", || AppError::Injected);
+    Registry::global().chaos_error_for("always_fails", || AppError::Injected);
     let real = Real::default();
     let before = injected("always_fails", FaultKind::Error);
     assert!(matches!(
@@ -419,7 +466,7 @@ async fn windowed(real: Real) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn a_drill_keeps_to_its_window_on_tokios_clock() {
     chaos::arm();
-    chaos::error_for("drill_window", || AppError::Injected);
+    Registry::global().chaos_error_for("drill_window", || AppError::Injected);
     let real = Real::default();
     // The window is 1m to 2m after the drill was first declared (by the first call).
     assert_eq!(windowed(real.clone()).await.unwrap(), 1);
@@ -441,7 +488,7 @@ async fn switched(real: Real) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn a_drill_is_switched_at_run_time_through_the_registry() {
     chaos::arm();
-    chaos::error_for("declared_off", || AppError::Injected);
+    Registry::global().chaos_error_for("declared_off", || AppError::Injected);
     let real = Real::default();
     // `enabled = false`: declared, off.
     assert_eq!(switched(real.clone()).await.unwrap(), 1);
@@ -511,7 +558,7 @@ async fn filed_drill(real: Real) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn a_policy_operation_names_its_drill() {
     chaos::arm();
-    chaos::error_for("always_fails", || AppError::Injected);
+    Registry::global().chaos_error_for("always_fails", || AppError::Injected);
     let real = Real::default();
     assert!(matches!(
         filed_drill(real.clone()).await,
@@ -558,7 +605,7 @@ fn every_injected_fault_is_an_event_and_a_metric_marked_injected() {
     ]);
     assert_eq!(lines.len(), 2, "{}", logs.text());
     // The opening the drill's error decided is logged as injected, with the drill.
-    chaos::error_for("logged_open_drill", || AppError::Injected);
+    Registry::global().chaos_error_for("logged_open_drill", || AppError::Injected);
     with_recorder(&recorder, async {
         assert!(matches!(
             logged_open(Real::default()).await,
@@ -726,7 +773,7 @@ async fn early(real: Real) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn a_switch_made_before_the_first_call_is_kept_and_the_declared_faults_fill_in() {
     chaos::arm();
-    chaos::error_for("early_switch", || AppError::Injected);
+    Registry::global().chaos_error_for("early_switch", || AppError::Injected);
     // On, before any function declared it: empty until the declaration fills in its fault.
     Registry::global().chaos("early_switch").enable();
     let real = Real::default();
@@ -751,7 +798,7 @@ async fn staged(real: Real) -> Result<u32, AppError> {
 async fn an_environments_overrides_switch_a_drill_and_its_rates() {
     chaos::arm();
     use policy::overrides::Overrides;
-    chaos::error_for("staging_drill", || AppError::Injected);
+    Registry::global().chaos_error_for("staging_drill", || AppError::Injected);
     let staging = std::env::temp_dir().join(format!("policy-chaos-staging-{}", std::process::id()));
     std::fs::create_dir_all(&staging).unwrap();
     let file = staging.join("drills.policy");

@@ -80,7 +80,7 @@ pub enum OpenAfter {
         /// Failures that open the breaker (at least 1).
         count: u32,
         /// The sliding window they must fall inside.
-        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
         window: Duration,
     },
     /// Open when at least `ratio` of the calls inside `window` failed, once at least
@@ -93,7 +93,7 @@ pub enum OpenAfter {
         /// Calls the window must hold before the ratio means anything.
         min_calls: u32,
         /// The sliding window.
-        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
         window: Duration,
     },
 }
@@ -132,16 +132,13 @@ pub struct BreakerConfig {
     /// When it opens on its own counting.
     pub open_after: OpenAfter,
     /// How long an opening from counted failures lasts.
-    #[serde(rename = "cooldown_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "cooldown_ms", serialize_with = "crate::json::millis")]
     pub cooldown: Duration,
     /// What a shared store shares.
     pub sharing: Sharing,
     /// The longest opening a `Retry-After` may ask for: a [`Breaker::trip`] asking for more
     /// opens for this long, and a trip shared by another instance may not last longer.
-    #[serde(
-        rename = "max_retry_after_ms",
-        serialize_with = "crate::observe::millis"
-    )]
+    #[serde(rename = "max_retry_after_ms", serialize_with = "crate::json::millis")]
     pub max_retry_after: Duration,
 }
 
@@ -292,7 +289,7 @@ pub struct BreakerSnapshot {
     /// Its state now.
     pub state: BreakerState,
     /// How long it stays open, when open.
-    #[serde(rename = "open_for_ms", serialize_with = "crate::observe::millis_opt")]
+    #[serde(rename = "open_for_ms", serialize_with = "crate::json::millis_opt")]
     pub open_for: Option<Duration>,
     /// What opened it last.
     pub last_cause: Option<OpenCause>,
@@ -369,14 +366,6 @@ impl Tally {
             window_nanos: saturating_nanos(open_after.window()),
         }
     }
-}
-
-#[cfg(feature = "chaos")]
-thread_local! {
-    /// The breaker (its shared state's address) whose next failure on this thread a chaos drill
-    /// injected, and the drill's name: see [`Breaker::mark_injected`].
-    static INJECTED: std::cell::Cell<Option<(usize, Arc<str>)>> =
-        const { std::cell::Cell::new(None) };
 }
 
 /// A named circuit breaker. Cloning is cheap and clones share state.
@@ -664,11 +653,37 @@ impl Breaker {
 
     /// Records that an admitted call failed in a way that says the dependency is unhealthy
     /// (an error, a timeout). Opens the breaker at the threshold, or at once on probation.
+    #[inline]
     pub fn record_failure(&self) {
+        self.failed(None);
+    }
+
+    /// Records a failure a fault injector caused, naming its drill `drill`: counted as a real
+    /// failure would be, never reported to the fleet through the store (a drill's share of
+    /// instances stays its own), and if it opens the breaker the opening's cause is
+    /// [`OpenCause::Injected`], so its event, the snapshot's last cause and the dashboard say
+    /// it was a drill. The mark is this call's argument: it is for this breaker and this
+    /// failure only. What a fault injector (feature `chaos`) and the breaker's layer call: a
+    /// breaker knows nothing else of drills.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use policy_runtime::Breaker;
+    ///
+    /// let breaker = Breaker::builder("search").open_after_failures(1, Duration::from_secs(30)).build();
+    /// breaker.record_injected_failure(Arc::from("search_drill"));
+    /// let cause = breaker.snapshot().last_cause.unwrap();
+    /// assert_eq!(cause.injected_by(), Some("search_drill"));
+    /// assert_eq!(cause.code(), "failures");
+    /// ```
+    pub fn record_injected_failure(&self, drill: Arc<str>) {
+        self.failed(Some(drill));
+    }
+
+    /// A failure, injected by the drill `injected` if one is named.
+    fn failed(&self, injected: Option<Arc<str>>) {
         let inner = &*self.inner;
-        #[cfg(feature = "chaos")]
-        let injected = self.take_injected();
-        #[cfg(feature = "chaos")]
         let opened_by = |cause: OpenCause| match &injected {
             Some(drill) => OpenCause::Injected {
                 drill: drill.clone(),
@@ -676,14 +691,9 @@ impl Breaker {
             },
             None => cause,
         };
-        #[cfg(not(feature = "chaos"))]
-        let opened_by = |cause: OpenCause| cause;
         // An injected failure counts here, as a real one would, and is never reported to the
         // fleet: a drill's share of instances stays its own.
-        #[cfg(feature = "chaos")]
         let reported = injected.is_none();
-        #[cfg(not(feature = "chaos"))]
-        let reported = true;
         let now = inner.clock.now_nanos();
         inner.stats.failures.fetch_add(1, Ordering::Relaxed);
         let until = inner.open_until.load(Ordering::Acquire);
@@ -749,35 +759,6 @@ impl Breaker {
             }
             None if reported => inner.store.failure_recorded(self),
             None => {}
-        }
-    }
-
-    /// Marks the next failure this thread records on this breaker as injected by the chaos
-    /// drill `drill` (feature `chaos`): if that failure opens the breaker, the opening's cause
-    /// is [`OpenCause::Injected`], so its event, the snapshot's last cause and the dashboard say
-    /// it was a drill. A drill marks its injected error just before handing it back (and its
-    /// injected latency when a deadline drops it mid-sleep); the attempt records the failure
-    /// next, in the same poll on the same thread. The mark is taken by the next
-    /// [`record_failure`](Self::record_failure) on this thread, and a mark for another breaker
-    /// is dropped, not moved on.
-    #[cfg(feature = "chaos")]
-    pub fn mark_injected(&self, drill: Arc<str>) {
-        let key = Arc::as_ptr(&self.inner) as usize;
-        INJECTED.with(|mark| mark.set(Some((key, drill))));
-    }
-
-    /// Drops this thread's mark, if any (a drill's draw starts afresh).
-    #[cfg(feature = "chaos")]
-    pub(crate) fn clear_injected() {
-        INJECTED.with(|mark| drop(mark.take()));
-    }
-
-    #[cfg(feature = "chaos")]
-    fn take_injected(&self) -> Option<Arc<str>> {
-        let key = Arc::as_ptr(&self.inner) as usize;
-        match INJECTED.with(std::cell::Cell::take) {
-            Some((marked, drill)) if marked == key => Some(drill),
-            _ => None,
         }
     }
 
@@ -872,8 +853,7 @@ impl Breaker {
     /// [`trip`](Self::trip) for a 429 the chaos drill `drill` injected: the opening's cause is
     /// [`OpenCause::Injected`], so this instance's breaker opens as for a real one and its
     /// store never shares it with the fleet (a drill's share of instances stays its own).
-    #[cfg(feature = "chaos")]
-    pub(crate) fn trip_injected(
+    pub fn trip_injected(
         &self,
         retry_after: Duration,
         reason: impl Into<Arc<str>>,

@@ -771,21 +771,21 @@ pub struct OperationSnapshot {
     /// The operation's own name, what a dashboard shows.
     pub display_name: std::sync::Arc<str>,
     /// The deadline in use.
-    #[serde(rename = "deadline_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "deadline_ms", serialize_with = "crate::json::millis")]
     pub deadline: Duration,
     /// The minimum budget in use.
-    #[serde(rename = "min_budget_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "min_budget_ms", serialize_with = "crate::json::millis")]
     pub min_budget: Duration,
     /// The deadline compiled in.
     #[serde(
         rename = "compiled_deadline_ms",
-        serialize_with = "crate::observe::millis"
+        serialize_with = "crate::json::millis"
     )]
     pub compiled_deadline: Duration,
     /// The minimum budget compiled in.
     #[serde(
         rename = "compiled_min_budget_ms",
-        serialize_with = "crate::observe::millis"
+        serialize_with = "crate::json::millis"
     )]
     pub compiled_min_budget: Duration,
 }

@@ -92,7 +92,7 @@ fn labels(pairs: Labels<'_>) -> Vec<metrics::Label> {
         .collect()
 }
 
-fn counter(name: &'static str, pairs: Labels<'_>) -> Counter {
+pub(crate) fn counter(name: &'static str, pairs: Labels<'_>) -> Counter {
     #[cfg(feature = "metrics")]
     return Counter(metrics::counter!(name, labels(pairs)));
     #[cfg(not(feature = "metrics"))]
@@ -150,7 +150,6 @@ pub(crate) const TASK_START_DELAY: &str = "policy_task_start_delay_seconds";
 pub(crate) const FALLBACKS: &str = "policy_fallbacks_total";
 pub(crate) const HEDGES: &str = "policy_hedges_total";
 pub(crate) const HEDGE_STOPPED: &str = "policy_hedge_stopped_total";
-#[cfg(feature = "chaos")]
 pub(crate) const INJECTED: &str = "policy_injected_faults_total";
 pub(crate) const STALE: &str = "policy_stale_total";
 pub(crate) const POLLS_OVER_BUDGET: &str = "policy_polls_over_budget_total";
@@ -231,7 +230,6 @@ fn describe() {
         );
         describe_counter!(HEDGES, Unit::Count, "Hedges started, won and lost");
         describe_counter!(HEDGE_STOPPED, Unit::Count, "Hedges not started, by reason");
-        #[cfg(feature = "chaos")]
         describe_counter!(
             INJECTED,
             Unit::Count,
@@ -670,10 +668,15 @@ pub(crate) struct CallMetrics {
     expired: Histogram,
     /// Per [`RefusalKind`], in [`REFUSAL_KINDS`] order.
     refused: [Histogram; REFUSAL_KINDS.len()],
+    /// A drill's refusals, registered at the first ([`RefusalKind::Injected`]).
+    injected: std::sync::OnceLock<Histogram>,
+    operation: &'static str,
     attempts: Histogram,
 }
 
-#[cfg(not(feature = "chaos"))]
+/// The refusal kinds whose call durations are registered with the operation's other handles.
+/// A drill's refusal ([`RefusalKind::Injected`]) is registered at the first one (see
+/// [`CallMetrics::refused`]): a build or a process that runs no drill never shows it.
 const REFUSAL_KINDS: [RefusalKind; 5] = [
     RefusalKind::BreakerOpen,
     RefusalKind::BulkheadFull,
@@ -681,44 +684,6 @@ const REFUSAL_KINDS: [RefusalKind; 5] = [
     RefusalKind::InsufficientBudget,
     RefusalKind::RateLimited,
 ];
-
-#[cfg(feature = "chaos")]
-const REFUSAL_KINDS: [RefusalKind; 6] = [
-    RefusalKind::BreakerOpen,
-    RefusalKind::BulkheadFull,
-    RefusalKind::Shed,
-    RefusalKind::InsufficientBudget,
-    RefusalKind::RateLimited,
-    RefusalKind::Injected,
-];
-
-/// A chaos's (feature `chaos`): `policy_injected_faults_total{name, fault}`, per fault kind.
-#[cfg(feature = "chaos")]
-#[derive(Debug)]
-pub(crate) struct ChaosMetrics {
-    /// In [`FaultKind::ALL`](crate::chaos::FaultKind::ALL) order.
-    injected: [(crate::chaos::FaultKind, Counter); 4],
-}
-
-#[cfg(feature = "chaos")]
-impl ChaosMetrics {
-    pub(crate) fn new(name: &str) -> Self {
-        Self {
-            injected: crate::chaos::FaultKind::ALL.map(|kind| {
-                (
-                    kind,
-                    counter(INJECTED, &[("name", name), ("fault", kind.as_str())]),
-                )
-            }),
-        }
-    }
-
-    pub(crate) fn injected(&self, kind: crate::chaos::FaultKind) {
-        if let Some((_, counter)) = self.injected.iter().find(|(k, _)| *k == kind) {
-            counter.increment();
-        }
-    }
-}
 
 /// How a call ended, for its duration's `outcome` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -730,7 +695,7 @@ pub(crate) enum CallOutcome {
 }
 
 impl CallMetrics {
-    pub(crate) fn new(operation: &str) -> Self {
+    pub(crate) fn new(operation: &'static str) -> Self {
         let duration = |outcome: &'static str, kind: Option<RefusalKind>| match kind {
             None => histogram(
                 CALL_DURATION,
@@ -754,6 +719,8 @@ impl CallMetrics {
             failed: duration("failed", None),
             expired: duration("expired", None),
             refused: REFUSAL_KINDS.map(|kind| duration("refused", Some(kind))),
+            injected: std::sync::OnceLock::new(),
+            operation,
             attempts: histogram(CALL_ATTEMPTS, &[("operation", operation)]),
         }
     }
@@ -763,13 +730,27 @@ impl CallMetrics {
             CallOutcome::Ok => &self.ok,
             CallOutcome::Failed => &self.failed,
             CallOutcome::Expired => &self.expired,
-            CallOutcome::Refused(kind) => {
-                let index = REFUSAL_KINDS.iter().position(|k| *k == kind).unwrap_or(0);
-                &self.refused[index]
-            }
+            CallOutcome::Refused(kind) => self.refused(kind),
         };
         histogram.record(took.as_secs_f64());
         self.attempts.record(f64::from(attempts));
+    }
+
+    /// The durations of calls `kind` refused.
+    fn refused(&self, kind: RefusalKind) -> &Histogram {
+        match REFUSAL_KINDS.iter().position(|k| *k == kind) {
+            Some(index) => &self.refused[index],
+            None => self.injected.get_or_init(|| {
+                histogram(
+                    CALL_DURATION,
+                    &[
+                        ("operation", self.operation),
+                        ("outcome", "refused"),
+                        ("refused_by", kind.as_str()),
+                    ],
+                )
+            }),
+        }
     }
 }
 

@@ -348,14 +348,14 @@ pub struct PollMonitorSnapshot {
     /// The name without the module path (`embed`, the operation): what a dashboard shows.
     pub display_name: Arc<str>,
     /// The budget per poll.
-    #[serde(rename = "budget_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "budget_ms", serialize_with = "crate::json::millis")]
     pub budget: Duration,
     /// Polls seen.
     pub polls: u64,
     /// Polls that ran longer than the budget.
     pub over_budget: u64,
     /// The longest poll seen.
-    #[serde(rename = "longest_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "longest_ms", serialize_with = "crate::json::millis")]
     pub longest: Duration,
 }
 
@@ -448,10 +448,10 @@ pub struct Measurement {
     /// The input's size, as the caller counts it.
     pub size: usize,
     /// Median time of the work inline (the input made, the work done, on the calling thread).
-    #[serde(rename = "inline_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "inline_ms", serialize_with = "crate::json::millis")]
     pub inline: Duration,
     /// Median time of the same work through the pool: the input moved in, the result moved out.
-    #[serde(rename = "isolated_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "isolated_ms", serialize_with = "crate::json::millis")]
     pub isolated: Duration,
 }
 

@@ -197,6 +197,7 @@ pub mod fallback;
 pub mod hedge;
 mod instruments;
 pub mod isolate;
+mod json;
 #[cfg(feature = "tower")]
 pub mod layer;
 pub mod limiter;

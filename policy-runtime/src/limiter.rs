@@ -67,7 +67,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 #[cfg(feature = "redis")]
-pub use crate::redis_store::{RedisRateLimiter, RedisRateLimiterBuilder};
+pub use fleet::{RedisRateLimiter, RedisRateLimiterBuilder};
 
 /// What a limiter decides when its store fails: one type with the `.policy` language's
 /// `on_timeout` and `on_error` (defined in `policy-model`).
@@ -84,7 +84,7 @@ pub struct LimiterSnapshot {
     /// Calls allowed per period.
     pub limit: u32,
     /// The period.
-    #[serde(rename = "per_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "per_ms", serialize_with = "crate::json::millis")]
     pub per: Duration,
     /// Calls admitted by the rate (in this process, or by the store's decision).
     pub admitted: u64,
@@ -111,7 +111,7 @@ pub struct LimiterSnapshot {
 
 impl LimiterSnapshot {
     /// A view of the limiter `name` with every counter at zero, in process, with no rate: the
-    /// start for a [`LimiterSource`](crate::registry::LimiterSource) of your own, which sets the
+    /// start for a [`LimiterSource`] of your own, which sets the
     /// fields it knows (its `limit` and `per`, its counts).
     pub fn new(name: impl Into<Arc<str>>) -> Self {
         Self {
@@ -133,6 +133,15 @@ impl LimiterSnapshot {
     }
 }
 
+/// Anything that reports a [`LimiterSnapshot`]: a rate limiter of your own registers itself
+/// with [`Registry::register_limiter`](crate::Registry::register_limiter) to appear in the
+/// snapshot. (The runtime's own [rate limiters](RateLimiter), feature `ratelimit`, are there by
+/// name already: [`Registry::rate_limiter`](crate::Registry::rate_limiter).)
+pub trait LimiterSource: Send + Sync + std::fmt::Debug + 'static {
+    /// The limiter's state now.
+    fn limiter_snapshot(&self) -> LimiterSnapshot;
+}
+
 #[cfg(feature = "ratelimit")]
 pub use local::LocalRate;
 #[cfg(feature = "ratelimit")]
@@ -140,6 +149,10 @@ pub use rate_limiter::{RateLimiter, RateLimiterBuilder};
 
 #[cfg(feature = "ratelimit")]
 mod rate_limiter;
+
+// The fleet form (feature `redis`): the same GCRA in one Lua round trip on the store.
+#[cfg(feature = "redis")]
+mod fleet;
 
 #[cfg(feature = "ratelimit")]
 mod local {

@@ -1142,7 +1142,15 @@ where
     crate::queue::Handler::new(operation, work)
 }
 
-// Fault injection's step of the attempt (feature `chaos`), in a file of its own.
-#[path = "chaos/macro_hook.rs"]
+// Fault injection's step of the attempt: `Handle::chaos(..)`, then per attempt, after the
+// breaker's check and the bulkhead's admission, `chaos.draw(breaker)?`, the body run through
+// `injection.run(body)` under the attempt's deadline, and `injection.observe(breaker, ran)`.
+// Emitted only for an operation that names a drill. With the `chaos` feature, the registry's
+// drills; without it, a stand-in whose draw does not compile and says how to turn it on.
+#[cfg(feature = "chaos")]
+#[path = "chaos/macro_hook/on.rs"]
+mod chaos_hook;
+#[cfg(not(feature = "chaos"))]
+#[path = "chaos/macro_hook/off.rs"]
 mod chaos_hook;
 pub use chaos_hook::*;

@@ -48,7 +48,7 @@
 //! | ... connected without a shared secret (once per store) | WARN | `store_unsigned` | `no_shared_secret` | `instance` |
 //! | ... dropped a record read from Redis (an opening message, a failure report, a stored state) | WARN, then DEBUG within a second | `store_message_rejected` | `malformed`, `too_large`, `out_of_range`, `unsigned`, `bad_signature`, `stale`, `pending_full` | `source` (`pubsub`, `load`, `pending`, `reports`), `breaker`, `remaining_ms`, `bound_ms`, `instance` |
 //! | a chaos drill injected a fault (feature `chaos`; `mechanism` `chaos`, `name` the drill, and `injected = true`) | INFO | `injected` | the fault, also in `fault`: `latency`, `error`, `refuse`, `status_429` | `delay_ms` (latency) |
-//! | ... could not build the function's error (no `chaos::error_for` for its type) | WARN | `injection_skipped` | `no_error_function` | |
+//! | ... could not build the function's error (no `Registry::chaos_error_for` for its type) | WARN | `injection_skipped` | `no_error_function` | |
 //! | ... was switched on or off at run time | INFO | `chaos_switched` | `enabled`, `disabled` | |
 //! | drills were armed in this process ([`chaos::arm`](crate::chaos::arm); `name` `chaos`) | WARN | `chaos_armed` | `armed` | |
 //! | ... disarmed ([`chaos::disarm`](crate::chaos::disarm)) | INFO | `chaos_disarmed` | `disarmed` | |
@@ -438,7 +438,6 @@ impl RefusalNumbers {
             RefusalReason::RateLimited { retry_after, .. } => {
                 n.retry_after_ms = retry_after.map(ms);
             }
-            #[cfg(feature = "chaos")]
             RefusalReason::Injected { retry_after, .. } => {
                 n.retry_after_ms = retry_after.map(ms);
             }
@@ -891,26 +890,4 @@ pub(crate) fn shutdown_signal(signal: &'static str) {
         signal,
         "{signal} received: stopping"
     );
-}
-
-/// Serialises a duration as milliseconds, a number (fractional below a millisecond): how every
-/// duration in a [`Snapshot`](crate::Snapshot) and a refusal's reason is written, under a
-/// field name ending in `_ms`.
-pub(crate) fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1000.0)
-}
-
-/// [`millis`], for a duration that may be absent (`null`).
-#[expect(
-    clippy::ref_option,
-    reason = "the signature serde's `serialize_with` calls"
-)]
-pub(crate) fn millis_opt<S: serde::Serializer>(
-    d: &Option<Duration>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => millis(d, s),
-        None => s.serialize_none(),
-    }
 }

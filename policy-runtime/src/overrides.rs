@@ -177,7 +177,7 @@
 //! # }
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -186,13 +186,11 @@ use std::time::Duration;
 use policy_lang::overrides::{Applied, Origin, Overridden, PolicyFile, overridden_from};
 use policy_lang::{Backoff, OpenAfter as SpecOpenAfter, Spec, WorkClass};
 
-use crate::breaker::{Breaker, DEFAULT_MAX_RETRY_AFTER, OpenAfter};
-use crate::bulkhead::Bulkhead;
-use crate::deadline::{Deadline, OperationDeadline};
-use crate::observe::short_name;
-use crate::registry::Registry;
-use crate::retry::{RetryNumbers, RetryPolicy};
-use crate::shedding::{Shedder, Thresholds};
+use crate::breaker::{DEFAULT_MAX_RETRY_AFTER, OpenAfter};
+use crate::deadline::Deadline;
+use crate::registry::{Registry, Tunings};
+use crate::retry::RetryNumbers;
+use crate::shedding::Thresholds;
 use crate::tuning::{FleetOrigin, OverriddenSetting, RefusedOverrides, unix_ms};
 
 /// The environment variable that names the running environment: overrides are read from
@@ -614,22 +612,8 @@ fn saturating_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// The numbers a valid set puts in force, per mechanism: applied to those built now
-/// ([`Registry`]'s `put_tunings`) and to each one built later, as it is built.
-#[derive(Debug, Default)]
-pub(crate) struct Tunings {
-    breakers: BTreeMap<String, (OpenAfter, Duration, Duration)>,
-    retries: BTreeMap<String, RetryNumbers>,
-    bulkheads: BTreeMap<String, u32>,
-    /// By the operation's own name.
-    operations: BTreeMap<String, (Duration, Duration)>,
-    /// By the operation's own name.
-    shedders: BTreeMap<String, Thresholds>,
-    /// Drills (feature `chaos`), by name: their faults and whether they are on.
-    #[cfg(feature = "chaos")]
-    chaos: BTreeMap<String, crate::chaos::ChaosSettings>,
-}
-
+// How a merged set becomes the registry's `Tunings`: the numbers of each mechanism it touches.
+// (The registry keeps them and applies them.)
 impl Tunings {
     /// The numbers of the merged `spec` for every mechanism of `touched`.
     fn from_spec(spec: &Spec, touched: &BTreeSet<(&'static str, String)>) -> Self {
@@ -730,54 +714,6 @@ impl Tunings {
             }
         }
         tunings
-    }
-
-    /// A drill an override names: its faults at the merged rates, on or off as the merged
-    /// stanza says (an override is a switch made at run time).
-    #[cfg(feature = "chaos")]
-    pub(crate) fn apply_to_chaos(&self, chaos: &crate::chaos::Chaos) {
-        if let Some(settings) = self.chaos.get(chaos.name()) {
-            for (fault, rate) in settings.faults.iter().flatten() {
-                chaos.set(*fault, *rate);
-            }
-            if settings.enabled {
-                chaos.enable();
-            } else {
-                chaos.disable();
-            }
-        }
-    }
-
-    pub(crate) fn apply_to_breaker(&self, breaker: &Breaker) {
-        if let Some(&(open_after, cooldown, max_retry_after)) = self.breakers.get(breaker.name()) {
-            breaker.retune(open_after, cooldown, max_retry_after);
-        }
-    }
-
-    pub(crate) fn apply_to_retry(&self, retry: &RetryPolicy) {
-        if let Some(&numbers) = self.retries.get(retry.name()) {
-            retry.retune(numbers);
-        }
-    }
-
-    pub(crate) fn apply_to_bulkhead(&self, bulkhead: &Bulkhead) {
-        if let Some(&slots) = self.bulkheads.get(bulkhead.name())
-            && bulkhead.max_concurrent() != slots
-        {
-            bulkhead.set_max_concurrent(slots);
-        }
-    }
-
-    pub(crate) fn apply_to_operation(&self, operation: &OperationDeadline) {
-        if let Some(&(deadline, min_budget)) = self.operations.get(operation.display_name()) {
-            operation.retune(deadline, min_budget);
-        }
-    }
-
-    pub(crate) fn apply_to_shedder(&self, shedder: &Shedder) {
-        if let Some(&thresholds) = self.shedders.get(short_name(shedder.name())) {
-            shedder.retune(thresholds);
-        }
     }
 }
 

@@ -78,6 +78,7 @@ use crate::isolate::{
     IsolatedPool, IsolatedPoolBuilder, IsolatedPoolSnapshot, PollMonitor, PollMonitorSnapshot,
 };
 use crate::limiter::LimiterSnapshot;
+pub use crate::limiter::LimiterSource;
 #[cfg(feature = "ratelimit")]
 use crate::limiter::{RateLimiter, RateLimiterBuilder};
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
@@ -90,6 +91,10 @@ pub mod scoped;
 pub(crate) use scoped::current_scope;
 #[cfg(feature = "test-registry")]
 pub use scoped::{Bound, ScopeGuard, TestScope};
+#[cfg(feature = "overrides")]
+mod tunings;
+#[cfg(feature = "overrides")]
+pub(crate) use tunings::Tunings;
 
 type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
 
@@ -116,7 +121,7 @@ pub struct Registry {
     /// The overrides in force (feature `overrides`): applied to each mechanism they name when
     /// it is built, and to those already built when they change.
     #[cfg(feature = "overrides")]
-    tunings: RwLock<Arc<crate::overrides::Tunings>>,
+    tunings: RwLock<Arc<Tunings>>,
     /// What the dashboard shows of the overrides: where each overridden value came from.
     overrides: RwLock<OverridesSnapshot>,
     declarations: RwLock<BTreeMap<(&'static str, Arc<str>), Declaration>>,
@@ -165,15 +170,6 @@ impl fmt::Display for Conflict {
 }
 
 impl std::error::Error for Conflict {}
-
-/// Anything that reports a [`LimiterSnapshot`]: a rate limiter of your own registers itself
-/// with [`Registry::register_limiter`] to appear in the snapshot. (The runtime's own
-/// [rate limiters](crate::limiter::RateLimiter), feature `ratelimit`, are there by name
-/// already: [`Registry::rate_limiter`].)
-pub trait LimiterSource: Send + Sync + fmt::Debug + 'static {
-    /// The limiter's state now.
-    fn limiter_snapshot(&self) -> LimiterSnapshot;
-}
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -614,6 +610,27 @@ impl Registry {
         })
     }
 
+    /// Registers how the chaos `name` builds the function's own error for
+    /// [`Fault::Error`](crate::chaos::Fault::Error) (feature `chaos`): the drill is made off
+    /// and empty if nothing declared it yet, as [`chaos`](Self::chaos) does.
+    ///
+    /// ```
+    /// use policy_runtime::Registry;
+    ///
+    /// #[derive(Debug)]
+    /// enum SearchError { Injected }
+    ///
+    /// Registry::global().chaos_error_for("search_drill", || SearchError::Injected);
+    /// ```
+    #[cfg(feature = "chaos")]
+    pub fn chaos_error_for<E, F>(&self, name: &str, build: F)
+    where
+        E: Send + 'static,
+        F: Fn() -> E + Send + Sync + 'static,
+    {
+        crate::chaos::error_with(&self.chaos(name), build);
+    }
+
     /// The chaos `name` if anything made it.
     #[cfg(feature = "chaos")]
     pub fn find_chaos(&self, name: &str) -> Option<crate::chaos::Chaos> {
@@ -624,7 +641,7 @@ impl Registry {
     /// the others when they are built. Only the overrides call this, after the validator
     /// accepted the set.
     #[cfg(feature = "overrides")]
-    pub(crate) fn put_tunings(&self, tunings: crate::overrides::Tunings) {
+    pub(crate) fn put_tunings(&self, tunings: Tunings) {
         let tunings = Arc::new(tunings);
         // In force for what is built from now on, before the built ones change, so a mechanism
         // built in between gets the new numbers too.
@@ -680,5 +697,38 @@ impl Registry {
         rows.collect::<BTreeMap<Arc<str>, LimiterSnapshot>>()
             .into_values()
             .collect()
+    }
+}
+
+#[cfg(all(test, feature = "ratelimit"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::Registry;
+    use crate::limiter::LimiterSnapshot;
+
+    #[derive(Debug)]
+    struct Uploads;
+
+    impl crate::limiter::LimiterSource for Uploads {
+        fn limiter_snapshot(&self) -> LimiterSnapshot {
+            let mut row = LimiterSnapshot::new("uploads");
+            row.refused = 3;
+            row
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_snapshot_lists_each_name_once_sorted_the_registrys_own_limiter_first() {
+        let registry = Registry::new();
+        registry.register_limiter("uploads", std::sync::Arc::new(Uploads));
+        registry.register_limiter("signups", std::sync::Arc::new(Uploads));
+        let signups = registry.rate_limiter("signups", 1, Duration::from_secs(1), |l| l);
+        signups.acquire().await.unwrap();
+        let rows = registry.snapshot().limiters;
+        let names: Vec<&str> = rows.iter().map(|row| &*row.name).collect();
+        assert_eq!(names, ["signups", "uploads"]);
+        assert_eq!((rows[0].admitted, rows[0].limit), (1, 1));
+        assert_eq!(rows[1].refused, 3);
     }
 }

@@ -1504,7 +1504,7 @@ async fn an_injected_opening_is_never_shared_with_the_fleet() {
             .run(injection.run(async { Ok::<u32, &str>(1) }))
             .await;
         assert!(matches!(
-            fa.observe(ran),
+            injection.observe(&fa, ran),
             Err(CallError::Failed("injected"))
         ));
     }

@@ -205,7 +205,7 @@ async fn on_a_cluster_the_limiter_admits_its_rate_and_a_quorum_needs_two_instanc
 /// counts calls and errors (a refusal from either is an error: nothing here should refuse).
 fn callers(
     breaker: &Breaker,
-    limiter: &policy_runtime::redis_store::RedisRateLimiter,
+    limiter: &policy_runtime::limiter::RedisRateLimiter,
     stop: &Arc<AtomicBool>,
     calls: &Arc<AtomicU64>,
     errors: &Arc<AtomicU64>,

@@ -1,7 +1,7 @@
 //! Steps 2 and 3: the operation's deadline, the shedding decision and the rate limit, then
 //! each attempt:
 //! `breaker.check()`, `bulkhead.acquire(..)`, `deadline.run_in_scope(body)`,
-//! `breaker.observe(ran)`; inside `hedge_within` when hedged (each hedge is such an attempt,
+//! `breaker.observe(ran)` (`injection.observe(breaker, ran)` with a chaos drill); inside `hedge_within` when hedged (each hedge is such an attempt,
 //! through the breaker and the bulkhead), and inside `retry_within_self_bounded` when retried
 //! (a hedged operation's retry attempt is then the hedged call, `hedge_within_retry`). Critical work is
 //! awaited by its caller ([`awaited`]); deferred and background work is scheduled
@@ -97,15 +97,20 @@ fn attempt(
         .bulkhead
         .as_ref()
         .map(|bulkhead| quote!(let #slot = #bulkhead.acquire(&#deadline).await #lift ?;));
-    let end = match (finish, &h.breaker) {
-        (Finish::Returned, Some(breaker)) => quote!(#carrier.outcome(#breaker.observe(#ran))),
+    // Fault injection (feature `chaos`), only for an operation that names a drill: after the
+    // check and the permit, inside the deadline; the breaker then learns the outcome through
+    // the injection, which says which failure it injected.
+    let (inject, body, observer) = chaos_step(h, lift, body);
+    let observed = h.breaker.as_ref().map(|breaker| match &observer {
+        Some(injection) => quote!(#injection.observe(#breaker, #ran)),
+        None => quote!(#breaker.observe(#ran)),
+    });
+    let end = match (finish, observed) {
+        (Finish::Returned, Some(observed)) => quote!(#carrier.outcome(#observed)),
         (Finish::Returned, None) => quote!(#carrier.ran(#ran)),
-        (Finish::CallError, Some(breaker)) => quote!(#breaker.observe(#ran)),
+        (Finish::CallError, Some(observed)) => observed,
         (Finish::CallError, None) => quote!(::policy::CallError::from_run(#ran)),
     };
-    // Fault injection (feature `chaos`), only for an operation that names a drill: after the
-    // check and the permit, inside the deadline.
-    let (inject, body) = chaos_step(h, lift, body);
     quote! {
         #check
         #permit
@@ -115,12 +120,17 @@ fn attempt(
     }
 }
 
-/// The chaos drill's draw (a refusal or a 429 ends the attempt like the breaker's), and the body
-/// run through the injection (latency, then the injected error or the real call); nothing when
-/// the operation names no drill.
-fn chaos_step(h: &Handles, lift: &TokenStream, body: &TokenStream) -> (TokenStream, TokenStream) {
+/// The chaos drill's draw (a refusal or a 429 ends the attempt like the breaker's), the body
+/// run through the injection (latency, then the injected error or the real call), and the
+/// injection, which records the outcome in the breaker; nothing when the operation names no
+/// drill.
+fn chaos_step(
+    h: &Handles,
+    lift: &TokenStream,
+    body: &TokenStream,
+) -> (TokenStream, TokenStream, Option<Ident>) {
     let Some(chaos) = &h.chaos else {
-        return (TokenStream::new(), body.clone());
+        return (TokenStream::new(), body.clone(), None);
     };
     let injection = local("injection");
     let breaker = match &h.breaker {
@@ -130,6 +140,7 @@ fn chaos_step(h: &Handles, lift: &TokenStream, body: &TokenStream) -> (TokenStre
     (
         quote!(let #injection = #chaos.draw(#breaker) #lift ?;),
         quote!(#injection.run(#body)),
+        Some(injection),
     )
 }
 

@@ -3,7 +3,7 @@
 //!
 //! A [`Chaos`] is a named set of faults, each at a rate: [latency](Fault::Latency) (fixed, a
 //! uniform range, or log-normal by p50 and p99), the function's own [error](Fault::Error) (built
-//! by a function you register with [`error_for`]), a [refusal](Fault::Refuse) (a
+//! by a function you register with [`error_with`]), a [refusal](Fault::Refuse) (a
 //! [`ResilienceError`] whose reason is [`RefusalReason::Injected`]), and a
 //! [429 with `Retry-After`](Fault::TooManyRequests) (the breaker is tripped for that long, as
 //! for a real 429, and the call is refused as rate limited with the wait). Optionally only
@@ -65,10 +65,14 @@
 //!     let ran = Deadline::after(Duration::from_secs(1))
 //!         .run(injection.run(async { Ok::<u32, SearchError>(7) }))
 //!         .await;
-//!     assert!(matches!(breaker.observe(ran), Err(CallError::Failed(SearchError::Injected))));
+//!     // The injection records the outcome, telling the breaker what it injected.
+//!     let outcome = injection.observe(&breaker, ran);
+//!     assert!(matches!(outcome, Err(CallError::Failed(SearchError::Injected))));
 //! }
-//! // The breaker counted the injected failures.
-//! assert_eq!(breaker.check().unwrap_err().kind(), RefusalKind::BreakerOpen);
+//! // The breaker counted the injected failures, and says the opening was a drill.
+//! let refusal = breaker.check().unwrap_err();
+//! assert_eq!(refusal.kind(), RefusalKind::BreakerOpen);
+//! assert_eq!(breaker.snapshot().last_cause.unwrap().injected_by(), Some("search_drill"));
 //!
 //! // Off at run time: the real call runs.
 //! drill.disable();
@@ -92,8 +96,10 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::breaker::Breaker;
-use crate::error::{RefusalReason, ResilienceError};
-use crate::instruments::ChaosMetrics;
+use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
+use crate::instruments::{Counter, INJECTED, counter};
+
+pub use crate::error::InjectedError;
 
 /// Rates are kept in parts per million.
 const MILLION: u32 = 1_000_000;
@@ -106,25 +112,25 @@ pub enum Latency {
     /// Always this long.
     Fixed {
         /// The delay.
-        #[serde(rename = "delay_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "delay_ms", serialize_with = "crate::json::millis")]
         delay: Duration,
     },
     /// Uniformly between `min` and `max`.
     Uniform {
         /// The shortest delay.
-        #[serde(rename = "min_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "min_ms", serialize_with = "crate::json::millis")]
         min: Duration,
         /// The longest delay.
-        #[serde(rename = "max_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "max_ms", serialize_with = "crate::json::millis")]
         max: Duration,
     },
     /// Log-normal with this median and 99th percentile: the long tail of a real dependency.
     LogNormal {
         /// Half of the delays are shorter than this.
-        #[serde(rename = "p50_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "p50_ms", serialize_with = "crate::json::millis")]
         p50: Duration,
         /// 99% of the delays are shorter than this.
-        #[serde(rename = "p99_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "p99_ms", serialize_with = "crate::json::millis")]
         p99: Duration,
     },
 }
@@ -185,7 +191,7 @@ pub enum Fault {
     /// The attempt waits this long before the real call (under the attempt's deadline).
     Latency(Latency),
     /// The attempt returns the function's own error, built by the function registered with
-    /// [`error_for`] (without one, or for another error type, nothing is injected and an
+    /// [`error_with`] (without one, or for another error type, nothing is injected and an
     /// `injection_skipped` event says why).
     Error,
     /// The attempt is refused: a [`ResilienceError`] with [`RefusalReason::Injected`]; the work
@@ -196,7 +202,7 @@ pub enum Fault {
     #[serde(rename = "status_429")]
     TooManyRequests {
         /// The `Retry-After` it answered with.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis")]
         retry_after: Duration,
     },
 }
@@ -306,6 +312,32 @@ impl Slot {
         let n = self.seen.fetch_add(1, Relaxed);
         let million = u64::from(MILLION);
         ((n + 1) * rate).div_ceil(million) > (n * rate).div_ceil(million)
+    }
+}
+
+/// A drill's `policy_injected_faults_total{name, fault}`, one counter per fault kind.
+#[derive(Debug)]
+struct ChaosMetrics {
+    /// In [`FaultKind::ALL`] order.
+    injected: [(FaultKind, Counter); 4],
+}
+
+impl ChaosMetrics {
+    fn new(name: &str) -> Self {
+        Self {
+            injected: FaultKind::ALL.map(|kind| {
+                (
+                    kind,
+                    counter(INJECTED, &[("name", name), ("fault", kind.as_str())]),
+                )
+            }),
+        }
+    }
+
+    fn injected(&self, kind: FaultKind) {
+        if let Some((_, counter)) = self.injected.iter().find(|(k, _)| *k == kind) {
+            counter.increment();
+        }
     }
 }
 
@@ -426,30 +458,26 @@ impl ChaosBuilder {
     }
 }
 
-/// What an attempt does with a draw that hit nothing, or latency and/or an error.
+/// One attempt's draw: nothing, or latency and/or an error to inject. The attempt owns it and
+/// runs its body through it ([`run`](Self::run)), then hands it the outcome
+/// ([`observe`](Self::observe)): what it injected is told to the breaker with that outcome,
+/// as an argument of the call that records it, so no mark outlives the attempt or reaches
+/// another breaker.
 #[derive(Debug)]
 #[must_use]
 pub struct Injection<'a> {
     chaos: Option<&'a Chaos>,
-    /// The attempt's breaker, told which of its failures were injected.
-    breaker: Option<&'a Breaker>,
     delay: Option<Duration>,
     error: bool,
+    /// What [`run`](Self::run) did: [`DID_NOTHING`], [`SLEEPING`] (the injected latency began
+    /// and had not ended: if the attempt ends so, its deadline cut the latency short) or
+    /// [`INJECTED_ERROR`].
+    did: AtomicU8,
 }
 
-/// Marks the attempt's breaker when the injected latency is cut short (the deadline dropped the
-/// attempt mid-sleep: the expiry the breaker records next is the drill's doing).
-struct MarkIfDropped<'a> {
-    armed: Option<(&'a Chaos, &'a Breaker)>,
-}
-
-impl Drop for MarkIfDropped<'_> {
-    fn drop(&mut self) {
-        if let Some((chaos, breaker)) = self.armed {
-            breaker.mark_injected(chaos.inner.name.clone());
-        }
-    }
-}
+const DID_NOTHING: u8 = 0;
+const SLEEPING: u8 = 1;
+const INJECTED_ERROR: u8 = 2;
 
 impl Injection<'_> {
     /// The latency to inject, and whether to inject an error, for a caller that runs the body
@@ -459,34 +487,33 @@ impl Injection<'_> {
     }
 
     /// Nothing to inject.
-    pub const NONE: Injection<'static> = Injection {
-        chaos: None,
-        breaker: None,
-        delay: None,
-        error: false,
-    };
+    pub const fn none() -> Injection<'static> {
+        Injection {
+            chaos: None,
+            delay: None,
+            error: false,
+            did: AtomicU8::new(DID_NOTHING),
+        }
+    }
 
     /// Runs `body` after the injected latency, or returns the injected error instead of running
     /// it. Put it inside the attempt's deadline, so the deadline bounds the latency.
-    pub async fn run<F, R>(self, body: F) -> R
+    pub async fn run<F, R>(&self, body: F) -> R
     where
         F: Future<Output = R>,
         R: Injectable,
     {
         if let Some(delay) = self.delay {
-            let mut guard = MarkIfDropped {
-                armed: self.chaos.zip(self.breaker),
-            };
+            // Left set if the deadline drops the attempt mid-sleep: the expiry is the drill's.
+            self.did.store(SLEEPING, Relaxed);
             tokio::time::sleep(delay).await;
-            guard.armed = None;
+            self.did.store(DID_NOTHING, Relaxed);
         }
         if let (true, Some(chaos)) = (self.error, self.chaos) {
             match R::injected(chaos) {
                 Some(injected) => {
                     chaos.injected(FaultKind::Error, None);
-                    if let Some(breaker) = self.breaker {
-                        breaker.mark_injected(chaos.inner.name.clone());
-                    }
+                    self.did.store(INJECTED_ERROR, Relaxed);
                     return injected;
                 }
                 None => chaos.skipped(),
@@ -494,10 +521,38 @@ impl Injection<'_> {
         }
         body.await
     }
+
+    /// Records the attempt's outcome in `breaker` and hands it on, as
+    /// [`Breaker::observe`] does, except that a failure this injection caused (its injected
+    /// error, or an expiry during its latency) is recorded as injected by the drill
+    /// ([`Breaker::record_injected_failure`]): counted on this instance, never shared with the
+    /// fleet, and an opening it decides says it was a drill. An expiry under the caller's own
+    /// budget stays the caller's, injected latency or not.
+    #[inline]
+    pub fn observe<T, E>(
+        &self,
+        breaker: &Breaker,
+        ran: Result<Result<T, E>, DeadlineExceeded>,
+    ) -> Result<T, CallError<E>> {
+        let Some(chaos) = self.chaos else {
+            return breaker.observe(ran);
+        };
+        match (ran, self.did.load(Relaxed)) {
+            (Ok(Err(error)), INJECTED_ERROR) => {
+                breaker.record_injected_failure(chaos.name_arc());
+                Err(CallError::Failed(error))
+            }
+            (Err(expired), SLEEPING) if !expired.is_callers() => {
+                breaker.record_injected_failure(chaos.name_arc());
+                Err(CallError::DeadlineExceeded(expired))
+            }
+            (ran, _) => breaker.observe(ran),
+        }
+    }
 }
 
 /// An attempt's output an injected error can be made for: a `Result` whose error the chaos's
-/// [error function](error_for) builds.
+/// [error function](error_with) builds.
 pub trait Injectable: Sized {
     /// The injected error as this output, if the chaos builds one of its type.
     fn injected(chaos: &Chaos) -> Option<Self>;
@@ -515,17 +570,9 @@ impl<T, E: 'static> Injectable for Result<T, E> {
     }
 }
 
-/// Registers how the chaos `name` (in the global registry) builds the function's own error for
-/// [`Fault::Error`]: `chaos::error_for("search_drill", || SearchError::Injected)`.
-pub fn error_for<E, F>(name: &str, build: F)
-where
-    E: Send + 'static,
-    F: Fn() -> E + Send + Sync + 'static,
-{
-    error_with(&crate::Registry::global().chaos(name), build);
-}
-
-/// [`error_for`] on a chaos of your own.
+/// Registers how `chaos` builds the function's own error for [`Fault::Error`]. For a drill of
+/// the registry, by name: [`Registry::chaos_error_for`](crate::Registry::chaos_error_for)
+/// (`Registry::global().chaos_error_for("search_drill", || SearchError::Injected)`).
 pub fn error_with<E, F>(chaos: &Chaos, build: F)
 where
     E: Send + 'static,
@@ -794,7 +841,7 @@ impl Chaos {
         breaker: Option<&'a Breaker>,
     ) -> Result<Injection<'a>, ResilienceError> {
         if !self.is_on() {
-            return Ok(Injection::NONE);
+            return Ok(Injection::none());
         }
         self.draw_on(breaker)
     }
@@ -805,10 +852,8 @@ impl Chaos {
         &'a self,
         breaker: Option<&'a Breaker>,
     ) -> Result<Injection<'a>, ResilienceError> {
-        // A mark left by an attempt that ended otherwise (a hedge that lost) is not this one's.
-        Breaker::clear_injected();
         if !is_armed() || !self.active() {
-            return Ok(Injection::NONE);
+            return Ok(Injection::none());
         }
         let slots = &self.inner.slots;
         if slots[FaultKind::Refuse.index()].hit() {
@@ -854,9 +899,9 @@ impl Chaos {
         let error = slots[FaultKind::Error.index()].hit();
         Ok(Injection {
             chaos: Some(self),
-            breaker,
             delay,
             error,
+            did: AtomicU8::new(DID_NOTHING),
         })
     }
 
@@ -902,7 +947,7 @@ impl Chaos {
             injected = false,
             fault = "error",
             reason = "no_error_function",
-            "chaos `{name}` could not inject an error: register one of the function's error type with `chaos::error_for(\"{name}\", || ...)`"
+            "chaos `{name}` could not inject an error: register one of the function's error type with `Registry::global().chaos_error_for(\"{name}\", || ...)`"
         );
     }
 
@@ -951,51 +996,14 @@ fn switched(name: &str, reason: &'static str) {
     );
 }
 
-/// The error a [`ChaosLayer`](crate::layer::chaos::ChaosLayer) injects in place of the inner
-/// service's answer (feature `tower`): a tower service's error is a `BoxError`, so this is its
-/// own type, which the breaker above counts as a failure.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InjectedError {
-    name: Arc<str>,
-}
-
-impl InjectedError {
-    /// An error injected by the chaos `name`.
-    pub fn new(name: Arc<str>) -> Self {
-        Self { name }
-    }
-
-    /// The chaos that injected it.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The drill's name, shared.
-    pub(crate) fn name_arc(&self) -> Arc<str> {
-        self.name.clone()
-    }
-}
-
-impl fmt::Display for InjectedError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "error injected by chaos drill `{}` (not the dependency's)",
-            self.name
-        )
-    }
-}
-
-impl std::error::Error for InjectedError {}
-
 /// A chaos's window, as offsets after it was built.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ChaosWindow {
     /// From this long after it was built.
-    #[serde(rename = "from_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "from_ms", serialize_with = "crate::json::millis")]
     pub from: Duration,
     /// Until this long after it was built.
-    #[serde(rename = "until_ms", serialize_with = "crate::observe::millis")]
+    #[serde(rename = "until_ms", serialize_with = "crate::json::millis")]
     pub until: Duration,
 }
 

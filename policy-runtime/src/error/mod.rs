@@ -15,8 +15,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+mod injected;
 mod reason;
 
+pub use injected::InjectedError;
 pub use reason::{OpenCause, RefusalReason, ShedReason};
 
 /// Formats a duration for people: `1.5s`, `250ms`, `40µs`, rounded to what matters.
@@ -72,8 +74,8 @@ pub enum RefusalKind {
     InsufficientBudget,
     /// A rate limiter refused the call.
     RateLimited,
-    /// A chaos drill refused the call (feature `chaos`): injected, not a real refusal.
-    #[cfg(feature = "chaos")]
+    /// A chaos drill refused the call: injected, not a real refusal. The kind exists in every
+    /// build; only a drill (feature `chaos`) refuses with it.
     Injected,
 }
 
@@ -86,7 +88,6 @@ impl RefusalKind {
             Self::Shed => "shed",
             Self::InsufficientBudget => "insufficient_budget",
             Self::RateLimited => "rate_limited",
-            #[cfg(feature = "chaos")]
             Self::Injected => "injected",
         }
     }
@@ -165,7 +166,6 @@ impl ResilienceError {
         match &self.0.reason {
             RefusalReason::BreakerOpen { remaining, .. } => Some(*remaining),
             RefusalReason::RateLimited { retry_after, .. } => *retry_after,
-            #[cfg(feature = "chaos")]
             RefusalReason::Injected { retry_after, .. } => *retry_after,
             _ => None,
         }
@@ -186,7 +186,6 @@ impl ResilienceError {
             RefusalKind::Shed => "shedding for",
             RefusalKind::InsufficientBudget => "operation",
             RefusalKind::RateLimited => "rate limiter",
-            #[cfg(feature = "chaos")]
             RefusalKind::Injected => "chaos",
         }
     }
@@ -320,14 +319,14 @@ impl fmt::Display for DeadlineExceeded {
 
 impl std::error::Error for DeadlineExceeded {}
 
-/// A budget held in nanoseconds, serialized as [`millis`](crate::observe::millis) serializes
+/// A budget held in nanoseconds, serialized as [`millis`](crate::json::millis) serializes
 /// the same `Duration`.
 #[expect(
     clippy::trivially_copy_pass_by_ref,
     reason = "the signature serde's `serialize_with` calls"
 )]
 fn nanos_as_millis<S: serde::Serializer>(nanos: &u64, s: S) -> Result<S::Ok, S::Error> {
-    crate::observe::millis(&Duration::from_nanos(*nanos), s)
+    crate::json::millis(&Duration::from_nanos(*nanos), s)
 }
 
 /// One of the three outcomes of a protected call that are not a success.

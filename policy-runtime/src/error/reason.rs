@@ -19,7 +19,7 @@ pub enum RefusalReason {
     /// The breaker is open for `remaining` more, because of `cause`.
     BreakerOpen {
         /// How long the breaker stays open from the moment of the refusal.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
         remaining: Duration,
         /// What opened it.
         cause: OpenCause,
@@ -40,7 +40,7 @@ pub enum RefusalReason {
     /// The caller waited in the bulkhead's queue until its deadline, and no slot freed.
     BulkheadQueueTimeout {
         /// How long the caller waited in the queue.
-        #[serde(rename = "waited_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "waited_ms", serialize_with = "crate::json::millis")]
         waited: Duration,
     },
     /// The shedding decision dropped the work.
@@ -48,36 +48,29 @@ pub enum RefusalReason {
     /// Less than the minimum useful budget was left.
     InsufficientBudget {
         /// What was left of the deadline.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
         remaining: Duration,
         /// The operation's stated minimum useful budget.
-        #[serde(rename = "min_budget_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "min_budget_ms", serialize_with = "crate::json::millis")]
         min_budget: Duration,
     },
     /// A rate limiter refused; `retry_after` says when a slot frees, when known.
     RateLimited {
         /// When the limiter expects to admit again, if it knows.
-        #[serde(
-            rename = "retry_after_ms",
-            serialize_with = "crate::observe::millis_opt"
-        )]
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis_opt")]
         retry_after: Option<Duration>,
         /// Why: over the rate, or the limiter's store failed and it fails closed.
         detail: Arc<str>,
     },
-    /// A chaos drill injected this refusal (feature `chaos`): the work never ran, and nothing
-    /// is wrong with the dependency. A 429 carries its `Retry-After` and is
+    /// A chaos drill injected this refusal: the work never ran, and nothing is wrong with the
+    /// dependency. The variant exists in every build; only a drill (feature `chaos`) makes one. A 429 carries its `Retry-After` and is
     /// [`RateLimited`](RefusalKind::RateLimited); a plain refusal is
     /// [`Injected`](RefusalKind::Injected).
-    #[cfg(feature = "chaos")]
     Injected {
         /// The fault's kind: `refuse` or `status_429`.
         fault: &'static str,
         /// The injected `Retry-After`, for a 429.
-        #[serde(
-            rename = "retry_after_ms",
-            serialize_with = "crate::observe::millis_opt"
-        )]
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis_opt")]
         retry_after: Option<Duration>,
     },
 }
@@ -93,12 +86,10 @@ impl RefusalReason {
             Self::Shed(_) => RefusalKind::Shed,
             Self::InsufficientBudget { .. } => RefusalKind::InsufficientBudget,
             Self::RateLimited { .. } => RefusalKind::RateLimited,
-            #[cfg(feature = "chaos")]
             Self::Injected {
                 retry_after: Some(_),
                 ..
             } => RefusalKind::RateLimited,
-            #[cfg(feature = "chaos")]
             Self::Injected { .. } => RefusalKind::Injected,
         }
     }
@@ -118,7 +109,6 @@ impl RefusalReason {
             Self::Shed(reason) => reason.signal(),
             Self::InsufficientBudget { .. } => "min_budget",
             Self::RateLimited { .. } => "rate",
-            #[cfg(feature = "chaos")]
             Self::Injected { .. } => "injected",
         }
     }
@@ -134,7 +124,6 @@ impl RefusalReason {
             Self::Shed(_) => "shedder",
             Self::InsufficientBudget { .. } => "deadline",
             Self::RateLimited { .. } => "rate_limiter",
-            #[cfg(feature = "chaos")]
             Self::Injected { .. } => "chaos",
         }
     }
@@ -183,7 +172,6 @@ impl fmt::Display for RefusalReason {
                 Some(after) => write!(f, "{detail}; a slot frees in {}", Human(*after)),
                 None => write!(f, "{detail}"),
             },
-            #[cfg(feature = "chaos")]
             Self::Injected { fault, retry_after } => match retry_after {
                 Some(after) => write!(
                     f,
@@ -206,7 +194,7 @@ pub enum OpenCause {
         /// Failures counted in the window when it opened.
         count: u32,
         /// The window.
-        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
         window: Duration,
     },
     /// `failures` of `calls` inside `window`, at or above `ratio`.
@@ -218,7 +206,7 @@ pub enum OpenCause {
         /// The configured ratio.
         ratio: f64,
         /// The window.
-        #[serde(rename = "window_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
         window: Duration,
     },
     /// A probe failed right after a cooldown: one failure reopens.
@@ -226,7 +214,7 @@ pub enum OpenCause {
     /// The dependency told us to back off for `retry_after`.
     Tripped {
         /// The instructed pause.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis")]
         retry_after: Duration,
         /// What the dependency said (say, `429 Too Many Requests`).
         reason: Arc<str>,
@@ -237,9 +225,12 @@ pub enum OpenCause {
         detail: Arc<str>,
     },
     /// An opening whose deciding failure (the one recorded as it opened) was injected by the
-    /// chaos drill `drill` (feature `chaos`): a drill, not an incident. `opened_by` is what the
-    /// breaker counted, as it would say without the drill.
-    #[cfg(feature = "chaos")]
+    /// chaos drill `drill`: a drill, not an incident. `opened_by` is what the breaker counted,
+    /// as it would say without the drill. The variant exists in every build; only a drill
+    /// (feature `chaos`) makes one, through [`Breaker::record_injected_failure`] and
+    /// [`Breaker::trip_injected`](crate::Breaker::trip_injected).
+    ///
+    /// [`Breaker::record_injected_failure`]: crate::Breaker::record_injected_failure
     Injected {
         /// The drill that injected the deciding failure.
         drill: Arc<str>,
@@ -252,7 +243,6 @@ impl OpenCause {
     /// For an opening from counted failures, the failures counted and their window.
     pub fn counted(&self) -> Option<(u32, Duration)> {
         match self {
-            #[cfg(feature = "chaos")]
             Self::Injected { opened_by, .. } => opened_by.counted(),
             Self::Failures { count, window } => Some((*count, *window)),
             Self::FailureRatio {
@@ -269,7 +259,6 @@ impl OpenCause {
     /// (see [`injected_by`](Self::injected_by) for the drill).
     pub fn code(&self) -> &'static str {
         match self {
-            #[cfg(feature = "chaos")]
             Self::Injected { opened_by, .. } => opened_by.code(),
             Self::Failures { .. } => "failures",
             Self::FailureRatio { .. } => "failure_ratio",
@@ -285,7 +274,6 @@ impl OpenCause {
     /// (always `None` without the feature `chaos`).
     pub fn injected_by(&self) -> Option<&str> {
         match self {
-            #[cfg(feature = "chaos")]
             Self::Injected { drill, .. } => Some(drill),
             _ => None,
         }
@@ -295,7 +283,6 @@ impl OpenCause {
 impl fmt::Display for OpenCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            #[cfg(feature = "chaos")]
             Self::Injected { drill, opened_by } => write!(
                 f,
                 "{opened_by}, the last one injected by chaos drill `{drill}` (a drill, not an incident)"
@@ -344,10 +331,10 @@ pub enum ShedReason {
     /// The work's expected cost exceeds what is left of the deadline.
     Budget {
         /// What was left.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
         remaining: Duration,
         /// What the work was expected to take.
-        #[serde(rename = "expected_cost_ms", serialize_with = "crate::observe::millis")]
+        #[serde(rename = "expected_cost_ms", serialize_with = "crate::json::millis")]
         expected_cost: Duration,
     },
     /// A request of a sheddable [criticality](crate::criticality) found the bulkhead's free slots

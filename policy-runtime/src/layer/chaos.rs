@@ -52,8 +52,8 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::Breaker;
-pub use crate::chaos::InjectedError;
 use crate::chaos::{Chaos, FaultKind};
+pub use crate::error::InjectedError;
 use crate::layer::BoxError;
 
 /// Applies a [`Chaos`] drill to each call of the service below.

@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+#[cfg(feature = "redis")]
+use super::RedisRateLimiter;
 use super::{FailMode, LimiterSnapshot, LocalRate};
 use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
 use crate::instruments::Refusals;
 use crate::observe;
 #[cfg(feature = "redis")]
-use crate::redis_store::{RedisRateLimiter, RedisStore};
+use crate::redis_store::RedisStore;
 
 /// A named rate limiter: `limit` calls per `per`, in this process or, with a store, across the
 /// fleet; see the [module docs](super).
@@ -102,7 +104,7 @@ impl RateLimiter {
     /// [`RateLimited`](crate::RefusalKind::RateLimited) carrying the wait that would admit it.
     ///
     /// In process it never waits: the future is ready at its first poll. A fleet limiter waits
-    /// for its store at most its [timeout](crate::redis_store::RedisRateLimiterBuilder::timeout)
+    /// for its store at most its [timeout](crate::limiter::RedisRateLimiterBuilder::timeout)
     /// (50 ms by default), then its `on_timeout` or `on_error` decides.
     pub async fn acquire(&self) -> Result<(), ResilienceError> {
         match self.decide_now() {
@@ -189,7 +191,7 @@ impl RateLimiter {
     }
 }
 
-impl crate::registry::LimiterSource for RateLimiter {
+impl super::LimiterSource for RateLimiter {
     fn limiter_snapshot(&self) -> LimiterSnapshot {
         self.snapshot()
     }
@@ -212,7 +214,7 @@ pub struct RateLimiterBuilder {
 
 impl RateLimiterBuilder {
     /// How long a fleet limiter's decision may wait for its store before `on_timeout`
-    /// decides (default 50 ms: [`RedisRateLimiterBuilder::timeout`](crate::redis_store::RedisRateLimiterBuilder::timeout));
+    /// decides (default 50 ms: [`RedisRateLimiterBuilder::timeout`](crate::limiter::RedisRateLimiterBuilder::timeout));
     /// an in-process limiter never waits and ignores it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
@@ -351,30 +353,5 @@ mod tests {
         assert_eq!(json["name"], "api");
         assert_eq!(json["retry_after_ms"], 2000.0);
         assert_eq!(limiter.snapshot().refused, 1);
-    }
-
-    #[derive(Debug)]
-    struct Uploads;
-
-    impl crate::registry::LimiterSource for Uploads {
-        fn limiter_snapshot(&self) -> LimiterSnapshot {
-            let mut row = LimiterSnapshot::new("uploads");
-            row.refused = 3;
-            row
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_snapshot_lists_each_name_once_sorted_the_registrys_own_limiter_first() {
-        let registry = crate::Registry::new();
-        registry.register_limiter("uploads", std::sync::Arc::new(Uploads));
-        registry.register_limiter("signups", std::sync::Arc::new(Uploads));
-        let signups = registry.rate_limiter("signups", 1, Duration::from_secs(1), |l| l);
-        signups.acquire().await.unwrap();
-        let rows = registry.snapshot().limiters;
-        let names: Vec<&str> = rows.iter().map(|row| &*row.name).collect();
-        assert_eq!(names, ["signups", "uploads"]);
-        assert_eq!((rows[0].admitted, rows[0].limit), (1, 1));
-        assert_eq!(rows[1].refused, 3);
     }
 }

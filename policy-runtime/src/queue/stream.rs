@@ -11,7 +11,6 @@ use redis::{RedisError, Script, Value};
 use serde::Serialize;
 use tokio::sync::OnceCell;
 
-use super::worker::WorkerBuilder;
 use super::{ConsumerPending, QueueSettings, QueueSnapshot, TaskId};
 use crate::bulkhead::Bulkhead;
 use crate::deadline::Deadline;
@@ -443,11 +442,6 @@ impl TaskQueue {
     /// Whether it was [configured](Self::configured) from a queue's settings.
     pub(super) fn settings(&self) -> Option<&QueueSettings> {
         self.inner.settings.as_ref()
-    }
-
-    /// A worker for this queue, to be given its handlers and started.
-    pub fn worker(&self) -> WorkerBuilder {
-        WorkerBuilder::new(self.clone())
     }
 
     /// Enqueues a task of `operation` with `args`, under a fresh [`TaskId`]; the id once Redis

@@ -71,6 +71,14 @@ struct Numbers {
     lowered_from: Option<Duration>,
 }
 
+// Where a worker is made from its queue: the worker's side, so the stream knows nothing of it.
+impl TaskQueue {
+    /// A worker for this queue, to be given its handlers and started.
+    pub fn worker(&self) -> WorkerBuilder {
+        WorkerBuilder::new(self.clone())
+    }
+}
+
 impl WorkerBuilder {
     pub(super) fn new(queue: TaskQueue) -> Self {
         Self {

@@ -258,13 +258,14 @@
 //! [`StoreStatus::rejected`]: crate::breaker::StoreStatus::rejected
 //! [`StoreStatus::pending_dropped`]: crate::breaker::StoreStatus::pending_dropped
 //! [`FailMode`]: crate::limiter::FailMode
+//! [`RedisRateLimiter`]: crate::limiter::RedisRateLimiter
+//! [`RedisRateLimiterBuilder`]: crate::limiter::RedisRateLimiterBuilder
 //! [`FailMode::Local`]: crate::limiter::FailMode::Local
 
 mod breaker;
 mod connection;
 #[cfg(feature = "overrides")]
 mod fleet;
-mod limiter;
 mod message;
 
 use std::fmt;
@@ -283,7 +284,6 @@ pub(crate) use connection::Conn;
 use connection::{Target, Topology};
 #[cfg(feature = "overrides")]
 pub use fleet::{FleetError, FleetOverrides, FleetPolicyFile};
-pub use limiter::{RedisRateLimiter, RedisRateLimiterBuilder};
 pub(crate) use message::Signer;
 
 /// Counters of the breaker store's traffic; see [`StoreStatus`].
@@ -775,6 +775,25 @@ pub struct RedisStore {
     shared: Arc<Shared>,
     conn: Conn,
     dialer: connection::Dialer,
+}
+
+/// What a fleet mechanism kept in a module of its own (the rate limiter's
+/// [`RedisRateLimiter`](crate::limiter::RedisRateLimiter)) uses of the store.
+impl RedisStore {
+    /// The store's connection (cheap to clone).
+    pub(crate) fn conn(&self) -> &Conn {
+        &self.conn
+    }
+
+    /// Redis answered again.
+    pub(crate) fn recovered(&self) {
+        self.shared.recover();
+    }
+
+    /// Redis failed with `what`.
+    pub(crate) fn unhealthy(&self, what: &str) {
+        self.shared.mark_unhealthy(what);
+    }
 }
 
 impl fmt::Debug for RedisStore {

@@ -6,6 +6,7 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 
 use super::Classify;
+use crate::error::InjectedError;
 use crate::layer::{BoxError, callers_expiry, is_refusal};
 use crate::{Breaker, ResilienceError};
 
@@ -75,15 +76,20 @@ where
                         breaker.record_callers_expiry(expired);
                     }
                     outcome => {
-                        // A drill's error (the chaos layer below): an opening it decides says so.
-                        #[cfg(feature = "chaos")]
-                        if let Err(error) = outcome
-                            && let Some(injected) =
-                                error.downcast_ref::<crate::chaos::InjectedError>()
-                        {
-                            breaker.mark_injected(injected.name_arc());
+                        let failed = classify.is_failure(outcome.as_ref());
+                        match outcome {
+                            // A drill's error (a fault injector below, such as the chaos
+                            // layer): the failure carries its drill's name, and an opening it
+                            // decides says so.
+                            Err(error)
+                                if failed
+                                    && let Some(injected) =
+                                        error.downcast_ref::<InjectedError>() =>
+                            {
+                                breaker.record_injected_failure(injected.name_arc());
+                            }
+                            _ => breaker.record(!failed),
                         }
-                        breaker.record(!classify.is_failure(outcome.as_ref()));
                     }
                 }
                 Poll::Ready(outcome)

@@ -4,24 +4,14 @@ use std::time::Duration;
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue};
 use tower_layer::Layer;
 
-use super::DeadlineService;
 use super::headers::DEADLINE_MS_HEADER;
+use super::{Config, DeadlineService};
 use crate::Deadline;
 
 /// Stamps one deadline per request; see the [module docs](super).
 #[derive(Debug, Clone)]
 pub struct DeadlineLayer {
     pub(super) config: Arc<Config>,
-}
-
-#[derive(Debug)]
-pub(super) struct Config {
-    pub(super) name: Arc<str>,
-    pub(super) budget: Duration,
-    pub(super) min_budget: Duration,
-    pub(super) ms_header: Option<HeaderName>,
-    pub(super) grpc_timeout: bool,
-    pub(super) trust: HeaderTrust,
 }
 
 /// Whose deadline headers a [`DeadlineLayer`] believes ([`DeadlineLayer::trust_headers`]).

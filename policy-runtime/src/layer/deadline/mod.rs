@@ -64,3 +64,15 @@ pub use headers::{DEADLINE_MS_HEADER, GRPC_TIMEOUT_HEADER, parse_ms_header};
 pub use layer::{DeadlineLayer, HeaderTrust, IsInternal};
 pub use propagate::{PropagateDeadline, PropagateDeadlineLayer};
 pub use service::DeadlineService;
+
+/// What a [`DeadlineLayer`] stamps each request with, shared by the layer (which builds it)
+/// and its services (which read it per request).
+#[derive(Debug)]
+struct Config {
+    name: std::sync::Arc<str>,
+    budget: std::time::Duration,
+    min_budget: std::time::Duration,
+    ms_header: Option<http::HeaderName>,
+    grpc_timeout: bool,
+    trust: HeaderTrust,
+}

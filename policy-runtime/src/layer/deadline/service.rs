@@ -4,10 +4,9 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
-use super::ResponseFuture;
 use super::body::DeadlineBody;
 use super::headers::incoming_budget;
-use super::layer::Config;
+use super::{Config, ResponseFuture};
 use crate::error::{RefusalReason, ResilienceError};
 use crate::{Deadline, observe};
 

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::{OperationService, Optional};
+use super::{CallSpan, OperationService, Optional};
 use crate::WorkClass;
 use crate::deadline::OperationDeadline;
 use crate::layer::breaker::{BreakerService, ErrorsAreFailures};
@@ -13,9 +13,6 @@ use crate::layer::shedding::ShedService;
 use crate::layer::{RetryLayer, ShedLayer};
 use crate::observe::Calls;
 use crate::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
-
-/// Makes the span one call of an operation runs in, given the operation's name.
-pub type CallSpan = fn(&str) -> tracing::Span;
 
 /// The span of a call of an operation built by hand: INFO, named `operation` (a span's name is
 /// fixed where it is written, and a layer's operation is named at run time), with the fields
@@ -214,6 +211,8 @@ impl<R> OperationLayer<R> {
         self
     }
 
+    /// Does not compile without the `chaos` feature, with a message saying how to turn it on
+    /// (what `operation_layer!` calls for an operation with a `chaos`).
     #[cfg(not(feature = "chaos"))]
     #[doc(hidden)]
     #[must_use]

@@ -63,6 +63,6 @@ mod optional;
 mod service;
 
 pub use future::ResponseFuture;
-pub use layer::{CallSpan, NoRetry, OperationLayer, WithRetry};
+pub use layer::{NoRetry, OperationLayer, WithRetry};
 pub use optional::{Optional, OptionalFuture};
-pub use service::OperationService;
+pub use service::{CallSpan, OperationService};

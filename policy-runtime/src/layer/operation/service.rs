@@ -6,11 +6,13 @@ use tower_service::Service;
 
 use super::ResponseFuture;
 use super::future::Outcome;
-use super::layer::CallSpan;
 use crate::Deadline;
 use crate::deadline::OperationDeadline;
 use crate::layer::BoxError;
 use crate::observe::Calls;
+
+/// Makes the span one call of an operation runs in, given the operation's name.
+pub type CallSpan = fn(&str) -> tracing::Span;
 
 /// The service [`OperationLayer`](super::OperationLayer) makes: the operation's deadline
 /// around the rest of the sequence.

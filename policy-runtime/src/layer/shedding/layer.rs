@@ -3,17 +3,14 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::ShedService;
+use super::{Config, ShedService};
 use crate::WorkClass;
 use crate::{Bulkhead, Shedder};
 
 /// Decides, before each call, whether the work is worth doing; see the [module docs](super).
 #[derive(Debug, Clone)]
 pub struct ShedLayer {
-    pub(super) shedder: Arc<Shedder>,
-    pub(super) class: WorkClass,
-    pub(super) load_of: Option<Bulkhead>,
-    pub(super) expected_cost: Duration,
+    config: Config,
 }
 
 impl ShedLayer {
@@ -21,23 +18,25 @@ impl ShedLayer {
     /// share its counters with the attributes) for work of `class`.
     pub fn new(shedder: Arc<Shedder>, class: WorkClass) -> Self {
         Self {
-            shedder,
-            class,
-            load_of: None,
-            expected_cost: Duration::ZERO,
+            config: Config {
+                shedder,
+                class,
+                load_of: None,
+                expected_cost: Duration::ZERO,
+            },
         }
     }
 
     /// The compartment whose load is the load signal.
     pub fn load_of(mut self, bulkhead: Bulkhead) -> Self {
-        self.load_of = Some(bulkhead);
+        self.config.load_of = Some(bulkhead);
         self
     }
 
     /// What the work usually costs: with less than this left of the current deadline it is
     /// shed for budget.
     pub fn expected_cost(mut self, cost: Duration) -> Self {
-        self.expected_cost = cost;
+        self.config.expected_cost = cost;
         self
     }
 }
@@ -46,6 +45,6 @@ impl<S> Layer<S> for ShedLayer {
     type Service = ShedService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        ShedService::new(inner, self.clone())
+        ShedService::new(inner, self.config.clone())
     }
 }

@@ -15,3 +15,13 @@ mod service;
 pub use future::ResponseFuture;
 pub use layer::ShedLayer;
 pub use service::ShedService;
+
+/// What a [`ShedLayer`] decides with, shared by the layer (which builds it) and its services
+/// (which decide with it per call).
+#[derive(Debug, Clone)]
+struct Config {
+    shedder: std::sync::Arc<crate::Shedder>,
+    class: crate::WorkClass,
+    load_of: Option<crate::Bulkhead>,
+    expected_cost: std::time::Duration,
+}

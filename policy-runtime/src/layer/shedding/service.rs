@@ -2,19 +2,19 @@ use std::task::{Context, Poll};
 
 use tower_service::Service;
 
-use super::{ResponseFuture, ShedLayer};
+use super::{Config, ResponseFuture};
 use crate::Deadline;
 use crate::layer::BoxError;
 
-/// The service [`ShedLayer`] makes.
+/// The service [`ShedLayer`](super::ShedLayer) makes.
 #[derive(Debug, Clone)]
 pub struct ShedService<S> {
     inner: S,
-    config: ShedLayer,
+    config: Config,
 }
 
 impl<S> ShedService<S> {
-    pub(super) fn new(inner: S, config: ShedLayer) -> Self {
+    pub(super) fn new(inner: S, config: Config) -> Self {
         Self { inner, config }
     }
 }

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{RedisStore, describe, hash_tag};
+use super::{FailMode, LimiterSnapshot, LimiterSource, LocalRate};
 use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
 use crate::instruments::Refusals;
-use crate::limiter::{FailMode, LimiterSnapshot, LocalRate};
 use crate::observe;
+use crate::redis_store::{RedisStore, describe, hash_tag, lock};
 use crate::window::{Clock, saturating_nanos};
 
 impl RedisStore {
@@ -77,7 +77,7 @@ impl RedisRateLimiterBuilder {
     }
 
     /// How long a decision may wait for Redis (default 50 ms). The store's own
-    /// [`timeout`](super::RedisStoreBuilder::timeout) bounds its connection too, so a decision
+    /// [`timeout`](crate::redis_store::RedisStoreBuilder::timeout) bounds its connection too, so a decision
     /// waits at most the shorter of the two; either is an `on_timeout` decision.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -111,11 +111,7 @@ impl RedisRateLimiterBuilder {
                     RefusalKind::RateLimited,
                     &["rate"],
                 ),
-                key: format!(
-                    "{}:ratelimit:{}",
-                    self.store.shared.prefix,
-                    hash_tag(&self.name)
-                ),
+                key: format!("{}:ratelimit:{}", self.store.prefix(), hash_tag(&self.name)),
                 detail: Arc::from(format!("over {} per {}", self.limit, Human(self.per))),
                 local_detail: Arc::from(format!(
                     "over this instance's own {local_limit} per {} while the fleet's store is unavailable",
@@ -262,7 +258,7 @@ impl RedisRateLimiter {
             return inner.fail(Failure::from_u8(inner.degraded_by.load(Ordering::Acquire)));
         }
         inner.stats.store_calls.fetch_add(1, Ordering::Relaxed);
-        let mut conn = inner.store.conn.clone();
+        let mut conn = inner.store.conn().clone();
         let mut call = inner.gcra.prepare_invoke();
         call.key(&inner.key)
             .arg(inner.interval_us)
@@ -277,12 +273,12 @@ impl RedisRateLimiter {
         }
         match reply {
             Ok(Ok((1, _, _))) => {
-                inner.store.shared.recover();
+                inner.store.recovered();
                 inner.stats.admitted.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Ok(Ok((_, wait_us, _))) => {
-                inner.store.shared.recover();
+                inner.store.recovered();
                 inner.stats.refused.fetch_add(1, Ordering::Relaxed);
                 // The script never asks for more than the period; neither does this, whatever
                 // the reply says.
@@ -299,7 +295,7 @@ impl RedisRateLimiter {
                 Err(refusal)
             }
             Ok(Err(error)) => {
-                inner.store.shared.mark_unhealthy(&describe(&error));
+                inner.store.unhealthy(&describe(&error));
                 // The connection's own response timeout (the store's) is a timeout too.
                 let failure = if error.is_timeout() {
                     Failure::Timeout
@@ -310,7 +306,7 @@ impl RedisRateLimiter {
                 inner.fail(failure)
             }
             Err(_) => {
-                inner.store.shared.mark_unhealthy("timed out");
+                inner.store.unhealthy("timed out");
                 inner.degrade(Failure::Timeout);
                 inner.fail(Failure::Timeout)
             }
@@ -346,7 +342,7 @@ impl Inner {
     fn corrupt_state_reset(&self) {
         let resets = self.stats.resets.fetch_add(1, Ordering::Relaxed) + 1;
         let loud = {
-            let mut last = super::lock(&self.last_loud_reset);
+            let mut last = lock(&self.last_loud_reset);
             let loud = last.is_none_or(|at| at.elapsed() >= Duration::from_secs(60));
             if loud {
                 *last = Some(std::time::Instant::now());
@@ -476,7 +472,7 @@ async fn probe(inner: Weak<Inner>) {
     let Some(inner) = inner.upgrade() else {
         return;
     };
-    let mut conn = inner.store.conn.clone();
+    let mut conn = inner.store.conn().clone();
     let reply = tokio::time::timeout(
         inner.timeout,
         redis::cmd("PING").query_async::<String>(&mut conn),
@@ -484,7 +480,7 @@ async fn probe(inner: Weak<Inner>) {
     .await;
     match reply {
         Ok(Ok(_)) => {
-            inner.store.shared.recover();
+            inner.store.recovered();
             inner.recovered();
         }
         Ok(Err(error)) if error.is_timeout() => inner.degrade(Failure::Timeout),
@@ -494,7 +490,7 @@ async fn probe(inner: Weak<Inner>) {
     inner.probing.store(false, Ordering::Release);
 }
 
-impl crate::registry::LimiterSource for RedisRateLimiter {
+impl LimiterSource for RedisRateLimiter {
     fn limiter_snapshot(&self) -> LimiterSnapshot {
         self.snapshot()
     }

@@ -1,0 +1,79 @@
+//! The numbers an override set puts in force (feature `overrides`): kept by the registry,
+//! applied to each named mechanism it builds and, at a reload, to those already built. The
+//! overrides work them out from the merged `.policy` set; the registry only applies them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::breaker::{Breaker, OpenAfter};
+use crate::bulkhead::Bulkhead;
+use crate::deadline::OperationDeadline;
+use crate::observe::short_name;
+use crate::retry::{RetryNumbers, RetryPolicy};
+use crate::shedding::{Shedder, Thresholds};
+
+/// The numbers a valid set puts in force, per mechanism: applied to those built now
+/// ([`Registry::put_tunings`](super::Registry::put_tunings)) and to each one built later, as it is built.
+#[derive(Debug, Default)]
+pub(crate) struct Tunings {
+    pub(crate) breakers: BTreeMap<String, (OpenAfter, Duration, Duration)>,
+    pub(crate) retries: BTreeMap<String, RetryNumbers>,
+    pub(crate) bulkheads: BTreeMap<String, u32>,
+    /// By the operation's own name.
+    pub(crate) operations: BTreeMap<String, (Duration, Duration)>,
+    /// By the operation's own name.
+    pub(crate) shedders: BTreeMap<String, Thresholds>,
+    /// Drills (feature `chaos`), by name: their faults and whether they are on.
+    #[cfg(feature = "chaos")]
+    pub(crate) chaos: BTreeMap<String, crate::chaos::ChaosSettings>,
+}
+
+impl Tunings {
+    /// A drill an override names: its faults at the merged rates, on or off as the merged
+    /// stanza says (an override is a switch made at run time).
+    #[cfg(feature = "chaos")]
+    pub(crate) fn apply_to_chaos(&self, chaos: &crate::chaos::Chaos) {
+        if let Some(settings) = self.chaos.get(chaos.name()) {
+            for (fault, rate) in settings.faults.iter().flatten() {
+                chaos.set(*fault, *rate);
+            }
+            if settings.enabled {
+                chaos.enable();
+            } else {
+                chaos.disable();
+            }
+        }
+    }
+
+    pub(crate) fn apply_to_breaker(&self, breaker: &Breaker) {
+        if let Some(&(open_after, cooldown, max_retry_after)) = self.breakers.get(breaker.name()) {
+            breaker.retune(open_after, cooldown, max_retry_after);
+        }
+    }
+
+    pub(crate) fn apply_to_retry(&self, retry: &RetryPolicy) {
+        if let Some(&numbers) = self.retries.get(retry.name()) {
+            retry.retune(numbers);
+        }
+    }
+
+    pub(crate) fn apply_to_bulkhead(&self, bulkhead: &Bulkhead) {
+        if let Some(&slots) = self.bulkheads.get(bulkhead.name())
+            && bulkhead.max_concurrent() != slots
+        {
+            bulkhead.set_max_concurrent(slots);
+        }
+    }
+
+    pub(crate) fn apply_to_operation(&self, operation: &OperationDeadline) {
+        if let Some(&(deadline, min_budget)) = self.operations.get(operation.display_name()) {
+            operation.retune(deadline, min_budget);
+        }
+    }
+
+    pub(crate) fn apply_to_shedder(&self, shedder: &Shedder) {
+        if let Some(&thresholds) = self.shedders.get(short_name(shedder.name())) {
+            shedder.retune(thresholds);
+        }
+    }
+}
