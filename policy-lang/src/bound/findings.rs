@@ -211,7 +211,7 @@ pub(super) fn find(
         let mut path = Vec::new();
         walk.node(&tree.root, root_sliver, &mut path);
     }
-    child_never_fits(model, builder, &walk.fits, &mut out);
+    child_never_fits(model, graph, builder, &walk.fits, &mut out);
     for (operation, (parent, why)) in &walk.slivers {
         let budget = model.get(operation);
         out.push(
@@ -441,6 +441,7 @@ impl Walk<'_, '_> {
 /// parent can give it.
 fn child_never_fits(
     model: &Model,
+    graph: &Graph,
     builder: &Builder<'_>,
     fits: &BTreeMap<String, Fit>,
     out: &mut Vec<Finding>,
@@ -510,6 +511,13 @@ fn child_never_fits(
             .at(
                 parent_budget.and_then(|b| b.deadline.as_ref().map(|d| d.loc)),
                 "the parent's deadline",
+            )
+            .at(
+                graph
+                    .callers_of(child)
+                    .find(|edge| &edge.parent == parent)
+                    .and_then(|edge| edge.site),
+                "called here",
             ),
         );
     }

@@ -540,10 +540,11 @@ impl<'a> Builder<'a> {
         if node.truncated {
             return "too many calls to add up".to_owned();
         }
+        // Isolated work that calls nothing adds nothing of its own: left out of the text.
         let children: Vec<String> = node
             .children
             .iter()
-            .filter(|c| !c.after_response)
+            .filter(|c| !(c.after_response || (c.isolated && c.children.is_empty())))
             .map(|c| parenthesised(&self.sum(c)))
             .collect();
         if node.isolated {
