@@ -674,7 +674,7 @@ pub(crate) struct CallMetrics {
 }
 
 #[cfg(not(feature = "chaos"))]
-const REFUSAL_KINDS: [RefusalKind; 5] = [
+pub(crate) const REFUSAL_KINDS: [RefusalKind; 5] = [
     RefusalKind::BreakerOpen,
     RefusalKind::BulkheadFull,
     RefusalKind::Shed,
@@ -683,7 +683,7 @@ const REFUSAL_KINDS: [RefusalKind; 5] = [
 ];
 
 #[cfg(feature = "chaos")]
-const REFUSAL_KINDS: [RefusalKind; 6] = [
+pub(crate) const REFUSAL_KINDS: [RefusalKind; 6] = [
     RefusalKind::BreakerOpen,
     RefusalKind::BulkheadFull,
     RefusalKind::Shed,
