@@ -2,7 +2,9 @@
 //! paused clock: injected faults go through the same mechanisms as real ones (the breaker
 //! counts them, the deadline bounds them, retries see them, hedges race them), a drill is
 //! switched at run time through the registry, keeps to its window and share of instances, and
-//! is visible as injected in events, metrics and the snapshot.
+//! is visible as injected in events, metrics and the snapshot. Drills inject only in a process
+//! that armed them (`chaos::arm()`, off by default: policy-runtime's tests/chaos_armed.rs), so
+//! every test here arms them first.
 #![allow(
     clippy::panic,
     clippy::unwrap_used,
@@ -83,6 +85,7 @@ async fn counted(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn the_breaker_counts_injected_failures_and_opens() {
+    chaos::arm();
     chaos::error_for("breaker_drill", || AppError::Injected);
     let real = Real::default();
     for _ in 0..3 {
@@ -123,6 +126,7 @@ async fn marked(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn an_opening_from_injected_failures_says_it_was_a_drill() {
+    chaos::arm();
     chaos::error_for("marked_drill", || AppError::Injected);
     let real = Real::default();
     for _ in 0..2 {
@@ -167,6 +171,7 @@ async fn mixed(real: Real, broken: bool) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn the_failure_that_opens_decides_whether_the_opening_was_a_drill() {
+    chaos::arm();
     chaos::error_for("mixed_drill", || AppError::Injected);
     let drill = Registry::global().chaos("mixed_drill");
     let real = Real::default();
@@ -209,6 +214,7 @@ async fn slow_marked(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn an_expiry_from_injected_latency_opens_the_breaker_as_a_drill() {
+    chaos::arm();
     let real = Real::default();
     assert!(matches!(
         slow_marked(real.clone()).await,
@@ -221,6 +227,7 @@ async fn an_expiry_from_injected_latency_opens_the_breaker_as_a_drill() {
 
 #[test]
 fn a_mark_is_for_one_breaker_and_one_failure() {
+    chaos::arm();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -256,6 +263,7 @@ async fn bounded(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn the_deadline_bounds_injected_latency() {
+    chaos::arm();
     let real = Real::default();
     let at = Instant::now();
     assert!(matches!(
@@ -283,6 +291,7 @@ async fn retried(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn retries_see_injected_errors() {
+    chaos::arm();
     chaos::error_for("always_fails", || AppError::Injected);
     let real = Real::default();
     let before = injected("always_fails", FaultKind::Error);
@@ -306,6 +315,7 @@ async fn hedged(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_hedge_races_injected_latency() {
+    chaos::arm();
     let real = Real::default();
     let at = Instant::now();
     // At 50% the first attempt of two is hit: it waits 1 s, its hedge starts after 50 ms and
@@ -335,6 +345,7 @@ async fn refused(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn an_injected_refusal_never_runs_the_work_and_is_marked_injected() {
+    chaos::arm();
     let real = Real::default();
     for _ in 0..2 {
         match refused(real.clone()).await {
@@ -371,6 +382,7 @@ async fn told_to_back_off(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn an_injected_429_trips_the_breaker_for_its_retry_after() {
+    chaos::arm();
     let real = Real::default();
     match told_to_back_off(real.clone()).await {
         Err(AppError::Refused(refusal)) => {
@@ -406,6 +418,7 @@ async fn windowed(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_drill_keeps_to_its_window_on_tokios_clock() {
+    chaos::arm();
     chaos::error_for("drill_window", || AppError::Injected);
     let real = Real::default();
     // The window is 1m to 2m after the drill was first declared (by the first call).
@@ -427,6 +440,7 @@ async fn switched(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_drill_is_switched_at_run_time_through_the_registry() {
+    chaos::arm();
     chaos::error_for("declared_off", || AppError::Injected);
     let real = Real::default();
     // `enabled = false`: declared, off.
@@ -469,6 +483,7 @@ async fn elsewhere(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_share_of_instances_is_decided_by_the_instance_id() {
+    chaos::arm();
     let real = Real::default();
     assert_eq!(elsewhere(real.clone()).await.unwrap(), 1, "0% of instances");
     // The choice is a stable function of the drill's name and the instance id: 30% of a fleet
@@ -495,6 +510,7 @@ async fn filed_drill(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_policy_operation_names_its_drill() {
+    chaos::arm();
     chaos::error_for("always_fails", || AppError::Injected);
     let real = Real::default();
     assert!(matches!(
@@ -507,6 +523,7 @@ async fn a_policy_operation_names_its_drill() {
 #[cfg(feature = "metrics")]
 #[test]
 fn every_injected_fault_is_an_event_and_a_metric_marked_injected() {
+    chaos::arm();
     use metrics_util::debugging::DebuggingRecorder;
     use policy_testkit::captured::Captured;
     use policy_testkit::recorder::{Recorded, with_recorder};
@@ -597,6 +614,7 @@ mod layers {
     /// after the breaker's check, and the breaker counts what it injects.
     #[tokio::test(start_paused = true)]
     async fn an_operation_layer_applies_its_drill_inside_the_breaker() {
+        policy::chaos::arm();
         let calls = Arc::new(AtomicU32::new(0));
         let service = {
             let calls = calls.clone();
@@ -645,6 +663,7 @@ mod layers {
     /// A standalone `ChaosLayer` below a deadline: injected latency is bounded by it.
     #[tokio::test(start_paused = true)]
     async fn a_chaos_layer_waits_inside_the_deadline() {
+        policy::chaos::arm();
         let drill = policy::chaos::Chaos::builder("layer_latency")
             .fault(
                 Fault::Latency(policy::chaos::Latency::Fixed {
@@ -679,6 +698,7 @@ async fn idle(id: u64) -> Result<u64, AppError> {
 
 #[test]
 fn a_drill_that_is_off_allocates_nothing_per_call() {
+    chaos::arm();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -705,6 +725,7 @@ async fn early(real: Real) -> Result<u32, AppError> {
 
 #[tokio::test(start_paused = true)]
 async fn a_switch_made_before_the_first_call_is_kept_and_the_declared_faults_fill_in() {
+    chaos::arm();
     chaos::error_for("early_switch", || AppError::Injected);
     // On, before any function declared it: empty until the declaration fills in its fault.
     Registry::global().chaos("early_switch").enable();
@@ -728,6 +749,7 @@ async fn staged(real: Real) -> Result<u32, AppError> {
 #[cfg(feature = "overrides")]
 #[tokio::test(start_paused = true)]
 async fn an_environments_overrides_switch_a_drill_and_its_rates() {
+    chaos::arm();
     use policy::overrides::Overrides;
     chaos::error_for("staging_drill", || AppError::Injected);
     let staging = std::env::temp_dir().join(format!("policy-chaos-staging-{}", std::process::id()));

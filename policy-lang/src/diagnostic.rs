@@ -248,6 +248,34 @@ pub enum Kind {
         help: String,
     },
 
+    /// An override that moves a compiled number outside its envelope: by default a quarter to
+    /// four times the compiled value, and never above it for what keeps a breaker open.
+    #[error("`{setting}` in `{stanza}` is outside what an override may set, {range}")]
+    #[diagnostic(code("policy::override-outside-envelope"), help("{help}"))]
+    OverrideOutsideEnvelope {
+        /// The override as written: `cooldown = 1000h`.
+        setting: String,
+        /// The stanza it tunes: `breaker search`.
+        stanza: String,
+        /// What it may set: `2.5s to 10s`.
+        range: String,
+        /// How to widen the envelope.
+        help: String,
+    },
+
+    /// An override of a number the compiled policy does not set: there is nothing to move it
+    /// from, so nothing bounds it.
+    #[error("`{setting}` in `{stanza}` overrides a number the compiled policy does not set")]
+    #[diagnostic(code("policy::override-outside-envelope"), help("{help}"))]
+    OverrideNotCompiled {
+        /// The override as written: `attempt_timeout = 1ms`.
+        setting: String,
+        /// The stanza it tunes: `retry transient`.
+        stanza: String,
+        /// Where to set it first.
+        help: String,
+    },
+
     /// Retry on an operation not marked idempotent.
     #[error("operation `{operation}` is retried but not marked `idempotent`")]
     #[diagnostic(

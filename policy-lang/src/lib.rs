@@ -85,6 +85,7 @@
 //! | `locality` | one hop per line, `NAME = blocking env VARIABLE` or `NAME = async env VARIABLE`: a call the request waits for or not, and the variable whose connection string locates the service (the region is derived from it by `policy locality`, never written here) |
 //! | `ceilings NAME` | `dir` (a front-end build folder, for the front-end metrics); one ceiling a line, `METRIC [gzip] at most CEILING measured VALUE headroom P%` (below) |
 //! | `quarantine CRATE` | optional `crate` (the crate, when the stanza's name is only a label, so one crate can be quarantined for several packages), `package` (whose default build must not contain the crate), `behind` (the feature of `package` it stays behind), optional `only` (the crates allowed to depend on it directly: `only = "a" "b"`), optional `justification` (allows it in the default build, and is printed) |
+//! | `envelope` | one line per widened envelope, `KIND [NAME] [SETTING] within LOW% to HIGH%` (`operation search deadline within 10% to 400%`): how far a run-time override may move the compiled numbers of that stanza, or that setting, instead of the default (a quarter to four times the compiled value; `cooldown` and `max_retry_after` never above it). Only the compiled policy may say it; see [`overrides`] |
 //!
 //! `ceilings` and `quarantine` are read by `policy gate`. A ceiling's metric is a front-end
 //! metric (`baseline_js_kb`, `route_js_kb`, `median_route_js_kb`, `total_client_js_kb`,
@@ -225,10 +226,10 @@ pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
     AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec,
-    ChaosFault, ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, FailMode, HedgeAfter,
-    HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec,
-    Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec,
-    WebMetric, WorkClass,
+    ChaosFault, ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, EnvelopeSpec, FailMode,
+    HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec,
+    QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
+    Spec, WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

@@ -56,10 +56,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-/// What holds a breaker's configuration and tally: swapped whole by a reload, loaded with no
-/// lock (the one reload cell, as [`tuning`](crate::tuning) says).
-type Cell<T> = arc_swap::ArcSwap<T>;
-
+use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -67,6 +64,7 @@ pub use crate::error::OpenCause;
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::instruments::BreakerMetrics;
 use crate::observe;
+use crate::tuning::Tuned;
 use crate::window::{Clock, MAX_RING, Ring, Window, saturating_nanos};
 
 /// When a breaker opens on its own counting.
@@ -325,9 +323,12 @@ struct Stats {
 
 struct Inner {
     name: Arc<str>,
-    /// Its configuration and what counts toward its rule: swapped whole by a reload, read with
-    /// no lock (one load on the failure path, none on a closed count breaker's success).
-    counting: Cell<Counting>,
+    /// Its settings, in the one reload cell (read on the failure path and by openings).
+    settings: Tuned<BreakerConfig>,
+    /// What counts toward its rule, with the rule it counts for: state, not a setting, swapped
+    /// whole when a reload changes the rule (one load on the failure path, none on a closed
+    /// count breaker's success).
+    tally: ArcSwap<Tally>,
     /// Whether the rule is a failure ratio (whose successes are counted too): the one thing a
     /// success reads.
     ratio: AtomicBool,
@@ -344,15 +345,11 @@ struct Inner {
     metrics: BreakerMetrics,
 }
 
-/// A breaker's configuration with the tally its rule counts in.
-struct Counting {
-    config: BreakerConfig,
-    tally: Arc<Tally>,
-}
-
 /// What counts toward the rule: kept across a reload that keeps the rule (a new cooldown, say),
 /// started afresh when the rule itself changes.
 struct Tally {
+    /// The rule it counts for (a reader takes the rule from here, so rule and count agree).
+    open_after: OpenAfter,
     window: Window,
     /// A count breaker's last failure times (count mode up to [`MAX_RING`]): the exact window.
     ring: Option<Ring>,
@@ -363,6 +360,7 @@ struct Tally {
 impl Tally {
     fn new(open_after: OpenAfter) -> Self {
         Self {
+            open_after,
             window: Window::new(open_after.window()),
             ring: match open_after {
                 OpenAfter::Failures { count, .. } if count <= MAX_RING => Some(Ring::new(count)),
@@ -492,10 +490,8 @@ impl BreakerBuilder {
     pub fn build(self) -> Breaker {
         let breaker = Breaker {
             inner: Arc::new(Inner {
-                counting: Cell::from_pointee(Counting {
-                    tally: Arc::new(Tally::new(self.config.open_after)),
-                    config: self.config,
-                }),
+                settings: Tuned::new(self.config),
+                tally: ArcSwap::from_pointee(Tally::new(self.config.open_after)),
                 ratio: AtomicBool::new(matches!(
                     self.config.open_after,
                     OpenAfter::FailureRatio { .. }
@@ -538,7 +534,7 @@ impl Breaker {
 
     /// Its configuration now.
     pub fn config(&self) -> BreakerConfig {
-        self.inner.counting.load().config
+        self.inner.settings.read()
     }
 
     /// Uses the rule `open_after`, `cooldown` and `max_retry_after` from now on (its sharing
@@ -554,22 +550,19 @@ impl Breaker {
         max_retry_after: Duration,
     ) -> bool {
         let inner = &*self.inner;
-        let current = inner.counting.load();
+        let current = inner.settings.read();
         let config = BreakerConfig {
             open_after,
             cooldown,
             max_retry_after,
-            ..current.config
+            ..current
         };
-        if config == current.config {
+        if !inner.settings.write(config) {
             return false;
         }
-        let tally = if open_after == current.config.open_after {
-            current.tally.clone()
-        } else {
-            Arc::new(Tally::new(open_after))
-        };
-        inner.counting.store(Arc::new(Counting { config, tally }));
+        if open_after != current.open_after {
+            inner.tally.store(Arc::new(Tally::new(open_after)));
+        }
         inner.ratio.store(
             matches!(open_after, OpenAfter::FailureRatio { .. }),
             Ordering::Release,
@@ -646,9 +639,8 @@ impl Breaker {
         }
         if inner.ratio.load(Ordering::Relaxed) {
             inner
-                .counting
-                .load()
                 .tally
+                .load()
                 .window
                 .record_call(inner.clock.now_nanos());
         }
@@ -686,6 +678,12 @@ impl Breaker {
         };
         #[cfg(not(feature = "chaos"))]
         let opened_by = |cause: OpenCause| cause;
+        // An injected failure counts here, as a real one would, and is never reported to the
+        // fleet: a drill's share of instances stays its own.
+        #[cfg(feature = "chaos")]
+        let reported = injected.is_none();
+        #[cfg(not(feature = "chaos"))]
+        let reported = true;
         let now = inner.clock.now_nanos();
         inner.stats.failures.fetch_add(1, Ordering::Relaxed);
         let until = inner.open_until.load(Ordering::Acquire);
@@ -693,8 +691,7 @@ impl Breaker {
             // A straggler admitted before the opening: the breaker is already open.
             return;
         }
-        let counting = inner.counting.load();
-        let (config, tally) = (&counting.config, &*counting.tally);
+        let (config, tally) = (inner.settings.read(), inner.tally.load());
         let probation = inner.probation_until.load(Ordering::Acquire);
         if probation != 0 {
             if now < probation {
@@ -711,20 +708,19 @@ impl Breaker {
             }
         }
         let to_u32 = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-        if let (Some(ring), OpenAfter::Failures { count, window }) =
-            (&tally.ring, config.open_after)
+        if let (Some(ring), OpenAfter::Failures { count, window }) = (&tally.ring, tally.open_after)
         {
             if ring.record(now, tally.window_nanos) {
                 let cause = OpenCause::Failures { count, window };
                 self.open(now, config.cooldown, opened_by(cause));
-            } else {
+            } else if reported {
                 inner.store.failure_recorded(self);
             }
             return;
         }
         tally.window.record_hit(now);
         let counts = tally.window.counts(now);
-        let cause = match config.open_after {
+        let cause = match tally.open_after {
             OpenAfter::Failures { count, window } if counts.hits >= u64::from(count) => {
                 Some(OpenCause::Failures {
                     count: to_u32(counts.hits),
@@ -751,7 +747,8 @@ impl Breaker {
             Some(cause) => {
                 self.open(now, config.cooldown, opened_by(cause));
             }
-            None => inner.store.failure_recorded(self),
+            None if reported => inner.store.failure_recorded(self),
+            None => {}
         }
     }
 
@@ -865,17 +862,41 @@ impl Breaker {
     /// the breaker's [`max_retry_after`](BreakerBuilder::max_retry_after) opens it for the cap
     /// instead (logged as `retry_after_capped`); the cause still says what was asked.
     pub fn trip(&self, retry_after: Duration, reason: impl Into<Arc<str>>) {
-        let inner = &*self.inner;
-        let now = inner.clock.now_nanos();
-        let cap = inner.counting.load().config.max_retry_after;
-        let open_for = retry_after.min(cap);
-        if open_for < retry_after {
-            observe::retry_after_capped(&inner.name, retry_after, cap);
-        }
         let cause = OpenCause::Tripped {
             retry_after,
             reason: reason.into(),
         };
+        self.trip_as(retry_after, cause);
+    }
+
+    /// [`trip`](Self::trip) for a 429 the chaos drill `drill` injected: the opening's cause is
+    /// [`OpenCause::Injected`], so this instance's breaker opens as for a real one and its
+    /// store never shares it with the fleet (a drill's share of instances stays its own).
+    #[cfg(feature = "chaos")]
+    pub(crate) fn trip_injected(
+        &self,
+        retry_after: Duration,
+        reason: impl Into<Arc<str>>,
+        drill: Arc<str>,
+    ) {
+        let cause = OpenCause::Injected {
+            drill,
+            opened_by: Box::new(OpenCause::Tripped {
+                retry_after,
+                reason: reason.into(),
+            }),
+        };
+        self.trip_as(retry_after, cause);
+    }
+
+    fn trip_as(&self, retry_after: Duration, cause: OpenCause) {
+        let inner = &*self.inner;
+        let now = inner.clock.now_nanos();
+        let cap = inner.settings.read().max_retry_after;
+        let open_for = retry_after.min(cap);
+        if open_for < retry_after {
+            observe::retry_after_capped(&inner.name, retry_after, cap);
+        }
         let until = now.saturating_add(saturating_nanos(open_for)).max(1);
         {
             let mut slot = self.lock_cause();
@@ -897,7 +918,7 @@ impl Breaker {
     pub fn apply_shared_opening(&self, until: Instant, cause: OpenCause) -> bool {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
-        let config = inner.counting.load().config;
+        let config = inner.settings.read();
         let longest = saturating_nanos(config.cooldown.max(config.max_retry_after));
         let until_nanos = inner
             .clock
@@ -947,13 +968,13 @@ impl Breaker {
         cause: OpenCause,
     ) {
         let inner = &*self.inner;
-        let counting = inner.counting.load();
-        let window = saturating_nanos(counting.config.open_after.window());
+        let tally = inner.tally.load();
+        let window = saturating_nanos(tally.open_after.window());
         inner
             .probation_until
             .store(until.saturating_add(window), Ordering::Release);
-        counting.tally.window.clear();
-        if let Some(ring) = &counting.tally.ring {
+        tally.window.clear();
+        if let Some(ring) = &tally.ring {
             ring.clear();
         }
         inner.stats.openings.fetch_add(1, Ordering::Relaxed);
@@ -1012,9 +1033,9 @@ impl Breaker {
         let mut slot = self.lock_cause();
         inner.open_until.store(0, Ordering::Release);
         inner.probation_until.store(0, Ordering::Release);
-        let counting = inner.counting.load();
-        counting.tally.window.clear();
-        if let Some(ring) = &counting.tally.ring {
+        let tally = inner.tally.load();
+        tally.window.clear();
+        if let Some(ring) = &tally.ring {
             ring.clear();
         }
         inner.stats.openings.store(0, Ordering::Relaxed);
@@ -1028,10 +1049,10 @@ impl Breaker {
     pub fn snapshot(&self) -> BreakerSnapshot {
         let inner = &*self.inner;
         let now = inner.clock.now_nanos();
-        let counting = inner.counting.load();
-        let mut counts = counting.tally.window.counts(now);
-        if let Some(ring) = &counting.tally.ring {
-            counts.hits = ring.count(now, counting.tally.window_nanos);
+        let tally = inner.tally.load();
+        let mut counts = tally.window.counts(now);
+        if let Some(ring) = &tally.ring {
+            counts.hits = ring.count(now, tally.window_nanos);
         }
         let state = self.state();
         let until = inner.open_until.load(Ordering::Acquire);
@@ -1041,7 +1062,7 @@ impl Breaker {
             open_for: (state == BreakerState::Open)
                 .then(|| Duration::from_nanos(until.saturating_sub(now))),
             last_cause: self.lock_cause().clone(),
-            config: counting.config,
+            config: inner.settings.read(),
             window_failures: counts.hits,
             window_calls: counts.calls,
             openings: inner.stats.openings.load(Ordering::Relaxed),

@@ -435,7 +435,27 @@ impl Inner {
     }
 
     async fn wait_in_queue(&self, deadline: Deadline) -> Result<(), ResilienceError> {
+        use std::future::{Future, poll_fn};
+        use std::task::Poll;
+
+        // Take a place in the semaphore's queue first (its first poll registers the waiter, in
+        // arrival order), and only then count it against `max_queued`: a caller counted as
+        // queued is always already in line, so no newcomer can take the slot freed for it.
+        let acquire = self.slots.acquire();
+        tokio::pin!(acquire);
+        match poll_fn(|cx| Poll::Ready(acquire.as_mut().poll(cx))).await {
+            // A slot freed since `try_take`, and nobody was in line for it.
+            Poll::Ready(Ok(permit)) => {
+                permit.forget();
+                self.took();
+                return Ok(());
+            }
+            // The semaphore is never closed; were it, the compartment would be full for good.
+            Poll::Ready(Err(_closed)) => return Err(self.refuse_full(self.max_queued)),
+            Poll::Pending => {}
+        }
         if !self.try_enqueue() {
+            // Dropping the registration leaves the line (a slot already handed to it goes back).
             return Err(self.refuse_full(self.max_queued));
         }
         self.stats.queued_total.fetch_add(1, Ordering::Relaxed);
@@ -445,7 +465,7 @@ impl Inner {
         let started = Instant::now();
         // The permit first, then the deadline: a slot free as the deadline passes is still
         // taken.
-        let outcome = tokio::time::timeout_at(deadline.instant(), self.slots.acquire()).await;
+        let outcome = tokio::time::timeout_at(deadline.instant(), acquire).await;
         drop(place);
         match outcome {
             Ok(Ok(permit)) => {
@@ -453,7 +473,6 @@ impl Inner {
                 self.took();
                 Ok(())
             }
-            // The semaphore is never closed; were it, the compartment would be full for good.
             Ok(Err(_closed)) => Err(self.refuse_full(self.max_queued)),
             Err(_elapsed) => {
                 self.stats

@@ -96,10 +96,39 @@ fn later(now: Instant, d: Duration) -> Instant {
 pub struct Deadline {
     /// When it expires, on tokio's clock (paused in tests).
     at: Instant,
-    /// The budget it was granted (at most [`Deadline::MAX_BUDGET`]).
-    budget: Duration,
-    /// Whether the caller's budget, not this service's configuration, decided `budget`.
-    callers: bool,
+    /// The budget it was granted, and whether the caller's budget decided it.
+    granted: Granted,
+}
+
+/// A deadline's budget in nanoseconds (at most [`Deadline::MAX_BUDGET`], a day: below 2⁴⁷),
+/// with whether the caller's budget, not this service's configuration, decided it in the top
+/// bit: one word, so a deadline is three (every future that holds one is moved per call).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Granted(u64);
+
+impl Granted {
+    const CALLERS: u64 = 1 << 63;
+
+    /// `budget`, at most [`Deadline::MAX_BUDGET`].
+    #[inline]
+    fn new(budget: Duration, callers: bool) -> Self {
+        let nanos = crate::window::saturating_nanos(budget.min(Deadline::MAX_BUDGET));
+        Self(if callers {
+            nanos | Self::CALLERS
+        } else {
+            nanos
+        })
+    }
+
+    #[inline]
+    fn budget(self) -> Duration {
+        Duration::from_nanos(self.0 & !Self::CALLERS)
+    }
+
+    #[inline]
+    fn callers(self) -> bool {
+        self.0 & Self::CALLERS != 0
+    }
 }
 
 impl fmt::Debug for Deadline {
@@ -107,7 +136,7 @@ impl fmt::Debug for Deadline {
         let mut f = f.debug_struct("Deadline");
         f.field("budget", &self.budget())
             .field("remaining", &self.remaining());
-        if self.callers {
+        if self.is_callers() {
             f.field("callers", &true);
         }
         f.finish()
@@ -127,12 +156,12 @@ impl Deadline {
 
     /// A deadline `budget` after `now` (a read of tokio's clock the caller already made), the
     /// caller's when `callers` says the budget is the one the caller sent.
-    #[cfg(feature = "http")]
     #[inline]
     pub(crate) fn after_from_callers(now: Instant, budget: Duration, callers: bool) -> Self {
+        let deadline = Self::after_from(now, budget);
         Self {
-            callers,
-            ..Self::after_from(now, budget)
+            granted: Granted::new(deadline.budget(), callers),
+            ..deadline
         }
     }
 
@@ -141,23 +170,20 @@ impl Deadline {
     /// ([`Deadline::is_callers`]). [`DeadlineLayer`](crate::layer::DeadlineLayer) makes these
     /// itself when a request's header is what bounds it.
     pub fn from_caller(budget: Duration) -> Self {
-        Self {
-            callers: true,
-            ..Self::after(budget)
-        }
+        Self::after_from_callers(Instant::now(), budget, true)
     }
 
     /// Whether the caller's budget, rather than this service's own configuration, decided what
     /// this deadline grants: see [whose budget it is](Deadline#whose-budget-it-is).
     #[inline]
     pub fn is_callers(&self) -> bool {
-        self.callers
+        self.granted.callers()
     }
 
     /// The expiry of this deadline: what [`Deadline::run`] returns when it passes.
     #[inline]
     pub fn exceeded(&self) -> DeadlineExceeded {
-        DeadlineExceeded::new(self.budget).with_callers(self.callers)
+        DeadlineExceeded::new(self.budget()).with_callers(self.is_callers())
     }
 
     #[inline]
@@ -165,8 +191,7 @@ impl Deadline {
         let budget = budget.min(Self::MAX_BUDGET);
         Self {
             at: later(now, budget),
-            budget,
-            callers: false,
+            granted: Granted::new(budget, false),
         }
     }
 
@@ -186,7 +211,7 @@ impl Deadline {
     /// The budget it was granted when created.
     #[inline]
     pub fn budget(&self) -> Duration {
-        self.budget
+        self.granted.budget()
     }
 
     /// What is left; zero once expired.
@@ -225,7 +250,7 @@ impl Deadline {
     /// The moment it was made: its expiry less its budget (a moment its maker already read).
     #[inline]
     pub(crate) fn created_at(&self) -> Instant {
-        self.at.checked_sub(self.budget).unwrap_or(self.at)
+        self.at.checked_sub(self.budget()).unwrap_or(self.at)
     }
 
     /// [`Deadline::child`] as of `now`, a read of tokio's clock the caller already made. With a
@@ -233,7 +258,32 @@ impl Deadline {
     /// parent.
     #[inline]
     pub(crate) fn child_as_of(&self, now: Instant, max: Duration) -> Self {
+        let max = max.min(Self::MAX_BUDGET);
+        let wanted = later(now, max);
+        if wanted <= self.at {
+            // It has all it asked for: its own configuration bounds it. One instant addition.
+            return Self {
+                at: wanted,
+                granted: Granted::new(max, false),
+            };
+        }
         self.granting(now, max, self.left_at(now))
+    }
+
+    /// The child of at most `max` as of the moment this deadline was made
+    /// ([`Deadline::created_at`]): for a `max` below its budget it expires `max` after that
+    /// moment, one instant subtraction; otherwise it is this deadline.
+    #[inline]
+    pub(crate) fn child_at_creation(&self, max: Duration) -> Self {
+        let budget = self.budget();
+        if max >= budget {
+            return *self;
+        }
+        Self {
+            at: self.at.checked_sub(budget - max).unwrap_or(self.at),
+            // Granted all it asked for: its own configuration bounded it.
+            granted: Granted::new(max, false),
+        }
     }
 
     /// The child asking for `max` from `now`, of a parent with `left` to give: it is granted
@@ -244,8 +294,7 @@ impl Deadline {
         Self {
             // An expired parent's child expires with it, not now.
             at: later(now, granted).min(self.at),
-            budget: granted,
-            callers: self.callers && left < max,
+            granted: Granted::new(granted, self.is_callers() && left < max),
         }
     }
 
@@ -313,10 +362,10 @@ impl Deadline {
         min_budget: Duration,
     ) -> Result<Self, ResilienceError> {
         let deadline = Self::child_of_current(max);
-        if deadline.budget >= min_budget && !deadline.budget.is_zero() {
+        if deadline.budget() >= min_budget && !deadline.budget().is_zero() {
             return Ok(deadline);
         }
-        Err(Self::too_little(operation, deadline.budget, min_budget))
+        Err(Self::too_little(operation, deadline.budget(), min_budget))
     }
 
     /// [`Deadline::for_operation`] with the operation's current numbers: its deadline and
@@ -325,12 +374,12 @@ impl Deadline {
     pub fn for_named(operation: &OperationDeadline) -> Result<Self, ResilienceError> {
         let (max, min_budget) = operation.current();
         let deadline = Self::child_of_current(max);
-        if deadline.budget >= min_budget && !deadline.budget.is_zero() {
+        if deadline.budget() >= min_budget && !deadline.budget().is_zero() {
             return Ok(deadline);
         }
         Err(Self::too_little_named(
             operation,
-            deadline.budget,
+            deadline.budget(),
             min_budget,
         ))
     }
@@ -642,6 +691,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_granted_budget_keeps_its_nanoseconds_and_whose_it_is_in_one_word() {
+        for budget in [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::new(3, 141_592_653),
+            Deadline::MAX_BUDGET,
+        ] {
+            for callers in [false, true] {
+                let granted = Granted::new(budget, callers);
+                assert_eq!(granted.budget(), budget, "{budget:?} {callers}");
+                assert_eq!(granted.callers(), callers, "{budget:?} {callers}");
+            }
+        }
+        // Longer than a day is a day, with the flag intact.
+        let longest = Granted::new(Duration::MAX, true);
+        assert_eq!(longest.budget(), Deadline::MAX_BUDGET);
+        assert!(longest.callers());
+        assert!(std::mem::size_of::<Deadline>() <= 24);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn any_deadline_in_scope_is_current_even_the_earliest_and_an_expired_one() {
         assert_eq!(Deadline::current(), None);
@@ -677,7 +747,7 @@ mod tests {
 pub struct OperationDeadline {
     name: std::sync::Arc<str>,
     compiled: (Duration, Duration),
-    numbers: crate::tuning::Tuned<2>,
+    numbers: crate::tuning::Tuned<[u64; 2]>,
 }
 
 impl fmt::Debug for OperationDeadline {

@@ -102,6 +102,9 @@ pub struct LimiterSnapshot {
     pub store_calls: u64,
     /// Background checks of whether the store is back.
     pub probes: u64,
+    /// States found corrupt in the store and reset: a value that was not a number, or further
+    /// ahead than one period (what a writer to the store would set to hold the limiter shut).
+    pub store_resets: u64,
     /// Whether the limiter is deciding without the store now.
     pub degraded: bool,
 }
@@ -124,6 +127,7 @@ impl LimiterSnapshot {
             local_refused: 0,
             store_calls: 0,
             probes: 0,
+            store_resets: 0,
             degraded: false,
         }
     }
@@ -186,7 +190,10 @@ mod local {
         /// `limit` calls (at least 1) per `per` (at least 1 ns per call).
         pub fn new(limit: u32, per: Duration) -> Self {
             let burst = NonZeroU32::new(limit).unwrap_or(NonZeroU32::MIN);
-            let interval = (per / burst.get()).max(Duration::from_nanos(1));
+            // governor counts in u64 nanoseconds (584 years): a longer period (`Duration::MAX`
+            // included) is its longest, rather than a panic.
+            let period = per.min(Duration::from_nanos(u64::MAX / 2));
+            let interval = (period / burst.get()).max(Duration::from_nanos(1));
             let quota = Quota::with_period(interval)
                 .unwrap_or_else(|| Quota::per_second(burst))
                 .allow_burst(burst);

@@ -44,11 +44,17 @@
 //! | the Redis store became unreachable (feature `redis`; `mechanism` `store`, `name` `redis`) | WARN | `store_unavailable` | `timeout`, `connection_refused`, `connection_dropped`, `io_error`, `node_lost` or `error` (the sentence in `detail`) | `instance` |
 //! | ... reachable again | INFO | `store_recovered` | `reachable` | `instance` |
 //! | ... its queue of reports is full | WARN | `store_backlog` | `queue_full` | `instance` |
+//! | ... connected: whether it signs what it writes (once per store) | INFO | `store_connected` | `signed`, `unsigned` | `signed`, `topology`, `prefix`, `instance` |
+//! | ... connected without a shared secret (once per store) | WARN | `store_unsigned` | `no_shared_secret` | `instance` |
+//! | ... dropped a record read from Redis (an opening message, a failure report, a stored state) | WARN, then DEBUG within a second | `store_message_rejected` | `malformed`, `too_large`, `out_of_range`, `unsigned`, `bad_signature`, `stale`, `pending_full` | `source` (`pubsub`, `load`, `pending`, `reports`), `breaker`, `remaining_ms`, `bound_ms`, `instance` |
 //! | a chaos drill injected a fault (feature `chaos`; `mechanism` `chaos`, `name` the drill, and `injected = true`) | INFO | `injected` | the fault, also in `fault`: `latency`, `error`, `refuse`, `status_429` | `delay_ms` (latency) |
 //! | ... could not build the function's error (no `chaos::error_for` for its type) | WARN | `injection_skipped` | `no_error_function` | |
 //! | ... was switched on or off at run time | INFO | `chaos_switched` | `enabled`, `disabled` | |
+//! | drills were armed in this process ([`chaos::arm`](crate::chaos::arm); `name` `chaos`) | WARN | `chaos_armed` | `armed` | |
+//! | ... disarmed ([`chaos::disarm`](crate::chaos::disarm)) | INFO | `chaos_disarmed` | `disarmed` | |
 //! | a fleet rate limiter decides without Redis (`mechanism` `rate_limiter`) | WARN | `limiter_degraded` | `timeout`, `error` | `mode` |
 //! | ... decides with Redis again | INFO | `limiter_recovered` | `reachable` | |
+//! | ... found its state in Redis corrupt and reset it | WARN at most once a minute, else DEBUG | `limiter_state_reset` | `corrupt_state` | `resets` |
 //! | an enqueue on a durable queue is refused (feature `redis`; `mechanism` `queue`, `name` the queue; the sentence in `detail`) | WARN (DEBUG for the rest of an outage) | `enqueue_refused` | `full`, `unavailable`, `shed`, `encoding`, `too_large` | `operation` |
 //! | ... enqueued, but fewer replicas than asked confirmed it in time | WARN | `not_replicated` | `not_replicated` | `operation` |
 //! | ... a delivery fails and waits for redelivery | INFO | `delivery_failed` | | `operation`, `task`, `attempt`, `max_deliveries`, `error` |

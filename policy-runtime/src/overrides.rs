@@ -19,7 +19,14 @@
 //! | `shedding` | `deferred at load R`, `background at load R` |
 //!
 //! Each override replaces the compiled stanza's setting of that key, then the merged policy is
-//! validated whole ([`policy_lang::overrides`]). A set that breaks a rule (an `attempt_timeout`
+//! validated whole ([`policy_lang::overrides`]), and each number must stay within its
+//! **envelope**: a quarter to four times the compiled value, and for a breaker's `cooldown`
+//! and `max_retry_after` a quarter of it up to the compiled value, never above (a set is
+//! input, not truth: `deadline = 1ms`, `max_concurrent = 1` or `cooldown = 1000h` would turn
+//! the protection against the service). The crate widens an envelope in its compiled policy
+//! with an `envelope` stanza (`envelope { operation search deadline within 10% to 400% }`;
+//! see [`policy_lang::overrides`]); an override file cannot. The same envelope holds for the
+//! environment's files and the fleet's set. A set that breaks a rule (an `attempt_timeout`
 //! above its operation's deadline, a `min_budget` above the deadline, `shed_at` on critical
 //! work, zero attempts, a name the compiled policy does not declare, a setting that is not a
 //! number) is refused with the diagnostic `policy check` prints for it, at the override's file,
@@ -27,7 +34,11 @@
 //! `line` and `column` fields), listed in the [snapshot](crate::registry::Snapshot::overrides),
 //! and the numbers in force stay as they were: the compiled ones at startup, the previous set
 //! at a reload. With [`strict`](OverridesBuilder::strict), a refused set at startup is an
-//! error instead, and the service does not start.
+//! error instead, and the service does not start. A set with many errors (ten thousand unknown
+//! stanzas, say) logs, keeps and renders its first ten, then one event for the rest
+//! (`reason = "more_errors"`, with `count`, `codes` and the `first` few named), so a set cannot
+//! flood the logs; a set applying more than fifty settings likewise logs one count for the
+//! rest (`reason = "more_settings"`).
 //!
 //! The compiled model comes from the crate's own policy files, read again at startup (the
 //! directory the macros read; ship it beside the binary, or point [`Overrides::builder`] at
@@ -119,20 +130,31 @@
 //! version, publisher and publication time), and the dashboard shows it.
 //!
 //! - **The key is the truth, the channel only news.** The set lives under
-//!   `<prefix>:overrides:{fleet}` (a hash: `set`, the JSON of the files, publisher and time;
-//!   `version`, one more per publication, written in one transaction). A message says only
+//!   `<prefix>:overrides:{fleet}` (a hash: `set`, the JSON of the files, its version,
+//!   publisher and time; `version`, the same number, which the publishing script compares: a
+//!   set is stored only over an older one). A message says only
 //!   "read the key"; a follower reads it when it starts following (so an instance started
 //!   after a publication starts on the latest set, before its first call), on each
 //!   announcement, after each reconnection and at each of the store's re-syncs (5 s by
 //!   default), so an announcement missed costs at most one re-sync period. A version already
 //!   applied or refused is not applied again. Two publishers at once: the last write to the
 //!   key wins, and every instance converges on it.
-//! - **Checked as input.** A set over 256 KiB, or not of the one shape, is refused before the
+//! - **Checked as input.** A set over 256 KiB is refused before it crosses the wire (the read
+//!   is a script that measures it first, `HSTRLEN`), one not of the one shape before the
 //!   validator sees it; with the store's [shared secret](crate::redis_store::RedisStoreBuilder::shared_secret)
-//!   a set must be signed with it (sets published by a store with the secret are), so a writer
-//!   to Redis without the secret cannot change a number. Without one, whoever can write the key
-//!   can publish a set, but only one the validator accepts against each instance's compiled
-//!   policy.
+//!   a set must be signed with it (sets published by a store with the secret are), its version
+//!   and publication time included, so a writer to Redis without the secret cannot change a
+//!   number. Without one, whoever can write the key can publish a set, but only one the
+//!   validator accepts against each instance's compiled policy, within the envelope.
+//! - **Never rolled back.** A follower takes no set older than the one it has: a lower signed
+//!   version, or the same version with other contents, is refused as `replayed`; one published
+//!   before the set it has, or ahead of its own clock, beyond the store's
+//!   [clock tolerance](crate::redis_store::RedisStoreBuilder::clock_tolerance), as `stale`
+//!   (each logged once, `kind = "override_refused"`, `source = "fleet"`). A writer can still
+//!   put an older genuine set in the key for an instance started afterwards, which has seen
+//!   none: it was a set the fleet once ran, checked by the same validator and envelope.
+//! - **Never a drill.** The fleet's set may not name a `chaos` stanza
+//!   (`policy::not-overridable`): drills are armed and switched on each instance.
 //! - **Last one wins.** A reload of the files after a fleet's set puts the files' set in
 //!   force again, and the next publication replaces that. The connection, its timeouts and
 //!   its outage events are the store's; nothing prints the connection string.
@@ -161,7 +183,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use policy_lang::overrides::{Applied, Overridden, PolicyFile, overridden};
+use policy_lang::overrides::{Applied, Origin, Overridden, PolicyFile, overridden_from};
 use policy_lang::{Backoff, OpenAfter as SpecOpenAfter, Spec, WorkClass};
 
 use crate::breaker::{Breaker, DEFAULT_MAX_RETRY_AFTER, OpenAfter};
@@ -186,9 +208,11 @@ pub enum OverridesError {
     Refused {
         /// The overrides' directory.
         dir: String,
-        /// Each error's code.
+        /// Each error's code (the first ten: the rest are counted in `rendered` and in one
+        /// event).
         codes: Vec<String>,
-        /// The errors, rendered with file, line, column, snippet and help.
+        /// The errors, rendered with file, line, column, snippet and help (the first ten, then
+        /// how many more, of which codes, the first few named).
         rendered: String,
     },
     /// A file or directory could not be read.
@@ -371,7 +395,13 @@ impl Overrides {
         fleet: Option<FleetOrigin>,
     ) -> Result<(), OverridesError> {
         let compiled = read(&self.compiled_dir)?;
-        let merged = overridden(&compiled, files);
+        // One validator and one envelope for every set; the fleet's may not touch a drill.
+        let origin = if fleet.is_some() {
+            Origin::Fleet
+        } else {
+            Origin::Files
+        };
+        let merged = overridden_from(&compiled, files, origin);
         let report = merged.check();
         if report.has_errors() {
             return Err(self.refuse(&merged, &report.errors, label, fleet));
@@ -385,7 +415,7 @@ impl Overrides {
         let now = unix_ms();
         let settings = settings(&merged);
         let source = if fleet.is_some() { "fleet" } else { "files" };
-        for setting in &settings {
+        for setting in settings.iter().take(SHOWN_SETTINGS) {
             tracing::info!(
                 target: "policy",
                 kind = "override_applied",
@@ -402,6 +432,20 @@ impl Overrides {
                 setting.name.as_deref().unwrap_or(""),
                 setting.setting,
                 setting.value
+            );
+        }
+        if let Some(count) = settings
+            .len()
+            .checked_sub(SHOWN_SETTINGS)
+            .filter(|n| *n > 0)
+        {
+            tracing::info!(
+                target: "policy",
+                kind = "override_applied",
+                source,
+                reason = "more_settings",
+                count,
+                "and {count} more settings applied in the same set"
             );
         }
         self.registry.set_overrides_snapshot(|snapshot| {
@@ -429,13 +473,16 @@ impl Overrides {
         fleet: Option<FleetOrigin>,
     ) -> OverridesError {
         let source = if fleet.is_some() { "fleet" } else { "files" };
-        let codes: Vec<String> = errors.iter().map(|error| error.code()).collect();
-        let rendered = errors
+        // A set of ten thousand bad stanzas is one mistake repeated, not ten thousand events:
+        // the first few are logged and kept each, the rest counted in one event.
+        let (shown, more) = errors.split_at(errors.len().min(SHOWN_REFUSALS));
+        let codes: Vec<String> = shown.iter().map(|error| error.code()).collect();
+        let mut rendered = shown
             .iter()
             .map(|error| merged.set.render(error))
             .collect::<Vec<_>>()
             .join("\n");
-        for error in errors {
+        for error in shown {
             let position = error
                 .primary_loc()
                 .and_then(|loc| merged.set.sources().position(loc));
@@ -450,6 +497,39 @@ impl Overrides {
                 "{}",
                 merged.set.render(error)
             );
+        }
+        if !more.is_empty() {
+            let mut kinds: Vec<String> = more.iter().map(|error| error.code()).collect();
+            kinds.sort();
+            kinds.dedup();
+            let first: Vec<String> = more
+                .iter()
+                .take(SHOWN_NAMES)
+                .map(|error| match &error.kind {
+                    policy_lang::Kind::UnknownName { name, .. } => format!("`{name}`"),
+                    _ => error
+                        .primary_loc()
+                        .and_then(|loc| merged.set.sources().position(loc))
+                        .map_or_else(
+                            || error.code(),
+                            |p| format!("{}:{}:{}", p.file, p.line, p.column),
+                        ),
+                })
+                .collect();
+            let (count, codes_text, first_text) = (more.len(), kinds.join(", "), first.join(", "));
+            tracing::error!(
+                target: "policy",
+                kind = "override_refused",
+                source,
+                reason = "more_errors",
+                count,
+                codes = codes_text.as_str(),
+                first = first_text.as_str(),
+                "and {count} more errors in the same set ({codes_text}), the first at {first_text}"
+            );
+            rendered.push_str(&format!(
+                "\n... and {count} more errors ({codes_text}), the first at {first_text}"
+            ));
         }
         let refused = RefusedOverrides {
             at_unix_ms: unix_ms(),
@@ -473,6 +553,14 @@ impl Overrides {
         }
     }
 }
+
+/// How many errors of one refused set are logged, kept in the snapshot and rendered each; the
+/// rest are counted in one event.
+const SHOWN_REFUSALS: usize = 10;
+/// How many of the rest are named in that event.
+const SHOWN_NAMES: usize = 5;
+/// How many settings of one applied set are logged each; the rest are counted in one event.
+const SHOWN_SETTINGS: usize = 50;
 
 /// Every `*.policy` file of `dir`.
 fn read(dir: &Path) -> Result<Vec<PolicyFile>, OverridesError> {
@@ -825,8 +913,9 @@ mod fleet {
     /// What a follower has seen of the key.
     #[derive(Default)]
     struct Seen {
-        /// The version last applied or refused: not applied again.
-        version: Option<u64>,
+        /// The set last applied or refused: not applied again, and no set older than it is
+        /// taken (a replay of an older signed set, or one published before it).
+        last: Option<FleetOverrides>,
         /// The reason the last read was not accepted, logged once until it changes.
         rejected: Option<&'static str>,
     }
@@ -879,14 +968,19 @@ mod fleet {
         }
 
         async fn catch_up(&self, store: &RedisStore, seen: &mut Seen) {
-            match store.latest_overrides().await {
+            let read = store.latest_overrides().await.and_then(|set| match set {
+                Some(set) if seen.last.as_ref() == Some(&set) => Ok(None),
+                Some(set) => store
+                    .check_succession(&set, seen.last.as_ref(), crate::tuning::unix_ms())
+                    .map(|()| Some(set)),
+                None => Ok(None),
+            });
+            match read {
                 Ok(Some(set)) => {
                     seen.rejected = None;
-                    if seen.version != Some(set.version) {
-                        seen.version = Some(set.version);
-                        // Logged and listed when refused; the set in force stays.
-                        let _ = self.apply_fleet(&set);
-                    }
+                    // Logged and listed when refused; the set in force stays.
+                    let _ = self.apply_fleet(&set);
+                    seen.last = Some(set);
                 }
                 Ok(None) => seen.rejected = None,
                 // The store logs its outage once; the next news reads again.

@@ -743,6 +743,7 @@ impl Registry {
     /// drill.set(Fault::Latency(Latency::Fixed { delay: Duration::from_millis(300) }), 0.25);
     /// drill.enable();
     /// assert!(Registry::global().chaos("search_drill").is_on());
+    /// // On, and still injecting nothing until the process arms drills: `chaos::arm()`.
     /// drill.set_rate(FaultKind::Latency, 0.5);
     /// drill.disable();
     /// ```

@@ -327,7 +327,7 @@ pub struct RetryPolicy {
     name: Arc<str>,
     /// Attempts, backoff base and cap, attempt timeout ([`NO_TIMEOUT`] for none): one cell, so
     /// a reload changes them together.
-    numbers: Tuned<4>,
+    numbers: Tuned<[u64; 4]>,
     allowance: Arc<RetryAllowance>,
     stats: Stats,
     metrics: RetryMetrics,
@@ -625,6 +625,9 @@ trait Bounding<F, Fut: Future> {
     type Attempt: Future;
     /// The moment the first attempt starts.
     fn first_start(deadline: &Deadline) -> Instant;
+    /// True when [`Bounding::first_start`] is the moment the call's deadline was made, so the
+    /// first attempt's deadline is a child as of its creation ([`Deadline::child_at_creation`]).
+    const AT_CREATION: bool;
     /// The future of `attempt`.
     fn start(op: &mut F, attempt: Attempt) -> Self::Attempt;
     /// What the attempt's future yielded, as the operation's own outcome.
@@ -650,6 +653,8 @@ where
         Instant::now()
     }
 
+    const AT_CREATION: bool = false;
+
     #[inline]
     fn start(op: &mut F, attempt: Attempt) -> Run<Scope<Fut>> {
         attempt.deadline.run_in_scope(op(attempt))
@@ -674,6 +679,8 @@ where
         // starts as it was made, a moment already read.
         deadline.created_at()
     }
+
+    const AT_CREATION: bool = true;
 
     #[inline]
     fn start(op: &mut F, attempt: Attempt) -> Fut {
@@ -780,6 +787,7 @@ where
                     this.deadline,
                     this.numbers,
                     B::first_start(this.deadline),
+                    B::AT_CREATION,
                 ) {
                     Ok(first) => {
                         *this.number = 1;
@@ -857,6 +865,7 @@ fn first_attempt(
     deadline: &Deadline,
     numbers: &mut [u64; 4],
     start: Instant,
+    at_creation: bool,
 ) -> Result<Attempt, ResilienceError> {
     let [attempts, base, cap, timeout] = policy.numbers.read();
     *numbers = [attempts, base, cap, timeout];
@@ -866,6 +875,9 @@ fn first_attempt(
     let first = if timeout >= deadline.budget() {
         // The attempt may take all of it: the attempt's deadline is the call's.
         *deadline
+    } else if at_creation {
+        // `start` is the moment the deadline was made: the child expires `timeout` after it.
+        deadline.child_at_creation(timeout)
     } else {
         deadline.child_as_of(start, timeout)
     };

@@ -180,7 +180,7 @@ pub struct Shedder {
     name: Arc<str>,
     /// The deferred and background thresholds, as `f64` bits: one cell, so a reload changes
     /// them together.
-    thresholds: Tuned<2>,
+    thresholds: Tuned<[u64; 2]>,
     stats: Stats,
     metrics: ShedMetrics,
 }

@@ -93,6 +93,8 @@ fn populated() -> &'static Registry {
             0.02,
         );
         drill.enable();
+        // Drills inject only in a process that armed them.
+        policy_runtime::chaos::arm();
         // The first draw is hit by every fault at a rate: the 429 comes first and ends it.
         assert!(drill.draw(None).is_err());
     }

@@ -286,3 +286,18 @@ fn the_snapshot_serializes_deferred_work_for_dashboards() {
     }
     assert!(json["background"].is_array());
 }
+
+/// Issue 39: a drain deadline of `Duration::MAX` ("wait for everything") saturates instead of
+/// overflowing `Instant + Duration`: the drain waits for the work and returns.
+#[tokio::test(start_paused = true)]
+async fn a_drain_deadline_of_duration_max_waits_for_the_work_and_returns() {
+    let platform = ContainerPlatform::new();
+    let after = AfterResponse::with_platform(RequestId::next(), platform.clone());
+    after.defer("slow", tokio::time::sleep(Duration::from_secs(3600)));
+    after.release();
+    tokio::task::yield_now().await;
+    let start = Instant::now();
+    let report = platform.shutdown(Duration::MAX).await;
+    assert_eq!((report.finished, report.abandoned), (1, 0));
+    assert_eq!(start.elapsed(), Duration::from_secs(3600));
+}

@@ -7,6 +7,8 @@
     reason = "test helpers: a failure should stop the test"
 )]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -24,6 +26,7 @@ retry transient { attempts = 3; backoff = full_jitter(base = 10ms, cap = 100ms);
 shedding { deferred at load 0.5; background at load 0.25 }
 operation search: critical, idempotent { breaker = search; bulkhead = search; retry = transient; deadline = 2s; min_budget = 100ms }
 operation reindex: deferred, idempotent { deadline = 10s }
+envelope { breaker search cooldown within 25% to 300% }
 ";
 
 /// A fresh `policies/` with the compiled file and a `production/` of overrides.
@@ -443,4 +446,43 @@ fn the_watcher_reloads_when_a_file_changes() {
         registry.snapshot().overrides.refused.is_some()
     });
     assert_eq!(search.current().0, Duration::from_millis(900));
+}
+
+/// Issue 39: a set of ten thousand unknown stanzas is refused with a few events and one count,
+/// not ten thousand events.
+#[test]
+fn a_flood_of_unknown_stanzas_is_a_few_events_and_one_count() {
+    let policies = Policies::new("flood");
+    let flood: String = (0..10_000)
+        .map(|i| format!("breaker unknown_{i} {{ cooldown = 1s }}\n"))
+        .collect();
+    policies.set(&flood);
+    let registry = fresh();
+    let (logs, _guard) = common::capture();
+    let refused = load(&policies, registry, true).unwrap_err();
+    let events = logs.lines_with(&["kind=\"override_refused\""]);
+    assert_eq!(events.len(), 11, "ten errors and one count");
+    let count = &events[10];
+    assert!(
+        count.contains("count=9990")
+            && count.contains("reason=\"more_errors\"")
+            && count.contains("codes=\"policy::unknown-name\"")
+            && count.contains("`unknown_10`, `unknown_11`"),
+        "{count}"
+    );
+    let OverridesError::Refused {
+        codes, rendered, ..
+    } = refused
+    else {
+        panic!("{refused}");
+    };
+    assert_eq!(codes.len(), 10);
+    assert!(rendered.len() < 20_000, "{} bytes", rendered.len());
+    assert!(
+        rendered.ends_with(
+            "the first at `unknown_10`, `unknown_11`, `unknown_12`, `unknown_13`, `unknown_14`"
+        ),
+        "{}",
+        &rendered[rendered.len() - 200..]
+    );
 }

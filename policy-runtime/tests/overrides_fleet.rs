@@ -24,6 +24,7 @@ use policy_testkit::RedisServer;
 const COMPILED: &str = "\
 retry transient { attempts = 3; backoff = full_jitter(base = 10ms, cap = 100ms); attempt_timeout = 500ms }
 operation search: critical, idempotent { retry = transient; deadline = 2s; min_budget = 100ms }
+chaos search_drill { error at 100%; enabled = false }
 ";
 
 /// How long a publication may take to reach an instance on a loaded machine.
@@ -79,7 +80,7 @@ impl Instance {
             .instance(id)
             .timeout(Duration::from_secs(2))
             .resync_every(Duration::from_secs(60))
-            .shared_secret("fleet secret")
+            .shared_secret("the fleet secret, 32 bytes or more")
             .connect(&server.url())
             .await
             .unwrap();
@@ -243,7 +244,8 @@ async fn a_set_whose_announcement_was_missed_arrives_with_the_next_resync() {
     let client = redis::Client::open(server.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let set = serde_json::json!({
-        "v": 1,
+        "v": 2,
+        "version": 7,
         "publisher": "elsewhere",
         "published_ms": 1,
         "files": [{ "name": "lost.policy", "text": "operation search { deadline = 600ms }\n" }],
@@ -318,4 +320,166 @@ async fn a_set_that_cannot_be_read_is_an_error_naming_the_file() {
         "{error}"
     );
     assert_eq!(store.latest_overrides().await, Ok(None));
+}
+
+// ---- Issue 39: the fleet's set has a ceiling, cannot be rolled back, never arms a drill ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_signed_set_cannot_be_replayed_as_a_newer_one() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let policies = Policies::new("replay");
+    let a = Instance::start(&server, "replay", "instance-a", &policies).await;
+    let key = format!("{}:overrides:{{fleet}}", server.key_prefix("replay"));
+    policies.publishing("operation search { deadline = 900ms }\n");
+    let first = publish(&a.store, policies.path().join("publish"))
+        .await
+        .unwrap();
+    a.until(2, 0).await;
+    // What a writer to Redis keeps of it: the genuine, signed set.
+    let old = server.query(&["HGET", &key, "set"]).unwrap();
+    policies.publishing("operation search { deadline = 700ms }\n");
+    let second = publish(&a.store, policies.path().join("publish"))
+        .await
+        .unwrap();
+    assert_eq!(second, first + 1);
+    a.until(3, 0).await;
+    assert_eq!(a.search().current().0, Duration::from_millis(700));
+
+    // Written back with a higher version beside it: the version that counts is the signed one.
+    server
+        .query(&["HSET", &key, "set", &old, "version", "99"])
+        .unwrap();
+    assert_eq!(
+        a.store.latest_overrides().await.unwrap().unwrap().version,
+        first
+    );
+    // And with a higher version inside it, the signature breaks.
+    let bumped = old.replace(&format!("\"version\":{first},"), "\"version\":99,");
+    assert_ne!(bumped, old);
+    server
+        .query(&["HSET", &key, "set", &bumped, "version", "99"])
+        .unwrap();
+    assert_eq!(
+        a.store.latest_overrides().await,
+        Err(FleetError::Rejected("bad_signature"))
+    );
+    // Back to the older genuine set, announced: the follower refuses it as a replay.
+    server.query(&["HSET", &key, "set", &old]).unwrap();
+    server
+        .query(&[
+            "PUBLISH",
+            &format!(
+                "{{{}:breaker:events}}:overrides",
+                server.key_prefix("replay")
+            ),
+            "99",
+        ])
+        .unwrap();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(500) {
+        assert_eq!(a.search().current().0, Duration::from_millis(700));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let overrides = a.registry.snapshot().overrides;
+    assert_eq!(overrides.applied, 3, "{overrides:?}");
+    assert_eq!(overrides.fleet.unwrap().version, second);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_set_moves_numbers_only_within_their_envelope_and_never_arms_a_drill() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let policies = Policies::new("envelope");
+    let a = Instance::start(&server, "envelope", "instance-a", &policies).await;
+    let drill = a.registry.chaos("search_drill");
+    let mut refusals = 0;
+    for (text, code) in [
+        // A quarter of 100ms is 25ms; four times 3 attempts is 12.
+        (
+            "operation search { min_budget = 10ms }\n",
+            "policy::override-outside-envelope",
+        ),
+        (
+            "retry transient { attempts = 100 }\n",
+            "policy::override-outside-envelope",
+        ),
+        (
+            "chaos search_drill { enabled = true }\n",
+            "policy::not-overridable",
+        ),
+    ] {
+        policies.publishing(text);
+        publish(&a.store, policies.path().join("publish"))
+            .await
+            .unwrap();
+        refusals += 1;
+        a.until(1, refusals).await;
+        let refused = a.registry.snapshot().overrides.refused.unwrap();
+        assert_eq!(refused.codes.len(), 1, "{text}: {refused:?}");
+        assert_eq!(&*refused.codes[0], code, "{text}");
+        assert_eq!(
+            a.search().current(),
+            (Duration::from_secs(2), Duration::from_millis(100))
+        );
+    }
+    assert!(!drill.is_on(), "the fleet switched a drill on");
+    // Inside the envelope: applied.
+    policies
+        .publishing("operation search { min_budget = 25ms }\nretry transient { attempts = 12 }\n");
+    publish(&a.store, policies.path().join("publish"))
+        .await
+        .unwrap();
+    a.until(2, refusals).await;
+    assert_eq!(a.search().current().1, Duration::from_millis(25));
+}
+
+#[tokio::test]
+async fn a_100_mb_override_set_never_crosses_the_wire() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let prefix = server.key_prefix("huge-set");
+    let key = format!("{prefix}:overrides:{{fleet}}");
+    let store = RedisStore::builder()
+        .prefix(&prefix)
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    // Made on the server, so the test sends none of it either.
+    let _ = server.query(&[
+        "EVAL",
+        "redis.call('HSET', KEYS[1], 'set', string.rep('x', 104857600), 'version', '1') return 1",
+        "1",
+        &key,
+    ]);
+    let start = Instant::now();
+    while server.query(&["PING"]).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the script never ended"
+        );
+    }
+    let sent = |server: &RedisServer| -> u64 {
+        let info = server.query(&["INFO", "stats"]).unwrap();
+        info.lines()
+            .find_map(|line| line.strip_prefix("total_net_output_bytes:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = sent(&server);
+    for _ in 0..3 {
+        assert_eq!(
+            store.latest_overrides().await,
+            Err(FleetError::Rejected("too_large"))
+        );
+    }
+    let crossed = sent(&server) - before;
+    eprintln!("three reads of a 100 MB override set: {crossed} bytes crossed the wire");
+    assert!(crossed < 64 * 1024, "{crossed} bytes crossed the wire");
 }

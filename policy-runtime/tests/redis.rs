@@ -60,6 +60,9 @@ async fn time_until_refusing(breaker: &Breaker, limit: Duration) -> Option<Durat
 
 const SHARED: Sharing = Sharing::Openings { quorum: 1 };
 
+/// The fleet's shared secret in these tests: 32 bytes or more, as the store requires.
+const FLEET_SECRET: &str = "fleet-s3cret-0123456789abcdef-0123";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 // How fast an opening travels is a speed target, measured in `benches/redis.rs` (BENCHMARKS.md);
 // this test pins that it arrives, within a bound generous enough for a loaded CI machine.
@@ -553,13 +556,13 @@ async fn with_a_shared_secret_only_fresh_messages_of_the_fleet_are_taken() {
         }
     };
     let (a, b, c) = (
-        signed("fleet-s3cret").await,
-        signed("fleet-s3cret").await,
-        signed("another-secret").await,
+        signed(FLEET_SECRET).await,
+        signed(FLEET_SECRET).await,
+        signed("another-secret-of-32-bytes-or-more").await,
     );
     for printed in [
         format!("{a:?}"),
-        format!("{:?}", RedisStore::builder().shared_secret("fleet-s3cret")),
+        format!("{:?}", RedisStore::builder().shared_secret(FLEET_SECRET)),
     ] {
         assert!(!printed.contains("s3cret"), "{printed}");
     }
@@ -1085,4 +1088,445 @@ async fn store_and_limiter_events_carry_their_mechanism_and_a_reason_code() {
             lines[0]
         );
     }
+}
+
+// ---- Issue 39: a writer to Redis cannot turn the protection against the service ----
+
+#[tokio::test]
+async fn a_short_or_empty_shared_secret_is_refused_with_the_fix() {
+    // Refused before anything is connected: the port is never tried.
+    for secret in ["", "s3cret", &"x".repeat(31)] {
+        let error = RedisStore::builder()
+            .shared_secret(secret)
+            .connect("redis://127.0.0.1:1/")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            StoreError::WeakSecret {
+                bytes: secret.len()
+            }
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("fewer than the 32") && text.contains("openssl rand -hex 32"),
+            "{text}"
+        );
+        if !secret.is_empty() {
+            assert!(
+                !text.contains(secret),
+                "the error repeats the secret: {text}"
+            );
+        }
+    }
+    // 32 bytes is enough.
+    assert!(
+        RedisStore::builder()
+            .shared_secret("x".repeat(32))
+            .timeout(Duration::from_millis(50))
+            .connect("redis://127.0.0.1:1/")
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn the_store_says_at_connect_whether_it_signs_and_warns_once_when_it_does_not() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let (logs, _guard) = common::capture();
+    let unsigned = RedisStore::builder()
+        .prefix(server.key_prefix("mode"))
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let signed = RedisStore::builder()
+        .prefix(server.key_prefix("mode"))
+        .shared_secret(FLEET_SECRET)
+        .timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let of = |store: &RedisStore, kind: &str| {
+        logs.lines_with(&[
+            &format!("kind=\"{kind}\""),
+            &format!("instance=\"{}\"", store.instance()),
+        ])
+    };
+    let said = of(&unsigned, "store_connected");
+    assert_eq!(said.len(), 1, "{}", logs.text());
+    assert!(
+        said[0].contains("signed=false") && said[0].contains("mechanism=\"store\""),
+        "{}",
+        said[0]
+    );
+    let warned = of(&unsigned, "store_unsigned");
+    assert_eq!(warned.len(), 1, "{}", logs.text());
+    assert!(
+        warned[0].contains("WARN") && warned[0].contains("reason=\"no_shared_secret\""),
+        "{}",
+        warned[0]
+    );
+    let said = of(&signed, "store_connected");
+    assert_eq!(said.len(), 1, "{}", logs.text());
+    assert!(said[0].contains("signed=true"), "{}", said[0]);
+    assert!(of(&signed, "store_unsigned").is_empty(), "{}", logs.text());
+    assert!(!logs.text().contains("s3cret"));
+    // Working for a while warns no more.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(of(&unsigned, "store_unsigned").len(), 1);
+}
+
+#[tokio::test]
+async fn a_far_future_state_cannot_hold_the_fleet_limiter_shut() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let (logs, _guard) = common::capture();
+    let s = store(&server, "held-shut").await;
+    let limiter = s
+        .rate_limiter("signups", 5, Duration::from_secs(60))
+        .on_error(FailMode::Closed)
+        .on_timeout(FailMode::Closed)
+        .timeout(Duration::from_secs(2))
+        .build();
+    let key = format!("{}:ratelimit:{{signups}}", server.key_prefix("held-shut"));
+    // One SET, no TTL: a theoretical arrival time three thousand years from now, then a value
+    // that is no number, then a key of another type (a WRONGTYPE for a plain GET).
+    let corruptions: [&[&str]; 3] = [
+        &["SET", &key, "99999999999999999"],
+        &["SET", &key, "not a number"],
+        &["HSET", &key, "tat", "99999999999999999"],
+    ];
+    for (n, corrupt) in corruptions.into_iter().enumerate() {
+        server.query(&["DEL", &key]).unwrap();
+        server.query(corrupt).unwrap();
+        assert!(
+            limiter.acquire().await.is_ok(),
+            "corruption {n}: decided by redis as if the key were empty"
+        );
+        let snapshot = limiter.snapshot();
+        assert_eq!(snapshot.store_resets, n as u64 + 1, "{snapshot:?}");
+        assert!(!snapshot.degraded, "redis still decides: {snapshot:?}");
+        assert_eq!(snapshot.failed_closed, 0, "{snapshot:?}");
+    }
+    // The rate itself is kept, and no wait is longer than the period.
+    for i in 1..5 {
+        assert!(limiter.acquire().await.is_ok(), "call {i}");
+    }
+    let wait = limiter.acquire().await.unwrap_err().retry_after().unwrap();
+    assert!(wait <= Duration::from_secs(60), "{wait:?}");
+    let ttl: i64 = server.query(&["PTTL", &key]).unwrap().parse().unwrap();
+    assert!(ttl > 0 && ttl <= 61_000, "the state expires again: {ttl}");
+    let reset = logs.lines_with(&["kind=\"limiter_state_reset\"", "name=\"signups\""]);
+    assert_eq!(reset.len(), 3, "{}", logs.text());
+    assert!(
+        reset[0].contains("WARN") && reset[0].contains("reason=\"corrupt_state\""),
+        "{}",
+        reset[0]
+    );
+    assert!(
+        reset[1].contains("DEBUG"),
+        "one WARN a minute: {}",
+        reset[1]
+    );
+}
+
+/// Bytes the server has sent to every client since it started (`INFO stats`).
+fn bytes_sent(server: &RedisServer) -> u64 {
+    let info = server.query(&["INFO", "stats"]).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_net_output_bytes:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+const HUNDRED_MB: &str = "104857600";
+
+/// Runs `script` (which makes 100 MB values on the server) and waits until it is done: on a
+/// loaded machine it may take longer than one query's read timeout.
+fn make_huge(server: &RedisServer, script: &str, keys: &[&str]) {
+    let count = keys.len().to_string();
+    let mut args = vec!["EVAL", script, &count];
+    args.extend_from_slice(keys);
+    args.push(HUNDRED_MB);
+    let _ = server.query(&args);
+    let start = Instant::now();
+    while server.query(&["PING"]).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the script never ended"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100_mb_value_in_the_breaker_state_never_crosses_the_wire() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let prefix = server.key_prefix("huge");
+    let index = format!("{prefix}:breakers:open");
+    let state = format!("{prefix}:breaker:{{payments}}");
+    // Made on the server (`string.rep`), so the test itself sends none of it either: a 100 MB
+    // name in the open-breakers index, and a 100 MB message in an open breaker's state.
+    make_huge(
+        &server,
+        "redis.call('ZADD', KEYS[1], '99999999999999', string.rep('n', tonumber(ARGV[1])))
+         redis.call('ZADD', KEYS[1], '99999999999999', 'payments')
+         redis.call('HSET', KEYS[2], 'until', '99999999999999', 'message', string.rep('m', tonumber(ARGV[1])))
+         return 1",
+        &[&index, &state],
+    );
+    let before = bytes_sent(&server);
+    // Connecting loads the fleet's state; the breaker built next is loaded at each re-sync.
+    let s = store(&server, "huge").await;
+    let payments = breaker(&s, SHARED);
+    let status = until_status(&s, Duration::from_secs(10), |st| st.rejected >= 3).await;
+    let sent = bytes_sent(&server) - before;
+    eprintln!("two loads and more of a 200 MB state: {sent} bytes crossed the wire; {status:?}");
+    assert!(status.rejected >= 3, "{status:?}");
+    assert!(sent < 1024 * 1024, "{sent} bytes crossed the wire");
+    assert!(payments.check().is_ok(), "nothing oversized opened it");
+    // The oversized name is gone from the index; the state stays, and is never sent.
+    let names: u64 = server.query(&["ZCARD", &index]).unwrap().parse().unwrap();
+    assert_eq!(names, 1);
+}
+
+/// A store with the fleet's secret, re-syncing rarely: what these tests see arrives by
+/// pub/sub or by the script's reply.
+async fn signed_store(server: &RedisServer, label: &str) -> Arc<RedisStore> {
+    Arc::new(
+        RedisStore::builder()
+            .prefix(server.key_prefix(label))
+            .shared_secret(FLEET_SECRET)
+            .timeout(Duration::from_secs(2))
+            .resync_every(Duration::from_secs(3600))
+            .connect(&server.url())
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_failure_records_do_not_make_a_quorum() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let quorum = Sharing::Openings { quorum: 2 };
+    let (a, b, c) = (
+        signed_store(&server, "forged").await,
+        signed_store(&server, "forged").await,
+        signed_store(&server, "forged").await,
+    );
+    let (ba, bb, bc) = (
+        breaker(&a, quorum),
+        breaker(&b, quorum),
+        breaker(&c, quorum),
+    );
+    // A writer adds failures from instances that do not exist, scored far ahead so that no
+    // window ever drops them: bare ones, and ones shaped like signed reports.
+    let failures = format!(
+        "{}:breaker:{{payments}}:failures",
+        server.key_prefix("forged")
+    );
+    for member in [
+        "mallory-1|1",
+        "mallory-2|2",
+        "mallory-3|0123456789abcdef|1767225600000|00ff",
+    ] {
+        server
+            .query(&["ZADD", &failures, "99999999999999", member])
+            .unwrap();
+    }
+    // One real failure: four members from four instances, a quorum by the count of members.
+    ba.record_failure();
+    assert_eq!(
+        time_until_refusing(&bc, Duration::from_millis(500)).await,
+        None,
+        "forged members opened the fleet"
+    );
+    let status = until_status(&a, Duration::from_secs(2), |st| st.rejected >= 3).await;
+    assert!(status.rejected >= 3, "{status:?}");
+    assert!(
+        ba.check().is_ok(),
+        "one failure does not open A's own breaker"
+    );
+    // Genuine reports still make a quorum: two more, from two instances.
+    bb.record_failure();
+    ba.record_failure();
+    assert!(
+        time_until_refusing(&bc, Duration::from_secs(2))
+            .await
+            .is_some(),
+        "three signed failures from two instances open the fleet"
+    );
+    let refusal = bc.check().unwrap_err().to_string();
+    assert!(refusal.contains("from 2 or more instances"), "{refusal}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_probation_cannot_make_one_failure_open_the_fleet() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // Unsigned: a probation far longer than the local window is not a probation.
+    let (a, b) = (
+        store(&server, "probation").await,
+        store(&server, "probation").await,
+    );
+    let (ba, bb) = (breaker(&a, SHARED), breaker(&b, SHARED));
+    let state = format!("{}:breaker:{{payments}}", server.key_prefix("probation"));
+    server
+        .query(&["HSET", &state, "until", "1", "probation", "99999999999999"])
+        .unwrap();
+    ba.record_failure();
+    assert_eq!(
+        time_until_refusing(&bb, Duration::from_millis(500)).await,
+        None,
+        "one failure on a forged probation opened the fleet"
+    );
+
+    // Signed: a probation within the window is one only when the opening it follows was
+    // signed with the fleet's secret.
+    let (c, d) = (
+        signed_store(&server, "signed-probation").await,
+        signed_store(&server, "signed-probation").await,
+    );
+    let probing = |store: &Arc<RedisStore>| {
+        Breaker::builder("payments")
+            .open_after_failures(3, Duration::from_secs(30))
+            .cooldown(Duration::from_millis(500))
+            .sharing(SHARED)
+            .store(store.clone())
+            .build()
+    };
+    let (bc, bd) = (probing(&c), probing(&d));
+    let state = format!(
+        "{}:breaker:{{payments}}",
+        server.key_prefix("signed-probation")
+    );
+    server
+        .query(&[
+            "EVAL",
+            "local t = redis.call('TIME')
+             local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+             redis.call('HSET', KEYS[1], 'until', now - 1000, 'probation', now + 10000, 'message', ARGV[1])
+             return 1",
+            "1",
+            &state,
+            &message("failures", "payments", 500, "mallory"),
+        ])
+        .unwrap();
+    bc.record_failure();
+    assert_eq!(
+        time_until_refusing(&bd, Duration::from_millis(500)).await,
+        None,
+        "one failure on an unsigned opening's probation opened the fleet"
+    );
+    let status = until_status(&c, Duration::from_secs(2), |st| st.rejected >= 1).await;
+    assert_eq!(status.rejected, 1, "{status:?}");
+
+    // A genuine probation still reopens the fleet on one failure: the fleet opens on three
+    // signed failures, its cooldown ends, and one failing probe reopens it everywhere.
+    for _ in 0..2 {
+        bc.record_failure();
+    }
+    assert!(
+        time_until_refusing(&bd, Duration::from_secs(2))
+            .await
+            .is_some()
+    );
+    let admitting = async {
+        while bd.check().is_err() {
+            tokio::time::sleep(MS).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(2), admitting)
+        .await
+        .unwrap();
+    bd.record_failure();
+    assert!(
+        time_until_refusing(&bc, Duration::from_secs(2))
+            .await
+            .is_some(),
+        "a probe failing in a genuine probation reopens the fleet"
+    );
+}
+
+#[cfg(feature = "chaos")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_opening_is_never_shared_with_the_fleet() {
+    use policy_runtime::chaos::{self, Chaos, Fault};
+    use policy_runtime::{CallError, Deadline};
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    chaos::arm();
+    let (a, b) = (store(&server, "drill").await, store(&server, "drill").await);
+    let (ba, bb) = (breaker(&a, SHARED), breaker(&b, SHARED));
+    // An injected 429 trips A's breaker as a real one would: only A's.
+    let backs_off = Chaos::builder("backs_off")
+        .fault(
+            Fault::TooManyRequests {
+                retry_after: Duration::from_secs(5),
+            },
+            1.0,
+        )
+        .build();
+    assert!(backs_off.draw(Some(&ba)).is_err());
+    assert!(ba.check().is_err(), "the drill tripped A");
+    // Injected failures open A on its own count, and are not reported to the fleet.
+    let (fa, fb) = (
+        Breaker::builder("inventory")
+            .open_after_failures(3, Duration::from_secs(30))
+            .cooldown(Duration::from_secs(20))
+            .sharing(SHARED)
+            .store(a.clone())
+            .build(),
+        Breaker::builder("inventory")
+            .open_after_failures(3, Duration::from_secs(30))
+            .cooldown(Duration::from_secs(20))
+            .sharing(SHARED)
+            .store(b.clone())
+            .build(),
+    );
+    let fails = Chaos::builder("fails").fault(Fault::Error, 1.0).build();
+    chaos::error_with(&fails, || "injected");
+    for _ in 0..3 {
+        fa.check().unwrap();
+        let injection = fails.draw(Some(&fa)).unwrap();
+        let ran = Deadline::after(Duration::from_secs(1))
+            .run(injection.run(async { Ok::<u32, &str>(1) }))
+            .await;
+        assert!(matches!(
+            fa.observe(ran),
+            Err(CallError::Failed("injected"))
+        ));
+    }
+    assert!(fa.check().is_err(), "A opened on the injected failures");
+    assert_eq!(
+        time_until_refusing(&bb, Duration::from_millis(500)).await,
+        None,
+        "the injected 429 reached B"
+    );
+    assert_eq!(
+        time_until_refusing(&fb, Duration::from_millis(200)).await,
+        None,
+        "the injected failures reached B"
+    );
+    // A's re-sync pushes none of them either.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(bb.check().is_ok() && fb.check().is_ok());
+    // A real trip still is shared.
+    ba.trip(Duration::from_secs(5), "429 Too Many Requests");
+    assert!(
+        time_until_refusing(&bb, Duration::from_secs(2))
+            .await
+            .is_some()
+    );
 }

@@ -21,11 +21,13 @@ use crate::units::{DURATION_UNITS, QuantityError};
 
 mod chaos;
 mod delivery;
+mod envelope;
 mod mechanisms;
 mod operation;
 
 use chaos::lower_chaos;
 use delivery::{lower_assets, lower_ceilings, lower_locality, lower_quarantine};
+use envelope::lower_envelope;
 use mechanisms::{
     lower_breaker, lower_bulkhead, lower_hedge, lower_queue, lower_ratelimit, lower_request,
     lower_retry, lower_shedding,
@@ -56,6 +58,7 @@ const STANZAS: &[(&str, LowerFn)] = &[
     ("locality", lower_locality),
     ("ceilings", lower_ceilings),
     ("quarantine", lower_quarantine),
+    ("envelope", lower_envelope),
 ];
 
 /// Words that mean something else here than a user may expect, with the help that names the

@@ -67,6 +67,9 @@ pub struct Spec {
     /// Asset delivery ceilings by name, one per front end (`policy assets` audits a folder
     /// against one of them).
     pub assets: Items<AssetsSpec>,
+    /// How far run-time overrides may move compiled numbers, where the default envelope (a
+    /// quarter to four times the compiled value) is widened: `envelope { ... }`.
+    pub envelopes: Vec<EnvelopeSpec>,
 }
 
 impl Spec {
@@ -805,6 +808,37 @@ impl Named for RetrySpec {
     fn name(&self) -> &Located<String> {
         &self.name
     }
+}
+
+/// One line of an `envelope { ... }` stanza: how far an override (a file of the running
+/// environment, or the fleet's set) may move the numbers of one stanza, or one of its settings,
+/// as shares of the compiled value. `operation search deadline within 10% to 400%`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EnvelopeSpec {
+    /// The stanza's keyword: `breaker`, `bulkhead`, `retry`, `shedding` or `operation`.
+    pub keyword: Located<String>,
+    /// The stanza's name (none for `shedding`).
+    pub name: Option<Located<String>>,
+    /// The setting, or every overridable number of the stanza when `None`.
+    pub key: Option<Located<String>>,
+    /// The smallest share of the compiled value an override may set (at most 1).
+    pub low: f64,
+    /// The largest share of the compiled value an override may set (at least 1).
+    pub high: f64,
+    /// The line.
+    pub loc: Loc,
+}
+
+impl EnvelopeSpec {
+    /// An override may set a number from a quarter of the compiled value...
+    pub const DEFAULT_LOW: f64 = 0.25;
+    /// ...to four times it.
+    pub const DEFAULT_HIGH: f64 = 4.0;
+    /// Settings whose override may never exceed the compiled value by default: what keeps a
+    /// breaker open (a larger one disables the dependency longer).
+    pub const AT_MOST_COMPILED: &'static [(&'static str, &'static str)] =
+        &[("breaker", "cooldown"), ("breaker", "max_retry_after")];
 }
 
 /// `shedding { deferred at load 0.5; background at load 0.25 }`.

@@ -788,6 +788,13 @@ mod tests {
                 policy: "",
                 used: Command("policy gate"),
             },
+            // How far a run-time override may move a number: read by the runtime's overrides
+            // and by `policy check --against`, never by an expansion.
+            Sample {
+                setting: "envelope",
+                policy: "",
+                used: Command("policy check --against"),
+            },
         ];
         // The mechanism stanzas (`breaker`, `bulkhead`, `retry`, `ratelimit`) are used through
         // the operation setting of the same name, and `operation` by every sample.

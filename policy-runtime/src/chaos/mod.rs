@@ -20,6 +20,21 @@
 //! [`Chaos::set`]). When a chaos is off, the cost on the call path is one relaxed atomic load;
 //! without the feature none of this exists.
 //!
+//! # Armed only at run time, on each instance
+//!
+//! Nothing injects until the process **arms** drills with [`arm`], an explicit switch the
+//! service makes at run time (behind a flag, an environment variable or an admin endpoint of its
+//! own); it is off by default, even in a build with the feature. A drill's declaration (a
+//! stanza's `enabled`, on unless it says `enabled = false`), an override file of the
+//! environment and [`Chaos::enable`] then decide *which* drills run. Nothing from outside the
+//! process arms drills: the fleet's override set may not name a `chaos` stanza at all, and a
+//! request carries no switch. [`disarm`] stops every drill at once.
+//!
+//! What a drill does stays on its instance: an injected 429 trips this instance's breaker (its
+//! cause is [`OpenCause::Injected`](crate::OpenCause::Injected)), and injected failures count
+//! in this instance's breaker, but neither is ever shared with the fleet through the
+//! [Redis store](crate::redis_store), so a drill on 30% of the instances stays on those.
+//!
 //! Every injected fault is a tracing event (target `policy`, `mechanism` `chaos`, `kind`
 //! `injected`, `injected = true`, `fault` the fault's kind) and, with `metrics`, a count of
 //! `policy_injected_faults_total{name, fault}`; the registry's [`Snapshot`](crate::Snapshot)
@@ -35,6 +50,8 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
+//! // Off by default, even with the feature: the service arms drills at run time.
+//! chaos::arm();
 //! let drill = Chaos::builder("search_drill")
 //!     .fault(Fault::Error, 1.0)
 //!     .build();
@@ -518,6 +535,50 @@ where
     *chaos.inner.error.write().unwrap_or_else(|p| p.into_inner()) = Some(builder);
 }
 
+/// Whether drills may inject at all in this process: off until [`arm`] is called.
+static ARMED: AtomicBool = AtomicBool::new(false);
+
+/// Arms drills in this process: from now on, a drill that is on injects its faults. Off by
+/// default, even in a build with the `chaos` feature: a declared drill, its `enabled`, an
+/// override file or [`Chaos::enable`] decides *which* drills run, and only this explicit switch,
+/// made at run time by the service itself (say, behind a flag or an environment variable it
+/// reads), lets any of them run. Nothing read from outside the process (a request, the fleet's
+/// override set in Redis) can arm it. Logged (`kind = "chaos_armed"`).
+pub fn arm() {
+    if !ARMED.swap(true, Relaxed) {
+        tracing::warn!(
+            target: "policy",
+            mechanism = "chaos",
+            name = "chaos",
+            kind = "chaos_armed",
+            injected = true,
+            reason = "armed",
+            "chaos drills are armed in this process: drills that are on inject their faults"
+        );
+    }
+}
+
+/// Disarms drills: no drill injects anything until [`arm`] is called again, whatever each is
+/// switched to. Logged (`kind = "chaos_disarmed"`).
+pub fn disarm() {
+    if ARMED.swap(false, Relaxed) {
+        tracing::info!(
+            target: "policy",
+            mechanism = "chaos",
+            name = "chaos",
+            kind = "chaos_disarmed",
+            injected = true,
+            reason = "disarmed",
+            "chaos drills are disarmed in this process"
+        );
+    }
+}
+
+/// Whether drills are [armed](arm) in this process.
+pub fn is_armed() -> bool {
+    ARMED.load(Relaxed)
+}
+
 /// The instance id that decides which instances a chaos with a share of instances hits: set
 /// once at startup (`POLICY_INSTANCE`, else `HOSTNAME`, else the process id, by default).
 pub fn set_instance_id(id: impl Into<Arc<str>>) {
@@ -746,7 +807,7 @@ impl Chaos {
     ) -> Result<Injection<'a>, ResilienceError> {
         // A mark left by an attempt that ended otherwise (a hedge that lost) is not this one's.
         Breaker::clear_injected();
-        if !self.active() {
+        if !is_armed() || !self.active() {
             return Ok(Injection::NONE);
         }
         let slots = &self.inner.slots;
@@ -764,7 +825,13 @@ impl Chaos {
             let retry_after = Duration::from_nanos(self.inner.retry_after.load(Relaxed));
             self.injected(FaultKind::TooManyRequests, Some(retry_after));
             if let Some(breaker) = breaker {
-                breaker.trip(retry_after, "injected 429 Too Many Requests (chaos drill)");
+                // Opens this instance's breaker, as a real 429 would; an injected opening is
+                // never shared with the fleet.
+                breaker.trip_injected(
+                    retry_after,
+                    "injected 429 Too Many Requests (chaos drill)",
+                    self.inner.name.clone(),
+                );
             }
             return Err(ResilienceError::new(
                 self.inner.name.clone(),
@@ -847,7 +914,7 @@ impl Chaos {
         ChaosSnapshot {
             name: inner.name.clone(),
             on: self.is_on(),
-            active: self.is_on() && self.active(),
+            active: is_armed() && self.is_on() && self.active(),
             faults: FaultKind::ALL
                 .iter()
                 .filter_map(|&kind| {
@@ -954,7 +1021,8 @@ pub struct ChaosSnapshot {
     pub name: Arc<str>,
     /// Whether it is switched on.
     pub on: bool,
-    /// Whether it injects now: on, inside its window and on this instance.
+    /// Whether it injects now: drills [armed](arm), it on, inside its window and on this
+    /// instance.
     pub active: bool,
     /// Its faults, in the order they are drawn.
     pub faults: Vec<FaultSnapshot>,

@@ -25,6 +25,8 @@
 //! let drill = Registry::global().chaos("search_drill");
 //! drill.set(Fault::Error, 1.0);
 //! drill.enable();
+//! // Drills inject only in a process that armed them (off by default).
+//! policy_runtime::chaos::arm();
 //! let mut search = ServiceBuilder::new()
 //!     .layer(BreakerLayer::new(breaker.clone()))
 //!     .layer(ChaosLayer::new(drill.clone()).breaker(breaker.clone()))

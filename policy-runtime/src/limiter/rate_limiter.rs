@@ -180,6 +180,7 @@ impl RateLimiter {
                 local_refused: 0,
                 store_calls: 0,
                 probes: 0,
+                store_resets: 0,
                 degraded: false,
             },
             #[cfg(feature = "redis")]

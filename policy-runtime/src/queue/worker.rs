@@ -337,9 +337,16 @@ impl Worker {
             };
         };
         let mut finished = 0;
-        let ends = Instant::now() + drain;
+        // `Duration::MAX` ("wait for everything") saturates: tokio's sleep takes it, where
+        // `Instant + Duration` would overflow.
+        let ends = tokio::time::sleep(drain);
+        tokio::pin!(ends);
         while !tasks.is_empty() {
-            match tokio::time::timeout_at(ends, tasks.join_next()).await {
+            let next = tokio::select! {
+                joined = tasks.join_next() => Ok(joined),
+                () = &mut ends => Err(()),
+            };
+            match next {
                 Ok(Some(_)) => finished += 1,
                 Ok(None) | Err(_) => break,
             }

@@ -2,7 +2,7 @@
 //! the fleet's openings from the events channel and from re-syncs, and checks each one before
 //! a breaker hears of it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -49,6 +49,8 @@ enum Source {
     PubSub,
     Load,
     Pending,
+    /// The failure reports (and the claimed probation) a report's decision checked.
+    Reports,
 }
 
 impl Source {
@@ -57,6 +59,7 @@ impl Source {
             Self::PubSub => "pubsub",
             Self::Load => "load",
             Self::Pending => "pending",
+            Self::Reports => "reports",
         }
     }
 }
@@ -181,6 +184,38 @@ struct Context<'a> {
     bound_ms: Option<u64>,
 }
 
+/// What one report's decision is about (with a secret, the reporting instance decides).
+struct Decision<'a> {
+    breaker: &'a WeakBreaker,
+    name: &'a str,
+    window: Duration,
+    threshold: u32,
+    quorum: u32,
+    cooldown: Duration,
+    window_text: &'a str,
+}
+
+/// How many of the newest reports the script hands back for checking: enough for the
+/// threshold several times over, bounded (each is at most 384 bytes).
+fn reports_returned(threshold: u32) -> u32 {
+    threshold.saturating_mul(4).clamp(32, 1024)
+}
+
+/// The mirror follows an opening the fleet made on this instance's report, at once and for no
+/// longer than its own cooldown.
+fn follow(breaker: &WeakBreaker, open_for: Duration, cooldown: Duration) {
+    if let Some(breaker) = breaker.upgrade()
+        && let Some(until) = Instant::now().checked_add(open_for.min(cooldown))
+    {
+        breaker.apply_shared_opening(
+            until,
+            OpenCause::Shared {
+                detail: Arc::from("the fleet's failures reached the threshold"),
+            },
+        );
+    }
+}
+
 /// How many state reads of one load are in flight at once.
 const LOAD_CONCURRENCY: usize = 32;
 
@@ -228,7 +263,7 @@ impl Shared {
                     remaining_ms = context.remaining_ms,
                     bound_ms = context.bound_ms,
                     instance = &*self.instance,
-                    "dropped a {} opening message from redis ({}): it changes no breaker",
+                    "dropped a {} record from redis ({}): it changes no breaker",
                     source.as_str(),
                     rejection.as_str()
                 )
@@ -380,6 +415,7 @@ impl Shared {
                     announce("a probe failed right after the cooldown"),
                 );
                 let state = self.state_key(&name);
+                let report = self.breakers.codec.failure_report(&name, &self.instance);
                 let mut call = self.breakers.scripts.report_failure.prepare_invoke();
                 call.key(&state)
                     .key(format!("{state}:failures"))
@@ -391,28 +427,58 @@ impl Shared {
                     .arg(millis(cooldown))
                     .arg(window_text.as_str())
                     .arg(on_count.as_str())
-                    .arg(on_probe.as_str());
-                let reply: Option<(i64, i64, i64, i64)> =
-                    self.invoke(call.invoke_async(conn)).await;
-                let Some((2, open_ms, which, until)) = reply else {
+                    .arg(on_probe.as_str())
+                    .arg(if report.is_some() { "1" } else { "0" })
+                    .arg(report.as_deref().unwrap_or(""))
+                    .arg(reports_returned(threshold))
+                    .arg(message::MAX_REPORT_BYTES);
+                let Some(reply): Option<Vec<Value>> = self.invoke(call.invoke_async(conn)).await
+                else {
                     return;
                 };
-                if let Some(breaker) = breaker.upgrade() {
-                    // The fleet opened on this report: the mirror follows at once, without
-                    // waiting for its own message on the channel, and for no longer than its
-                    // own cooldown.
-                    let open_for = Duration::from_millis(open_ms.unsigned_abs()).min(cooldown);
-                    if let Some(until) = Instant::now().checked_add(open_for) {
-                        breaker.apply_shared_opening(
-                            until,
-                            OpenCause::Shared {
-                                detail: Arc::from("the fleet's failures reached the threshold"),
-                            },
+                let int = |at: usize| {
+                    reply
+                        .get(at)
+                        .and_then(|value| redis::from_redis_value_ref::<i64>(value).ok())
+                };
+                match int(0) {
+                    Some(2) => {
+                        let (Some(open_ms), Some(which), Some(until)) = (int(1), int(2), int(3))
+                        else {
+                            return;
+                        };
+                        // The fleet opened on this report: the mirror follows at once, without
+                        // waiting for its own message on the channel, and for no longer than its
+                        // own cooldown.
+                        follow(
+                            &breaker,
+                            Duration::from_millis(open_ms.unsigned_abs()),
+                            cooldown,
                         );
+                        let message = if which == 2 { on_probe } else { on_count };
+                        self.announce(conn, &name, until, message).await;
                     }
+                    Some(3) => {
+                        let decision = Decision {
+                            breaker: &breaker,
+                            name: &name,
+                            window,
+                            threshold,
+                            quorum,
+                            cooldown,
+                            window_text: &window_text,
+                        };
+                        self.decide(
+                            conn,
+                            &decision,
+                            reply.get(1..).unwrap_or_default(),
+                            on_count,
+                            on_probe,
+                        )
+                        .await;
+                    }
+                    _ => {}
                 }
-                let message = if which == 2 { on_probe } else { on_count };
-                self.announce(conn, &name, until, message).await;
             }
             Command::Push {
                 name,
@@ -444,6 +510,110 @@ impl Shared {
                 }
             }
             Command::Resync => self.resync(conn).await,
+        }
+    }
+
+    /// With a secret, the reporting instance decides what the script could not: whether the
+    /// claimed probation came from a genuine opening (its message signed with the fleet's
+    /// secret, and fresh within the probation), and how many of the reports in the window are
+    /// signed, fresh and distinct, from how many instances. Forged members are counted as
+    /// rejected and removed; the breaker opens fleet-wide only on what was checked.
+    async fn decide(
+        &self,
+        conn: &mut Conn,
+        decision: &Decision<'_>,
+        // The failures counted, the claimed probation's message, then the reports.
+        rest: &[Value],
+        on_count: String,
+        on_probe: String,
+    ) {
+        let bytes = |value: &Value| match value {
+            Value::BulkString(bytes) => Some(bytes.clone()),
+            Value::SimpleString(text) => Some(text.clone().into_bytes()),
+            _ => None,
+        };
+        let now_ms = message::wall_clock_ms();
+        let context = Context {
+            breaker: Some(decision.name),
+            ..Context::default()
+        };
+        let probation = rest.get(1).and_then(bytes).unwrap_or_default();
+        if !probation.is_empty() {
+            match self
+                .breakers
+                .codec
+                .decode_within(&probation, now_ms, decision.window)
+            {
+                Ok(opening) if opening.name == decision.name => {
+                    let cause = "a probe failed right after the cooldown";
+                    self.open_fleet(conn, decision, cause, on_probe).await;
+                    return;
+                }
+                Ok(_) => self.reject(Rejection::Malformed, Source::Reports, context),
+                Err(rejection) => self.reject(rejection, Source::Reports, context),
+            }
+        }
+        let mut reports = HashSet::new();
+        let mut instances = HashSet::new();
+        let mut forged = Vec::new();
+        for member in rest.iter().skip(2).filter_map(bytes) {
+            match self
+                .breakers
+                .codec
+                .check_report(decision.name, &member, now_ms, decision.window)
+            {
+                Ok((instance, nonce)) => {
+                    instances.insert(instance.clone());
+                    reports.insert((instance, nonce));
+                }
+                Err(rejection) => {
+                    self.reject(rejection, Source::Reports, context);
+                    if rejection != Rejection::Stale {
+                        forged.push(member);
+                    }
+                }
+            }
+        }
+        if !forged.is_empty() {
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(format!("{}:failures", self.state_key(decision.name)))
+                .arg(forged);
+            let _: Option<i64> = self.invoke(zrem.query_async(conn)).await;
+        }
+        let (count, distinct) = (reports.len(), instances.len());
+        if count >= decision.threshold as usize && distinct >= decision.quorum.max(1) as usize {
+            let cause = format!(
+                "{count} failures within {} from {distinct} instance(s)",
+                decision.window_text
+            );
+            self.open_fleet(conn, decision, &cause, on_count).await;
+        }
+    }
+
+    /// Stores an opening this instance decided from checked reports (emptying the failures
+    /// counted), has the mirror follow it, and announces it.
+    async fn open_fleet(
+        &self,
+        conn: &mut Conn,
+        decision: &Decision<'_>,
+        cause: &str,
+        message: String,
+    ) {
+        let state = self.state_key(decision.name);
+        let mut call = self.breakers.scripts.push_opening.prepare_invoke();
+        call.key(&state)
+            .key(format!("{state}:failures"))
+            .arg(&*self.instance)
+            .arg(millis(decision.cooldown))
+            .arg(Kind::Failures.as_str())
+            .arg(cause)
+            .arg(millis(decision.window))
+            .arg("0")
+            .arg(message.as_str());
+        let reply: Option<(i64, i64)> = self.invoke(call.invoke_async(conn)).await;
+        if let Some((1, until)) = reply {
+            follow(decision.breaker, decision.cooldown, decision.cooldown);
+            self.announce(conn, decision.name, until, message).await;
         }
     }
 
@@ -503,6 +673,7 @@ impl Shared {
             let trip = matches!(cause, OpenCause::Tripped { .. });
             let shareable = match (breaker.config().sharing, &cause) {
                 (_, OpenCause::Shared { .. }) => false,
+                _ if cause.injected_by().is_some() => false,
                 (Sharing::Local, _) => false,
                 (Sharing::TripsOnly, _) => trip,
                 (Sharing::Openings { quorum }, _) => trip || quorum <= 1,
@@ -537,26 +708,38 @@ impl Shared {
     /// could be kept: every breaker built here first, then up to the pending bound.
     async fn load(&self, conn: &mut Conn) {
         let mut call = self.breakers.scripts.open_names.prepare_invoke();
-        call.key(self.index_key());
-        let Some(names): Option<Vec<String>> = self.invoke(call.invoke_async(conn)).await else {
+        call.key(self.index_key())
+            .arg(self.breakers.pending_capacity)
+            .arg(message::MAX_NAME_BYTES);
+        for name in lock(&self.breakers.attached).keys() {
+            call.arg(&**name);
+        }
+        let Some((oversized, names)): Option<(u64, Vec<Vec<u8>>)> =
+            self.invoke(call.invoke_async(conn)).await
+        else {
             return;
         };
-        let names: Vec<String> = {
-            let attached = lock(&self.breakers.attached);
-            let (mine, others): (Vec<String>, Vec<String>) = names
-                .into_iter()
-                .partition(|name| attached.contains_key(name.as_str()));
-            let room = self.breakers.pending_capacity;
-            mine.into_iter()
-                .chain(others.into_iter().take(room))
-                .collect()
-        };
+        // Sizes were checked by the script: an oversized name never crossed the wire.
+        for _ in 0..oversized {
+            self.reject(Rejection::TooLarge, Source::Load, Context::default());
+        }
+        let names: Vec<String> = names
+            .into_iter()
+            .filter_map(|name| match String::from_utf8(name) {
+                Ok(name) => Some(name),
+                Err(_) => {
+                    self.reject(Rejection::Malformed, Source::Load, Context::default());
+                    None
+                }
+            })
+            .collect();
         let reads = futures_util::stream::iter(names.into_iter().map(|name| {
             let mut conn = conn.clone();
             async move {
                 let mut call = self.breakers.scripts.read_opening.prepare_invoke();
-                call.key(self.state_key(&name));
-                let row: Option<(String, Vec<u8>)> =
+                call.key(self.state_key(&name))
+                    .arg(message::MAX_MESSAGE_BYTES);
+                let row: Option<(String, Vec<u8>, u8)> =
                     self.invoke(call.invoke_async(&mut conn)).await;
                 (name, row)
             }
@@ -572,13 +755,17 @@ impl Shared {
         *lock(&self.breakers.pending) = PendingMap::default();
         let now_ms = message::wall_clock_ms();
         for (name, row) in reads {
-            let Some((remaining, payload)) = row else {
+            let Some((remaining, payload, too_large)) = row else {
                 continue;
             };
             let context = Context {
                 breaker: Some(&name),
                 ..Context::default()
             };
+            if too_large != 0 {
+                self.reject(Rejection::TooLarge, Source::Load, context);
+                continue;
+            }
             let Ok(server_ms) = remaining.parse::<u64>() else {
                 self.reject(Rejection::Malformed, Source::Load, context);
                 continue;
@@ -688,6 +875,8 @@ impl BreakerStore for RedisStore {
         let remaining = until.saturating_duration_since(Instant::now());
         match (config.sharing, cause, config.open_after) {
             (Sharing::Local, _, _) | (_, OpenCause::Shared { .. }, _) => {}
+            // A drill's opening is this instance's own, whatever it injected: never shared.
+            _ if cause.injected_by().is_some() => {}
             (_, OpenCause::Tripped { .. }, _) => self.shared.send(Command::Push {
                 name: breaker.name_arc().clone(),
                 remaining,
@@ -923,8 +1112,12 @@ async fn resyncer(shared: Weak<Shared>, every: Duration, mut shutdown: watch::Re
     // A fleet that starts together (a deploy, a restart) would re-sync together, every
     // instance in the same few milliseconds, for as long as it runs: the first re-sync comes
     // after a random half to whole period instead, which spreads the fleet's over half of it.
-    let first = every.mul_f64(0.5 + rand::random::<f64>() / 2.0);
-    let mut tick = tokio::time::interval_at(Instant::now() + first, every);
+    // The builder bounds `every` (at most a day), and the arithmetic saturates besides.
+    let first = every / 2 + (every / 2).mul_f64(rand::random::<f64>());
+    let start = Instant::now()
+        .checked_add(first)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(24 * 3600));
+    let mut tick = tokio::time::interval_at(start, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

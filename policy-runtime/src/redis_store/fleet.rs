@@ -9,7 +9,7 @@
 use std::fmt;
 use std::sync::atomic::Ordering;
 
-use redis::Value;
+use redis::{Script, Value};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -18,10 +18,15 @@ use super::{RedisStore, Shared};
 
 /// The largest set accepted, published or read: a set is a few override files.
 const MAX_SET_BYTES: usize = 256 * 1024;
+/// How many publications may land between learning the stored version and storing the next
+/// before a publisher gives up.
+const PUBLISH_ATTEMPTS: u32 = 8;
 /// The longest publisher id or file name accepted.
 const MAX_LABEL_BYTES: usize = 256;
-/// The message format.
-const VERSION: u8 = 1;
+/// The message format: 2 signs the set's version and publication time with it.
+const VERSION: u8 = 2;
+/// What an override set's signature is for (see [`super::Signer`]).
+const SIGNING_CONTEXT: &[u8] = b"policy-runtime redis_store override set v1";
 
 /// One override file of a published set: the name diagnostics print for it, and its text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +41,8 @@ pub struct FleetPolicyFile {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FleetOverrides {
-    /// Counts the publications into this key (a new one for each set published).
+    /// Counts the publications into this key (one more for each set published); signed with
+    /// the set, so an older set cannot be passed off as a newer one.
     pub version: u64,
     /// The publishing instance's id ([`RedisStore::instance`]).
     pub publisher: String,
@@ -46,10 +52,13 @@ pub struct FleetOverrides {
     pub files: Vec<FleetPolicyFile>,
 }
 
-/// The set as stored: signed, when the store has a shared secret, over everything but `sig`.
+/// The set as stored: signed, when the store has a shared secret, over everything but `sig`
+/// (its version and publication time included).
 #[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Stored {
     v: u8,
+    version: u64,
     publisher: String,
     published_ms: u64,
     files: Vec<FleetPolicyFile>,
@@ -73,7 +82,9 @@ pub enum FleetError {
     #[error("the override file `{0}` is not UTF-8 text")]
     NotText(String),
     /// The stored set is not one this instance accepts: `malformed`, `too_large`, `unsigned`
-    /// or `bad_signature` (a shared secret is set and the set is not signed with it).
+    /// or `bad_signature` (a shared secret is set and the set is not signed with it), and,
+    /// for a follower, `replayed` (older than a set it already had) or `stale` (published
+    /// ahead of its clock, or before the set it already had).
     #[error(
         "the fleet's override set in redis was not accepted ({0}); the set in force stays: publish it again with `policy_runtime::overrides::publish`"
     )]
@@ -81,7 +92,8 @@ pub enum FleetError {
 }
 
 impl Shared {
-    /// `<prefix>:overrides:{fleet}`: a hash of `set` (the JSON) and `version`.
+    /// `<prefix>:overrides:{fleet}`: a hash of `set` (the JSON, its version inside) and
+    /// `version` (the same number, for the publish script's comparison).
     fn overrides_key(&self) -> String {
         format!("{}:overrides:{{fleet}}", self.prefix)
     }
@@ -120,29 +132,52 @@ impl RedisStore {
         }
         let mut stored = Stored {
             v: VERSION,
+            version: 0,
             publisher: shared.instance.to_string(),
             published_ms: wall_clock_ms(),
             files,
             sig: None,
         };
-        let body = serde_json::to_vec(&stored).unwrap_or_default();
-        stored.sig = shared.breakers.codec().sign(&body);
-        let json = serde_json::to_string(&stored).unwrap_or_default();
-        if json.len() > MAX_SET_BYTES {
-            return Err(FleetError::TooLarge(json.len()));
-        }
         let key = shared.overrides_key();
+        let script = Script::new(include_str!("lua/publish_overrides.lua"));
         let mut conn = self.connection();
-        // The set and its version in one transaction (one key, so one slot on a cluster).
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .hset(&key, "set", &json)
-            .ignore()
-            .hincr(&key, "version", 1);
-        let (version,): (u64,) = shared
-            .invoke(pipe.query_async(&mut conn))
-            .await
-            .ok_or_else(|| FleetError::Unavailable(unavailable(shared)))?;
+        // The version is signed with the set: learn the one stored (proposing 0), then store
+        // the next, unless another publisher stored one first (then once more after it).
+        let mut proposed = 0;
+        let mut attempts = 0;
+        let version = loop {
+            let json = if proposed == 0 {
+                String::new()
+            } else {
+                stored.version = proposed;
+                stored.sig = None;
+                let body = serde_json::to_vec(&stored).unwrap_or_default();
+                stored.sig = self
+                    .signer()
+                    .map(|signer| signer.sign(SIGNING_CONTEXT, self.prefix(), &body));
+                let json = serde_json::to_string(&stored).unwrap_or_default();
+                if json.len() > MAX_SET_BYTES {
+                    return Err(FleetError::TooLarge(json.len()));
+                }
+                json
+            };
+            let mut call = script.prepare_invoke();
+            call.key(&key).arg(&json).arg(proposed);
+            let (stored_now, current): (u8, u64) = shared
+                .invoke(call.invoke_async(&mut conn))
+                .await
+                .ok_or_else(|| FleetError::Unavailable(unavailable(shared)))?;
+            if stored_now == 1 {
+                break current;
+            }
+            attempts += 1;
+            if attempts > PUBLISH_ATTEMPTS {
+                return Err(FleetError::Unavailable(
+                    "other publications kept landing first".to_owned(),
+                ));
+            }
+            proposed = current.saturating_add(1);
+        };
         let mut publish = redis::cmd(shared.topology.publish());
         publish.arg(shared.overrides_channel()).arg(version);
         // The announcement is news only: missed, the next re-sync reads the key.
@@ -170,17 +205,19 @@ impl RedisStore {
     pub async fn latest_overrides(&self) -> Result<Option<FleetOverrides>, FleetError> {
         let shared = &self.shared;
         let mut conn = self.connection();
-        let mut cmd = redis::cmd("HMGET");
-        cmd.arg(shared.overrides_key()).arg("set").arg("version");
+        // Measured by the script before it is sent: a set over the bound never crosses the wire.
+        let script = Script::new(include_str!("lua/read_overrides.lua"));
+        let mut call = script.prepare_invoke();
+        call.key(shared.overrides_key()).arg(MAX_SET_BYTES);
         let values: Vec<Value> = shared
-            .invoke(cmd.query_async(&mut conn))
+            .invoke(call.invoke_async(&mut conn))
             .await
             .ok_or_else(|| FleetError::Unavailable(unavailable(shared)))?;
-        let (Some(Value::BulkString(json)), Some(version)) = (values.first(), values.get(1)) else {
-            return Ok(None);
+        let json = match values.as_slice() {
+            [Value::Int(1), Value::BulkString(json)] => json,
+            [Value::Int(2), ..] => return Err(FleetError::Rejected("too_large")),
+            _ => return Ok(None),
         };
-        let version: u64 =
-            redis::from_redis_value_ref(version).map_err(|_| FleetError::Rejected("malformed"))?;
         if json.len() > MAX_SET_BYTES {
             return Err(FleetError::Rejected("too_large"));
         }
@@ -197,14 +234,40 @@ impl RedisStore {
         shared
             .breakers
             .codec()
-            .verify(&body, sig.as_deref())
+            .verify(SIGNING_CONTEXT, &body, sig.as_deref())
             .map_err(|rejection| FleetError::Rejected(rejection.as_str()))?;
         Ok(Some(FleetOverrides {
-            version,
+            version: stored.version,
             publisher: stored.publisher,
             published_at_unix_ms: stored.published_ms,
             files: stored.files,
         }))
+    }
+
+    /// Whether `set` may follow the set `after` (the one this follower last had, if any) at
+    /// `now_ms` on this clock: not older (`replayed`: a lower version, or the same version
+    /// with other contents), not published ahead of this clock or before `after` beyond the
+    /// store's clock tolerance (`stale`).
+    pub(crate) fn check_succession(
+        &self,
+        set: &FleetOverrides,
+        after: Option<&FleetOverrides>,
+        now_ms: u64,
+    ) -> Result<(), FleetError> {
+        let tolerance = u64::try_from(self.shared.breakers.codec().clock_tolerance.as_millis())
+            .unwrap_or(u64::MAX);
+        if set.published_at_unix_ms > now_ms.saturating_add(tolerance) {
+            return Err(FleetError::Rejected("stale"));
+        }
+        if let Some(after) = after {
+            if set.version < after.version || (set.version == after.version && set != after) {
+                return Err(FleetError::Rejected("replayed"));
+            }
+            if set.published_at_unix_ms.saturating_add(tolerance) < after.published_at_unix_ms {
+                return Err(FleetError::Rejected("stale"));
+            }
+        }
+        Ok(())
     }
 
     /// Changes whenever a set may have been published: a message on the channel, a
@@ -230,5 +293,61 @@ impl fmt::Display for FleetOverrides {
             "the fleet's set {} from `{}`",
             self.version, self.publisher
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use super::*;
+
+    fn set(version: u64, published: u64, text: &str) -> FleetOverrides {
+        FleetOverrides {
+            version,
+            publisher: "a".to_owned(),
+            published_at_unix_ms: published,
+            files: vec![FleetPolicyFile {
+                name: "f.policy".to_owned(),
+                text: text.to_owned(),
+            }],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_set_follows_only_an_older_one_and_never_comes_from_the_future() {
+        // Never connected: the check is local.
+        let store = RedisStore::builder()
+            .timeout(std::time::Duration::from_millis(10))
+            .clock_tolerance(std::time::Duration::from_secs(30))
+            .connect("redis://127.0.0.1:1/")
+            .await
+            .unwrap();
+        let now = 1_800_000_000_000;
+        let first = set(4, now - 60_000, "a");
+        assert_eq!(store.check_succession(&first, None, now), Ok(()));
+        assert_eq!(
+            store.check_succession(&set(5, now + 31_000, "b"), None, now),
+            Err(FleetError::Rejected("stale")),
+            "published ahead of this clock"
+        );
+        assert_eq!(
+            store.check_succession(&set(5, now, "b"), Some(&first), now),
+            Ok(())
+        );
+        assert_eq!(
+            store.check_succession(&set(3, now, "b"), Some(&first), now),
+            Err(FleetError::Rejected("replayed"))
+        );
+        assert_eq!(
+            store.check_succession(&set(4, now, "b"), Some(&first), now),
+            Err(FleetError::Rejected("replayed")),
+            "the same version with other contents"
+        );
+        assert_eq!(
+            store.check_succession(&set(9, now - 120_000, "b"), Some(&first), now),
+            Err(FleetError::Rejected("stale")),
+            "published before the set in force"
+        );
     }
 }

@@ -137,6 +137,7 @@ impl RedisRateLimiterBuilder {
                 retry_at: AtomicU64::new(0),
                 degraded_by: AtomicU8::new(Failure::Error as u8),
                 probing: AtomicBool::new(false),
+                last_loud_reset: std::sync::Mutex::new(None),
                 stats: LimiterStats::default(),
             }),
         }
@@ -153,6 +154,7 @@ struct LimiterStats {
     local_refused: AtomicU64,
     store_calls: AtomicU64,
     probes: AtomicU64,
+    resets: AtomicU64,
 }
 
 /// How the store failed: the two separate decisions.
@@ -209,6 +211,8 @@ struct Inner {
     /// The [`Failure`] that made the limiter decide locally.
     degraded_by: AtomicU8,
     probing: AtomicBool,
+    /// When a reset of a corrupt state was last logged at WARN.
+    last_loud_reset: std::sync::Mutex<Option<std::time::Instant>>,
     /// `policy_refusals_total` for this limiter (feature `metrics`).
     refusals: Refusals,
     stats: LimiterStats,
@@ -263,21 +267,30 @@ impl RedisRateLimiter {
         call.key(&inner.key)
             .arg(inner.interval_us)
             .arg(inner.tolerance_us);
-        let reply =
-            tokio::time::timeout(inner.timeout, call.invoke_async::<(i64, i64)>(&mut conn)).await;
+        let reply = tokio::time::timeout(
+            inner.timeout,
+            call.invoke_async::<(i64, i64, i64)>(&mut conn),
+        )
+        .await;
+        if let Ok(Ok((_, _, 1))) = reply {
+            inner.corrupt_state_reset();
+        }
         match reply {
-            Ok(Ok((1, _))) => {
+            Ok(Ok((1, _, _))) => {
                 inner.store.shared.recover();
                 inner.stats.admitted.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Ok(Ok((_, wait_us))) => {
+            Ok(Ok((_, wait_us, _))) => {
                 inner.store.shared.recover();
                 inner.stats.refused.fetch_add(1, Ordering::Relaxed);
+                // The script never asks for more than the period; neither does this, whatever
+                // the reply says.
+                let wait = Duration::from_micros(wait_us.unsigned_abs()).min(inner.per);
                 let refusal = ResilienceError::new(
                     inner.name.clone(),
                     RefusalReason::RateLimited {
-                        retry_after: Some(Duration::from_micros(wait_us.unsigned_abs())),
+                        retry_after: Some(wait),
                         detail: inner.detail.clone(),
                     },
                 );
@@ -320,12 +333,47 @@ impl RedisRateLimiter {
             local_refused: s.local_refused.load(Ordering::Relaxed),
             store_calls: s.store_calls.load(Ordering::Relaxed),
             probes: s.probes.load(Ordering::Relaxed),
+            store_resets: s.resets.load(Ordering::Relaxed),
             degraded: self.inner.retry_at.load(Ordering::Relaxed) != 0,
         }
     }
 }
 
 impl Inner {
+    /// Counts a corrupt state the script found and reset (a value that was not a number, or
+    /// further ahead than one period), and logs it: WARN for the first and then at most once a
+    /// minute, DEBUG otherwise, so a writer repeating it cannot flood the logs.
+    fn corrupt_state_reset(&self) {
+        let resets = self.stats.resets.fetch_add(1, Ordering::Relaxed) + 1;
+        let loud = {
+            let mut last = super::lock(&self.last_loud_reset);
+            let loud = last.is_none_or(|at| at.elapsed() >= Duration::from_secs(60));
+            if loud {
+                *last = Some(std::time::Instant::now());
+            }
+            loud
+        };
+        macro_rules! event {
+            ($level:ident) => {
+                tracing::$level!(
+                    target: "policy",
+                    mechanism = "rate_limiter",
+                    kind = "limiter_state_reset",
+                    name = &*self.name,
+                    reason = "corrupt_state",
+                    resets,
+                    "rate limiter `{}` found its state in redis corrupt (not a number, or beyond one period ahead) and reset it",
+                    self.name
+                )
+            };
+        }
+        if loud {
+            event!(warn);
+        } else {
+            event!(debug);
+        }
+    }
+
     /// Stops asking Redis until a probe after `probe_every` finds it again; logs the switch
     /// once.
     fn degrade(&self, failure: Failure) {

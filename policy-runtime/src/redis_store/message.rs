@@ -24,17 +24,23 @@ use sha2::Sha256;
 
 /// The largest message accepted; anything longer is dropped unread.
 pub(super) const MAX_MESSAGE_BYTES: usize = 4096;
-const MAX_NAME_BYTES: usize = 256;
+pub(super) const MAX_NAME_BYTES: usize = 256;
 const MAX_INSTANCE_BYTES: usize = 128;
 const MAX_CAUSE_BYTES: usize = 1024;
 const VERSION: u8 = 1;
 /// Separates what is signed from anything else a secret might be used for.
-const SIGNING_CONTEXT: &[u8] = b"policy-runtime redis_store opening v1";
+pub(super) const SIGNING_CONTEXT: &[u8] = b"policy-runtime redis_store opening v1";
+/// What a failure report's signature is for.
+const REPORT_CONTEXT: &[u8] = b"policy-runtime redis_store failure report v1";
+/// The longest failure report accepted: an instance id, a nonce, a time and a signature.
+pub(super) const MAX_REPORT_BYTES: usize = 384;
+/// The shortest shared secret accepted: 32 bytes, HMAC-SHA256's own output size.
+pub(crate) const MIN_SECRET_BYTES: usize = 32;
 
 /// Why a message was dropped. Each is a stable `reason` code in the `store_message_rejected`
 /// event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Rejection {
+pub(crate) enum Rejection {
     /// Longer than [`MAX_MESSAGE_BYTES`].
     TooLarge,
     /// Not a message of this format: not JSON, an unknown field or version, a field missing,
@@ -53,7 +59,8 @@ pub(super) enum Rejection {
 }
 
 impl Rejection {
-    pub(super) fn as_str(self) -> &'static str {
+    /// The stable `reason` code.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::TooLarge => "too_large",
             Self::Malformed => "malformed",
@@ -152,14 +159,28 @@ fn clean(text: &str, max: usize) -> String {
     out
 }
 
+/// What a failure report signs.
+fn report_body(name: &str, instance: &str, nonce: &str, issued_ms: u64) -> String {
+    format!("{name}\0{instance}\0{nonce}\0{issued_ms}")
+}
+
+fn millis_u64(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 fn is_clean(text: &str, max: usize) -> bool {
     text.len() <= max && !text.chars().any(char::is_control)
 }
 
 /// HMAC-SHA256 keyed with the store's shared secret. Holds only the keyed state, never the
 /// secret's bytes, and prints nothing of either.
+///
+/// One secret signs several kinds of record (breaker openings, failure reports, override sets,
+/// and the durable queue's entries): each kind names its own `context`, and every MAC covers
+/// the context, then the store's key prefix, then the body, each ended by a zero byte, so a
+/// record of one kind or one prefix is never valid as another.
 #[derive(Clone)]
-pub(super) struct Signer(Hmac<Sha256>);
+pub(crate) struct Signer(Hmac<Sha256>);
 
 impl fmt::Debug for Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -175,14 +196,35 @@ impl Signer {
         Self(mac)
     }
 
-    fn mac(&self, prefix: &str, body: &[u8]) -> Hmac<Sha256> {
+    fn mac(&self, context: &[u8], prefix: &str, body: &[u8]) -> Hmac<Sha256> {
         let mut mac = self.0.clone();
-        mac.update(SIGNING_CONTEXT);
+        mac.update(context);
         mac.update(&[0]);
         mac.update(prefix.as_bytes());
         mac.update(&[0]);
         mac.update(body);
         mac
+    }
+
+    /// The hex HMAC of `body`, for records of the kind `context` under the key prefix `prefix`.
+    pub(crate) fn sign(&self, context: &[u8], prefix: &str, body: &[u8]) -> String {
+        hex::encode(self.mac(context, prefix, body).finalize().into_bytes())
+    }
+
+    /// Whether `sig` (hex) is [`sign`](Self::sign)'s for the same three: `Unsigned` when there
+    /// is none, `BadSignature` when it does not match. Compared in constant time.
+    pub(crate) fn verify(
+        &self,
+        context: &[u8],
+        prefix: &str,
+        body: &[u8],
+        sig: Option<&str>,
+    ) -> Result<(), Rejection> {
+        let tag =
+            hex::decode(sig.ok_or(Rejection::Unsigned)?).map_err(|_| Rejection::BadSignature)?;
+        self.mac(context, prefix, body)
+            .verify_slice(&tag)
+            .map_err(|_| Rejection::BadSignature)
     }
 }
 
@@ -197,34 +239,83 @@ pub(super) struct Codec {
 }
 
 impl Codec {
-    /// The hex HMAC of `body` (bound to the prefix), when the store has a secret.
-    pub(super) fn sign(&self, body: &[u8]) -> Option<String> {
+    /// The hex HMAC of `body` for records of the kind `context` (bound to the prefix), when
+    /// the store has a secret.
+    pub(super) fn sign(&self, context: &[u8], body: &[u8]) -> Option<String> {
         self.signer
             .as_ref()
-            .map(|signer| hex::encode(signer.mac(&self.prefix, body).finalize().into_bytes()))
+            .map(|signer| signer.sign(context, &self.prefix, body))
     }
 
-    /// Whether `sig` signs `body`, when the store has a secret (anything goes without one).
-    pub(super) fn verify(&self, body: &[u8], sig: Option<&str>) -> Result<(), Rejection> {
-        let Some(signer) = &self.signer else {
-            return Ok(());
+    /// Whether `sig` signs `body` as a record of the kind `context`, when the store has a
+    /// secret (anything goes without one).
+    pub(super) fn verify(
+        &self,
+        context: &[u8],
+        body: &[u8],
+        sig: Option<&str>,
+    ) -> Result<(), Rejection> {
+        match &self.signer {
+            Some(signer) => signer.verify(context, &self.prefix, body, sig),
+            None => Ok(()),
+        }
+    }
+
+    /// A signed report of one failure of the breaker `name` by `instance`, now: the member the
+    /// script adds to the breaker's failures, `instance|nonce|issued_ms|sig`. The signature
+    /// covers the breaker's name too, so a report cannot be moved to another breaker. `None`
+    /// without a secret (the script then counts unsigned members).
+    pub(super) fn failure_report(&self, name: &str, instance: &str) -> Option<String> {
+        let signer = self.signer.as_ref()?;
+        let nonce = format!("{:016x}", rand::random::<u64>());
+        let issued_ms = wall_clock_ms();
+        let body = report_body(name, instance, &nonce, issued_ms);
+        let sig = signer.sign(REPORT_CONTEXT, &self.prefix, body.as_bytes());
+        Some(format!("{instance}|{nonce}|{issued_ms}|{sig}"))
+    }
+
+    /// Checks one member of the failures of the breaker `name`: a report signed with this
+    /// store's secret, for this breaker, issued within the last `window` (give or take the
+    /// clock tolerance). Returns who made it and its nonce (one report, however many copies).
+    pub(super) fn check_report(
+        &self,
+        name: &str,
+        member: &[u8],
+        now_ms: u64,
+        window: Duration,
+    ) -> Result<(String, String), Rejection> {
+        if member.len() > MAX_REPORT_BYTES {
+            return Err(Rejection::TooLarge);
+        }
+        let member = std::str::from_utf8(member).map_err(|_| Rejection::Malformed)?;
+        // The instance may hold `|`: the three fields after it are split from the right.
+        let mut fields = member.rsplitn(4, '|');
+        let (Some(sig), Some(issued), Some(nonce), Some(instance)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return Err(Rejection::Unsigned);
         };
-        let tag =
-            hex::decode(sig.ok_or(Rejection::Unsigned)?).map_err(|_| Rejection::BadSignature)?;
-        signer
-            .mac(&self.prefix, body)
-            .verify_slice(&tag)
-            .map_err(|_| Rejection::BadSignature)
+        let issued_ms: u64 = issued.parse().map_err(|_| Rejection::Malformed)?;
+        if !is_clean(instance, MAX_INSTANCE_BYTES) || instance.is_empty() {
+            return Err(Rejection::Malformed);
+        }
+        let body = report_body(name, instance, nonce, issued_ms);
+        self.verify(REPORT_CONTEXT, body.as_bytes(), Some(sig))?;
+        let tolerance = millis_u64(self.clock_tolerance);
+        let oldest = now_ms
+            .saturating_sub(millis_u64(window))
+            .saturating_sub(tolerance);
+        if issued_ms < oldest || issued_ms > now_ms.saturating_add(tolerance) {
+            return Err(Rejection::Stale);
+        }
+        Ok((instance.to_owned(), nonce.to_owned()))
     }
 
     /// The message for `opening`, signed when the store has a secret.
     pub(super) fn encode(&self, mut opening: Opening) -> String {
         opening.sig = None;
         let body = serde_json::to_vec(&opening).unwrap_or_default();
-        if let Some(signer) = &self.signer {
-            let tag = signer.mac(&self.prefix, &body).finalize().into_bytes();
-            opening.sig = Some(hex::encode(tag));
-        }
+        opening.sig = self.sign(SIGNING_CONTEXT, &body);
         serde_json::to_string(&opening).unwrap_or_default()
     }
 
@@ -232,6 +323,18 @@ impl Codec {
     /// clock): well-formed, and signed and fresh when the store has a secret. Whether its
     /// length fits the receiving breaker is checked where the breaker is known.
     pub(super) fn decode(&self, payload: &[u8], now_ms: u64) -> Result<Opening, Rejection> {
+        self.decode_within(payload, now_ms, Duration::ZERO)
+    }
+
+    /// As [`decode`](Self::decode), a signed message still fresh for `grace` after its opening
+    /// ends: the probation an opening leaves behind lasts the window past its end, and a probe
+    /// failing in it reopens the breaker.
+    pub(super) fn decode_within(
+        &self,
+        payload: &[u8],
+        now_ms: u64,
+        grace: Duration,
+    ) -> Result<Opening, Rejection> {
         if payload.len() > MAX_MESSAGE_BYTES {
             return Err(Rejection::TooLarge);
         }
@@ -249,22 +352,18 @@ impl Codec {
             return Err(Rejection::OutOfRange);
         }
         let sig = opening.sig.take();
-        if let Some(signer) = &self.signer {
-            let sig = sig.ok_or(Rejection::Unsigned)?;
-            let tag = hex::decode(sig).map_err(|_| Rejection::BadSignature)?;
+        if self.signer.is_some() {
             let body = serde_json::to_vec(&opening).map_err(|_| Rejection::Malformed)?;
-            signer
-                .mac(&self.prefix, &body)
-                .verify_slice(&tag)
-                .map_err(|_| Rejection::BadSignature)?;
+            self.verify(SIGNING_CONTEXT, &body, sig.as_deref())?;
             // A genuine message replayed later: refused once its opening, give or take the
             // clock tolerance, is over. A replay can therefore extend an opening by at most its
             // own length and the tolerance, never keep a breaker open.
-            let tolerance = u64::try_from(self.clock_tolerance.as_millis()).unwrap_or(u64::MAX);
+            let tolerance = millis_u64(self.clock_tolerance);
             let ends = opening
                 .issued_ms
                 .saturating_add(opening.remaining_ms)
-                .saturating_add(tolerance);
+                .saturating_add(tolerance)
+                .saturating_add(millis_u64(grace));
             if opening.issued_ms > now_ms.saturating_add(tolerance) || now_ms > ends {
                 return Err(Rejection::Stale);
             }
@@ -398,6 +497,49 @@ mod tests {
             c.decode(c.encode(noisy).as_bytes(), wall_clock_ms())
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_failure_report_counts_only_for_its_breaker_its_fleet_and_its_window() {
+        let ours = codec(Some(b"s3cret"));
+        let window = Duration::from_secs(30);
+        let now = wall_clock_ms();
+        let report = ours.failure_report("search", "inst|with|bars").unwrap();
+        let (instance, nonce) = ours
+            .check_report("search", report.as_bytes(), now, window)
+            .unwrap();
+        assert_eq!(instance, "inst|with|bars");
+        assert_eq!(nonce.len(), 16);
+        // Moved to another breaker, made with another secret, or unsigned: not counted.
+        assert_eq!(
+            ours.check_report("payments", report.as_bytes(), now, window),
+            Err(Rejection::BadSignature)
+        );
+        let theirs = codec(Some(b"another"))
+            .failure_report("search", "a")
+            .unwrap();
+        assert_eq!(
+            ours.check_report("search", theirs.as_bytes(), now, window),
+            Err(Rejection::BadSignature)
+        );
+        assert_eq!(
+            ours.check_report("search", b"mallory|1", now, window),
+            Err(Rejection::Unsigned)
+        );
+        assert_eq!(
+            ours.check_report("search", b"mallory|1|yesterday|00", now, window),
+            Err(Rejection::Malformed)
+        );
+        // Older than the window and the tolerance: stale.
+        assert!(
+            ours.check_report("search", report.as_bytes(), now + 59_000, window)
+                .is_ok()
+        );
+        assert_eq!(
+            ours.check_report("search", report.as_bytes(), now + 61_000, window),
+            Err(Rejection::Stale)
+        );
+        assert_eq!(codec(None).failure_report("search", "a"), None);
     }
 
     #[test]

@@ -43,6 +43,10 @@
 //!   they share their openings: each local opening is one report, and `quorum` reports from
 //!   distinct instances open the fleet.
 //!
+//! A chaos drill's openings are never shared, whatever the breaker's sharing: an injected 429
+//! trips this instance's breaker alone, and injected failures are neither reported nor pushed
+//! (see [`crate::chaos`]), so a drill on a share of the instances stays on that share.
+//!
 //! A bulkhead still bounds **one instance**: ten instances with four slots each put forty
 //! calls at the dependency. That bound belongs to the platform's concurrency setting and the
 //! dependency's connection limit; nothing here shares bulkheads.
@@ -75,6 +79,35 @@
 //!   default), each until its opening ends or the next re-sync replaces the set from Redis;
 //!   past the bound, messages are dropped as `pending_full`. A flood of names costs a counter,
 //!   not memory.
+//! - **A quorum counts only what can be checked.** The failures in a breaker's window are
+//!   members of a sorted set anyone who can write to Redis can add to, and the script cannot
+//!   check a signature (the secret never reaches Redis). With a shared secret, each failure an
+//!   instance reports is signed (HMAC over the prefix, the breaker's name, the instance, a
+//!   nonce and the time), and the script only records it and hands the newest reports back
+//!   once they reach the threshold: the reporting instance counts the ones whose signatures it
+//!   checks, issued within the window (give or take the clock tolerance), each once, from
+//!   distinct instances, and opens the fleet only on those. Forged members are counted as
+//!   rejected (`source = "reports"`) and removed. Without a secret nothing can be told apart,
+//!   and a writer can make a quorum, as it can publish an opening: for one local bound each.
+//! - **A probation is bounded by the local configuration.** With a quorum of 1, one failure
+//!   right after an opening ends reopens the fleet. The script takes a probation only when it
+//!   is what an opening leaves behind under this instance's own configuration (it follows an
+//!   opening that has ended, and lasts at most this breaker's window past that end); with a
+//!   secret, the opening's stored message must also be signed with it, for this breaker, and
+//!   fresh within the probation. A probation forged to last a year is none.
+//! - **Sizes checked before anything crosses the wire.** Every instance reads the fleet's
+//!   state every few seconds, so a value a writer made huge must not reach it: the scripts
+//!   check sizes on the server (`STRLEN`, `HSTRLEN`, `LIMIT`) and send only what fits. A load
+//!   reads at most the pending bound of names besides this instance's own breakers (which it
+//!   asks for by name, so a flood of names cannot crowd them out), none longer than 256 bytes
+//!   (a longer one is removed from the index and counted as `too_large`); an opening's stored
+//!   message longer than 4 KiB is not sent, and is counted as `too_large`; the fleet's
+//!   override set is measured before it is read (see [`crate::overrides`]). A 100 MB name and
+//!   a 100 MB message in Redis cost an instance's loads about 2 KB on the wire, not 200 MB
+//!   (`a_100_mb_value_in_the_breaker_state_never_crosses_the_wire`). A message published on
+//!   the events channel reaches a subscriber whole: past 4 KiB it is dropped unread as
+//!   `too_large`, and Redis's own `client-output-buffer-limit pubsub` (32 MB by default)
+//!   disconnects a subscriber before a larger one reaches it; keep that limit.
 //! - **Optionally signed.** With [`RedisStoreBuilder::shared_secret`], every message this
 //!   instance writes carries an HMAC-SHA256 over its fields and the key prefix, and only
 //!   messages signed with the same secret are accepted (`unsigned` and `bad_signature`
@@ -85,7 +118,14 @@
 //!   publishing, and every such opening is counted (`received`) and names the instance it
 //!   claims to come from; with one, a writer who does not hold the secret cannot open a
 //!   breaker at all. The secret never reaches Redis (messages are signed by the instance before
-//!   the script publishes them) and is never printed, `Debug` included.
+//!   the script publishes them) and is never printed, `Debug` included. It must be at least 32
+//!   bytes: a shorter one, the empty one included, is refused at connect
+//!   ([`StoreError::WeakSecret`], which names the fix), since it would claim to sign while
+//!   anyone could guess it.
+//! - **The mode is said at connect.** Every store logs one INFO event when it connects
+//!   (`kind = "store_connected"`, with `signed`, `topology`, `prefix` and `instance`), and a
+//!   store without a secret one WARN (`kind = "store_unsigned"`, `reason = "no_shared_secret"`)
+//!   naming what a writer to the Redis can then do, once, not per message.
 //!
 //! Every dropped message is counted in [`StoreStatus::rejected`] (or
 //! [`StoreStatus::pending_dropped`]) and logged as `kind = "store_message_rejected"` with the
@@ -102,7 +142,7 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `policy:breaker:{search}` | hash | `until` and `probation` (server ms), `kind`, `cause`, `by` (instance), `message` (the opening's message) |
-//! | `policy:breaker:{search}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` |
+//! | `policy:breaker:{search}:failures` | sorted set | failures in the window, scored by server ms, member `instance\|seq` (with a secret: a signed report, `instance\|nonce\|issued_ms\|sig`) |
 //! | `policy:breaker:{search}:seq` | string | sequence for failure members |
 //! | `policy:breakers:open` | sorted set | names of the breakers open now, scored by when each opening ends (server ms) |
 //! | `policy:breaker:events` | pub/sub channel (sharded on a cluster) | one opening's message each |
@@ -182,6 +222,15 @@
 //! locally at once, with no round trip on the caller's path, until a background probe finds
 //! Redis again (see [`RedisRateLimiterBuilder`]).
 //!
+//! The state the limiter keeps in Redis is input too. A genuine one is a number at most one
+//! period ahead of the server's clock (the burst tolerance and one interval: the most an
+//! admission adds), and expires on its own. Anything else (a far-future value `SET` without a
+//! TTL to hold the limiter shut for years, a value that is no number, a key of another type)
+//! is corrupt: the script deletes it and decides as if the key were empty, the limiter counts
+//! it ([`LimiterSnapshot::store_resets`](crate::limiter::LimiterSnapshot::store_resets)) and
+//! logs it (`kind = "limiter_state_reset"`, `reason = "corrupt_state"`, a WARN at most once a
+//! minute). No refusal ever asks a caller to wait longer than the limiter's period.
+//!
 //! # Credentials
 //!
 //! The connection string is parsed by the `redis` crate and dropped; nothing here prints it,
@@ -235,6 +284,7 @@ use connection::{Target, Topology};
 #[cfg(feature = "overrides")]
 pub use fleet::{FleetError, FleetOverrides, FleetPolicyFile};
 pub use limiter::{RedisRateLimiter, RedisRateLimiterBuilder};
+pub(crate) use message::Signer;
 
 /// Counters of the breaker store's traffic; see [`StoreStatus`].
 #[derive(Debug, Default)]
@@ -282,6 +332,13 @@ pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The longest re-sync period: longer ones are cut to it (and never overflow an `Instant`).
+const MAX_RESYNC_EVERY: Duration = Duration::from_secs(24 * 3600);
+
+/// What a durable queue's entry signature is bound to, so a signature made for another kind of
+/// record (an opening, a failure report, an override set) never passes for an entry.
+const QUEUE_ENTRY_CONTEXT: &[u8] = b"policy-runtime queue entry v1";
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -327,6 +384,42 @@ fn outage_code(what: &str) -> &'static str {
 }
 
 impl Shared {
+    /// Says at connect whether what this store writes and reads is signed: one INFO event
+    /// (`kind = "store_connected"`, `signed`), and without a secret one WARN
+    /// (`kind = "store_unsigned"`) naming what a writer to this Redis can then do.
+    fn say_mode(&self) {
+        let signed = self.breakers.signed();
+        tracing::info!(
+            target: "policy",
+            mechanism = "store",
+            kind = "store_connected",
+            name = "redis",
+            instance = &*self.instance,
+            topology = self.topology.as_str(),
+            prefix = &*self.prefix,
+            signed,
+            reason = if signed { "signed" } else { "unsigned" },
+            "redis store connected; messages are {}",
+            if signed {
+                "signed with the shared secret"
+            } else {
+                "not signed"
+            }
+        );
+        if !signed {
+            tracing::warn!(
+                target: "policy",
+                mechanism = "store",
+                kind = "store_unsigned",
+                name = "redis",
+                instance = &*self.instance,
+                signed,
+                reason = "no_shared_secret",
+                "redis store messages are not signed: whoever can write to this redis can open breakers (each for at most its local bound), publish override sets (within their envelope) and enqueue tasks; set `RedisStoreBuilder::shared_secret`"
+            );
+        }
+    }
+
     /// Tells the followers of the fleet's overrides to read the latest set again.
     fn overrides_news(&self) {
         self.overrides_news
@@ -397,6 +490,9 @@ pub struct RedisStoreBuilder {
     queue: usize,
     pending_capacity: usize,
     signer: Option<message::Signer>,
+    /// How long the secret given to [`shared_secret`](Self::shared_secret) was: one under
+    /// [`message::MIN_SECRET_BYTES`] is refused at connect.
+    secret_len: Option<usize>,
     clock_tolerance: Duration,
     /// The primary's credentials behind Sentinel: never printed.
     primary_credentials: Option<(Option<String>, String)>,
@@ -445,11 +541,12 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// How often state is re-synced in both directions (default 5 s). The first re-sync comes
-    /// after a random half to whole period, so that a fleet started together does not re-sync
-    /// all at once.
+    /// How often state is re-synced in both directions (default 5 s), from 10 ms to a day
+    /// (a longer period, `Duration::MAX` included, is a day: the re-sync is what repairs a
+    /// missed message). The first re-sync comes after a random half to whole period, so that
+    /// a fleet started together does not re-sync all at once.
     pub fn resync_every(mut self, every: Duration) -> Self {
-        self.resync_every = every.max(Duration::from_millis(10));
+        self.resync_every = every.clamp(Duration::from_millis(10), MAX_RESYNC_EVERY);
         self
     }
 
@@ -473,8 +570,14 @@ impl RedisStoreBuilder {
     /// only messages signed with the same secret: give every instance of the fleet the same
     /// one. The secret is kept only as keyed HMAC state, never sent to Redis, and never
     /// printed (`Debug` included). See the [module docs](self) for what it protects against.
+    ///
+    /// At least 32 bytes (an empty or short secret is guessable, and would still claim to
+    /// sign): [`connect`](Self::connect) refuses a shorter one with
+    /// [`StoreError::WeakSecret`]. `openssl rand -hex 32` makes a good one.
     pub fn shared_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
-        self.signer = Some(message::Signer::new(secret.as_ref()));
+        let secret = secret.as_ref();
+        self.signer = Some(message::Signer::new(secret));
+        self.secret_len = Some(secret.len());
         self
     }
 
@@ -570,6 +673,9 @@ impl RedisStoreBuilder {
         if self.prefix.contains(['{', '}']) {
             return Err(StoreError::InvalidPrefix);
         }
+        if let Some(bytes) = self.secret_len.filter(|&n| n < message::MIN_SECRET_BYTES) {
+            return Err(StoreError::WeakSecret { bytes });
+        }
         let topology = target.topology();
         #[cfg(feature = "redis-tls")]
         {
@@ -615,6 +721,7 @@ impl RedisStoreBuilder {
             _shutdown: shutdown,
         });
         let _ = cell.set(Arc::downgrade(&shared));
+        shared.say_mode();
         breaker::start(
             &shared,
             subscriber,
@@ -650,6 +757,14 @@ pub enum StoreError {
     /// No tokio runtime was running.
     #[error("the redis store must be connected from inside a tokio runtime")]
     Runtime,
+    /// The shared secret is shorter than 32 bytes (an empty one included).
+    #[error(
+        "the redis store's shared secret is {bytes} bytes, fewer than the 32 it needs; give `shared_secret` at least 32 random bytes, say the output of `openssl rand -hex 32`"
+    )]
+    WeakSecret {
+        /// How long the secret given was.
+        bytes: usize,
+    },
 }
 
 /// Breaker state shared through Redis, with an in-process mirror per breaker.
@@ -687,6 +802,7 @@ impl RedisStore {
             queue: 4096,
             pending_capacity: 1024,
             signer: None,
+            secret_len: None,
             clock_tolerance: Duration::from_secs(30),
             primary_credentials: None,
             tls_root: None,
@@ -708,6 +824,20 @@ impl RedisStore {
         &self.shared.prefix
     }
 
+    /// The store's signer, when it has a shared secret (at least 32 bytes): sign a record with
+    /// `signer.sign(CONTEXT, store.prefix(), body)` and check one with `signer.verify(..)`,
+    /// each kind of record under a context of its own.
+    #[cfg_attr(
+        not(feature = "overrides"),
+        allow(
+            dead_code,
+            reason = "the fleet's override sets and the queue's entries sign with it"
+        )
+    )]
+    pub(crate) fn signer(&self) -> Option<&Signer> {
+        self.shared.breakers.codec().signer.as_ref()
+    }
+
     /// A clone of the store's connection (clones share it).
     pub(crate) fn connection(&self) -> Conn {
         self.conn.clone()
@@ -727,7 +857,7 @@ impl RedisStore {
     /// The hex HMAC-SHA256 of `body` with the store's shared secret (bound to its prefix), when
     /// it has one: the durable queue signs its entries with it.
     pub(crate) fn sign(&self, body: &[u8]) -> Option<String> {
-        self.shared.breakers.codec().sign(body)
+        self.shared.breakers.codec().sign(QUEUE_ENTRY_CONTEXT, body)
     }
 
     /// Whether `sig` signs `body` with the store's shared secret: always without one; else the
@@ -736,7 +866,7 @@ impl RedisStore {
         self.shared
             .breakers
             .codec()
-            .verify(body, sig)
+            .verify(QUEUE_ENTRY_CONTEXT, body, sig)
             .map_err(message::Rejection::as_str)
     }
 

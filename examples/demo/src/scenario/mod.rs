@@ -200,11 +200,14 @@ async fn run_phase(
         .chaos
         .map(|name| policy::Registry::global().chaos(name));
     if let Some(drill) = &drill {
+        // The scenario is a drill run on purpose: it arms drills for the phase.
+        policy::chaos::arm();
         drill.enable();
     }
     let b_window = phases::drive_phase(stage, index, phase).await;
     if let Some(drill) = &drill {
         drill.disable();
+        policy::chaos::disarm();
     }
     let after = Reading::now(providers);
     let counts = stage.log.counts(index);
