@@ -168,6 +168,10 @@ enum Value {
     /// A counter since start: the point is its growth since the last point (`None` at the
     /// first point, when there is no last).
     Count(u64),
+    /// A counter that counts only while the history records (an operation's calls): the
+    /// first point is its growth since zero, so the calls before an operation's first point
+    /// are in it, not lost.
+    Recorded(u64),
     /// A value computed for the interval, or none.
     Direct(Option<f64>),
 }
@@ -182,6 +186,10 @@ impl Series {
                     let before = self.last.insert(column, *now);
                     // A counter that went down was rebuilt: its growth is what it holds now.
                     before.map(|before| now.checked_sub(before).unwrap_or(*now) as f64)
+                }
+                Value::Recorded(now) => {
+                    let before = self.last.insert(column, *now).unwrap_or(0);
+                    Some(now.checked_sub(before).unwrap_or(*now) as f64)
                 }
             };
             let series = self.columns.entry(column).or_default();
@@ -311,20 +319,22 @@ impl History {
                 .max()
                 .map(|d| round(d.as_secs_f64() * 1000.0));
             let series = state.operations.entry(operation).or_default();
-            let interval = series
-                .last_latency
-                .map(|last| std::array::from_fn(|i| counts.latency[i].saturating_sub(last[i])));
+            // Counted only while the history records: the first point's interval starts at
+            // zero.
+            let last = series.last_latency.unwrap_or([0; BUCKETS]);
+            let interval: [u64; BUCKETS] =
+                std::array::from_fn(|i| counts.latency[i].saturating_sub(last[i]));
             series.last_latency = Some(counts.latency);
             let mut values = vec![
-                ("calls", Value::Count(counts.calls)),
-                ("ok", Value::Count(counts.ok)),
-                ("failed", Value::Count(counts.failed)),
-                ("expired", Value::Count(counts.expired)),
-                ("p99_ms", Value::Direct(interval.as_ref().and_then(p99))),
+                ("calls", Value::Recorded(counts.calls)),
+                ("ok", Value::Recorded(counts.ok)),
+                ("failed", Value::Recorded(counts.failed)),
+                ("expired", Value::Recorded(counts.expired)),
+                ("p99_ms", Value::Direct(p99(&interval))),
                 ("bound_ms", Value::Direct(bound)),
             ];
             for (i, kind) in REFUSAL_KINDS.iter().enumerate() {
-                values.push((refused_column(*kind), Value::Count(counts.refused[i])));
+                values.push((refused_column(*kind), Value::Recorded(counts.refused[i])));
             }
             series.push(len, &values);
         }
@@ -415,7 +425,9 @@ fn refused_column(kind: crate::RefusalKind) -> &'static str {
 /// most [`POINTS`]), and one series per breaker, bulkhead, shedder and operation: its `name`
 /// (and a shedder's `display_name`) and one array per column, as long as `at_unix_ms`, `null`
 /// where the series had no point yet. Counters are the growth during the interval before each
-/// point (`null` at a series' first point). Columns:
+/// point (`null` at a breaker's, bulkhead's or shedder's first point, whose counters ran before
+/// the history did; an operation's calls are counted only while the history records, so its
+/// first point holds the calls since then). Columns:
 ///
 /// | series | columns |
 /// |---|---|
@@ -492,5 +504,19 @@ mod tests {
         let p = p99(&latency).unwrap_or_default();
         assert!((900.0..=1134.0).contains(&p), "{p}");
         assert_eq!(p99(&[0; BUCKETS]), None);
+    }
+
+    #[test]
+    fn an_operations_first_point_holds_its_calls_a_breakers_does_not() {
+        let mut operation = Series::default();
+        operation.push(1, &[("calls", Value::Recorded(6))]);
+        operation.push(2, &[("calls", Value::Recorded(9))]);
+        let calls: Vec<Option<f64>> = operation.columns["calls"].iter().copied().collect();
+        assert_eq!(calls, [Some(6.0), Some(3.0)]);
+        let mut breaker = Series::default();
+        breaker.push(1, &[("refusals", Value::Count(6))]);
+        breaker.push(2, &[("refusals", Value::Count(9))]);
+        let refusals: Vec<Option<f64>> = breaker.columns["refusals"].iter().copied().collect();
+        assert_eq!(refusals, [None, Some(3.0)]);
     }
 }
