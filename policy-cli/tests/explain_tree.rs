@@ -273,3 +273,31 @@ fn the_help_says_how_to_read_the_output() {
     assert!(out.contains("[static]"), "{out}");
     assert!(out.contains("--env"), "{out}");
 }
+
+/// The README's section on reading a tree quotes the demo's save as `policy explain` prints it:
+/// a change to the tree, its numbers or its wording shows up here until the README follows.
+#[test]
+fn the_readmes_save_tree_is_what_explain_prints() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let quoted: Vec<&str> = readme
+        .split("```text\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .filter(|block| block.starts_with("tree save_document:"))
+        .collect();
+    assert_eq!(quoted.len(), 1, "the README quotes the save's tree once");
+    let output = policy(&[
+        "explain",
+        demo().join("policies").to_str().unwrap(),
+        "save_document",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let out = text(&output.stdout);
+    assert!(
+        out.contains(quoted[0]),
+        "the README's tree is not what `policy explain` prints:\n{}\nprinted:\n{out}",
+        quoted[0]
+    );
+}
