@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod assets;
 pub mod check;
+mod code;
 pub mod explain;
 mod files;
 pub mod fmt;
@@ -35,7 +36,7 @@ pub enum Command {
     /// Check policy files (or directories of them) and report every problem.
     Check(check::Args),
     /// Show each operation's chain and its worst-case latency, with and without deadline
-    /// propagation.
+    /// propagation, and each entry point's tree of operations, from the policy and the code.
     Explain(explain::Args),
     /// Format policy files in the canonical style, keeping comments.
     Fmt(fmt::Args),

@@ -82,8 +82,26 @@ pub(crate) fn summary(report: &Report) -> String {
 
 /// One diagnostic as JSON: severity, code, message, help, primary position, and every label.
 pub(crate) fn json(diagnostic: &Diagnostic, sources: &Sources) -> Value {
-    let labels: Vec<Value> = diagnostic
-        .labels
+    json_of(
+        &diagnostic.code(),
+        &diagnostic.message(),
+        diagnostic.help(),
+        diagnostic.is_error(),
+        &diagnostic.labels,
+        sources,
+    )
+}
+
+/// [`json`] for any rule with labels on policy text (`policy explain`'s findings).
+pub(crate) fn json_of(
+    code: &str,
+    message: &str,
+    help: Option<String>,
+    is_error: bool,
+    labels: &[policy_lang::Label],
+    sources: &Sources,
+) -> Value {
+    let json_labels: Vec<Value> = labels
         .iter()
         .map(|label| {
             let position = sources.position(label.loc);
@@ -97,17 +115,15 @@ pub(crate) fn json(diagnostic: &Diagnostic, sources: &Sources) -> Value {
             })
         })
         .collect();
-    let primary = diagnostic
-        .primary_loc()
-        .and_then(|loc| sources.position(loc));
+    let primary = labels.first().and_then(|label| sources.position(label.loc));
     json!({
-        "severity": if diagnostic.is_error() { "error" } else { "warning" },
-        "code": diagnostic.code(),
-        "message": diagnostic.message(),
-        "help": diagnostic.help(),
+        "severity": if is_error { "error" } else { "warning" },
+        "code": code,
+        "message": message,
+        "help": help,
         "file": primary.map(|p| p.file),
         "line": primary.map(|p| p.line),
         "column": primary.map(|p| p.column),
-        "labels": labels,
+        "labels": json_labels,
     })
 }

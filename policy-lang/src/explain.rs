@@ -9,8 +9,9 @@
 //! * **without deadline propagation** every layer waits out its own timeout, and they add up:
 //!   `N × t + (B_1 + ... + B_(N-1))`, where `t` is `T`, or `D_op` when there is no attempt
 //!   timeout (each attempt then gets the whole operation timeout), or `D_req` when the operation
-//!   has no deadline either (critical work only); unbounded when there is none. Operations do not call operations in
-//!   the model yet; when they do, a nested operation's bound adds to its attempt's `t`.
+//!   has no deadline either (critical work only); unbounded when there is none. An operation
+//!   alone calls nothing: the operations it calls, and what they add to its attempt's `t`, are
+//!   the [`bound`](crate::bound) module's trees.
 //! * **with deadline propagation** every attempt and every backoff draws from one budget, which
 //!   is clamped by the request's: `min(D_op, D_req, the sum above)`.
 //!

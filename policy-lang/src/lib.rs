@@ -168,6 +168,13 @@
 //! | `policy::queue-stores-backlog` (warning) | `max_queued` above [`validate::BACKLOG_FACTOR`] × `max_concurrent` | a shorter queue |
 //! | `policy::large-image-above-max` (warning) | `large_image` at or above `max_image`: the large-image rules only repeat the ceiling | `large_image` below `max_image` |
 //!
+//! ## Checked against the code
+//!
+//! `policy explain` composes each entry point's tree of operations from the code and the policy
+//! ([`bound`]), and reports what the tree shows with the codes `policy::explain::...`
+//! (`child-never-fits`, `attempts-exceed-deadline`, `no-min-budget`, `no-request-deadline`,
+//! `call-cycle`): warnings, listed in the [`bound`] module with their fixes.
+//!
 //! ## Checked against an environment
 //!
 //! `policy locality --check` compares each declared hop with the regions the locality probe
@@ -194,6 +201,7 @@
 extern crate alloc;
 
 mod ast;
+pub mod bound;
 pub mod diagnostic;
 pub mod explain;
 #[cfg(feature = "files")]

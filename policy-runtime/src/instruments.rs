@@ -677,7 +677,7 @@ pub(crate) struct CallMetrics {
 /// The refusal kinds whose call durations are registered with the operation's other handles.
 /// A drill's refusal ([`RefusalKind::Injected`]) is registered at the first one (see
 /// [`CallMetrics::refused`]): a build or a process that runs no drill never shows it.
-const REFUSAL_KINDS: [RefusalKind; 5] = [
+pub(crate) const REFUSAL_KINDS: [RefusalKind; 5] = [
     RefusalKind::BreakerOpen,
     RefusalKind::BulkheadFull,
     RefusalKind::Shed,

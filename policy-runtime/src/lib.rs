@@ -195,6 +195,8 @@ pub mod defer;
 pub mod error;
 pub mod fallback;
 pub mod hedge;
+#[cfg(feature = "dashboard")]
+pub mod history;
 mod instruments;
 pub mod isolate;
 mod json;

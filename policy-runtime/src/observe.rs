@@ -162,13 +162,29 @@ pub(crate) fn operation() -> Option<&'static str> {
     OPERATION.with(Cell::get)
 }
 
-/// One annotated operation's calls: its name and, with the `metrics` feature, its metric
-/// handles, registered at its first call and kept. The expansion keeps one in a `static` per
+/// Callers remembered per operation, each in a slot filled once: a call from one of them costs
+/// a load and a comparison per slot; past them, a call from another caller looks its edge up
+/// in the registry (under a read lock, allocating nothing once the edge is known).
+const PARENT_SLOTS: usize = 8;
+
+/// One annotated operation's calls: its name, the callers it was seen called by (the edges of
+/// the [observed tree](crate::registry::CallsSnapshot)), with the `metrics` feature its metric
+/// handles, registered at its first call and kept, and with the `dashboard` feature its counts
+/// and latencies for the dashboard's history. The expansion keeps one in a `static` per
 /// annotated function and hands it to every call's [`Traced`].
 pub struct Calls {
     operation: &'static str,
+    parents: [std::sync::OnceLock<&'static str>; PARENT_SLOTS],
     #[cfg(feature = "metrics")]
     metrics: std::sync::OnceLock<crate::instruments::CallMetrics>,
+    #[cfg(feature = "dashboard")]
+    pub(crate) stats: crate::history::CallStats,
+}
+
+/// Whether two callers are the same: the same `static` string, or equal text.
+#[inline]
+fn same(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 impl Calls {
@@ -176,14 +192,70 @@ impl Calls {
     pub const fn new(operation: &'static str) -> Self {
         Self {
             operation,
+            parents: [const { std::sync::OnceLock::new() }; PARENT_SLOTS],
             #[cfg(feature = "metrics")]
             metrics: std::sync::OnceLock::new(),
+            #[cfg(feature = "dashboard")]
+            stats: crate::history::CallStats::new(),
         }
     }
 
     /// The operation's name.
     pub fn operation(&self) -> &'static str {
         self.operation
+    }
+
+    /// Notes who called this call: `parent`, the operation being polled on this thread when it
+    /// started, or none (an entry point, with a deadline in scope or not). The first call from
+    /// a caller records the edge in the registry; every later one finds it in a slot.
+    #[inline]
+    fn called_by(&'static self, parent: Option<&'static str>) {
+        let parent = match parent {
+            Some(parent) => parent,
+            None => crate::registry::entry_caller(crate::Deadline::current().is_some()),
+        };
+        for slot in &self.parents {
+            match slot.get() {
+                Some(known) if same(known, parent) => return,
+                Some(_) => {}
+                None => return self.first_from(parent),
+            }
+        }
+        crate::registry::Registry::global().note_call(parent, self);
+    }
+
+    /// The first call seen from `parent`: a slot claimed, the edge recorded.
+    #[cold]
+    #[inline(never)]
+    fn first_from(&'static self, parent: &'static str) {
+        for slot in &self.parents {
+            match slot.get() {
+                Some(known) if same(known, parent) => return,
+                Some(_) => continue,
+                None => {}
+            }
+            if slot.set(parent).is_ok() || slot.get().is_some_and(|known| same(known, parent)) {
+                crate::registry::Registry::global().note_call(parent, self);
+                return;
+            }
+        }
+        crate::registry::Registry::global().note_call(parent, self);
+    }
+
+    /// Whether a call's clock is read: someone listens to its metrics, or the dashboard's
+    /// history records.
+    #[cfg(any(feature = "metrics", feature = "dashboard"))]
+    #[inline]
+    fn measured(&self) -> bool {
+        #[cfg(feature = "metrics")]
+        let metrics = self.metrics().live;
+        #[cfg(not(feature = "metrics"))]
+        let metrics = false;
+        #[cfg(feature = "dashboard")]
+        let history = crate::history::recording();
+        #[cfg(not(feature = "dashboard"))]
+        let history = false;
+        metrics || history
     }
 
     #[cfg(feature = "metrics")]
@@ -215,7 +287,7 @@ impl<T, E> CallOutput for Result<T, E> {
     }
 }
 
-#[cfg(feature = "metrics")]
+#[cfg(any(feature = "metrics", feature = "dashboard"))]
 mod meter {
     use std::cell::Cell;
 
@@ -252,6 +324,10 @@ mod meter {
         });
     }
 
+    #[cfg_attr(
+        not(feature = "metrics"),
+        expect(dead_code, reason = "the retries per call are a metric")
+    )]
     pub(super) fn retried() {
         MARK.with(|m| {
             let mark = m.get();
@@ -273,35 +349,37 @@ mod meter {
 /// A refusal became the error of the call being polled (its metrics' `refused` outcome).
 #[inline]
 pub(crate) fn call_refused(kind: crate::RefusalKind) {
-    #[cfg(feature = "metrics")]
+    #[cfg(any(feature = "metrics", feature = "dashboard"))]
     meter::refused(kind);
-    #[cfg(not(feature = "metrics"))]
+    #[cfg(not(any(feature = "metrics", feature = "dashboard")))]
     let _ = kind;
 }
 
 /// An expiry became the error of the call being polled (its metrics' `expired` outcome).
 #[inline]
 pub(crate) fn call_expired() {
-    #[cfg(feature = "metrics")]
+    #[cfg(any(feature = "metrics", feature = "dashboard"))]
     meter::expired();
 }
 
-/// One call's measure: nothing without the `metrics` feature.
-#[cfg(not(feature = "metrics"))]
+/// One call's measure: nothing without the `metrics` or `dashboard` feature.
+#[cfg(not(any(feature = "metrics", feature = "dashboard")))]
 #[derive(Default)]
 struct Meter {}
 
-#[cfg(feature = "metrics")]
+#[cfg(any(feature = "metrics", feature = "dashboard"))]
 use meter::Meter;
 
 pin_project! {
     /// A call of an annotated function: polled inside its span, with its operation in scope
-    /// for the mechanisms' events, and measured for its operation's metrics.
+    /// for the mechanisms' events, its caller noted at its first poll (the operation polled
+    /// around it, or none), and measured for its operation's metrics and history.
     #[must_use = "futures do nothing unless polled"]
     pub struct Traced<F> {
         calls: &'static Calls,
         span: tracing::Span,
         meter: Meter,
+        started: bool,
         #[pin]
         inner: F,
     }
@@ -313,6 +391,7 @@ impl<F> Traced<F> {
             calls,
             span,
             meter: Meter::default(),
+            started: false,
             inner,
         }
     }
@@ -338,22 +417,28 @@ where
         let this = self.project();
         let _entered = this.span.enter();
         let outer = OPERATION.with(|op| op.replace(Some(this.calls.operation)));
-        #[cfg(feature = "metrics")]
-        let metrics = this.calls.metrics();
-        #[cfg(feature = "metrics")]
-        if metrics.live && this.meter.started.is_none() {
+        if !*this.started {
+            // Its caller: the operation polled around it when it starts. Once per call, a
+            // load and a comparison per remembered caller; nothing allocated once known.
+            *this.started = true;
+            this.calls.called_by(outer);
+        }
+        #[cfg(any(feature = "metrics", feature = "dashboard"))]
+        let measured = this.calls.measured();
+        #[cfg(any(feature = "metrics", feature = "dashboard"))]
+        if measured && this.meter.started.is_none() {
             this.meter.started = Some(tokio::time::Instant::now());
         }
         // Saved and restored whether or not anyone listens to this operation, so what the
         // mechanisms note during this poll never reaches an enclosing call's measure.
-        #[cfg(feature = "metrics")]
+        #[cfg(any(feature = "metrics", feature = "dashboard"))]
         let outer_mark = meter::MARK.with(|m| m.replace(meter::Mark::default()));
         let poll = this.inner.poll(cx);
         OPERATION.with(|op| op.set(outer));
-        #[cfg(feature = "metrics")]
+        #[cfg(any(feature = "metrics", feature = "dashboard"))]
         let mark = meter::MARK.with(|m| m.replace(outer_mark));
-        #[cfg(feature = "metrics")]
-        if metrics.live {
+        #[cfg(any(feature = "metrics", feature = "dashboard"))]
+        if measured {
             let meter = &mut *this.meter;
             if mark.outcome.is_some() {
                 meter.mark.outcome = mark.outcome;
@@ -367,7 +452,17 @@ where
                     meter.mark.outcome.unwrap_or(CallOutcome::Failed)
                 };
                 let took = meter.started.map(|s| s.elapsed()).unwrap_or_default();
-                metrics.ended(outcome, took, meter.mark.retries.saturating_add(1));
+                #[cfg(feature = "metrics")]
+                {
+                    let metrics = this.calls.metrics();
+                    if metrics.live {
+                        metrics.ended(outcome, took, meter.mark.retries.saturating_add(1));
+                    }
+                }
+                #[cfg(feature = "dashboard")]
+                if crate::history::recording() {
+                    this.calls.stats.ended(outcome, took);
+                }
             }
         }
         poll

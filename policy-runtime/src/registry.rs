@@ -81,10 +81,12 @@ use crate::limiter::LimiterSnapshot;
 pub use crate::limiter::LimiterSource;
 #[cfg(feature = "ratelimit")]
 use crate::limiter::{RateLimiter, RateLimiterBuilder};
+use crate::observe::Calls;
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 pub use crate::tuning::{FleetOrigin, OverriddenSetting, OverridesSnapshot, RefusedOverrides};
 
+mod calls;
 #[cfg(feature = "test-registry")]
 pub mod scoped;
 #[cfg(feature = "test-registry")]
@@ -96,7 +98,13 @@ mod tunings;
 #[cfg(feature = "overrides")]
 pub(crate) use tunings::Tunings;
 
+pub(crate) use calls::entry_caller;
+pub use calls::{CallsSnapshot, EdgeSnapshot, MAX_EDGES};
+
 type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
+
+/// One use of a named mechanism: the declaring function, the mechanism's kind, its name.
+type Use = (Arc<str>, &'static str, Arc<str>);
 
 /// Named mechanisms of one process (or one test).
 pub struct Registry {
@@ -125,7 +133,15 @@ pub struct Registry {
     /// What the dashboard shows of the overrides: where each overridden value came from.
     overrides: RwLock<OverridesSnapshot>,
     declarations: RwLock<BTreeMap<(&'static str, Arc<str>), Declaration>>,
+    /// Every (origin, kind, name) declared: which function uses which mechanism, once per
+    /// handle (the first declaration of a name is in `declarations`, every user here).
+    uses: RwLock<std::collections::BTreeSet<Use>>,
     conflicts: RwLock<Vec<Conflict>>,
+    /// The calls seen between annotated operations.
+    calls: RwLock<calls::CallTable>,
+    /// The dashboard's history of each mechanism and operation (feature `dashboard`).
+    #[cfg(feature = "dashboard")]
+    history: crate::history::History,
 }
 
 /// Who configured a named mechanism, and how.
@@ -264,6 +280,12 @@ pub struct Snapshot {
     /// Second configurations refused, in the order they came (see
     /// [One name, one configuration](self#one-name-one-configuration)).
     pub conflicts: Vec<Conflict>,
+    /// The calls between annotated operations seen so far: the observed tree's edges.
+    pub calls: CallsSnapshot,
+    /// The last few minutes of every breaker, bulkhead, shedder and operation, one point per
+    /// sample (feature `dashboard`; the field does not exist without it).
+    #[cfg(feature = "dashboard")]
+    pub history: crate::history::HistorySnapshot,
     /// Fault injection for drills, by name: faults, rates, on or off, and what each injected
     /// (feature `chaos`; the field does not exist without it).
     #[cfg(feature = "chaos")]
@@ -300,7 +322,11 @@ impl Registry {
             tunings: RwLock::default(),
             overrides: RwLock::default(),
             declarations: RwLock::default(),
+            uses: RwLock::default(),
             conflicts: RwLock::default(),
+            calls: RwLock::default(),
+            #[cfg(feature = "dashboard")]
+            history: crate::history::History::default(),
         }
     }
 
@@ -378,6 +404,11 @@ impl Registry {
         get_or_insert(&self.hedges, name, |name| {
             Arc::new(configure(Hedge::builder(name)).build())
         })
+    }
+
+    /// The retry policy named `name`, if one was built.
+    pub fn find_retry(&self, name: &str) -> Option<Arc<RetryPolicy>> {
+        read(&self.retries).get(name).cloned()
     }
 
     /// The hedging policy named `name`, if one was built.
@@ -509,6 +540,7 @@ impl Registry {
             origin: Arc::from(origin),
             settings: Arc::from(settings.to_string()),
         };
+        write(&self.uses).insert((declaration.origin.clone(), kind, Arc::from(name)));
         let first = {
             let mut declarations = write(&self.declarations);
             let first = declarations
@@ -578,9 +610,120 @@ impl Registry {
             background: crate::background::snapshots(),
             queues: crate::queue::snapshots(),
             conflicts: read(&self.conflicts).clone(),
+            calls: read(&self.calls).snapshot(),
+            #[cfg(feature = "dashboard")]
+            history: self.history.snapshot(),
             #[cfg(feature = "chaos")]
             chaos: read(&self.chaos).values().map(|c| c.snapshot()).collect(),
         }
+    }
+
+    /// Records that `calls`' operation was called by `parent` (an operation, or an entry
+    /// point's caller): once per edge, from the first call of each (the operation's slots keep
+    /// the rest away), under a read lock when the edge is known and a write lock when it is new.
+    pub(crate) fn note_call(&self, parent: &'static str, calls: &'static Calls) {
+        if read(&self.calls).knows(parent, calls.operation()) {
+            return;
+        }
+        let dropped = {
+            let mut table = write(&self.calls);
+            table.insert(parent, calls).then(|| table.dropped())
+        };
+        if let Some(count) = dropped {
+            calls::dropped(parent, calls.operation(), count);
+        }
+    }
+
+    /// The breakers', bulkheads', shedders' and operation deadlines' snapshots, for the
+    /// history (feature `dashboard`).
+    #[cfg(feature = "dashboard")]
+    pub(crate) fn mechanism_snapshots(
+        &self,
+    ) -> (
+        Vec<BreakerSnapshot>,
+        Vec<BulkheadSnapshot>,
+        Vec<ShedderSnapshot>,
+        Vec<OperationSnapshot>,
+    ) {
+        (
+            read(&self.breakers)
+                .values()
+                .map(Breaker::snapshot)
+                .collect(),
+            read(&self.bulkheads)
+                .values()
+                .map(Bulkhead::snapshot)
+                .collect(),
+            read(&self.shedders)
+                .values()
+                .map(|s| s.snapshot())
+                .collect(),
+            read(&self.operations)
+                .values()
+                .map(|o| o.snapshot())
+                .collect(),
+        )
+    }
+
+    /// The calls seen of every operation (feature `dashboard`: their counts and latencies).
+    #[cfg(feature = "dashboard")]
+    pub(crate) fn calls_seen(&self) -> Vec<&'static Calls> {
+        read(&self.calls).operations().to_vec()
+    }
+
+    /// Notes a request budget a `DeadlineLayer` stamps (the dashboard's trees put the
+    /// largest above every entry point).
+    #[cfg_attr(
+        not(feature = "http"),
+        expect(dead_code, reason = "the DeadlineLayer (feature `http`) notes it")
+    )]
+    pub(crate) fn note_request_budget(&self, budget: std::time::Duration) {
+        write(&self.calls).note_request(budget);
+    }
+
+    /// Notes a `DeadlineLayer`'s minimum budget.
+    #[cfg_attr(
+        not(feature = "http"),
+        expect(dead_code, reason = "the DeadlineLayer (feature `http`) notes it")
+    )]
+    pub(crate) fn note_request_min_budget(&self, min_budget: std::time::Duration) {
+        write(&self.calls).note_request_min_budget(min_budget);
+    }
+
+    /// The mechanisms of `kind` (`retry policy`, `hedge`, ...) the function `origin` declared,
+    /// by name.
+    pub fn used_by(&self, origin: &str, kind: &str) -> Vec<Arc<str>> {
+        read(&self.uses)
+            .iter()
+            .filter(|(o, k, _)| &**o == origin && *k == kind)
+            .map(|(_, _, name)| name.clone())
+            .collect()
+    }
+
+    /// The functions that declared the operation whose own name is `operation` (its entry is
+    /// named `module::path::operation`).
+    pub fn declaring(&self, operation: &str) -> Vec<Arc<str>> {
+        read(&self.uses)
+            .iter()
+            .filter(|(_, kind, name)| {
+                *kind == "operation" && crate::observe::short_name(name) == operation
+            })
+            .map(|(origin, _, _)| origin.clone())
+            .collect()
+    }
+
+    /// Takes one sample of the dashboard's history now (feature `dashboard`): the dashboard's
+    /// sampler does every two seconds; a test, or a service with a cadence of its own, may too.
+    #[cfg(feature = "dashboard")]
+    pub fn record_history(&self) {
+        self.history.sample(self);
+    }
+
+    /// Starts the dashboard's sampler for this registry on the current tokio runtime, once
+    /// (again if the runtime that ran it ended); without a runtime, nothing.
+    #[cfg(feature = "dashboard")]
+    pub(crate) fn sample_history_from(&'static self) {
+        self.history.start(self);
     }
 
     /// The chaos `name` (feature `chaos`): the run-time switch of a drill, shared with every

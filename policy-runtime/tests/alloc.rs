@@ -222,3 +222,94 @@ fn an_adaptive_bulkhead_allocates_nothing_when_admitted_nor_when_its_limit_moves
     assert!(bulkhead.max_concurrent() > 4, "the limit moved");
     assert_eq!(counted.count_total, 0, "{counted:?}");
 }
+
+static ALLOC_ROUTE: policy_runtime::__macro_support::Calls =
+    policy_runtime::__macro_support::Calls::new("alloc_route");
+static ALLOC_OP: policy_runtime::__macro_support::Calls =
+    policy_runtime::__macro_support::Calls::new("alloc_op");
+
+/// What the expansion wraps every call in, around the whole sequence: each call notes its
+/// caller at its first poll (here an annotated operation inside another, under a request
+/// deadline), and with the `dashboard` feature, once a sampler runs, is measured for the
+/// history. Neither allocates once the callers are known.
+#[test]
+fn an_annotated_call_noting_its_caller_allocates_nothing_when_admitted() {
+    use policy_runtime::__macro_support::traced;
+
+    // With the `dashboard` feature, a sampler on a runtime of its own (another thread: the
+    // counter counts this thread's allocations only), so every call below is measured.
+    #[cfg(feature = "dashboard")]
+    let sampler = {
+        let sampler = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        sampler.block_on(async {
+            let _ = policy_runtime::dashboard::router::<()>();
+        });
+        sampler
+    };
+    let rt = runtime();
+    let stack = Stack::new();
+    let request = rt.block_on(async { Deadline::after(Duration::from_secs(10)) });
+    let stack = &stack;
+    let once = |i: u64| {
+        traced(&ALLOC_ROUTE, tracing::Span::none(), async move {
+            traced(
+                &ALLOC_OP,
+                tracing::Span::none(),
+                stack.call(request, i, false),
+            )
+            .await
+        })
+    };
+    rt.block_on(async {
+        request.scope(once(0)).await.unwrap();
+        once(0).await.unwrap();
+    });
+    let counted = allocation_counter::measure(|| {
+        rt.block_on(async {
+            for i in 0..1_000u64 {
+                assert_eq!(request.scope(once(i)).await.unwrap(), i + 1);
+                assert_eq!(once(i).await.unwrap(), i + 1);
+            }
+        })
+    });
+    assert_eq!(counted.count_total, 0, "{counted:?}");
+    // The callers were noted: the route under a deadline and not, the operation by the route.
+    let calls = policy_runtime::Registry::global().snapshot().calls;
+    let edges: Vec<(Option<&str>, &str)> = calls
+        .edges
+        .iter()
+        .filter(|e| e.child.starts_with("alloc_"))
+        .map(|e| (e.parent, e.child))
+        .collect();
+    assert!(
+        edges.contains(&(Some("alloc_route"), "alloc_op")),
+        "{edges:?}"
+    );
+    assert_eq!(
+        edges
+            .iter()
+            .filter(|(p, c)| p.is_none() && *c == "alloc_route")
+            .count(),
+        2,
+        "{edges:?}"
+    );
+    // And measured for the history: every call of the operation is in its points.
+    #[cfg(feature = "dashboard")]
+    {
+        let registry = policy_runtime::Registry::global();
+        registry.record_history();
+        let history = registry.snapshot().history;
+        let op = history
+            .operations
+            .iter()
+            .find(|s| &*s.name == "alloc_op")
+            .unwrap();
+        let calls: f64 = op.column("calls").unwrap().iter().flatten().sum();
+        assert_eq!(calls, 2002.0, "every call measured");
+        drop(sampler);
+    }
+}

@@ -43,6 +43,31 @@ pub fn request_min_budget() -> Option<Duration> {
     SET.spec().request_min_budget()
 }
 
+/// The numbers of `policies/demo.policy` for the request's bound (`policy_lang::bound`): each
+/// operation's deadline, minimum budget, retry and hedge, and the request's budget.
+pub fn bound_model() -> policy_lang::bound::Model {
+    policy_lang::bound::Model::from_spec(SET.spec())
+}
+
+/// The tree of `entry` as this process ran it: the calls between annotated operations the
+/// registry observed, composed with `demo.policy`'s numbers (and, for an operation only an
+/// attribute declares, such as `push_to_index`, the numbers in force in the registry). `None`
+/// when `entry` was never called.
+pub fn observed_tree(registry: &policy::Registry, entry: &str) -> Option<policy_lang::bound::Tree> {
+    let snapshot = registry.snapshot();
+    let (in_force, graph) = policy::dashboard::observed(&snapshot, registry);
+    let mut model = bound_model();
+    for budget in in_force.budgets() {
+        if model.get(&budget.operation).is_none() {
+            model.insert(budget.clone());
+        }
+    }
+    policy_lang::bound::compose(&model, &graph)
+        .trees
+        .into_iter()
+        .find(|tree| tree.entry() == entry)
+}
+
 /// The `DeadlineLayer` the service's routes get: the request stanza's budget, tightened by a
 /// caller's `grpc-timeout` or `x-deadline-ms`, and its minimum.
 pub fn deadline_layer() -> Result<DeadlineLayer, DemoError> {

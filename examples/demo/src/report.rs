@@ -318,6 +318,13 @@ pub fn tables(run: &RunReport) -> String {
             run.skipped
         );
     }
+    if let Some(tree) = &run.save_tree {
+        let _ = writeln!(
+            out,
+            "\n── the save's tree: the calls this run made, with demo.policy's numbers ──"
+        );
+        out.push_str(&tree.to_string());
+    }
     if let Some(shared) = &run.shared {
         let _ = writeln!(
             out,
@@ -623,6 +630,68 @@ fn bounded_cost(run: &RunReport) -> Verdict {
     )
 }
 
+/// What the save route does around `save_document` (reading the body, writing the response),
+/// allowed above the tree's bound.
+pub const SAVE_ROUTE_SLACK: Duration = Duration::from_millis(250);
+
+/// The save's tree, named by its operations: `` `save_document` > `authenticate`, ... ``, its
+/// calls by name (the run observes who called whom, not in which order).
+fn tree_names(tree: &policy_lang::bound::Tree) -> String {
+    let children: Vec<String> = tree
+        .root
+        .children
+        .iter()
+        .map(|c| format!("`{}`", c.operation))
+        .collect();
+    format!("`{}` > {}", tree.entry(), children.join(", "))
+}
+
+fn bound_text(bound: Option<Duration>) -> String {
+    bound.map_or_else(
+        || "unbounded".to_owned(),
+        policy_lang::units::format_duration,
+    )
+}
+
+fn save_within_its_bound(run: &RunReport) -> Verdict {
+    const PROMISE: &str = "every save ended within the bound its tree states";
+    let Some(tree) = &run.save_tree else {
+        return Verdict::not_judged(PROMISE, "no save ran, so the run observed no tree");
+    };
+    let Some(bound) = tree.bound else {
+        return Verdict::not_judged(PROMISE, "the save's tree has no bound");
+    };
+    let saves: u64 = run.phases.iter().map(|p| p.save.count).sum();
+    let slowest = run
+        .phases
+        .iter()
+        .map(|p| p.save.max)
+        .max()
+        .unwrap_or_default();
+    let tightest = match tree.tightest.as_deref() {
+        Some("request") => "the request's deadline".to_owned(),
+        Some(op) => format!("`{op}`'s deadline"),
+        None => "no deadline".to_owned(),
+    };
+    Verdict::new(
+        saves > 0 && slowest <= bound + SAVE_ROUTE_SLACK,
+        PROMISE,
+        format!(
+            "the save's tree as this run called it, with demo.policy's numbers: {} ({tightest}) with deadline propagation, plus {} for the route's own work",
+            bound_text(Some(bound)),
+            ms(SAVE_ROUTE_SLACK)
+        ),
+        format!(
+            "the run called {}; the slowest of {} took {}; if each timeout stood alone it could have taken {} ({})",
+            tree_names(tree),
+            count_of(saves, "save"),
+            ms(slowest),
+            bound_text(tree.alone),
+            tree.sum
+        ),
+    )
+}
+
 fn retry_after_honoured(run: &RunReport) -> Verdict {
     const PROMISE: &str = "a 429's Retry-After was honoured";
     let Some(limited) = run.phase("search 429") else {
@@ -815,6 +884,7 @@ pub fn findings(run: &RunReport) -> Vec<Verdict> {
         deferred_after_response(run),
         sessions_degrade(run),
         one_budget(run),
+        save_within_its_bound(run),
     ]);
     out
 }
@@ -1116,6 +1186,16 @@ pub fn html(run: &RunReport) -> String {
         body.push_str("</li>");
     }
     body.push_str("</ul>");
+    if let Some(tree) = &run.save_tree {
+        let _ = write!(
+            body,
+            "<h2>The save's tree</h2><p>What a save ran in this run (the calls the registry observed between annotated operations), with <code>demo.policy</code>'s numbers: with deadline propagation a save takes at most <strong>{}</strong>; if each timeout stood alone it could take <strong>{}</strong> ({}).</p><pre>{}</pre>",
+            bound_text(tree.bound),
+            bound_text(tree.alone),
+            esc(&tree.sum),
+            rich(&tree.to_string())
+        );
+    }
     body.push_str(&chart(
         run,
         Route::Save,

@@ -108,6 +108,35 @@ async fn the_dashboard_shows_the_search_breaker_open_in_a_real_browser() {
         row.contains("the dependency asked for"),
         "the cause is shown: {row}"
     );
+    // The save's tree as this instance ran it, with both worst cases (issue 44): the request's
+    // 5 s above it, `save_document`'s 2 s the bound, and every timeout alone 3.45 s (its calls
+    // seen at run time, so by name).
+    let at = dom
+        .find("data-entry=\"save_document\"")
+        .unwrap_or_else(|| panic!("the page shows no tree for the save:\n{dom}"));
+    let tree = &dom[at..at + dom[at..].find("</table>").unwrap_or(0)];
+    assert!(tree.contains("within the request's 5 s"), "{tree}");
+    assert!(
+        tree.contains("worst case with deadline propagation: 2 s (save_document)"),
+        "{tree}"
+    );
+    assert!(
+        tree.contains(
+            "if each timeout stood alone: 3.45 s (2s + 100ms + 100ms + 150ms + 100ms + 1s)"
+        ),
+        "{tree}"
+    );
+    for operation in [
+        "authenticate",
+        "lookup_session",
+        "authorize",
+        "validate",
+        "write_document",
+    ] {
+        let row = browser::row(tree, "data-name", operation)
+            .unwrap_or_else(|| panic!("no `{operation}` in the save's tree:\n{tree}"));
+        assert!(row.contains("<svg class=\"spark\""), "{row}");
+    }
     // The demo's per-function shedder, by its operation's name, not `policy_demo::service::...`.
     let shedders = browser::table_body(&dom, "shedders").expect("the shedders table");
     let publish = browser::row(shedders, "data-name", "publish_activity")

@@ -37,6 +37,36 @@ async fn the_short_scenario_keeps_the_seeds_promises() {
     let slow = phase(&run, "search slow");
     let down = phase(&run, "search down");
 
+    // The save's tree, computed by the run (issue 44): the calls the registry observed, with
+    // demo.policy's numbers; seen at run time, its calls come by name.
+    let tree = run
+        .save_tree
+        .as_ref()
+        .expect("the run observed the save's tree");
+    let called: Vec<&str> = tree
+        .root
+        .children
+        .iter()
+        .map(|c| c.operation.as_str())
+        .collect();
+    assert_eq!(
+        called,
+        [
+            "authenticate",
+            "authorize",
+            "lookup_session",
+            "validate",
+            "write_document"
+        ]
+    );
+    assert_eq!(tree.request, Some(Duration::from_secs(5)));
+    assert_eq!(tree.bound, Some(Duration::from_secs(2)));
+    assert_eq!(tree.alone, Some(Duration::from_millis(3450)));
+    assert!(
+        policy_demo::report::tables(&run).contains("── the save's tree"),
+        "the tables name it"
+    );
+
     // The injected phase: the provider was healthy, the `search_drill` chaos (switched on
     // through the registry for the phase) injected the latency, and the report says so. The
     // provider's own slow phase injected nothing.
@@ -337,9 +367,28 @@ fn the_reports_headlines_are_verdicts_on_the_measured_numbers(run: &RunReport) {
     }
     assert_eq!(judged(&broken, bounded).judgement, Judgement::NotKept);
 
+    // A save slower than its tree's bound breaks the promise the tree states.
+    let bound_promise = "every save ended within the bound its tree states";
+    assert_ne!(judged(run, bound_promise).judgement, Judgement::NotJudged);
+    let mut broken = run.clone();
+    phase_mut(&mut broken, "healthy").save.max = Duration::from_secs(4);
+    let verdict = judged(&broken, bound_promise);
+    assert_eq!(verdict.judgement, Judgement::NotKept, "{verdict}");
+    assert!(verdict.measured.contains("3.45s"), "{verdict}");
+    let mut no_tree = run.clone();
+    no_tree.save_tree = None;
+    assert_eq!(
+        judged(&no_tree, bound_promise).judgement,
+        Judgement::NotJudged
+    );
+
     // The HTML has no Markdown left in it: names in backticks are `<code>`.
     let html = report::html(run);
     assert!(!html.contains('`'), "a backtick in the HTML report");
+    assert!(
+        html.contains("<h2>The save's tree</h2>"),
+        "the tree is in the report"
+    );
     assert!(html.contains("<code>search</code>"));
     assert!(html.contains("<strong>KEPT</strong>") || html.contains("<strong>NOT KEPT</strong>"));
 

@@ -6,7 +6,7 @@
 //! | route        | answers                                                                     |
 //! |--------------|-----------------------------------------------------------------------------|
 //! | `/policy`    | the registry's [`Snapshot`] as JSON (`Cache-Control: no-store`)              |
-//! | `/dashboard` | a page that renders it as tables and reads it again every second            |
+//! | `/dashboard` | a page that renders it (the call trees with both worst cases, tables with the last five minutes as sparklines) and reads it again every second |
 //!
 //! The page is embedded in the binary (no files to ship) and reads the JSON beside it by a
 //! relative address, so the router works merged at the root (`/dashboard`, `/policy`) or nested
@@ -61,7 +61,33 @@
 //! | `chaos`      | fault-injection drill ([`ChaosSnapshot`](crate::chaos::ChaosSnapshot), feature `chaos`; the field is absent without it) | `name`, `on`, `active` (on, inside its window and on this instance), `faults` (each `kind`: `latency`, `error`, `refuse` or `status_429`; `fault` with its settings; `rate`; `injected`), `during` (`from_ms`, `until_ms`), `instances`, `skipped` |
 //! | `conflicts`  | second configuration refused             | `kind`, `name`, `first` and `second` (`origin`, `settings`) |
 //! | `operations` | operation's deadline ([`OperationSnapshot`](crate::deadline::OperationSnapshot)) | `name`, `display_name`, `deadline_ms` and `min_budget_ms` in force, `compiled_deadline_ms`, `compiled_min_budget_ms` |
+//! | `calls`      | (one object: the calls seen between annotated operations, [`CallsSnapshot`](crate::registry::CallsSnapshot)) | `edges` (each `parent`, `null` for an entry point, `child`, and `under_deadline` for an entry point), `dropped` (edges past the table's bound), `request_budget_ms`, `request_min_budget_ms` |
+//! | `tree`       | (one object, this route only: the calls composed, by `policy-lang`'s [`bound`](policy_lang::bound), with the numbers in force) | `trees` (each `entry`, `request_ms`, `under_deadline`, `bound_ms` with propagation and what sets it in `tightest`, `alone_ms` if each timeout stood alone and how in `sum`, `difference_ms`, `root` with its `children` (each `operation`, `seen`, `deadline_ms`, `attempts`, `bound_ms`, `alone_ms`, `cycle`), `paths`), and `findings` (each `code`, `operation`, `message`, `help`) |
+//! | `history`    | (one object: the last five minutes, [`HistorySnapshot`](crate::history::HistorySnapshot)) | `interval_ms`, `at_unix_ms`, and one series per breaker, bulkhead, shedder and operation: a column per figure (calls, refusals by kind, the p99 and its bound, states, levels), aligned with `at_unix_ms` |
 //! | `overrides`  | (one object: the overrides in force, feature `overrides`; [`OverridesSnapshot`](crate::registry::OverridesSnapshot)) | `environment`, `dir`, `applied`, `refusals`, `applied_at_unix_ms`, `settings` (each `kind`, `name`, `setting`, `value`, `compiled`, `file`, `line`, `column`), `refused` (`at_unix_ms`, `codes`, `rendered`: `policy check`'s message, `fleet`), `fleet` (when the set came from the fleet through Redis instead of the files: `version`, `publisher`, `published_at_unix_ms`) |
+//!
+//! # The trees
+//!
+//! Every call of an annotated operation notes, at its first poll, the operation being polled
+//! around it: its caller. The registry keeps each (caller, operation) edge once, at most
+//! [`MAX_EDGES`](crate::registry::MAX_EDGES) of them (past that, counted in `calls.dropped`
+//! and logged, never stored). The page composes them into one tree per entry point (an
+//! operation called with no annotated operation above it) with the numbers in force in the
+//! registry: each node's bound (its deadline clamped by its parents') beside the worst p99 of
+//! its last minute (red when over), and the tree's two worst cases, with deadline propagation
+//! and if each timeout stood alone, as `policy explain` gives them from the code. What it
+//! cannot see: deferred and background work (it runs on its own, after the response; its calls
+//! are trees of their own), and calls that did not happen yet.
+//!
+//! # The last five minutes
+//!
+//! Serving the routes starts a sampler on the runtime that serves them: every two seconds it
+//! takes a point of every breaker (its state, refusals, failures, openings), bulkhead (calls in
+//! flight and queued, refusals), shedder (shed for load and for budget) and annotated operation
+//! (calls, outcomes, refusals by kind, its p99 in the interval, its deadline in force) into a
+//! ring of 150 points per series, kept in the registry: no other service, nothing sent. From
+//! then on each annotated call reads the clock twice and adds to three counters (see
+//! [`history`](crate::history)).
 //!
 //! # Which registry
 //!
@@ -113,6 +139,10 @@ use axum::routing::get;
 use crate::registry::Registry;
 #[cfg(doc)]
 use crate::registry::Snapshot;
+
+mod tree;
+
+pub use tree::observed;
 
 /// The page: tables rendered from the JSON beside it, read again every second.
 const PAGE: &str = include_str!("dashboard.html");
@@ -176,22 +206,28 @@ impl Dashboard {
         self
     }
 
-    /// The two routes.
+    /// The two routes. Inside a tokio runtime, this also starts the history's sampler for the
+    /// registry (otherwise the first read of `/policy` does).
     pub fn router<S: Clone + Send + Sync + 'static>(self) -> Router<S> {
+        self.registry.sample_history_from();
         Router::new()
             .route("/policy", get(move || async move { self.snapshot() }))
             .route("/dashboard", get(|| async { page() }))
     }
 
-    /// The snapshot's JSON, never cached: each refresh is the state now.
+    /// The snapshot's JSON, with the observed trees composed, never cached: each refresh is
+    /// the state now.
     fn snapshot(self) -> Response {
+        self.registry.sample_history_from();
         let snapshot = self.registry.snapshot();
-        if self.reveal_sources {
-            return json(&snapshot);
-        }
         match serde_json::to_value(&snapshot) {
             Ok(mut value) => {
-                hide_sources(&mut value);
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("tree".to_owned(), tree::json(&snapshot, self.registry));
+                }
+                if !self.reveal_sources {
+                    hide_sources(&mut value);
+                }
                 json(&value)
             }
             Err(error) => unserialisable(&error),

@@ -195,6 +195,9 @@ pub struct RunReport {
     /// The `search` breaker's and bulkhead's limits, as configured (`demo.policy`), read from
     /// the registry after the run: what the report's bound on a sick provider's cost is made of.
     pub search_limits: SearchLimits,
+    /// The save's tree as the run called it (the registry's observed calls) with
+    /// `demo.policy`'s numbers: its operations and both worst cases. `None` if no save ran.
+    pub save_tree: Option<policy_lang::bound::Tree>,
 }
 
 /// What bounds the calls a sick search provider gets while its breaker counts failures.

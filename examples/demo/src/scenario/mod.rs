@@ -161,6 +161,7 @@ pub async fn run(options: &Options) -> Result<RunReport, DemoError> {
         skipped: load.skipped.load(Ordering::Relaxed),
         request_budget: crate::model::request_deadline()?,
         search_limits: SearchLimits::of(policy::Registry::global()),
+        save_tree: crate::model::observed_tree(policy::Registry::global(), "save_document"),
     })
 }
 

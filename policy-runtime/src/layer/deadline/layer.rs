@@ -91,6 +91,8 @@ impl DeadlineLayer {
     /// refused. Reads `grpc-timeout` and [`DEADLINE_MS_HEADER`].
     pub fn new(budget: Duration) -> Self {
         let budget = budget.min(Deadline::MAX_BUDGET);
+        // The dashboard's trees put the request's budget above their entry points.
+        crate::Registry::global().note_request_budget(budget);
         Self {
             config: Arc::new(Config {
                 name: Arc::from(Self::DEFAULT_NAME),
@@ -120,6 +122,7 @@ impl DeadlineLayer {
     /// The least budget worth starting a request with: a request that arrives with less is
     /// answered at once, and the handler never runs.
     pub fn min_budget(self, min_budget: Duration) -> Self {
+        crate::Registry::global().note_request_min_budget(min_budget);
         self.edit(|c| c.min_budget = min_budget)
     }
 
