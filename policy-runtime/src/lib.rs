@@ -193,6 +193,8 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
+#[cfg(feature = "tonic")]
+pub mod grpc;
 pub mod hedge;
 mod instruments;
 pub mod isolate;

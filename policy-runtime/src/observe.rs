@@ -26,7 +26,7 @@
 //! | an adaptive bulkhead's limit moved by a quarter (and at least 2 slots) since the last such event | INFO | `bulkhead_limit` | `queueing` (latency rose: calls wait inside the dependency), `headroom` (it answers as fast as unloaded) | `from`, `to` (slots), `latency_noload_ms`, `latency_recent_ms`, `queue_estimate` |
 //! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` |
 //! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` |
-//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` |
+//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used), `pushback` (the dependency asked not to retry: [`Pushback::Never`](crate::retry::Pushback::Never)) | `attempt` |
 //! | a hedge is started (`mechanism` `hedge`) | DEBUG | `hedge`            | `slow` (no answer within the delay) | `attempt` (the hedge's number: 2 for the first), `delay_ms` |
 //! | ... is not started         | DEBUG | `hedge_stopped`            | `deadline`, `budget` | `attempt` |
 //! | ... is refused (never ran) | DEBUG | `hedge_refused`            | the refusal's code (its kind in `refused_by`) | |
@@ -115,7 +115,7 @@
 //! | `policy_bulkhead_limit` | gauge | `name` | calls | its slot count: set when it is built and at each resize, by hand ([`Bulkhead::set_max_concurrent`](crate::Bulkhead::set_max_concurrent)) or by an adaptive bulkhead's latency |
 //! | `policy_shed_total` | counter | `mechanism` (`shedder`, or `background` for a pool's own), `name`, `class`, `reason` (`load`, `budget`) | decisions | decisions to shed; admissions are not counted (that would be a contended write on every call) |
 //! | `policy_retries_total` | counter | `name` (the retry policy) | retries | retries started, by the attribute's loop and the tower layer's alike |
-//! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`) | stops | retrying stopped before success |
+//! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`, `pushback`) | stops | retrying stopped before success |
 //! | `policy_hedges_total` | counter | `name` (the hedge), `outcome` (`started`, `won`, `lost`) | hedges | hedges started, hedges whose answer was the call's, hedges dropped unanswered (a refused hedge is the bulkhead's or breaker's refusal, counted there) |
 //! | `policy_injected_faults_total` | counter | `name` (the drill), `fault` (`latency`, `error`, `refuse`, `status_429`) | faults | faults a chaos drill injected (feature `chaos`): drills, never incidents |
 //! | `policy_hedge_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`) | hedges | hedges not started: the deadline was about to pass, or the allowance they share with retries was exhausted |
@@ -644,7 +644,7 @@ pub(crate) fn retry(
     meter::retried();
 }
 
-/// `reason` is `deadline`, `budget` or `exhausted`; `why` the sentence for people.
+/// `reason` is `deadline`, `budget`, `exhausted` or `pushback`; `why` the sentence for people.
 pub(crate) fn retry_stopped(name: &str, reason: &'static str, why: &'static str, attempt: u32) {
     tracing::info!(
         target: "policy",
