@@ -187,6 +187,8 @@ pub mod breaker;
 pub mod bulkhead;
 #[cfg(feature = "chaos")]
 pub mod chaos;
+#[cfg(feature = "http")]
+pub mod client;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
 pub mod deadline;
