@@ -204,6 +204,8 @@ pub mod isolate;
 pub mod layer;
 pub mod limiter;
 pub mod observe;
+#[cfg(feature = "otel")]
+pub mod otel;
 #[cfg(feature = "overrides")]
 pub mod overrides;
 pub mod queue;

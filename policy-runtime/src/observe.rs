@@ -80,7 +80,8 @@
 //! named after the operation, with the fields `operation` and `class` (`critical`); the
 //! mechanisms' events for that call are inside it and carry the same `operation`. Creating the
 //! span when no subscriber wants it costs one check of the call site's interest, and nothing is
-//! allocated.
+//! allocated. `tracing-opentelemetry` makes them OpenTelemetry spans, the events span events
+//! (see `otel`, feature `otel`).
 //!
 //! # Metrics
 //!
@@ -96,7 +97,9 @@
 //! main exporter is Prometheus', which would turn OTel's dots into underscores anyway, so
 //! writing `policy_call_duration_seconds` rather than `policy.call.duration` keeps one spelling
 //! in the code, these docs, a scrape and a dashboard query. Durations are seconds (f64), as
-//! both conventions say.
+//! both conventions say. To an OpenTelemetry meter (feature `otel`), `otel::OtelRecorder`
+//! hands them over in OTel's spelling (`policy.call.duration` in `s`, a refusal's kind as
+//! `error.type`).
 //!
 //! **Labels** are bounded by the program: `operation` (an annotated function's operation),
 //! `name` (a mechanism's name, as in the [snapshot](crate::Snapshot); a shedder and a fallback
