@@ -446,3 +446,63 @@ async fn a_retry_of_ours_honours_the_pushback_it_receives() {
 
     b_server.stop().await;
 }
+
+/// A service trait as tonic-build writes one: `#[async_trait]`.
+#[tonic::async_trait]
+trait Quotes: Send + Sync + 'static {
+    async fn quote(&self, request: Request<Ask>) -> Result<Response<Answer>, Status>;
+    async fn reserve(&self, request: Request<Ask>) -> Result<Response<Answer>, Status>;
+}
+
+#[derive(Default)]
+struct QuoteService {
+    runs: AtomicU32,
+}
+
+#[tonic::async_trait]
+impl Quotes for QuoteService {
+    /// The attribute on the trait method itself, under `#[async_trait]`.
+    #[policy::resilient(
+        breaker(failures = 5, within = "30s", cooldown = "10s"),
+        deadline = "1s"
+    )]
+    async fn quote(&self, request: Request<Ask>) -> Result<Response<Answer>, Status> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(Response::new(Answer {
+            remaining_ms: wire::remaining_ms(),
+            told_ms: wire::told_ms(&request),
+            ..Answer::default()
+        }))
+    }
+
+    /// Never answers within its 30 ms.
+    #[policy::critical(deadline = "30ms")]
+    async fn reserve(&self, _request: Request<Ask>) -> Result<Response<Answer>, Status> {
+        std::future::pending::<()>().await;
+        Ok(Response::new(Answer::default()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_attributes_go_on_an_async_trait_service_method_itself() {
+    let service = QuoteService::default();
+    let answer = service
+        .quote(Request::new(Ask {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        (1..=1_000).contains(&answer.remaining_ms),
+        "under the attribute's 1 s deadline: {answer:?}"
+    );
+    assert_eq!(service.runs.load(Ordering::SeqCst), 1);
+
+    breaker_of("quote").trip(Duration::from_secs(2), "told to back off");
+    let status = service.quote(Request::new(Ask {})).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(header(&status, RETRY_PUSHBACK_HEADER), Some("2000"));
+    assert_eq!(service.runs.load(Ordering::SeqCst), 1, "refused: never ran");
+
+    let status = service.reserve(Request::new(Ask {})).await.unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+}
