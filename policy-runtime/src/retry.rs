@@ -142,17 +142,25 @@ impl<E, F: Fn(&E) -> bool> Classifier<E> for F {
 }
 
 /// The [`Classifier`] that asks the error's own [`Transient`] implementation, its pushback
-/// included: what [`retry_within`] and the attribute macros use.
-pub struct ByTransient<E>(PhantomData<fn(&E)>);
+/// included: what [`retry_within`] and the attribute macros use. It holds `E`'s two methods,
+/// so only its constructor asks for `E: Transient`: an error type without it is one
+/// compile error there, not another at every loop that takes a classifier.
+pub struct ByTransient<E> {
+    is_transient: fn(&E) -> bool,
+    pushback: fn(&E) -> Option<Pushback>,
+}
 
-impl<E> ByTransient<E> {
+impl<E: Transient> ByTransient<E> {
     /// The classifier of `E`.
     pub const fn new() -> Self {
-        Self(PhantomData)
+        Self {
+            is_transient: E::is_transient,
+            pushback: E::pushback,
+        }
     }
 }
 
-impl<E> Default for ByTransient<E> {
+impl<E: Transient> Default for ByTransient<E> {
     fn default() -> Self {
         Self::new()
     }
@@ -172,14 +180,15 @@ impl<E> fmt::Debug for ByTransient<E> {
     }
 }
 
-impl<E: Transient> Classifier<E> for ByTransient<E> {
+impl<E> Classifier<E> for ByTransient<E> {
     #[inline]
     fn is_transient(&self, error: &E) -> bool {
-        error.is_transient()
+        (self.is_transient)(error)
     }
 
+    #[inline]
     fn pushback(&self, error: &E) -> Option<Pushback> {
-        error.pushback()
+        (self.pushback)(error)
     }
 }
 
