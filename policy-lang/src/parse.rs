@@ -23,8 +23,6 @@ mod grammar {
 
 use grammar::{Grammar, Rule};
 
-mod fast;
-
 /// The largest policy file accepted, in bytes (4 MiB: a generated 10,000-line file is about
 /// 250 KiB).
 pub const MAX_SOURCE_LEN: usize = 4 * 1024 * 1024;
@@ -129,29 +127,9 @@ fn refused(source: SourceId, diagnostic: Diagnostic) -> Parsed {
     }
 }
 
-/// Parses text that is already in the source map as `source`.
-///
-/// A file without a syntax error is read by the hand-written reader of [`fast`], which follows
-/// the grammar rule for rule; at its first doubt the whole file is parsed by pest (the grammar
-/// of record), so every diagnostic is pest's.
+/// Parses text that is already in the source map as `source`, with pest and recovery.
 #[must_use]
 pub(crate) fn parse_text(source: SourceId, text: &str) -> Parsed {
-    match fast::file(source, text) {
-        Some((stanzas, comments)) => Parsed {
-            file: File {
-                source,
-                stanzas,
-                comments,
-            },
-            diagnostics: Vec::new(),
-        },
-        None => parse_with_pest(source, text),
-    }
-}
-
-/// Parses text with pest and recovery: every file with a syntax error, and the reference the
-/// fast reader is tested against.
-fn parse_with_pest(source: SourceId, text: &str) -> Parsed {
     let mut reader = Reader {
         source,
         text,
