@@ -134,6 +134,29 @@ fn spans_and_metrics_reach_the_sdk_under_otel_names() {
         "{:?}",
         calls[2].events
     );
+    // OTel's conventions for a span that ended in error: its status, and `error.type`.
+    use opentelemetry::trace::Status;
+    assert_eq!(calls[0].status, Status::Unset);
+    assert_eq!(attribute(&calls[0].attributes, "error.type"), None);
+    assert!(
+        matches!(calls[1].status, Status::Error { .. }),
+        "{:?}",
+        calls[1].status
+    );
+    assert_eq!(
+        attribute(&calls[1].attributes, "error.type").as_deref(),
+        Some("_OTHER"),
+        "the function's own error"
+    );
+    assert!(
+        matches!(calls[2].status, Status::Error { .. }),
+        "{:?}",
+        calls[2].status
+    );
+    assert_eq!(
+        attribute(&calls[2].attributes, "error.type").as_deref(),
+        Some("breaker_open")
+    );
 
     // Metrics: OTel's names and units, a refusal's kind as `error.type`.
     let exported = metric_exporter.get_finished_metrics().unwrap();

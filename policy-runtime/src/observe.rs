@@ -81,7 +81,10 @@
 //! mechanisms' events for that call are inside it and carry the same `operation`. Creating the
 //! span when no subscriber wants it costs one check of the call site's interest, and nothing is
 //! allocated. `tracing-opentelemetry` makes them OpenTelemetry spans, the events span events
-//! (see `otel`, feature `otel`).
+//! (see `otel`, feature `otel`). A call that ends in an error records OpenTelemetry's
+//! conventions on its span: `otel.status_code` `ERROR` (the span's status) and `error.type`,
+//! the refusal's kind, `deadline_exceeded` for an expiry, or `_OTHER` for the function's own
+//! error (with `metrics`, which `otel` turns on; `_OTHER` for every error without it).
 //!
 //! # Metrics
 //!
@@ -372,6 +375,23 @@ where
                 let took = meter.started.map(|s| s.elapsed()).unwrap_or_default();
                 metrics.ended(outcome, took, meter.mark.retries.saturating_add(1));
             }
+        }
+        if let Poll::Ready(output) = &poll
+            && !output.succeeded()
+            && !this.span.is_disabled()
+        {
+            // OpenTelemetry's conventions for a span that ended in error (through
+            // `tracing-opentelemetry`): its status, and the class of error.
+            #[cfg(feature = "metrics")]
+            let error_type = match mark.outcome.or(this.meter.mark.outcome) {
+                Some(crate::instruments::CallOutcome::Refused(kind)) => kind.as_str(),
+                Some(crate::instruments::CallOutcome::Expired) => "deadline_exceeded",
+                _ => "_OTHER",
+            };
+            #[cfg(not(feature = "metrics"))]
+            let error_type = "_OTHER";
+            this.span.record("otel.status_code", "ERROR");
+            this.span.record("error.type", error_type);
         }
         poll
     }

@@ -11,7 +11,9 @@
 //!   kind (`kind`, `refused_by`), which is the conventions' own `error.type`.
 //! - **Spans.** Each annotated call is a `tracing` span named after its operation, and the
 //!   mechanisms' events are inside it: `tracing-opentelemetry`'s layer makes them OTel spans
-//!   and span events, with no code of ours in between.
+//!   and span events, with no code of ours in between. A call that ended in error records
+//!   the conventions' `otel.status_code` (`ERROR`: the span's status) and `error.type` (the
+//!   refusal's kind, `deadline_exceeded`, or `_OTHER` for the function's own error).
 //!
 //! Exported with OTLP (this is documentation, not run in CI; it needs `opentelemetry-otlp`
 //! and the SDK in your service):
