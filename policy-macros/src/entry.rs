@@ -25,6 +25,24 @@ pub(crate) fn attribute(
         Ok(func) => func,
         Err(error) => return fallback::emit_tokens(item, error),
     };
+    // A method of an `#[async_trait]` impl (tonic's service traits): expanded as the `async fn`
+    // it was written as, then put back in the trait's form.
+    match crate::func::unwrap_async_trait(&mut func.item) {
+        Some(output) => {
+            let expanded = expand_func(kind, args, func, source_file);
+            crate::func::rewrap(expanded, &output)
+        }
+        None => expand_func(kind, args, func, source_file),
+    }
+}
+
+/// [`attribute`] on the function as parsed (an `async fn`, or what a caller read back into one).
+fn expand_func(
+    kind: AttrKind,
+    args: TokenStream,
+    mut func: Func,
+    source_file: Option<&Path>,
+) -> TokenStream {
     let mut errors = Errors::default();
     let args = args::parse(kind, args, &mut func, &mut errors);
     if !args.declares_work() {

@@ -463,8 +463,8 @@ impl ShedMetrics {
 #[derive(Debug)]
 pub(crate) struct RetryMetrics {
     retries: Counter,
-    /// `deadline`, `budget`, `exhausted`.
-    stopped: [(&'static str, Counter); 3],
+    /// `deadline`, `budget`, `exhausted`, `pushback`.
+    stopped: [(&'static str, Counter); 4],
     balance: Gauge,
 }
 
@@ -472,7 +472,7 @@ impl RetryMetrics {
     pub(crate) fn new(name: &str) -> Self {
         Self {
             retries: counter(RETRIES, &[("name", name)]),
-            stopped: ["deadline", "budget", "exhausted"].map(|reason| {
+            stopped: ["deadline", "budget", "exhausted", "pushback"].map(|reason| {
                 (
                     reason,
                     counter(RETRY_STOPPED, &[("name", name), ("reason", reason)]),

@@ -187,6 +187,8 @@ pub mod breaker;
 pub mod bulkhead;
 #[cfg(feature = "chaos")]
 pub mod chaos;
+#[cfg(feature = "http")]
+pub mod client;
 pub mod criticality;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
@@ -194,6 +196,8 @@ pub mod deadline;
 pub mod defer;
 pub mod error;
 pub mod fallback;
+#[cfg(feature = "tonic")]
+pub mod grpc;
 pub mod hedge;
 #[cfg(feature = "dashboard")]
 pub mod history;
@@ -204,6 +208,8 @@ mod json;
 pub mod layer;
 pub mod limiter;
 pub mod observe;
+#[cfg(feature = "otel")]
+pub mod otel;
 #[cfg(feature = "overrides")]
 pub mod overrides;
 pub mod queue;

@@ -22,7 +22,7 @@ use crate::hedge::{Hedge, HedgeDelay};
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
 use crate::limiter::FailMode;
 use crate::registry::Registry;
-use crate::retry::{RetryAllowance, RetryPolicy, Transient};
+use crate::retry::{ByTransient, RetryAllowance, RetryPolicy, Transient};
 use crate::shedding::{Shedder, Thresholds};
 
 /// Pins a future's output type, so `?` inside the user's body converts to the declared
@@ -868,15 +868,15 @@ impl<T, E> PolicyResult for Result<T, E> {
     type Error = E;
 }
 
-/// The retried function's classifier; checks, where the return type is written, that its
-/// error says which failures are worth repeating.
+/// The retried function's classifier (its error's [`Transient`], pushback included); checks,
+/// where the return type is written, that its error says which failures are worth repeating.
 #[inline]
-pub fn classifier<R>() -> fn(&R::Error) -> bool
+pub fn classifier<R>() -> ByTransient<R::Error>
 where
     R: PolicyResult,
     R::Error: Transient,
 {
-    <R::Error as Transient>::is_transient
+    ByTransient::new()
 }
 
 /// What one attempt of a retried function yields.

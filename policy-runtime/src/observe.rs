@@ -26,7 +26,7 @@
 //! | an adaptive bulkhead's limit moved by a quarter (and at least 2 slots) since the last such event | INFO | `bulkhead_limit` | `queueing` (latency rose: calls wait inside the dependency), `headroom` (it answers as fast as unloaded) | `from`, `to` (slots), `latency_noload_ms`, `latency_recent_ms`, `queue_estimate` |
 //! | a `Retry-After` past the breaker's cap | INFO | `retry_after_capped` | `max_retry_after` | `asked_ms`, `cap_ms` |
 //! | a retry is started         | DEBUG | `retry`                    | what the attempt ended with: `failed`, `expired`, the refusal's kind, or `transient_response` (a layer's response classified as worth repeating) | `attempt`, `delay_ms` |
-//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used) | `attempt` |
+//! | retrying stops early       | INFO  | `retry_stopped`            | `deadline`, `budget`, `exhausted` (every attempt used), `pushback` (the dependency asked not to retry: [`Pushback::Never`](crate::retry::Pushback::Never)) | `attempt` |
 //! | a hedge is started (`mechanism` `hedge`) | DEBUG | `hedge`            | `slow` (no answer within the delay) | `attempt` (the hedge's number: 2 for the first), `delay_ms` |
 //! | ... is not started         | DEBUG | `hedge_stopped`            | `deadline`, `budget` | `attempt` |
 //! | ... is refused (never ran) | DEBUG | `hedge_refused`            | the refusal's code (its kind in `refused_by`) | |
@@ -80,7 +80,11 @@
 //! named after the operation, with the fields `operation` and `class` (`critical`); the
 //! mechanisms' events for that call are inside it and carry the same `operation`. Creating the
 //! span when no subscriber wants it costs one check of the call site's interest, and nothing is
-//! allocated.
+//! allocated. `tracing-opentelemetry` makes them OpenTelemetry spans, the events span events
+//! (see `otel`, feature `otel`). A call that ends in an error records OpenTelemetry's
+//! conventions on its span: `otel.status_code` `ERROR` (the span's status) and `error.type`,
+//! the refusal's kind, `deadline_exceeded` for an expiry, or `_OTHER` for the function's own
+//! error (with `metrics`, which `otel` turns on; `_OTHER` for every error without it).
 //!
 //! # Metrics
 //!
@@ -96,7 +100,9 @@
 //! main exporter is Prometheus', which would turn OTel's dots into underscores anyway, so
 //! writing `policy_call_duration_seconds` rather than `policy.call.duration` keeps one spelling
 //! in the code, these docs, a scrape and a dashboard query. Durations are seconds (f64), as
-//! both conventions say.
+//! both conventions say. To an OpenTelemetry meter (feature `otel`), `otel::OtelRecorder`
+//! hands them over in OTel's spelling (`policy.call.duration` in `s`, a refusal's kind as
+//! `error.type`).
 //!
 //! **Labels** are bounded by the program: `operation` (an annotated function's operation),
 //! `name` (a mechanism's name, as in the [snapshot](crate::Snapshot); a shedder and a fallback
@@ -115,7 +121,7 @@
 //! | `policy_bulkhead_limit` | gauge | `name` | calls | its slot count: set when it is built and at each resize, by hand ([`Bulkhead::set_max_concurrent`](crate::Bulkhead::set_max_concurrent)) or by an adaptive bulkhead's latency |
 //! | `policy_shed_total` | counter | `mechanism` (`shedder`, or `background` for a pool's own), `name`, `class`, `reason` (`load`, `budget`) | decisions | decisions to shed; admissions are not counted (that would be a contended write on every call) |
 //! | `policy_retries_total` | counter | `name` (the retry policy) | retries | retries started, by the attribute's loop and the tower layer's alike |
-//! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`) | stops | retrying stopped before success |
+//! | `policy_retry_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`, `exhausted`, `pushback`) | stops | retrying stopped before success |
 //! | `policy_hedges_total` | counter | `name` (the hedge), `outcome` (`started`, `won`, `lost`) | hedges | hedges started, hedges whose answer was the call's, hedges dropped unanswered (a refused hedge is the bulkhead's or breaker's refusal, counted there) |
 //! | `policy_injected_faults_total` | counter | `name` (the drill), `fault` (`latency`, `error`, `refuse`, `status_429`) | faults | faults a chaos drill injected (feature `chaos`): drills, never incidents |
 //! | `policy_hedge_stopped_total` | counter | `name`, `reason` (`deadline`, `budget`) | hedges | hedges not started: the deadline was about to pass, or the allowance they share with retries was exhausted |
@@ -465,6 +471,23 @@ where
                 }
             }
         }
+        if let Poll::Ready(output) = &poll
+            && !output.succeeded()
+            && !this.span.is_disabled()
+        {
+            // OpenTelemetry's conventions for a span that ended in error (through
+            // `tracing-opentelemetry`): its status, and the class of error.
+            #[cfg(feature = "metrics")]
+            let error_type = match mark.outcome.or(this.meter.mark.outcome) {
+                Some(crate::instruments::CallOutcome::Refused(kind)) => kind.as_str(),
+                Some(crate::instruments::CallOutcome::Expired) => "deadline_exceeded",
+                _ => "_OTHER",
+            };
+            #[cfg(not(feature = "metrics"))]
+            let error_type = "_OTHER";
+            this.span.record("otel.status_code", "ERROR");
+            this.span.record("error.type", error_type);
+        }
         poll
     }
 }
@@ -741,7 +764,7 @@ pub(crate) fn retry(
     meter::retried();
 }
 
-/// `reason` is `deadline`, `budget` or `exhausted`; `why` the sentence for people.
+/// `reason` is `deadline`, `budget`, `exhausted` or `pushback`; `why` the sentence for people.
 pub(crate) fn retry_stopped(name: &str, reason: &'static str, why: &'static str, attempt: u32) {
     tracing::info!(
         target: "policy",

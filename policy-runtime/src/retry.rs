@@ -15,6 +15,11 @@
 //!   attempt timeout is for); a [`ResilienceError`] never is (the
 //!   system already decided not to try); the function's own error decides through
 //!   [`Transient`] or a classifier.
+//! - **Never sooner than the dependency asked.** An error that carries a [`Pushback`] (gRPC's
+//!   `grpc-retry-pushback-ms`, read by [`Transient::pushback`]) makes the next pause at least
+//!   that long, or ends the retrying when it says not to retry. It is input like any other:
+//!   a pause it asks for must still end before the deadline, and the attempts and the
+//!   allowance bound it as they bound every retry.
 //! - **Only idempotent work.** The operation is an [`Idempotent`], which only an explicit
 //!   [`Idempotent::claim`] constructs: a network timeout is precisely when the first attempt
 //!   may have succeeded unseen.
@@ -94,6 +99,97 @@ pub trait Transient {
     /// True when another attempt could succeed (a timeout, a reset connection, a 503), false
     /// when it would fail the same way (a 400, a constraint violation).
     fn is_transient(&self) -> bool;
+
+    /// What the dependency said, with this error, about trying again: not sooner than a wait,
+    /// or not at all (gRPC's `grpc-retry-pushback-ms`). None by default: the backoff decides.
+    /// Read only for an error [`is_transient`](Transient::is_transient) calls worth repeating.
+    fn pushback(&self) -> Option<Pushback> {
+        None
+    }
+}
+
+/// What a dependency said, with a failure, about trying again ([`Transient::pushback`]):
+/// gRPC's server pushback (its retry design, A6), as [`grpc`](crate::grpc) reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Pushback {
+    /// Not sooner than this after the failure: the next pause is at least this long, and no
+    /// retry starts when it would end past the deadline.
+    After(Duration),
+    /// Not at all (a negative or unparsable pushback): the retrying stops with this error.
+    Never,
+}
+
+/// How a retry loop reads the function's own errors: whether one is worth repeating, and what
+/// the dependency said about when. Any `Fn(&E) -> bool` is one (it never reads a pushback);
+/// [`ByTransient`] asks the error's own [`Transient`].
+pub trait Classifier<E> {
+    /// True when another attempt could succeed.
+    fn is_transient(&self, error: &E) -> bool;
+
+    /// The dependency's [`Pushback`] with `error`, if it sent one.
+    fn pushback(&self, error: &E) -> Option<Pushback> {
+        let _ = error;
+        None
+    }
+}
+
+impl<E, F: Fn(&E) -> bool> Classifier<E> for F {
+    #[inline]
+    fn is_transient(&self, error: &E) -> bool {
+        self(error)
+    }
+}
+
+/// The [`Classifier`] that asks the error's own [`Transient`] implementation, its pushback
+/// included: what [`retry_within`] and the attribute macros use. It holds `E`'s two methods,
+/// so only its constructor asks for `E: Transient`: an error type without it is one
+/// compile error there, not another at every loop that takes a classifier.
+pub struct ByTransient<E> {
+    is_transient: fn(&E) -> bool,
+    pushback: fn(&E) -> Option<Pushback>,
+}
+
+impl<E: Transient> ByTransient<E> {
+    /// The classifier of `E`.
+    pub const fn new() -> Self {
+        Self {
+            is_transient: E::is_transient,
+            pushback: E::pushback,
+        }
+    }
+}
+
+impl<E: Transient> Default for ByTransient<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<E> Clone for ByTransient<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for ByTransient<E> {}
+
+impl<E> fmt::Debug for ByTransient<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ByTransient")
+    }
+}
+
+impl<E> Classifier<E> for ByTransient<E> {
+    #[inline]
+    fn is_transient(&self, error: &E) -> bool {
+        (self.is_transient)(error)
+    }
+
+    #[inline]
+    fn pushback(&self, error: &E) -> Option<Pushback> {
+        (self.pushback)(error)
+    }
 }
 
 impl Transient for ResilienceError {
@@ -116,6 +212,14 @@ impl<E: Transient> Transient for CallError<E> {
             Self::Refused(_) => false,
             Self::DeadlineExceeded(_) => true,
             Self::Failed(e) => e.is_transient(),
+        }
+    }
+
+    /// The function's own error's; a refusal and an expiry carry none.
+    fn pushback(&self) -> Option<Pushback> {
+        match self {
+            Self::Failed(e) => e.pushback(),
+            Self::Refused(_) | Self::DeadlineExceeded(_) => None,
         }
     }
 }
@@ -318,6 +422,7 @@ struct Stats {
     retries: AtomicU64,
     stopped_by_allowance: AtomicU64,
     stopped_by_deadline: AtomicU64,
+    stopped_by_pushback: AtomicU64,
     exhausted: AtomicU64,
 }
 
@@ -476,6 +581,8 @@ pub struct RetrySnapshot {
     pub stopped_by_allowance: u64,
     /// Retrying stopped because the next pause would end past the deadline, or it passed.
     pub stopped_by_deadline: u64,
+    /// Retrying stopped because the dependency asked not to retry ([`Pushback::Never`]).
+    pub stopped_by_pushback: u64,
     /// Every attempt was used and the last failed.
     pub exhausted: u64,
     /// The shared allowance.
@@ -547,6 +654,7 @@ impl RetryPolicy {
             retries: self.stats.retries.load(Ordering::Relaxed),
             stopped_by_allowance: self.stats.stopped_by_allowance.load(Ordering::Relaxed),
             stopped_by_deadline: self.stats.stopped_by_deadline.load(Ordering::Relaxed),
+            stopped_by_pushback: self.stats.stopped_by_pushback.load(Ordering::Relaxed),
             exhausted: self.stats.exhausted.load(Ordering::Relaxed),
             allowance: self.allowance.snapshot(),
         }
@@ -576,7 +684,7 @@ where
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
-    retry_loop(deadline, policy, E::is_transient, op, BoundHere)
+    retry_loop(deadline, policy, ByTransient::new(), op, BoundHere)
 }
 
 /// Like [`retry_within`], with a classifier for the function's own errors instead of the
@@ -612,7 +720,7 @@ pub fn retry_within_self_bounded<T, E, F, Fut, C>(
     op: Idempotent<F>,
 ) -> impl Future<Output = Result<T, CallError<E>>>
 where
-    C: Fn(&E) -> bool,
+    C: Classifier<E>,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
 {
@@ -702,7 +810,7 @@ fn retry_loop<'a, T, E, F, Fut, C, B>(
     _bound: B,
 ) -> Retried<'a, E, F, B::Attempt, C, B>
 where
-    C: Fn(&E) -> bool,
+    C: Classifier<E>,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
     B: Bounding<F, Fut>,
@@ -765,7 +873,7 @@ pin_project! {
 
 impl<T, E, F, Fut, A, C, B> Future for Retried<'_, E, F, A, C, B>
 where
-    C: Fn(&E) -> bool,
+    C: Classifier<E>,
     F: FnMut(Attempt) -> Fut,
     Fut: Future<Output = Result<T, CallError<E>>>,
     A: Future,
@@ -917,14 +1025,15 @@ fn after_failure<E>(
     deadline: &Deadline,
     &[attempts, base, cap, _]: &[u64; 4],
     number: u32,
-    is_transient: impl Fn(&E) -> bool,
+    classify: &impl Classifier<E>,
     error: CallError<E>,
 ) -> Result<(Duration, CallError<E>), CallError<E>> {
-    match &error {
+    let pushback = match &error {
         CallError::Refused(_) => return Err(error),
-        CallError::Failed(e) if !is_transient(e) => return Err(error),
-        _ => {}
-    }
+        CallError::Failed(e) if !classify.is_transient(e) => return Err(error),
+        CallError::Failed(e) => classify.pushback(e),
+        CallError::DeadlineExceeded(_) => None,
+    };
     if let CallError::DeadlineExceeded(expired) = &error
         && (expired.is_callers() || deadline.is_expired())
     {
@@ -953,10 +1062,24 @@ fn after_failure<E>(
         );
         return Err(error);
     }
-    let delay = full_jitter(tuning::duration(base), tuning::duration(cap), number - 1);
+    let mut delay = full_jitter(tuning::duration(base), tuning::duration(cap), number - 1);
+    match pushback {
+        None => {}
+        Some(Pushback::Never) => {
+            policy.stop(
+                &policy.stats.stopped_by_pushback,
+                "pushback",
+                "the dependency asked not to retry",
+                number,
+            );
+            return Err(error);
+        }
+        // Never sooner than the dependency asked; the deadline below bounds it.
+        Some(Pushback::After(wait)) => delay = delay.max(wait),
+    }
     // Timers fire on a millisecond grid, so a pause may end up to a tick late: leave room
-    // for it, and for an attempt to start after it.
-    if delay + TIMER_TICK >= deadline.remaining() {
+    // for it, and for an attempt to start after it. (Saturating: a pushback may be any length.)
+    if delay.saturating_add(TIMER_TICK) >= deadline.remaining() {
         policy.stop(
             &policy.stats.stopped_by_deadline,
             "deadline",

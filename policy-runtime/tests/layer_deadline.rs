@@ -270,6 +270,10 @@ async fn b_refuses_below_its_minimum_without_running_the_handler() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers["grpc-status"], "4", "DEADLINE_EXCEEDED");
+    assert_eq!(
+        headers["x-refusal"], "insufficient_budget",
+        "why, in the metadata"
+    );
     assert_eq!(ran.0.load(Ordering::SeqCst), 0);
     a.stop().await;
     b.stop().await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use policy_runtime::retry::{Transient, full_jitter};
+use policy_runtime::retry::{Pushback, Transient, full_jitter};
 use policy_runtime::{
     Breaker, CallError, Deadline, Idempotent, RefusalKind, RetryAllowance, RetryPolicy,
     retry_within, retry_within_by,
@@ -373,4 +373,129 @@ async fn a_self_bounded_retry_with_no_budget_is_refused_without_running() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+/// A dependency's failure that says when to try again (gRPC's `grpc-retry-pushback-ms`).
+#[derive(Debug)]
+struct PushedBack(Option<Pushback>);
+
+impl Transient for PushedBack {
+    fn is_transient(&self) -> bool {
+        true
+    }
+
+    fn pushback(&self) -> Option<Pushback> {
+        self.0
+    }
+}
+
+/// Runs `policy` over an operation that always fails with `pushback`, under `budget`: the
+/// moments each attempt started (from the call's start), and the outcome.
+async fn pushed_back(
+    policy: &RetryPolicy,
+    budget: Duration,
+    pushback: Option<Pushback>,
+) -> (Vec<Duration>, Result<(), CallError<PushedBack>>) {
+    let start = Instant::now();
+    let starts = std::sync::Mutex::new(Vec::new());
+    let result = retry_within(
+        &Deadline::after(budget),
+        policy,
+        Idempotent::claim(|_| {
+            starts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(start.elapsed());
+            async move { Err(CallError::Failed(PushedBack(pushback))) }
+        }),
+    )
+    .await;
+    let starts = starts
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    (starts, result)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_never_starts_sooner_than_the_pushback_asked() {
+    // The backoff alone would pause under 1 ms.
+    let policy = RetryPolicy::builder("pushed")
+        .attempts(3)
+        .backoff(MS, MS)
+        .build();
+    let (starts, result) = pushed_back(
+        &policy,
+        Duration::from_secs(2),
+        Some(Pushback::After(300 * MS)),
+    )
+    .await;
+    assert!(result.is_err());
+    assert_eq!(starts.len(), 3, "{starts:?}");
+    for pair in starts.windows(2) {
+        assert!(pair[1] - pair[0] >= 300 * MS, "{starts:?}");
+    }
+    assert_eq!(policy.snapshot().retries, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pushback_asking_not_to_retry_stops_the_retrying() {
+    let policy = policy(5);
+    let (starts, result) =
+        pushed_back(&policy, Duration::from_secs(2), Some(Pushback::Never)).await;
+    assert!(matches!(result, Err(CallError::Failed(_))));
+    assert_eq!(starts, [Duration::ZERO], "one attempt, no retry");
+    let snapshot = policy.snapshot();
+    assert_eq!(snapshot.stopped_by_pushback, 1);
+    assert_eq!(snapshot.retries, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pushback_past_the_deadline_is_not_waited_for() {
+    let policy = policy(5);
+    let start = Instant::now();
+    let (starts, result) = pushed_back(
+        &policy,
+        Duration::from_secs(1),
+        Some(Pushback::After(Duration::from_secs(5))),
+    )
+    .await;
+    assert!(matches!(result, Err(CallError::Failed(_))));
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    assert!(
+        start.elapsed() < MS,
+        "returned at once: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(policy.snapshot().stopped_by_deadline, 1);
+    // A pushback of any length is input: it cannot overflow the pause's arithmetic.
+    let (starts, _) = pushed_back(
+        &policy,
+        Duration::from_secs(1),
+        Some(Pushback::After(Duration::MAX)),
+    )
+    .await;
+    assert_eq!(starts.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_classifier_closure_reads_no_pushback_and_retries_as_before() {
+    let policy = RetryPolicy::builder("closure")
+        .attempts(3)
+        .backoff(MS, MS)
+        .build();
+    let calls = AtomicU32::new(0);
+    let start = Instant::now();
+    let result: Result<(), CallError<PushedBack>> = retry_within_by(
+        &Deadline::after(Duration::from_secs(2)),
+        &policy,
+        |_: &PushedBack| true,
+        Idempotent::claim(|_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(CallError::Failed(PushedBack(Some(Pushback::Never)))) }
+        }),
+    )
+    .await;
+    assert!(result.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert!(start.elapsed() < 10 * MS);
 }

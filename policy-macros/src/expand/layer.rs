@@ -81,7 +81,14 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
             #tracked
             #setup
             ::policy::layer::OperationLayer::new(#op, #budget)
-                .span(|_| ::policy::__private::tracing::info_span!(target: "policy", #op, operation = #op, class = "critical"))
+                .span(|_| ::policy::__private::tracing::info_span!(
+                    target: "policy",
+                    #op,
+                    operation = #op,
+                    class = "critical",
+                    "otel.status_code" = ::policy::__private::tracing::field::Empty,
+                    "error.type" = ::policy::__private::tracing::field::Empty,
+                ))
                 .calls({
                     static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(#op);
                     &CALLS

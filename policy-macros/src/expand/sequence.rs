@@ -308,7 +308,14 @@ pub(super) fn traced(plan: &Plan, call: TokenStream) -> TokenStream {
                 static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(#op);
                 &CALLS
             },
-            ::policy::__private::tracing::info_span!(target: "policy", #op, operation = #op, class = "critical"),
+            ::policy::__private::tracing::info_span!(
+                target: "policy",
+                #op,
+                operation = #op,
+                class = "critical",
+                "otel.status_code" = ::policy::__private::tracing::field::Empty,
+                "error.type" = ::policy::__private::tracing::field::Empty,
+            ),
             #call,
         )
         .await

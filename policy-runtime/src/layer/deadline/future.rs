@@ -70,8 +70,9 @@ impl<F> ResponseFuture<F> {
     }
 }
 
-/// The answer when the handler did not run or did not finish in time: `504` with the reason in
-/// a header, or gRPC's `DEADLINE_EXCEEDED` (trailers-only).
+/// The answer when the handler did not run or did not finish in time: `504`, or gRPC's
+/// `DEADLINE_EXCEEDED` (trailers-only); the reason in a header either way (for gRPC, metadata
+/// the client's status carries, as a refusal's `x-refusal` is with the `tonic` feature).
 fn answer<B>(grpc: bool, header: &'static str, reason: &'static str) -> Response<DeadlineBody<B>> {
     let mut response = Response::new(DeadlineBody::empty());
     let headers = response.headers_mut();
@@ -84,10 +85,10 @@ fn answer<B>(grpc: bool, header: &'static str, reason: &'static str) -> Response
         headers.insert("grpc-message", HeaderValue::from_static(reason));
     } else {
         *response.status_mut() = StatusCode::GATEWAY_TIMEOUT;
-        response
-            .headers_mut()
-            .insert(header, HeaderValue::from_static(reason));
     }
+    response
+        .headers_mut()
+        .insert(header, HeaderValue::from_static(reason));
     response
 }
 

@@ -9,9 +9,10 @@
 //!   (`-1S`, nine digits, an unknown unit, empty) is ignored with a debug event and the
 //!   configured budget applies. A request that arrives with less than the
 //!   [minimum budget](DeadlineLayer::min_budget) is answered at once and the handler never
-//!   runs: `504 Gateway Timeout` with `x-refusal: insufficient_budget` over HTTP, gRPC status
-//!   `DEADLINE_EXCEEDED` (4) for a gRPC request. When the deadline passes before the handler
-//!   answers, the layer stops waiting and answers the same way (`x-deadline-exceeded`).
+//!   runs: `504 Gateway Timeout` over HTTP, gRPC status `DEADLINE_EXCEEDED` (4) for a gRPC
+//!   request, with `x-refusal: insufficient_budget` either way (a header, or the status's
+//!   metadata). When the deadline passes before the handler answers, the layer stops waiting
+//!   and answers the same way (`x-deadline-exceeded: deadline_exceeded`).
 //! - **Whose budget it is.** When the caller's header is what bounds the request, the deadline
 //!   is the caller's ([`Deadline::is_callers`]), and so is every child it decides: an expiry
 //!   under it is never counted against a dependency by a breaker, never retried, never shared,

@@ -126,14 +126,55 @@ impl PropagateDeadlineLayer {
         self
     }
 
-    /// Whether a request to `uri` is told the budget.
-    fn stamps(&self, uri: &http::Uri) -> bool {
+    /// Whether a request to `host` is told the budget.
+    fn stamps(&self, host: Option<&str>) -> bool {
         match &self.hosts {
             None => true,
-            Some(hosts) => uri
-                .host()
-                .is_some_and(|host| hosts.iter().any(|pattern| pattern.matches(host))),
+            Some(hosts) => {
+                host.is_some_and(|host| hosts.iter().any(|pattern| pattern.matches(host)))
+            }
         }
+    }
+
+    /// Sets the headers on a request to `host` from the current deadline, when one is in scope
+    /// and the host is told: what is left minus the reserve (returned).
+    pub(crate) fn stamp(
+        &self,
+        host: Option<&str>,
+        headers: &mut http::HeaderMap,
+    ) -> Option<Duration> {
+        let deadline = Deadline::current();
+        let level = crate::criticality::in_scope();
+        if (deadline.is_none() && level.is_none()) || !self.stamps(host) {
+            return None;
+        }
+        if let Some(level) = level {
+            // The level travels as the deadline does: the next service admits by it (within
+            // what its own route allows, see `CriticalityLayer`).
+            headers.insert(CRITICALITY.clone(), HeaderValue::from_static(level.as_str()));
+        }
+        let deadline = deadline?;
+        let left = deadline.remaining().saturating_sub(self.reserve);
+        let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        if self.grpc_timeout {
+            let value = match Millis::text(millis) {
+                // Whole milliseconds from 1 ms to 10 s: `"300m"`, nothing allocated.
+                Some(text) if millis > 0 => Some(HeaderValue::from_static(text)),
+                // Under a millisecond, or 10 s and more: the finest unit that fits.
+                _ => HeaderValue::try_from(format_grpc_timeout(left)).ok(),
+            };
+            if let Some(value) = value {
+                headers.insert(GRPC_TIMEOUT.clone(), value);
+            }
+        }
+        if let Some(name) = &self.ms_header {
+            let value = match Millis::text(millis) {
+                Some(text) => HeaderValue::from_static(&text[..text.len() - 1]),
+                None => HeaderValue::from(millis),
+            };
+            headers.insert(name.clone(), value);
+        }
+        Some(left)
     }
 
     /// Time held back for work after the call (reading the answer, writing ours): the
@@ -193,44 +234,10 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let deadline = Deadline::current();
-        let level = crate::criticality::in_scope();
-        if (deadline.is_none() && level.is_none()) || !self.config.stamps(request.uri()) {
-            return self.inner.call(request);
-        }
-        if let Some(level) = level {
-            // The level travels as the deadline does: the next service admits by it (within
-            // what its own route allows, see `CriticalityLayer`).
-            request.headers_mut().insert(
-                CRITICALITY.clone(),
-                HeaderValue::from_static(level.as_str()),
-            );
-        }
-        if let Some(deadline) = deadline {
-            let left = deadline.remaining().saturating_sub(self.config.reserve);
-            let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-            let headers = request.headers_mut();
-            if self.config.grpc_timeout {
-                let value = match Millis::text(millis) {
-                    // Whole milliseconds from 1 ms to 10 s: `"300m"`, nothing allocated.
-                    Some(text) if millis > 0 => Some(HeaderValue::from_static(text)),
-                    // Under a millisecond, or 10 s and more: the finest unit that fits.
-                    _ => HeaderValue::try_from(format_grpc_timeout(left)).ok(),
-                };
-                if let Some(value) = value {
-                    headers.insert(GRPC_TIMEOUT.clone(), value);
-                }
-            }
-            if let Some(name) = &self.config.ms_header {
-                let value = match Millis::text(millis) {
-                    Some(text) => HeaderValue::from_static(&text[..text.len() - 1]),
-                    None => HeaderValue::from(millis),
-                };
-                headers.insert(name.clone(), value);
-            }
-        }
-        self.inner.call(request)
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let (mut parts, body) = request.into_parts();
+        self.config.stamp(parts.uri.host(), &mut parts.headers);
+        self.inner.call(Request::from_parts(parts, body))
     }
 }
 
@@ -289,7 +296,7 @@ mod tests {
     fn only_the_named_hosts_are_stamped() {
         let layer =
             PropagateDeadlineLayer::new().only_to_hosts(["*.svc.cluster.local", "Search.Internal"]);
-        let stamps = |uri: &str| layer.stamps(&uri.parse().unwrap_or_default());
+        let stamps = |uri: &str| layer.stamps(uri.parse::<http::Uri>().unwrap_or_default().host());
         assert!(stamps("http://search.internal/q"));
         assert!(stamps("http://SEARCH.internal:8080/q"));
         assert!(stamps("http://users.prod.svc.cluster.local/u/1"));
@@ -301,8 +308,12 @@ mod tests {
         assert!(!stamps("https://api.payments.example/charge"));
         assert!(!stamps("/relative"), "no host: not stamped");
         assert!(
-            PropagateDeadlineLayer::new()
-                .stamps(&"https://api.payments.example/".parse().unwrap_or_default())
+            PropagateDeadlineLayer::new().stamps(
+                "https://api.payments.example/"
+                    .parse::<http::Uri>()
+                    .unwrap_or_default()
+                    .host()
+            )
         );
         assert_eq!(HostPattern::parse("*"), HostPattern::Exact("*".into()));
     }

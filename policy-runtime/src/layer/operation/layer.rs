@@ -16,9 +16,17 @@ use crate::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
 
 /// The span of a call of an operation built by hand: INFO, named `operation` (a span's name is
 /// fixed where it is written, and a layer's operation is named at run time), with the fields
-/// `operation` (its name) and `class` (`critical`), as the attribute's.
+/// `operation` (its name) and `class` (`critical`), as the attribute's, and OpenTelemetry's
+/// `otel.status_code` and `error.type`, recorded when a measured call ends in error.
 fn operation_span(name: &str) -> tracing::Span {
-    tracing::info_span!(target: "policy", "operation", operation = name, class = "critical")
+    tracing::info_span!(
+        target: "policy",
+        "operation",
+        operation = name,
+        class = "critical",
+        "otel.status_code" = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+    )
 }
 
 /// An operation without retry: layers any service.
