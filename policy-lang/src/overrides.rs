@@ -84,6 +84,8 @@ use crate::diagnostic::{Label, Report};
 use crate::source::{Loc, SourceId, Sources};
 use crate::spec::{Backoff, EnvelopeSpec, OpenAfter, Spec, WorkClass};
 use crate::units::format_duration;
+
+pub use crate::spec::OVERRIDABLE;
 use crate::{PolicySet, parse, suggest};
 
 /// Where a set of overrides comes from. Both are checked by the same validator, within the
@@ -97,30 +99,6 @@ pub enum Origin {
     /// never from it.
     Fleet,
 }
-
-/// What an override may set, per stanza: numbers only, and only those the runtime can change
-/// under a running service. A phrase's key is its first word (`deferred at load 0.5` is
-/// `deferred`). The request's deadline belongs to the `DeadlineLayer` the service builds, and a
-/// rate limit's rate and a retry's allowance to state built once; they stay compiled.
-pub const OVERRIDABLE: &[(&str, &[&str])] = &[
-    ("breaker", &["open_after", "cooldown", "max_retry_after"]),
-    ("bulkhead", &["max_concurrent"]),
-    ("retry", &["attempts", "backoff", "attempt_timeout"]),
-    ("shedding", &["deferred", "background"]),
-    ("operation", &["deadline", "min_budget", "shed_at"]),
-    // A drill on or off per environment, and its faults' rates (the runtime's `chaos`).
-    (
-        "chaos",
-        &[
-            "enabled",
-            "latency",
-            "error",
-            "refuse",
-            "status",
-            "instances",
-        ],
-    ),
-];
 
 /// One policy file's name (as diagnostics print it) and text.
 #[derive(Debug, Clone)]

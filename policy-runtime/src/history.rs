@@ -19,25 +19,16 @@
 //! mechanism's snapshot and one lock on the ring.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::RefusalKind;
-use crate::instruments::CallOutcome;
-
-/// Every refusal kind, a drill's included: one counter and one column each.
-const REFUSAL_KINDS: [RefusalKind; 6] = [
-    RefusalKind::BreakerOpen,
-    RefusalKind::BulkheadFull,
-    RefusalKind::Shed,
-    RefusalKind::InsufficientBudget,
-    RefusalKind::RateLimited,
-    RefusalKind::Injected,
-];
-use crate::registry::Registry;
+use crate::breaker::BreakerSnapshot;
+use crate::bulkhead::BulkheadSnapshot;
+use crate::calls::{BUCKETS, CallCounts, Calls, REFUSAL_KINDS, bucket_upper_ms};
+use crate::deadline::OperationSnapshot;
+use crate::shedding::ShedderSnapshot;
 
 /// How often a point is taken.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
@@ -45,101 +36,14 @@ pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
 /// Points kept per series: five minutes at [`SAMPLE_EVERY`].
 pub const POINTS: usize = 150;
 
-/// Latency buckets: bucket `i` holds calls up to `FIRST × 2^((i + 1) / 3)`, from 100µs to about
-/// four minutes (the last holds everything longer).
-const BUCKETS: usize = 64;
-const FIRST: Duration = Duration::from_micros(100);
-
-static RECORDING: AtomicBool = AtomicBool::new(false);
-
-/// Whether a sampler runs (then every annotated call is measured for it).
-#[inline]
-pub(crate) fn recording() -> bool {
-    RECORDING.load(Ordering::Relaxed)
-}
-
-fn bucket_of(took: Duration) -> usize {
-    if took <= FIRST {
-        return 0;
-    }
-    let ratio = took.as_secs_f64() / FIRST.as_secs_f64();
-    // 3 × log2: a third of a doubling per bucket.
-    let index = (3.0 * ratio.log2()).floor();
-    if index.is_finite() && index >= 0.0 {
-        (index as usize).min(BUCKETS - 1)
-    } else {
-        0
-    }
-}
-
-/// The longest latency bucket `i` holds, in milliseconds.
-fn bucket_upper_ms(i: usize) -> f64 {
-    let exponent = (i as f64 + 1.0) / 3.0;
-    FIRST.as_secs_f64() * 1000.0 * exponent.exp2()
-}
-
-/// One operation's calls, counted as they end (the `Calls` static of its function holds it).
-pub(crate) struct CallStats {
-    calls: AtomicU64,
-    ok: AtomicU64,
-    failed: AtomicU64,
-    expired: AtomicU64,
-    refused: [AtomicU64; REFUSAL_KINDS.len()],
-    latency: [AtomicU64; BUCKETS],
-}
-
-/// What a [`CallStats`] held at one moment.
-#[derive(Clone)]
-struct CallCounts {
-    calls: u64,
-    ok: u64,
-    failed: u64,
-    expired: u64,
-    refused: [u64; REFUSAL_KINDS.len()],
-    latency: [u64; BUCKETS],
-}
-
-impl CallStats {
-    pub(crate) const fn new() -> Self {
-        Self {
-            calls: AtomicU64::new(0),
-            ok: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-            expired: AtomicU64::new(0),
-            refused: [const { AtomicU64::new(0) }; REFUSAL_KINDS.len()],
-            latency: [const { AtomicU64::new(0) }; BUCKETS],
-        }
-    }
-
-    /// One call ended with `outcome` after `took`.
-    #[inline]
-    pub(crate) fn ended(&self, outcome: CallOutcome, took: Duration) {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        let counter = match outcome {
-            CallOutcome::Ok => &self.ok,
-            CallOutcome::Failed => &self.failed,
-            CallOutcome::Expired => &self.expired,
-            CallOutcome::Refused(kind) => {
-                let index = REFUSAL_KINDS.iter().position(|k| *k == kind).unwrap_or(0);
-                &self.refused[index]
-            }
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        self.latency[bucket_of(took)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn counts(&self) -> CallCounts {
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        CallCounts {
-            calls: load(&self.calls),
-            ok: load(&self.ok),
-            failed: load(&self.failed),
-            expired: load(&self.expired),
-            refused: std::array::from_fn(|i| load(&self.refused[i])),
-            latency: std::array::from_fn(|i| load(&self.latency[i])),
-        }
-    }
-}
+/// What a point is taken of: the snapshots of a registry's breakers, bulkheads, shedders and
+/// operation deadlines.
+pub(crate) type Mechanisms = (
+    Vec<BreakerSnapshot>,
+    Vec<BulkheadSnapshot>,
+    Vec<ShedderSnapshot>,
+    Vec<OperationSnapshot>,
+);
 
 /// The p99 of the calls counted in `latency`, as its bucket's upper bound (`None`: no call).
 fn p99(latency: &[u64; BUCKETS]) -> Option<f64> {
@@ -248,8 +152,9 @@ fn unix_ms() -> u64 {
 }
 
 impl History {
-    /// Starts the sampler on the current runtime, unless one runs.
-    pub(crate) fn start(&self, registry: &'static Registry) {
+    /// Starts the sampler on the current runtime, unless one runs: `take` takes each point
+    /// (its registry's [`record_history`](crate::Registry::record_history)).
+    pub(crate) fn start(&self, take: impl Fn() + Send + 'static) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -257,22 +162,22 @@ impl History {
         if task.as_ref().is_some_and(|task| !task.is_finished()) {
             return;
         }
-        RECORDING.store(true, Ordering::Relaxed);
+        crate::calls::record();
         *task = Some(runtime.spawn(async move {
             let mut tick = tokio::time::interval(SAMPLE_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                registry.record_history();
+                take();
             }
         }));
     }
 
-    /// One point for every series of `registry`.
-    pub(crate) fn sample(&self, registry: &Registry) {
-        let (breakers, bulkheads, shedders, deadlines) = registry.mechanism_snapshots();
-        let calls: Vec<(&'static str, CallCounts)> = registry
-            .calls_seen()
+    /// One point for every series: the `mechanisms`' snapshots and the `calls` seen of every
+    /// operation.
+    pub(crate) fn sample(&self, mechanisms: Mechanisms, calls: &[&'static Calls]) {
+        let (breakers, bulkheads, shedders, deadlines) = mechanisms;
+        let calls: Vec<(&'static str, CallCounts)> = calls
             .iter()
             .map(|c| (c.operation(), c.stats.counts()))
             .collect();
@@ -487,6 +392,7 @@ impl SeriesSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calls::bucket_of;
 
     #[test]
     fn a_latency_falls_in_the_bucket_whose_bound_holds_it() {

@@ -185,6 +185,7 @@ pub mod __macro_support;
 pub mod background;
 pub mod breaker;
 pub mod bulkhead;
+mod calls;
 #[cfg(feature = "chaos")]
 pub mod chaos;
 #[cfg(feature = "http")]
@@ -218,6 +219,7 @@ pub mod redis_store;
 pub mod registry;
 pub mod retry;
 pub mod shedding;
+mod traced;
 pub(crate) mod tuning;
 mod window;
 

@@ -24,6 +24,7 @@
 //! use std::time::Duration;
 //! use policy_runtime::{RefusalKind, Registry};
 //!
+//! # #[cfg(feature = "ratelimit")]
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let registry = Registry::new();
@@ -35,6 +36,8 @@
 //! assert_eq!(refusal.retry_after(), Some(Duration::from_millis(500)));
 //! assert_eq!(registry.snapshot().limiters[0].refused, 1);
 //! # }
+//! # #[cfg(not(feature = "ratelimit"))]
+//! # fn main() {}
 //! ```
 //!
 //! # When the fleet's store fails

@@ -1048,7 +1048,9 @@ pub fn retry_allowance(ratio: f64, floor_per_second: u32) -> Arc<RetryAllowance>
 /// `tracing`, for the call's span in the expansion (`::policy::__private::tracing::info_span!`).
 pub use tracing;
 
-pub use crate::observe::{CallOutput, Calls, Traced};
+pub use crate::calls::Calls;
+pub use crate::observe::CallOutput;
+pub use crate::traced::Traced;
 
 /// One call of the operation of `calls` (the expansion's `static`, one per annotated
 /// function), polled inside `span` (the expansion's `info_span!` named after the operation)

@@ -148,18 +148,13 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
-
-use pin_project_lite::pin_project;
 
 use crate::error::{Human, OpenCause, RefusalReason, ResilienceError, ShedReason};
 
 thread_local! {
     /// The operation whose call is being polled on this thread: two plain thread-local writes
-    /// per poll of a [`Traced`] future.
+    /// per poll of a [`Traced`](crate::__macro_support::Traced) future.
     static OPERATION: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
 
@@ -168,117 +163,20 @@ pub(crate) fn operation() -> Option<&'static str> {
     OPERATION.with(Cell::get)
 }
 
-/// Callers remembered per operation, each in a slot filled once: a call from one of them costs
-/// a load and a comparison per slot; past them, a call from another caller looks its edge up
-/// in the registry (under a read lock, allocating nothing once the edge is known).
-const PARENT_SLOTS: usize = 8;
-
-/// One annotated operation's calls: its name, the callers it was seen called by (the edges of
-/// the [observed tree](crate::registry::CallsSnapshot)), with the `metrics` feature its metric
-/// handles, registered at its first call and kept, and with the `dashboard` feature its counts
-/// and latencies for the dashboard's history. The expansion keeps one in a `static` per
-/// annotated function and hands it to every call's [`Traced`].
-pub struct Calls {
-    operation: &'static str,
-    parents: [std::sync::OnceLock<&'static str>; PARENT_SLOTS],
-    #[cfg(feature = "metrics")]
-    metrics: std::sync::OnceLock<crate::instruments::CallMetrics>,
-    #[cfg(feature = "dashboard")]
-    pub(crate) stats: crate::history::CallStats,
-}
-
-/// Whether two callers are the same: the same `static` string, or equal text.
+/// Puts `operation` in scope on this thread for one poll of its call; returns the operation
+/// it replaces, to put back with [`leave_operation`] when the poll returns.
 #[inline]
-fn same(a: &str, b: &str) -> bool {
-    std::ptr::eq(a, b) || a == b
+pub(crate) fn enter_operation(operation: &'static str) -> Option<&'static str> {
+    OPERATION.with(|op| op.replace(Some(operation)))
 }
 
-impl Calls {
-    /// The calls of the operation `operation`.
-    pub const fn new(operation: &'static str) -> Self {
-        Self {
-            operation,
-            parents: [const { std::sync::OnceLock::new() }; PARENT_SLOTS],
-            #[cfg(feature = "metrics")]
-            metrics: std::sync::OnceLock::new(),
-            #[cfg(feature = "dashboard")]
-            stats: crate::history::CallStats::new(),
-        }
-    }
-
-    /// The operation's name.
-    pub fn operation(&self) -> &'static str {
-        self.operation
-    }
-
-    /// Notes who called this call: `parent`, the operation being polled on this thread when it
-    /// started, or none (an entry point, with a deadline in scope or not). The first call from
-    /// a caller records the edge in the registry; every later one finds it in a slot.
-    #[inline]
-    fn called_by(&'static self, parent: Option<&'static str>) {
-        let parent = match parent {
-            Some(parent) => parent,
-            None => crate::registry::entry_caller(crate::Deadline::current().is_some()),
-        };
-        for slot in &self.parents {
-            match slot.get() {
-                Some(known) if same(known, parent) => return,
-                Some(_) => {}
-                None => return self.first_from(parent),
-            }
-        }
-        crate::registry::Registry::global().note_call(parent, self);
-    }
-
-    /// The first call seen from `parent`: a slot claimed, the edge recorded.
-    #[cold]
-    #[inline(never)]
-    fn first_from(&'static self, parent: &'static str) {
-        for slot in &self.parents {
-            match slot.get() {
-                Some(known) if same(known, parent) => return,
-                Some(_) => continue,
-                None => {}
-            }
-            if slot.set(parent).is_ok() || slot.get().is_some_and(|known| same(known, parent)) {
-                crate::registry::Registry::global().note_call(parent, self);
-                return;
-            }
-        }
-        crate::registry::Registry::global().note_call(parent, self);
-    }
-
-    /// Whether a call's clock is read: someone listens to its metrics, or the dashboard's
-    /// history records.
-    #[cfg(any(feature = "metrics", feature = "dashboard"))]
-    #[inline]
-    fn measured(&self) -> bool {
-        #[cfg(feature = "metrics")]
-        let metrics = self.metrics().live;
-        #[cfg(not(feature = "metrics"))]
-        let metrics = false;
-        #[cfg(feature = "dashboard")]
-        let history = crate::history::recording();
-        #[cfg(not(feature = "dashboard"))]
-        let history = false;
-        metrics || history
-    }
-
-    #[cfg(feature = "metrics")]
-    #[inline]
-    fn metrics(&self) -> &crate::instruments::CallMetrics {
-        self.metrics
-            .get_or_init(|| crate::instruments::CallMetrics::new(self.operation))
-    }
+/// Puts back the operation [`enter_operation`] replaced.
+#[inline]
+pub(crate) fn leave_operation(outer: Option<&'static str>) {
+    OPERATION.with(|op| op.set(outer));
 }
 
-impl fmt::Debug for Calls {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Calls")
-            .field("operation", &self.operation)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::calls::Calls;
 
 /// What an annotated call returns: a `Result`, whose `Ok` is the `ok` outcome of its metrics.
 pub trait CallOutput {
@@ -294,7 +192,7 @@ impl<T, E> CallOutput for Result<T, E> {
 }
 
 #[cfg(any(feature = "metrics", feature = "dashboard"))]
-mod meter {
+pub(crate) mod meter {
     use std::cell::Cell;
 
     use crate::error::RefusalKind;
@@ -303,13 +201,13 @@ mod meter {
     /// What the mechanisms said about the call being polled on this thread: how its error
     /// was made (a refusal, an expiry), and how many retries it started.
     #[derive(Clone, Copy, Default)]
-    pub(super) struct Mark {
-        pub(super) outcome: Option<CallOutcome>,
-        pub(super) retries: u32,
+    pub(crate) struct Mark {
+        pub(crate) outcome: Option<CallOutcome>,
+        pub(crate) retries: u32,
     }
 
     thread_local! {
-        pub(super) static MARK: Cell<Mark> = const { Cell::new(Mark { outcome: None, retries: 0 }) };
+        pub(crate) static MARK: Cell<Mark> = const { Cell::new(Mark { outcome: None, retries: 0 }) };
     }
 
     pub(crate) fn refused(kind: RefusalKind) {
@@ -343,13 +241,6 @@ mod meter {
             });
         });
     }
-
-    /// One call's measure, across its polls.
-    #[derive(Default)]
-    pub(crate) struct Meter {
-        pub(super) started: Option<tokio::time::Instant>,
-        pub(super) mark: Mark,
-    }
 }
 
 /// A refusal became the error of the call being polled (its metrics' `refused` outcome).
@@ -366,130 +257,6 @@ pub(crate) fn call_refused(kind: crate::RefusalKind) {
 pub(crate) fn call_expired() {
     #[cfg(any(feature = "metrics", feature = "dashboard"))]
     meter::expired();
-}
-
-/// One call's measure: nothing without the `metrics` or `dashboard` feature.
-#[cfg(not(any(feature = "metrics", feature = "dashboard")))]
-#[derive(Default)]
-struct Meter {}
-
-#[cfg(any(feature = "metrics", feature = "dashboard"))]
-use meter::Meter;
-
-pin_project! {
-    /// A call of an annotated function: polled inside its span, with its operation in scope
-    /// for the mechanisms' events, its caller noted at its first poll (the operation polled
-    /// around it, or none), and measured for its operation's metrics and history.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct Traced<F> {
-        calls: &'static Calls,
-        span: tracing::Span,
-        meter: Meter,
-        started: bool,
-        #[pin]
-        inner: F,
-    }
-}
-
-impl<F> Traced<F> {
-    pub(crate) fn new(calls: &'static Calls, span: tracing::Span, inner: F) -> Self {
-        Self {
-            calls,
-            span,
-            meter: Meter::default(),
-            started: false,
-            inner,
-        }
-    }
-}
-
-impl<F> fmt::Debug for Traced<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Traced")
-            .field("operation", &self.calls.operation)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<F> Future for Traced<F>
-where
-    F: Future,
-    F::Output: CallOutput,
-{
-    type Output = F::Output;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        let _entered = this.span.enter();
-        let outer = OPERATION.with(|op| op.replace(Some(this.calls.operation)));
-        if !*this.started {
-            // Its caller: the operation polled around it when it starts. Once per call, a
-            // load and a comparison per remembered caller; nothing allocated once known.
-            *this.started = true;
-            this.calls.called_by(outer);
-        }
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        let measured = this.calls.measured();
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        if measured && this.meter.started.is_none() {
-            this.meter.started = Some(tokio::time::Instant::now());
-        }
-        // Saved and restored whether or not anyone listens to this operation, so what the
-        // mechanisms note during this poll never reaches an enclosing call's measure.
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        let outer_mark = meter::MARK.with(|m| m.replace(meter::Mark::default()));
-        let poll = this.inner.poll(cx);
-        OPERATION.with(|op| op.set(outer));
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        let mark = meter::MARK.with(|m| m.replace(outer_mark));
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        if measured {
-            let meter = &mut *this.meter;
-            if mark.outcome.is_some() {
-                meter.mark.outcome = mark.outcome;
-            }
-            meter.mark.retries = meter.mark.retries.saturating_add(mark.retries);
-            if let Poll::Ready(output) = &poll {
-                use crate::instruments::CallOutcome;
-                let outcome = if output.succeeded() {
-                    CallOutcome::Ok
-                } else {
-                    meter.mark.outcome.unwrap_or(CallOutcome::Failed)
-                };
-                let took = meter.started.map(|s| s.elapsed()).unwrap_or_default();
-                #[cfg(feature = "metrics")]
-                {
-                    let metrics = this.calls.metrics();
-                    if metrics.live {
-                        metrics.ended(outcome, took, meter.mark.retries.saturating_add(1));
-                    }
-                }
-                #[cfg(feature = "dashboard")]
-                if crate::history::recording() {
-                    this.calls.stats.ended(outcome, took);
-                }
-            }
-        }
-        if let Poll::Ready(output) = &poll
-            && !output.succeeded()
-            && !this.span.is_disabled()
-        {
-            // OpenTelemetry's conventions for a span that ended in error (through
-            // `tracing-opentelemetry`): its status, and the class of error.
-            #[cfg(feature = "metrics")]
-            let error_type = match mark.outcome.or(this.meter.mark.outcome) {
-                Some(crate::instruments::CallOutcome::Refused(kind)) => kind.as_str(),
-                Some(crate::instruments::CallOutcome::Expired) => "deadline_exceeded",
-                _ => "_OTHER",
-            };
-            #[cfg(not(feature = "metrics"))]
-            let error_type = "_OTHER";
-            this.span.record("otel.status_code", "ERROR");
-            this.span.record("error.type", error_type);
-        }
-        poll
-    }
 }
 
 /// An operation's own name from the name the registry knows it by: the expansion names an

@@ -70,6 +70,7 @@ use crate::breaker::{
     Breaker, BreakerBuilder, BreakerSnapshot, BreakerStore, InProcessStore, StoreStatus,
 };
 use crate::bulkhead::{Bulkhead, BulkheadBuilder, BulkheadSnapshot};
+use crate::calls::Calls;
 use crate::deadline::{OperationDeadline, OperationSnapshot};
 use crate::defer::DeferredSnapshot;
 use crate::fallback::{Fallback, FallbackSnapshot};
@@ -81,7 +82,6 @@ use crate::limiter::LimiterSnapshot;
 pub use crate::limiter::LimiterSource;
 #[cfg(feature = "ratelimit")]
 use crate::limiter::{RateLimiter, RateLimiterBuilder};
-use crate::observe::Calls;
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 pub use crate::tuning::{FleetOrigin, OverriddenSetting, OverridesSnapshot, RefusedOverrides};
@@ -637,14 +637,7 @@ impl Registry {
     /// The breakers', bulkheads', shedders' and operation deadlines' snapshots, for the
     /// history (feature `dashboard`).
     #[cfg(feature = "dashboard")]
-    pub(crate) fn mechanism_snapshots(
-        &self,
-    ) -> (
-        Vec<BreakerSnapshot>,
-        Vec<BulkheadSnapshot>,
-        Vec<ShedderSnapshot>,
-        Vec<OperationSnapshot>,
-    ) {
+    fn mechanism_snapshots(&self) -> crate::history::Mechanisms {
         (
             read(&self.breakers)
                 .values()
@@ -667,7 +660,7 @@ impl Registry {
 
     /// The calls seen of every operation (feature `dashboard`: their counts and latencies).
     #[cfg(feature = "dashboard")]
-    pub(crate) fn calls_seen(&self) -> Vec<&'static Calls> {
+    fn calls_seen(&self) -> Vec<&'static Calls> {
         read(&self.calls).operations().to_vec()
     }
 
@@ -716,14 +709,15 @@ impl Registry {
     /// sampler does every two seconds; a test, or a service with a cadence of its own, may too.
     #[cfg(feature = "dashboard")]
     pub fn record_history(&self) {
-        self.history.sample(self);
+        self.history
+            .sample(self.mechanism_snapshots(), &self.calls_seen());
     }
 
     /// Starts the dashboard's sampler for this registry on the current tokio runtime, once
     /// (again if the runtime that ran it ended); without a runtime, nothing.
     #[cfg(feature = "dashboard")]
     pub(crate) fn sample_history_from(&'static self) {
-        self.history.start(self);
+        self.history.start(move || self.record_history());
     }
 
     /// The chaos `name` (feature `chaos`): the run-time switch of a drill, shared with every

@@ -16,9 +16,9 @@
 //! file naming `envelope` is refused (`policy::not-overridable`).
 
 use crate::ast::{Stanza, Term};
-use crate::overrides::OVERRIDABLE;
 use crate::source::Located;
 use crate::spec::EnvelopeSpec;
+use crate::spec::OVERRIDABLE;
 
 use super::{Lowering, word};
 

@@ -810,6 +810,30 @@ impl Named for RetrySpec {
     }
 }
 
+/// What an override may set, per stanza: numbers only, and only those the runtime can change
+/// under a running service. A phrase's key is its first word (`deferred at load 0.5` is
+/// `deferred`). The request's deadline belongs to the `DeadlineLayer` the service builds, and a
+/// rate limit's rate and a retry's allowance to state built once; they stay compiled.
+pub const OVERRIDABLE: &[(&str, &[&str])] = &[
+    ("breaker", &["open_after", "cooldown", "max_retry_after"]),
+    ("bulkhead", &["max_concurrent"]),
+    ("retry", &["attempts", "backoff", "attempt_timeout"]),
+    ("shedding", &["deferred", "background"]),
+    ("operation", &["deadline", "min_budget", "shed_at"]),
+    // A drill on or off per environment, and its faults' rates (the runtime's `chaos`).
+    (
+        "chaos",
+        &[
+            "enabled",
+            "latency",
+            "error",
+            "refuse",
+            "status",
+            "instances",
+        ],
+    ),
+];
+
 /// One line of an `envelope { ... }` stanza: how far an override (a file of the running
 /// environment, or the fleet's set) may move the numbers of one stanza, or one of its settings,
 /// as shares of the compiled value. `operation search deadline within 10% to 400%`.

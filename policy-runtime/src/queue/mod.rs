@@ -192,6 +192,8 @@
 //! [installed](install) runs on the in-process background pool.
 //!
 //! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # mod example {
 //! use std::time::Duration;
 //! use policy_runtime::queue::{self, Handler, TaskQueue};
 //! use policy_runtime::redis_store::RedisStore;
@@ -217,6 +219,8 @@
 //! println!("{} finished, {} abandoned", drained.finished, drained.abandoned);
 //! # Ok(())
 //! # }
+//! # }
+//! # fn main() {}
 //! ```
 
 use std::fmt;

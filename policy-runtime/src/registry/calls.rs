@@ -1,7 +1,7 @@
 //! The calls a running service saw between annotated operations: the observed tree's edges,
 //! recorded once per (caller, operation) and bounded.
 //!
-//! Each [`Traced`](crate::observe::Traced) call notes, at its first poll, the operation being
+//! Each [`Traced`](crate::__macro_support::Traced) call notes, at its first poll, the operation being
 //! polled on its thread (its caller), or that there was none (an entry point, with a deadline in
 //! scope or not). Its operation's [`Calls`] remembers the first callers in slots of its own,
 //! so only the first call from each caller reaches here; the table holds at most
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::observe::Calls;
+use crate::calls::Calls;
 
 /// Edges the table holds at most (a program's operations are few; a table past this is a
 /// program calling operations through names it makes up, which the registry never stores).

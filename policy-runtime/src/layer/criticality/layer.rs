@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use tower_layer::Layer;
 
-use super::CriticalityService;
+use super::{Config, CriticalityService};
 use crate::criticality::Criticality;
 use crate::layer::deadline::HeaderTrust;
 
@@ -10,16 +10,6 @@ use crate::layer::deadline::HeaderTrust;
 #[derive(Debug, Clone)]
 pub struct CriticalityLayer {
     pub(super) config: Arc<Config>,
-}
-
-#[derive(Debug)]
-pub(super) struct Config {
-    /// The route's level: what a request gets when its caller says nothing (or is not
-    /// believed).
-    pub(super) level: Criticality,
-    /// The highest level a caller may claim on this route.
-    pub(super) ceiling: Criticality,
-    pub(super) trust: HeaderTrust,
 }
 
 impl CriticalityLayer {

@@ -51,3 +51,15 @@ mod service;
 
 pub use layer::CriticalityLayer;
 pub use service::CriticalityService;
+
+/// What a [`CriticalityLayer`] puts in scope, shared by the layer (which builds it) and its
+/// services (which read it per request).
+#[derive(Debug)]
+struct Config {
+    /// The route's level: what a request gets when its caller says nothing (or is not
+    /// believed).
+    level: crate::criticality::Criticality,
+    /// The highest level a caller may claim on this route.
+    ceiling: crate::criticality::Criticality,
+    trust: super::deadline::HeaderTrust,
+}

@@ -4,7 +4,7 @@ use std::task::{Context, Poll};
 use http::Request;
 use tower_service::Service;
 
-use super::layer::Config;
+use super::Config;
 use crate::criticality::{self, CRITICALITY_HEADER, Criticality, Scoped};
 
 /// The service [`CriticalityLayer`](super::CriticalityLayer) makes.

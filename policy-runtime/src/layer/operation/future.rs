@@ -5,9 +5,11 @@ use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 
+use crate::calls::Calls;
 use crate::deadline::{Run, Scope};
 use crate::layer::BoxError;
-use crate::observe::{self, Calls, Traced};
+use crate::observe;
+use crate::traced::Traced;
 use crate::{DeadlineExceeded, ResilienceError};
 
 pin_project! {

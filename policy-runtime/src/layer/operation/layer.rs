@@ -5,13 +5,13 @@ use tower_layer::Layer;
 
 use super::{CallSpan, OperationService, Optional};
 use crate::WorkClass;
+use crate::calls::Calls;
 use crate::deadline::OperationDeadline;
 use crate::layer::breaker::{BreakerService, ErrorsAreFailures};
 use crate::layer::bulkhead::BulkheadService;
 use crate::layer::retry::{ClaimedIdempotent, RetryService, TransientErrors};
 use crate::layer::shedding::ShedService;
 use crate::layer::{RetryLayer, ShedLayer};
-use crate::observe::Calls;
 use crate::{Breaker, Bulkhead, Idempotent, RetryPolicy, Shedder};
 
 /// The span of a call of an operation built by hand: INFO, named `operation` (a span's name is

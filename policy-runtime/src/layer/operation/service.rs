@@ -7,9 +7,9 @@ use tower_service::Service;
 use super::ResponseFuture;
 use super::future::Outcome;
 use crate::Deadline;
+use crate::calls::Calls;
 use crate::deadline::OperationDeadline;
 use crate::layer::BoxError;
-use crate::observe::Calls;
 
 /// Makes the span one call of an operation runs in, given the operation's name.
 pub type CallSpan = fn(&str) -> tracing::Span;

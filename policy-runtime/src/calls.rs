@@ -1,0 +1,128 @@
+//! One annotated operation's calls: its name, the callers it was seen called by, its metric
+//! handles (feature `metrics`) and its counts for the dashboard's history (feature
+//! `dashboard`), in the `static` the expansion keeps per annotated function.
+//!
+//! The record only: what fills it is the operation's [`Traced`](crate::__macro_support::Traced)
+//! call (which notes each new caller in the [registry](crate::registry) and measures the call),
+//! and what reads it is the registry's observed tree and the dashboard's
+//! [history](crate::history). It names neither, so both can name it.
+
+use std::fmt;
+
+#[cfg(feature = "dashboard")]
+mod stats;
+#[cfg(all(test, feature = "dashboard"))]
+pub(crate) use stats::bucket_of;
+#[cfg(feature = "dashboard")]
+pub(crate) use stats::{
+    BUCKETS, CallCounts, CallStats, REFUSAL_KINDS, bucket_upper_ms, record, recording,
+};
+
+/// Callers remembered per operation, each in a slot filled once: a call from one of them costs
+/// a load and a comparison per slot; past them, a call from another caller looks its edge up
+/// in the registry (under a read lock, allocating nothing once the edge is known).
+const PARENT_SLOTS: usize = 8;
+
+/// One annotated operation's calls: its name, the callers it was seen called by (the edges of
+/// the [observed tree](crate::registry::CallsSnapshot)), with the `metrics` feature its metric
+/// handles, registered at its first call and kept, and with the `dashboard` feature its counts
+/// and latencies for the dashboard's history. The expansion keeps one in a `static` per
+/// annotated function and hands it to every call's `Traced`.
+pub struct Calls {
+    operation: &'static str,
+    parents: [std::sync::OnceLock<&'static str>; PARENT_SLOTS],
+    #[cfg(feature = "metrics")]
+    metrics: std::sync::OnceLock<crate::instruments::CallMetrics>,
+    #[cfg(feature = "dashboard")]
+    pub(crate) stats: CallStats,
+}
+
+/// Whether two callers are the same: the same `static` string, or equal text.
+#[inline]
+fn same(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
+}
+
+impl Calls {
+    /// The calls of the operation `operation`.
+    pub const fn new(operation: &'static str) -> Self {
+        Self {
+            operation,
+            parents: [const { std::sync::OnceLock::new() }; PARENT_SLOTS],
+            #[cfg(feature = "metrics")]
+            metrics: std::sync::OnceLock::new(),
+            #[cfg(feature = "dashboard")]
+            stats: CallStats::new(),
+        }
+    }
+
+    /// The operation's name.
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    /// Whether the registry is to hear of a call from `parent` (an operation, or an entry
+    /// point's caller): no when a slot remembers it; yes the first time (a free slot is
+    /// claimed for it) and for every call past the slots.
+    #[inline]
+    pub(crate) fn new_caller(&self, parent: &'static str) -> bool {
+        for slot in &self.parents {
+            match slot.get() {
+                Some(known) if same(known, parent) => return false,
+                Some(_) => {}
+                None => return self.first_from(parent),
+            }
+        }
+        true
+    }
+
+    /// The first call seen from `parent`: a slot claimed (yes, the registry is to hear of it),
+    /// unless another thread remembered the same caller meanwhile.
+    #[cold]
+    #[inline(never)]
+    fn first_from(&self, parent: &'static str) -> bool {
+        for slot in &self.parents {
+            match slot.get() {
+                Some(known) if same(known, parent) => return false,
+                Some(_) => continue,
+                None => {}
+            }
+            if slot.set(parent).is_ok() || slot.get().is_some_and(|known| same(known, parent)) {
+                return true;
+            }
+        }
+        true
+    }
+
+    /// Whether a call's clock is read: someone listens to its metrics, or the dashboard's
+    /// history records.
+    #[cfg(any(feature = "metrics", feature = "dashboard"))]
+    #[inline]
+    pub(crate) fn measured(&self) -> bool {
+        #[cfg(feature = "metrics")]
+        let metrics = self.metrics().live;
+        #[cfg(not(feature = "metrics"))]
+        let metrics = false;
+        #[cfg(feature = "dashboard")]
+        let history = recording();
+        #[cfg(not(feature = "dashboard"))]
+        let history = false;
+        metrics || history
+    }
+
+    /// The operation's metric handles, registered at its first call.
+    #[cfg(feature = "metrics")]
+    #[inline]
+    pub(crate) fn metrics(&self) -> &crate::instruments::CallMetrics {
+        self.metrics
+            .get_or_init(|| crate::instruments::CallMetrics::new(self.operation))
+    }
+}
+
+impl fmt::Debug for Calls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Calls")
+            .field("operation", &self.operation)
+            .finish_non_exhaustive()
+    }
+}
