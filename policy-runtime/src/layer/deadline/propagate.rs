@@ -151,7 +151,10 @@ impl PropagateDeadlineLayer {
         if let Some(level) = level {
             // The level travels as the deadline does: the next service admits by it (within
             // what its own route allows, see `CriticalityLayer`).
-            headers.insert(CRITICALITY.clone(), HeaderValue::from_static(level.as_str()));
+            headers.insert(
+                CRITICALITY.clone(),
+                HeaderValue::from_static(level.as_str()),
+            );
         }
         let deadline = deadline?;
         let left = deadline.remaining().saturating_sub(self.reserve);
