@@ -462,7 +462,13 @@ impl Inner {
     fn try_take(&self, level: Criticality) -> Result<u8, Turned> {
         let counted = self.levels.counts(level);
         if counted && level.is_sheddable() {
-            let kept = self.levels.kept_above(level);
+            // Work above that finds every slot busy waits in line ahead of every sheddable
+            // request (which never queues): only what the free queue places cannot hold has to
+            // be kept free, so with a queue the idle capacity goes to sheddable work.
+            let places = self
+                .max_queued
+                .saturating_sub(self.queued.load(Ordering::Relaxed));
+            let kept = self.levels.kept_above(level).saturating_sub(places);
             let free = u32::try_from(self.slots.available_permits()).unwrap_or(u32::MAX);
             if free <= kept {
                 return Err(if free == 0 {

@@ -12,9 +12,16 @@
 //!   is admitted;
 //! - a level is turned away (a [`Shed`](crate::RefusalKind::Shed) refusal, reason
 //!   `criticality`) only when admitting it would take a slot that the levels above it are
-//!   measured to need: each level's recent peak of calls in flight, less what it holds now;
+//!   measured to need and could not otherwise get: each level's recent peak of calls in
+//!   flight, less what it holds now, less the bulkhead's free queue places (work above that
+//!   finds every slot busy waits in line, and the line is theirs);
 //! - sheddable levels never wait in a bulkhead's queue, so a freed slot goes to a caller that
 //!   matters.
+//!
+//! So with a queue (`max_queued = max_concurrent`, as the README's sizing advises), sheddable
+//! work uses every slot the levels above leave idle, and a critical request that finds them
+//! all busy waits for the next one ahead of every sheddable request; with no queue
+//! (`max_queued = 0`), the slots the levels above need are kept free for them.
 //!
 //! The cost when nobody uses it: a bulkhead whose calls are all `critical` counts nothing per
 //! level and reads one flag per admission. It counts from its first call of another level on,

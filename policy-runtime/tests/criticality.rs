@@ -140,3 +140,41 @@ async fn with_every_call_critical_nothing_changes() {
     drop((a, c));
     assert_eq!(b.snapshot().refused_kept, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_a_queue_sheddable_work_uses_the_idle_slots_and_critical_work_waits_ahead_of_it() {
+    let b = Bulkhead::builder("line")
+        .max_concurrent(4)
+        .max_queued(4)
+        .build();
+    started_mixing(&b);
+    // Critical's recent peak is 3; with no queue, three slots would be kept free.
+    drop(
+        (0..3)
+            .map(|_| b.try_acquire_owned().unwrap())
+            .collect::<Vec<_>>(),
+    );
+    // The four queue places can hold critical work that finds the slots busy: nothing is kept.
+    let shed: Vec<_> = (0..4)
+        .map(|_| sheddable(|| b.try_acquire_owned()).unwrap())
+        .collect();
+    assert_eq!(b.running(), 4);
+    let deadline = Deadline::after(Duration::from_secs(1));
+    let critical = tokio::spawn({
+        let b = b.clone();
+        async move { b.acquire_owned(&deadline).await }
+    });
+    while b.queued() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let mut shed = shed.into_iter();
+    drop(shed.next());
+    // The freed slot went to the critical caller in line, not to a sheddable newcomer.
+    let held = critical.await.unwrap().unwrap();
+    assert_eq!(
+        sheddable(|| b.try_acquire()).unwrap_err().kind(),
+        RefusalKind::BulkheadFull
+    );
+    assert_eq!(b.snapshot().refused_kept, 0);
+    drop((held, shed));
+}

@@ -267,6 +267,10 @@ impl<E> tower::retry::Policy<DepCall, (), E> for TowerRetry {
     }
 }
 
+/// The breaker's cooldown of `policies/proving.policy` (the README's "Sizing the numbers"),
+/// given to tower-resilience's breaker too so that recovery compares mechanisms, not numbers.
+const BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
+
 /// Contender 4: tower-resilience 0.13, as its README suggests (crates.io README of 0.13.0):
 ///
 /// - Retry: the `RetryLayer::exponential_backoff()` preset (3 attempts, 100 ms base), with the
@@ -276,7 +280,7 @@ impl<E> tower::retry::Policy<DepCall, (), E> for TowerRetry {
 ///   costs no budget.
 /// - Circuit breaker: the Quick Start's `failure_rate_threshold(0.5)` and the Circuit Breaker
 ///   section's `sliding_window_size(100)`. Its wait in the open state is set to this engine's
-///   cooldown (3 s) with the README's own `.wait_duration_in_open(..)`: the README's example
+///   cooldown ([`BREAKER_COOLDOWN`]) with the README's own `.wait_duration_in_open(..)`: the README's example
 ///   (60 s) and default (30 s) outlast a scenario's after phase, and recovery would then compare
 ///   two numbers rather than two mechanisms.
 /// - Bulkhead: the `BulkheadLayer::small()` preset (10 calls, rejects when full), the
@@ -304,7 +308,7 @@ fn tower_resilience(hyper: Hyper, base: &str) -> Result<Call, BoxError> {
     let breaker = CircuitBreakerLayer::builder()
         .failure_rate_threshold(0.5)
         .sliding_window_size(100)
-        .wait_duration_in_open(Duration::from_secs(3))
+        .wait_duration_in_open(BREAKER_COOLDOWN)
         .build()?;
     let bulkhead = BulkheadLayer::small().build()?;
     let limiter = TimeLimiterLayer::builder()
@@ -397,15 +401,19 @@ fn trip_on_429(error: &DepError) {
 
 /// Contender 5: This engine through the attributes: the call is a function bound by its name to
 /// `operation call_dependency` of `policies/proving.policy`, its client wrapped in
-/// `PropagateDeadlineLayer` (the README: "for hyper's client").
+/// `PropagateDeadlineLayer` (the README: "for hyper's client"); the sheddable route's calls run
+/// with `criticality::scope(Criticality::Sheddable, ..)` (the README's "How much a request
+/// matters").
 mod attributes {
     use std::sync::{Arc, OnceLock};
 
+    use policy::criticality::{self, Criticality};
     use policy::layer::{PropagateDeadline, PropagateDeadlineLayer};
     use tower::{BoxError, Layer as _, ServiceExt as _};
 
     use super::{Call, CallFailed, Failure, trip_on_429};
     use crate::client::{DepCall, DepClient, Hyper};
+    use crate::model::Class;
 
     type Client = DepClient<PropagateDeadline<Hyper>>;
 
@@ -434,9 +442,16 @@ mod attributes {
             super::ATTEMPT_TIMEOUT,
         )?;
         let _ = CLIENT.set(client);
-        Ok(Arc::new(|_class| {
-            Box::pin(async {
-                call_dependency().await.map_err(|e| match &e {
+        Ok(Arc::new(|class| {
+            Box::pin(async move {
+                // The README's "How much a request matters": a route's level in scope for its
+                // calls, as a `CriticalityLayer` puts it for a tower stack.
+                let level = match class {
+                    Class::Critical => Criticality::Critical,
+                    Class::Sheddable => Criticality::Sheddable,
+                };
+                let outcome = criticality::scope(level, call_dependency()).await;
+                outcome.map_err(|e| match &e {
                     CallFailed::Dependency(dependency) => Failure::dependency(dependency),
                     CallFailed::Refused(refusal) => Failure::new(refusal.kind().as_str(), &e),
                     CallFailed::TimedOut(_) => Failure::new("deadline_exceeded", &e),
@@ -449,16 +464,16 @@ mod attributes {
 /// Contender 6: This engine through the layers: `DeadlineLayer` on the server (the `request` stanza's
 /// 1 s), the operation as one layer (`operation_layer!("call_dependency")`, the README's "A
 /// whole `.policy` operation is one layer"), the client under `PropagateDeadlineLayer`; the
-/// sheddable route also goes through a `ShedLayer` for deferred-class work against the
-/// operation's bulkhead (the README's `ShedLayer`, the default thresholds).
+/// sheddable route is marked `sheddable` with a `CriticalityLayer` (the README's "How much a
+/// request matters"), so the operation's bulkhead keeps room for the critical route.
 mod layers {
     use std::time::Duration;
 
     use axum::Router;
     use axum::routing::get;
-    use policy::layer::{BoxError, DeadlineLayer, PropagateDeadlineLayer, ShedLayer};
-    use policy::shedding::Thresholds;
-    use policy::{Idempotent, Registry, WorkClass};
+    use policy::Idempotent;
+    use policy::criticality::Criticality;
+    use policy::layer::{BoxError, CriticalityLayer, DeadlineLayer, PropagateDeadlineLayer};
     use tower::{Layer as _, ServiceBuilder, ServiceExt as _};
 
     use super::trip_on_429;
@@ -481,14 +496,7 @@ mod layers {
             .layer(policy::operation_layer!("call_dependency"))
             .service(Idempotent::service(client));
         let operation = tower::util::BoxCloneSyncService::new(operation);
-        let Some(bulkhead) = Registry::global().find_bulkhead("dependency") else {
-            return Err("the operation did not register its bulkhead `dependency`".into());
-        };
-        let shedder = Registry::global().shedder("sheddable", Thresholds::default());
-        let sheddable = ServiceBuilder::new()
-            .layer(ShedLayer::new(shedder, WorkClass::Deferred).load_of(bulkhead))
-            .service(operation.clone());
-        let sheddable = tower::util::BoxCloneSyncService::new(sheddable);
+        let sheddable = operation.clone();
         let critical = operation;
         Ok(Router::new()
             .route(
@@ -503,7 +511,10 @@ mod layers {
                 get(move || {
                     let sheddable = sheddable.clone();
                     async move { reply(sheddable.oneshot(DepCall).await) }
-                }),
+                })
+                // The README's "How much a request matters": this route's work may be turned
+                // away to keep room for critical work (and the caller cannot claim more).
+                .layer(CriticalityLayer::new(Criticality::Sheddable)),
             )
             .layer(
                 DeadlineLayer::new(Duration::from_secs(1)).min_budget(Duration::from_millis(20)),
