@@ -476,3 +476,106 @@ fn explain_says_when_the_policy_has_no_operations() {
         stderr(&output)
     );
 }
+
+#[test]
+fn every_command_says_which_directory_a_crate_folder_stood_for() {
+    // The demo's crate folder: its `policies/`, said on standard error by each command that
+    // takes policy paths, beside what it prints.
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo");
+    let said = format!(
+        "note: reading `{}` (the crate's `policies/`) for the crate at `{}`",
+        demo.join("policies").display(),
+        demo.display()
+    );
+    for args in [
+        vec!["check", path(&demo)],
+        vec!["check", "--format", "json", path(&demo)],
+        vec!["explain", path(&demo), "save_document"],
+        vec!["fmt", "--check", path(&demo)],
+        vec!["locality", path(&demo)],
+    ] {
+        let output = policy(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(&said),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+
+    // `[package.metadata.policy] dir`: that directory, and what named it.
+    let dir = crate_folder(
+        "said-metadata-dir",
+        "[package.metadata.policy]\ndir = \"config\"\n",
+    );
+    std::fs::create_dir_all(dir.join("config")).unwrap();
+    std::fs::write(
+        dir.join("config/shop.policy"),
+        "operation checkout: critical { deadline = 2s }\n",
+    )
+    .unwrap();
+    let said = format!(
+        "note: reading `{}` (the `dir` of `[package.metadata.policy]` in its `Cargo.toml`) for the crate at `{}`",
+        dir.join("config").display(),
+        dir.display()
+    );
+    for args in [
+        vec!["check", path(&dir)],
+        vec!["explain", path(&dir)],
+        vec!["fmt", "--check", path(&dir)],
+        vec!["gate", "--root", path(&dir), path(&dir)],
+    ] {
+        let output = policy(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(&said),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+
+    // A policy file or a plain directory is read as named: nothing to say.
+    let output = policy(&["check", path(&dir.join("config"))]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        !stderr(&output).contains("note: reading"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn gate_locality_and_assets_fail_on_a_crate_folder_without_policies() {
+    // The other commands that take policy paths refuse nothing found as check, explain and
+    // fmt do: exit 2, saying where they looked.
+    let dir = crate_folder("no-policies-others", "");
+    let looked = format!(
+        "error: no `.policy` files for the crate at `{}`: looked in `{}` (the crate's `policies/`), which does not exist",
+        dir.display(),
+        dir.join("policies").display()
+    );
+    for args in [
+        vec!["gate", "--root", path(&dir), path(&dir)],
+        vec!["locality", path(&dir)],
+        vec!["assets", path(&dir), "--policy", path(&dir)],
+    ] {
+        let output = policy(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains(&looked),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(stdout(&output).is_empty(), "{args:?}");
+    }
+}

@@ -11,11 +11,13 @@
 //! The macros follow all three ([`locate`]); a command given a crate's folder follows the
 //! first and the last ([`crate_dir`]), which is what the crate's own code reads. [`expand`]
 //! turns a command's paths into files, and says where it looked when a path yields none, so
-//! that a mistyped path is an error rather than a clean run over nothing.
+//! that a mistyped path is an error rather than a clean run over nothing; [`resolve`] also
+//! says which directory a crate's folder stood for ([`Resolved::reading`]), for the command to
+//! print.
 //!
 //! ```
 //! use std::path::Path;
-//! use policy_lang::files::{FilesError, expand};
+//! use policy_lang::files::{FilesError, expand, resolve};
 //!
 //! let crate_folder = std::env::temp_dir().join(format!("policy-files-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&crate_folder)?;
@@ -29,6 +31,12 @@
 //! std::fs::create_dir_all(crate_folder.join("policies"))?;
 //! std::fs::write(crate_folder.join("policies/shop.policy"), "request { deadline = 2s }\n")?;
 //! assert_eq!(expand(&[crate_folder.clone()])?, [crate_folder.join("policies/shop.policy")]);
+//!
+//! // And which directory the crate's folder stood for, to be said.
+//! let resolved = resolve(&[crate_folder.clone()])?;
+//! let reading = resolved[0].reading().unwrap_or_default();
+//! assert!(reading.starts_with("reading `"), "{reading}");
+//! assert!(reading.contains("(the crate's `policies/`) for the crate at"), "{reading}");
 //! # std::fs::remove_dir_all(&crate_folder)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -226,11 +234,7 @@ fn no_files(path: &Path, looked: &Looked) -> String {
     match looked {
         Looked::Directory => format!("no `.policy` files in `{shown}`"),
         Looked::Crate(dir) => {
-            let what = if dir.from_metadata {
-                "the `dir` of `[package.metadata.policy]` in its `Cargo.toml`"
-            } else {
-                "the crate's `policies/`"
-            };
+            let what = dir.describe();
             let state = if dir.path.is_dir() {
                 "which holds none"
             } else {
@@ -258,15 +262,59 @@ fn policy_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-/// The files a command reads for `paths`: each path as given, except directories. A crate's
-/// folder (one with a `Cargo.toml`) stands for the `*.policy` files of its policy directory
-/// ([`crate_dir`]), any other directory for its own `*.policy` files. A directory that yields
-/// none is an error that says where it looked.
-pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FilesError> {
-    let mut files = Vec::new();
+/// What one path given to a command stood for ([`resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The path as given.
+    pub path: PathBuf,
+    /// The crate's policy directory that was read, when the path is a crate's folder (a
+    /// directory with a `Cargo.toml`); `None` for a file or any other directory.
+    pub crate_dir: Option<CrateDir>,
+    /// The files it stands for, sorted within a directory.
+    pub files: Vec<PathBuf>,
+}
+
+impl Resolved {
+    /// Where the files of a crate's folder were read, for a command to say so:
+    /// ``reading `shop/policies` (the crate's `policies/`) for the crate at `shop` ``; `None`
+    /// when the path is not a crate's folder.
+    #[must_use]
+    pub fn reading(&self) -> Option<String> {
+        let dir = self.crate_dir.as_ref()?;
+        Some(format!(
+            "reading `{}` ({}) for the crate at `{}`",
+            dir.path.display(),
+            dir.describe(),
+            self.path.display()
+        ))
+    }
+}
+
+impl CrateDir {
+    /// What named this directory: the crate's `policies/`, or the metadata `dir`.
+    #[must_use]
+    pub fn describe(&self) -> &'static str {
+        if self.from_metadata {
+            "the `dir` of `[package.metadata.policy]` in its `Cargo.toml`"
+        } else {
+            "the crate's `policies/`"
+        }
+    }
+}
+
+/// Each path a command is given, with the files it stands for: each path as given, except
+/// directories. A crate's folder (one with a `Cargo.toml`) stands for the `*.policy` files of
+/// its policy directory ([`crate_dir`]), any other directory for its own `*.policy` files. A
+/// directory that yields none is an error that says where it looked.
+pub fn resolve(paths: &[PathBuf]) -> Result<Vec<Resolved>, FilesError> {
+    let mut resolved = Vec::with_capacity(paths.len());
     for path in paths {
         if !path.is_dir() {
-            files.push(path.clone());
+            resolved.push(Resolved {
+                path: path.clone(),
+                crate_dir: None,
+                files: vec![path.clone()],
+            });
             continue;
         }
         let (dir, looked) = if path.join("Cargo.toml").is_file() {
@@ -289,9 +337,24 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FilesError> {
                 looked,
             });
         }
-        files.extend(found);
+        resolved.push(Resolved {
+            path: path.clone(),
+            crate_dir: match looked {
+                Looked::Crate(dir) => Some(dir),
+                Looked::Directory => None,
+            },
+            files: found,
+        });
     }
-    Ok(files)
+    Ok(resolved)
+}
+
+/// The files a command reads for `paths`, in order: [`resolve`]'s, flattened.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FilesError> {
+    Ok(resolve(paths)?
+        .into_iter()
+        .flat_map(|resolved| resolved.files)
+        .collect())
 }
 
 #[cfg(test)]

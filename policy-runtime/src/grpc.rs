@@ -93,8 +93,8 @@ pub fn code_of(refusal: &ResilienceError) -> Code {
             RefusalKind::BreakerOpen | RefusalKind::Shed => Code::Unavailable,
             RefusalKind::BulkheadFull | RefusalKind::RateLimited => Code::ResourceExhausted,
             RefusalKind::InsufficientBudget => Code::DeadlineExceeded,
-            // A drill's refusal reads as a dependency's.
-            #[cfg(feature = "chaos")]
+            // A drill's refusal reads as a dependency's. The kind is in every build, so the arm
+            // is too (a `chaos` cfg here broke the build of `tonic` without `chaos`).
             RefusalKind::Injected => Code::Unavailable,
         },
     }
