@@ -82,8 +82,8 @@ pub enum Contender {
     TowerResilience,
     /// 5. This engine through the attributes and `policies/proving.policy`.
     PolicyAttributes,
-    /// 6. This engine through the layers: `DeadlineLayer`, `operation_layer!`, `ShedLayer`,
-    ///    `PropagateDeadlineLayer`.
+    /// 6. This engine through the layers: `DeadlineLayer`, `operation_layer!`,
+    ///    `CriticalityLayer`, `PropagateDeadlineLayer`.
     PolicyLayers,
 }
 
@@ -131,12 +131,12 @@ impl Contender {
                  max 100) and docs/circuitbreaker-tower-comparison.md (retry outermost, retry_on excludes an open circuit)"
             }
             Self::PolicyAttributes => {
-                "this README (A short example, Writing a .policy file, The same mechanisms as tower layers) and \
-                 examples/demo/policies/demo.policy: policies/proving.policy"
+                "this README (A short example, Writing a .policy file, The same mechanisms as tower layers, \
+                 How much a request matters, Sizing the numbers): policies/proving.policy"
             }
             Self::PolicyLayers => {
-                "this README (The same mechanisms as tower layers: DeadlineLayer, operation_layer!, ShedLayer, \
-                 PropagateDeadlineLayer) with the same policies/proving.policy"
+                "this README (The same mechanisms as tower layers: DeadlineLayer, operation_layer!, CriticalityLayer, \
+                 PropagateDeadlineLayer; How much a request matters) with the same policies/proving.policy"
             }
         }
     }
