@@ -24,7 +24,9 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
             },
             ::policy::__private::tracing::info_span!(
                 target : "policy", "save_document", operation = "save_document", class =
-                "critical"
+                "critical", "otel.status_code" =
+                ::policy::__private::tracing::field::Empty, "error.type" =
+                ::policy::__private::tracing::field::Empty,
             ),
             carrier
                 .body(async move {

@@ -38,7 +38,9 @@ pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
                 &CALLS
             },
             ::policy::__private::tracing::info_span!(
-                target : "policy", "lookup", operation = "lookup", class = "critical"
+                target : "policy", "lookup", operation = "lookup", class = "critical",
+                "otel.status_code" = ::policy::__private::tracing::field::Empty,
+                "error.type" = ::policy::__private::tracing::field::Empty,
             ),
             carrier
                 .body(async move {

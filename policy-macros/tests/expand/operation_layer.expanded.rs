@@ -37,7 +37,9 @@ fn layer() {
             .span(|_| {
                 ::policy::__private::tracing::info_span!(
                     target : "policy", "reindex_all", operation = "reindex_all", class =
-                    "critical"
+                    "critical", "otel.status_code" =
+                    ::policy::__private::tracing::field::Empty, "error.type" =
+                    ::policy::__private::tracing::field::Empty,
                 )
             })
             .calls({

@@ -41,7 +41,9 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
                 &CALLS
             },
             ::policy::__private::tracing::info_span!(
-                target : "policy", "sign_up", operation = "sign_up", class = "critical"
+                target : "policy", "sign_up", operation = "sign_up", class = "critical",
+                "otel.status_code" = ::policy::__private::tracing::field::Empty,
+                "error.type" = ::policy::__private::tracing::field::Empty,
             ),
             carrier
                 .body(async move {

@@ -37,7 +37,9 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
             },
             ::policy::__private::tracing::info_span!(
                 target : "policy", "push_to_index", operation = "push_to_index", class =
-                "critical"
+                "critical", "otel.status_code" =
+                ::policy::__private::tracing::field::Empty, "error.type" =
+                ::policy::__private::tracing::field::Empty,
             ),
             carrier
                 .body(async move {
