@@ -18,6 +18,8 @@ mod files;
 mod func;
 mod layer;
 mod lower;
+#[cfg(test)]
+mod snapshots;
 mod valid;
 
 use proc_macro::TokenStream;
