@@ -291,8 +291,7 @@ fn operation_layer_refuses_what_it_cannot_be_with_the_fix() {
         "{out}"
     );
     assert!(out.contains("search.policy:"), "where it says so: {out}");
-    let out =
-        crate::layer::operation_layer(quote!("hedged_reindex"), Some(&source)).to_string();
+    let out = crate::layer::operation_layer(quote!("hedged_reindex"), Some(&source)).to_string();
     assert!(
         out.contains("sets `hedge = tail`") && out.contains("HedgeLayer::new"),
         "a hedge is refused, not dropped: {out}"
@@ -414,8 +413,7 @@ fn a_broken_policy_file_is_reported_by_every_expansion_in_one_process() {
     // As rust-analyzer's proc-macro server does: one process expands function after
     // function (and the same one again after each edit). Each expansion that reads the
     // broken file shows its error, the second from the files' cache.
-    let root =
-        std::env::temp_dir().join(format!("policy-macros-broken-{}", std::process::id()));
+    let root = std::env::temp_dir().join(format!("policy-macros-broken-{}", std::process::id()));
     std::fs::create_dir_all(root.join("policies")).expect("a temporary directory");
     std::fs::write(
         root.join("policies/broken.policy"),

@@ -89,7 +89,13 @@ async fn metrics_after_a_fault_show_the_opening_and_the_refusals_the_snapshot_co
     loop {
         n += 1;
         save(&http, &base, n).await;
-        let breaker = search_breaker(&policy(&http, &base).await);
+        // The indexing runs after the response: the breaker appears once the first one calls.
+        let snapshot = policy(&http, &base).await;
+        let breaker = snapshot["breakers"]
+            .as_array()
+            .and_then(|b| b.iter().find(|b| b["name"] == "search"))
+            .cloned()
+            .unwrap_or_default();
         if breaker["openings"].as_u64() >= Some(1) && breaker["refusals"].as_u64() >= Some(3) {
             break;
         }
