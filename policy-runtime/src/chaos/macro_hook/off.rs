@@ -89,7 +89,7 @@ pub struct NoInjection;
 
 impl NoInjection {
     /// The body itself.
-    #[inline(always)]
+    #[inline]
     pub fn run<F>(&self, body: F) -> F {
         body
     }
