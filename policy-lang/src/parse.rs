@@ -15,11 +15,19 @@ use crate::ast::{
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, SourceId, Sources};
 
-mod grammar {
-    #[derive(pest_derive::Parser)]
-    #[grammar = "grammar.pest"]
-    pub(super) struct Grammar;
-}
+/// pest's parser for `grammar.pest`, generated and checked in (tests/grammar.rs keeps the two
+/// in step, and says how to regenerate it). Left as prettyplease prints it: rustfmt does not
+/// finish on its nesting.
+#[rustfmt::skip]
+#[allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    clippy::all,
+    clippy::allow_attributes_without_reason,
+    reason = "pest_generator's code as it makes it: public items in a private module"
+)]
+mod grammar;
 
 use grammar::{Grammar, Rule};
 
