@@ -14,9 +14,9 @@ pub use policy_runtime::*;
 #[cfg(feature = "tower")]
 pub use policy_macros::operation_layer;
 
-#[cfg(feature = "html-dimensions")]
+#[cfg(feature = "delivery")]
 pub use policy_delivery::image_dimensions::{self, ImageDimensionsLayer, ImageManifest};
-#[cfg(feature = "locality")]
+#[cfg(feature = "delivery")]
 pub use policy_delivery::locality;
 
 /// What the attribute macros' expansions call (the runtime's `__macro_support`). Not a

@@ -93,6 +93,58 @@ fn every_feature_has_a_doc_comment_and_every_crate_with_features_shows_them() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The names of a `Cargo.toml`'s features, in order (`default` left out).
+fn feature_names(manifest: &str) -> Vec<String> {
+    let mut in_features = false;
+    let mut names = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_features = line == "[features]";
+            continue;
+        }
+        if !in_features || line.starts_with('#') {
+            continue;
+        }
+        if let Some((name, _)) = line.split_once('=') {
+            let name = name.trim();
+            if !name.starts_with('"') && !name.contains(',') && name != "default" {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// Issue 42: a few features, each turning on whole modules, the same names in the facade and
+/// the runtime. The mechanisms' seven, then the integrations (each one module for one crate the
+/// application already chose). A new feature is a decision: add it here, with its reason
+/// beside it in Cargo.toml.
+#[test]
+fn the_facade_and_the_runtime_have_the_chosen_features() {
+    let mechanisms = [
+        "tower",
+        "http",
+        "redis",
+        "metrics",
+        "overrides",
+        "dashboard",
+        "chaos",
+    ];
+    let integrations = ["tonic", "reqwest", "rayon", "stale"];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).expect("Cargo.toml");
+    let facade = feature_names(&read("Cargo.toml"));
+    let runtime = feature_names(&read("policy-runtime/Cargo.toml"));
+    let mut want: Vec<&str> = mechanisms.iter().chain(&integrations).copied().collect();
+    want.push("delivery");
+    assert_eq!(facade, want, "the facade's features");
+    want.pop();
+    // `test-registry`: tests only (policy-testkit's `isolation`), not a user's feature.
+    want.push("test-registry");
+    assert_eq!(runtime, want, "the runtime's features");
+}
+
 #[test]
 fn the_check_sees_an_undocumented_feature() {
     let manifest = "[features]\ndefault = []\n## Documented.\nyes = [\"dep:a\",\n  \"dep:b\"]\nno = []\n\n[dependencies]\nx = \"1\"\n";

@@ -1,8 +1,8 @@
-//! Spans and metrics reaching the OpenTelemetry SDK (feature `otel`), read back from the SDK's
+//! Spans and metrics reaching the OpenTelemetry SDK (feature `metrics`), read back from the SDK's
 //! in-memory exporters: an annotated call's span through `tracing-opentelemetry`, the breaker's
 //! events as span events, and the engine's instruments through `OtelRecorder` under OTel's names,
 //! units and attributes.
-#![cfg(feature = "otel")]
+#![cfg(feature = "metrics")]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -10,7 +10,7 @@
 //! | is this failure worth repeating, out of whose budget? | [`retry`] | never retries a refusal |
 //! | is the first attempt just slow? | [`hedge`] | never hedges a refusal; hedges draw from the retries' allowance |
 //! | how long may this take? | [`deadline`] | [`RefusalKind::InsufficientBudget`] before start, [`DeadlineExceeded`] after |
-//! | may this start once more in this period? | [`limiter`] (feature `ratelimit`) | [`RefusalKind::RateLimited`], with the wait that would admit it |
+//! | may this start once more in this period? | [`limiter`] | [`RefusalKind::RateLimited`], with the wait that would admit it |
 //!
 //! Fault injection for drills is a mechanism of its own, not a mode of the others: `chaos`
 //! (feature `chaos`, off by default) injects latency, errors, refusals and 429s *inside* the
@@ -22,7 +22,7 @@
 //! or, with a Redis store (feature `redis`), on a durable [`queue`] that every instance consumes
 //! through one consumer group, acknowledged after it finished and redelivered when a worker
 //! died.
-//! The [`limiter`] (feature `ratelimit`) bounds a rate: in this process (GCRA from `governor`),
+//! The [`limiter`] bounds a rate: in this process (GCRA from `governor`),
 //! or across the fleet through `redis_store` (feature `redis`). An annotated function or a
 //! `.policy` operation that names one asks it once per call, after the deadline and the
 //! shedding decision and before the breaker.
@@ -38,7 +38,7 @@
 //!
 //! This crate is the mechanisms alone. What the build and the edge deliver (the locality probe,
 //! the layer that fills in missing image dimensions, the URL helpers the asset audit shares)
-//! is `policy-delivery`'s, which the facade's features `locality` and `html-dimensions` bring in.
+//! is `policy-delivery`'s, which the facade's feature `delivery` brings in.
 //!
 //! None substitutes for another. A breaker without a bulkhead still lets a merely *slow*
 //! dependency exhaust the instance (it never fails, so the breaker never opens); a bulkhead
@@ -161,7 +161,7 @@
 //! | background pools, for the snapshot | [`background`](mod@background) | one weak reference per live pool; dropped pools are pruned whenever a pool is built |
 //! | a breaker's failure window | [`breaker`] | fixed: 11 buckets of two counters, whatever the traffic, and for a count breaker the times of its last `count` failures (one `AtomicU64` each, up to 1024); plus the cause of its last opening |
 //! | a retry allowance's windows | [`RetryAllowance`] | fixed: one window of retries and 8 stripes of calls, each a tally its holding thread writes and a window the threads past the 8 share |
-//! | a rate limiter | [`limiter`] (feature `ratelimit`) | fixed: one `AtomicU64` (governor's theoretical arrival time) and two counters per named limiter |
+//! | a rate limiter | [`limiter`] | fixed: one `AtomicU64` (governor's theoretical arrival time) and two counters per named limiter |
 //! | a bulkhead's queue | [`bulkhead`] | `max_queued` waiters; past it a call is refused at once |
 //! | a background pool | [`BackgroundPool`] | `max_concurrent + max_queued` tasks admitted; the rest are shed at submission |
 //! | an isolated pool | [`isolate::IsolatedPool`] | its `max_concurrent` slots and `max_queued` places (a bulkhead) |
@@ -209,7 +209,7 @@ mod json;
 pub mod layer;
 pub mod limiter;
 pub mod observe;
-#[cfg(feature = "otel")]
+#[cfg(feature = "metrics")]
 pub mod otel;
 #[cfg(feature = "overrides")]
 pub mod overrides;

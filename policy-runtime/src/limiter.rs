@@ -1,4 +1,4 @@
-//! May this capability run once more in this period? A rate limiter (feature `ratelimit`).
+//! May this capability run once more in this period? A rate limiter.
 //!
 //! A bulkhead bounds how many calls run at once; a rate limiter bounds how many start per
 //! period (sign ups per minute, calls to a provider with a quota). [`RateLimiter`] is one
@@ -24,7 +24,6 @@
 //! use std::time::Duration;
 //! use policy_runtime::{RefusalKind, Registry};
 //!
-//! # #[cfg(feature = "ratelimit")]
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let registry = Registry::new();
@@ -36,8 +35,6 @@
 //! assert_eq!(refusal.retry_after(), Some(Duration::from_millis(500)));
 //! assert_eq!(registry.snapshot().limiters[0].refused, 1);
 //! # }
-//! # #[cfg(not(feature = "ratelimit"))]
-//! # fn main() {}
 //! ```
 //!
 //! # When the fleet's store fails
@@ -138,26 +135,22 @@ impl LimiterSnapshot {
 
 /// Anything that reports a [`LimiterSnapshot`]: a rate limiter of your own registers itself
 /// with [`Registry::register_limiter`](crate::Registry::register_limiter) to appear in the
-/// snapshot. (The runtime's own [rate limiters](RateLimiter), feature `ratelimit`, are there by
+/// snapshot. (The runtime's own [rate limiters](RateLimiter) are there by
 /// name already: [`Registry::rate_limiter`](crate::Registry::rate_limiter).)
 pub trait LimiterSource: Send + Sync + std::fmt::Debug + 'static {
     /// The limiter's state now.
     fn limiter_snapshot(&self) -> LimiterSnapshot;
 }
 
-#[cfg(feature = "ratelimit")]
 pub use local::LocalRate;
-#[cfg(feature = "ratelimit")]
 pub use rate_limiter::{RateLimiter, RateLimiterBuilder};
 
-#[cfg(feature = "ratelimit")]
 mod rate_limiter;
 
 // The fleet form (feature `redis`): the same GCRA in one Lua round trip on the store.
 #[cfg(feature = "redis")]
 mod fleet;
 
-#[cfg(feature = "ratelimit")]
 mod local {
     use std::fmt;
     use std::num::NonZeroU32;

@@ -499,12 +499,9 @@ pub struct RateLimitSettings {
     local_rate: Option<(u32, Duration)>,
 }
 
-/// The rate limiter an expansion's handle holds: [`RateLimiter`](crate::limiter::RateLimiter)
-/// (feature `ratelimit`).
-#[cfg(feature = "ratelimit")]
+/// The rate limiter an expansion's handle holds: [`RateLimiter`](crate::limiter::RateLimiter).
 pub type RateLimit = crate::limiter::RateLimiter;
 
-#[cfg(feature = "ratelimit")]
 impl Register for crate::limiter::RateLimiter {
     const KIND: &'static str = "rate limiter";
     type Settings = RateLimitSettings;
@@ -529,57 +526,6 @@ impl Register for crate::limiter::RateLimiter {
             }
             limiter
         })
-    }
-}
-
-/// Without the `ratelimit` feature there is no limiter; using `ratelimit` is then one error
-/// that says how to turn it on.
-#[cfg(not(feature = "ratelimit"))]
-#[diagnostic::on_unimplemented(
-    message = "`ratelimit` needs the `ratelimit` feature of `policy`",
-    label = "a rate limit is used here",
-    note = "turn it on in Cargo.toml: `policy = {{ version = \"..\", features = [\"ratelimit\"] }}`"
-)]
-pub trait RatelimitFeature {}
-
-/// Stands in for the limiter when the `ratelimit` feature is off; it cannot admit a call (see
-/// [`RatelimitFeature`]).
-#[cfg(not(feature = "ratelimit"))]
-#[derive(Debug)]
-pub struct RateLimit<F = ()>(std::marker::PhantomData<F>);
-
-#[cfg(not(feature = "ratelimit"))]
-impl Register for RateLimit {
-    const KIND: &'static str = "rate limiter";
-    type Settings = RateLimitSettings;
-    const NONE: RateLimitSettings = RateLimitSettings {
-        rate: (1, Duration::from_secs(1)),
-        on_timeout: None,
-        on_error: None,
-        local_rate: None,
-    };
-    type Handle = RateLimit;
-    fn register(_name: &'static str, _settings: RateLimitSettings) -> RateLimit {
-        RateLimit(std::marker::PhantomData)
-    }
-}
-
-#[cfg(not(feature = "ratelimit"))]
-impl<F> Clone for RateLimit<F> {
-    fn clone(&self) -> Self {
-        RateLimit(std::marker::PhantomData)
-    }
-}
-
-#[cfg(not(feature = "ratelimit"))]
-impl<F> RateLimit<F> {
-    /// Does not compile without the `ratelimit` feature, with a message saying how to turn
-    /// it on.
-    pub fn acquire(&self) -> std::future::Ready<Result<(), ResilienceError>>
-    where
-        F: RatelimitFeature,
-    {
-        std::future::ready(Ok(()))
     }
 }
 

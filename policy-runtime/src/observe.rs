@@ -38,7 +38,7 @@
 //! | ... panics (caught)        | ERROR | `task_panicked`            | `panic` (the message in `panic`) | |
 //! | ... is dropped before its end | WARN | `task_abandoned`        | `shut_down`, `no_runtime`, `drain_deadline`, `dropped` or `abandoned` (the sentence in `detail`) | |
 //! | a platform drained         | INFO  | `drain`                    | `complete`, `drain_deadline` | `in_flight`, `finished`, `abandoned`, `drain_deadline_ms`, per-class totals |
-//! | a stop signal was received (feature `signal`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | |
+//! | a stop signal was received (feature `http`) | INFO | `shutdown_signal` | `signal` (which, in `signal`: `SIGTERM` or `SIGINT`) | |
 //! | the request's deadline passed before the handler answered (`DeadlineLayer`, feature `http`; `mechanism` `deadline`, `name` `request`) | DEBUG | `deadline_exceeded` | `expired` | `budget_ms` |
 //! | ... a deadline header that does not parse, ignored | DEBUG | `deadline_header_ignored` | `unparsable_header` | `header`, `value` |
 //! | the Redis store became unreachable (feature `redis`; `mechanism` `store`, `name` `redis`) | WARN | `store_unavailable` | `timeout`, `connection_refused`, `connection_dropped`, `io_error`, `node_lost` or `error` (the sentence in `detail`) | `instance` |
@@ -81,10 +81,10 @@
 //! mechanisms' events for that call are inside it and carry the same `operation`. Creating the
 //! span when no subscriber wants it costs one check of the call site's interest, and nothing is
 //! allocated. `tracing-opentelemetry` makes them OpenTelemetry spans, the events span events
-//! (see `otel`, feature `otel`). A call that ends in an error records OpenTelemetry's
+//! (see `otel`). A call that ends in an error records OpenTelemetry's
 //! conventions on its span: `otel.status_code` `ERROR` (the span's status) and `error.type`,
 //! the refusal's kind, `deadline_exceeded` for an expiry, or `_OTHER` for the function's own
-//! error (with `metrics`, which `otel` turns on; `_OTHER` for every error without it).
+//! error (with `metrics`; `_OTHER` for every error without it).
 //!
 //! # Metrics
 //!
@@ -100,7 +100,7 @@
 //! main exporter is Prometheus', which would turn OTel's dots into underscores anyway, so
 //! writing `policy_call_duration_seconds` rather than `policy.call.duration` keeps one spelling
 //! in the code, these docs, a scrape and a dashboard query. Durations are seconds (f64), as
-//! both conventions say. To an OpenTelemetry meter (feature `otel`), `otel::OtelRecorder`
+//! both conventions say. To an OpenTelemetry meter (feature `metrics`), `otel::OtelRecorder`
 //! hands them over in OTel's spelling (`policy.call.duration` in `s`, a refusal's kind as
 //! `error.type`).
 //!
@@ -115,7 +115,7 @@
 //! | `policy_call_attempts` | histogram | `operation` | attempts | attempts per call: 1, plus one per retry or hedge started |
 //! | `policy_breaker_state` | gauge | `name` | state | 0 closed, 1 on probation (the cooldown ended; the next outcome decides), 2 open; set at each transition the breaker sees (it sees an opening end at the next call) |
 //! | `policy_breaker_openings_total` | counter | `name` | openings | every opening: counted failures, trips, a probe failing, shared openings (the snapshot's `openings`) |
-//! | `policy_refusals_total` | counter | `mechanism` (`breaker`, `bulkhead`, `rate_limiter`), `name`, `kind`, `reason` ([`RefusalReason::code`](crate::RefusalReason::code)) | refusals | a breaker's refusals by the cause of the opening (the snapshot's `refusals`), a bulkhead's by `full` and `queue_timeout` (its `refused_full`, `refused_queue_timeout`), a rate limiter's (`rate`, feature `ratelimit`: over its rate, in process or through Redis, or refused while Redis is away); every reason is registered at zero when the mechanism is built. A refusal by a deadline's minimum budget has no mechanism to count it: it is the call's `refused` outcome with `refused_by="insufficient_budget"` |
+//! | `policy_refusals_total` | counter | `mechanism` (`breaker`, `bulkhead`, `rate_limiter`), `name`, `kind`, `reason` ([`RefusalReason::code`](crate::RefusalReason::code)) | refusals | a breaker's refusals by the cause of the opening (the snapshot's `refusals`), a bulkhead's by `full` and `queue_timeout` (its `refused_full`, `refused_queue_timeout`), a rate limiter's (`rate`: over its rate, in process or through Redis, or refused while Redis is away); every reason is registered at zero when the mechanism is built. A refusal by a deadline's minimum budget has no mechanism to count it: it is the call's `refused` outcome with `refused_by="insufficient_budget"` |
 //! | `policy_bulkhead_in_flight` | gauge | `name` | calls | calls holding one of its slots |
 //! | `policy_bulkhead_queued` | gauge | `name` | calls | calls waiting for a slot |
 //! | `policy_bulkhead_limit` | gauge | `name` | calls | its slot count: set when it is built and at each resize, by hand ([`Bulkhead::set_max_concurrent`](crate::Bulkhead::set_max_concurrent)) or by an adaptive bulkhead's latency |
@@ -764,7 +764,7 @@ pub(crate) fn drained(
     );
 }
 
-#[cfg(feature = "signal")]
+#[cfg(feature = "http")]
 pub(crate) fn shutdown_signal(signal: &'static str) {
     tracing::info!(
         target: "policy",

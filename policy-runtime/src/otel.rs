@@ -1,4 +1,4 @@
-//! OpenTelemetry (feature `otel`, with `metrics`): the engine's telemetry in an OTel SDK.
+//! OpenTelemetry (feature `metrics`): the engine's telemetry in an OTel SDK.
 //!
 //! - **Metrics.** [`OtelRecorder`] is a `metrics` recorder that hands every instrument the
 //!   engine records (the table in [`observe`](crate::observe)'s "Metrics") to an OTel

@@ -114,7 +114,7 @@
 //! # }
 //! ```
 //!
-//! With the feature `overrides-watch`, [`Overrides::watch`] reloads whenever a file of the
+//! [`Overrides::watch`] reloads whenever a file of the
 //! compiled or the environment's directory changes (the `notify` crate).
 //!
 //! # Fleet reload
@@ -225,8 +225,7 @@ pub enum OverridesError {
     #[cfg(feature = "redis")]
     #[error(transparent)]
     Fleet(#[from] crate::redis_store::FleetError),
-    /// The watcher could not be started (feature `overrides-watch`).
-    #[cfg(feature = "overrides-watch")]
+    /// The watcher could not be started.
     #[error("cannot watch `{dir}` for changes: {source}")]
     Watch {
         /// The directory.
@@ -717,7 +716,6 @@ impl Tunings {
     }
 }
 
-#[cfg(feature = "overrides-watch")]
 mod watch {
     use std::sync::Arc;
 
@@ -729,7 +727,7 @@ mod watch {
     const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
 
     /// Reloads the overrides whenever a file of the compiled or the environment's directory
-    /// changes (feature `overrides-watch`); dropping it stops watching.
+    /// changes; dropping it stops watching.
     pub struct Watcher {
         _watcher: notify::RecommendedWatcher,
     }
@@ -794,7 +792,6 @@ mod watch {
     }
 }
 
-#[cfg(feature = "overrides-watch")]
 pub use watch::Watcher;
 
 #[cfg(feature = "redis")]

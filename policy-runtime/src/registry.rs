@@ -80,7 +80,6 @@ use crate::isolate::{
 };
 use crate::limiter::LimiterSnapshot;
 pub use crate::limiter::LimiterSource;
-#[cfg(feature = "ratelimit")]
 use crate::limiter::{RateLimiter, RateLimiterBuilder};
 use crate::retry::{RetryPolicy, RetryPolicyBuilder, RetrySnapshot};
 use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
@@ -114,7 +113,6 @@ pub struct Registry {
     retries: Map<Arc<RetryPolicy>>,
     hedges: Map<Arc<Hedge>>,
     shedders: Map<Arc<Shedder>>,
-    #[cfg(feature = "ratelimit")]
     limiters: Map<RateLimiter>,
     limiter_sources: Map<Arc<dyn LimiterSource>>,
     #[cfg(feature = "redis")]
@@ -307,7 +305,6 @@ impl Registry {
             retries: RwLock::default(),
             hedges: RwLock::default(),
             shedders: RwLock::default(),
-            #[cfg(feature = "ratelimit")]
             limiters: RwLock::default(),
             limiter_sources: RwLock::default(),
             #[cfg(feature = "redis")]
@@ -469,9 +466,8 @@ impl Registry {
     }
 
     /// The rate limiter named `name`: `limit` calls per `per`, built with `configure` the
-    /// first time (feature `ratelimit`). It decides in this process, or across the fleet when
+    /// first time. It decides in this process, or across the fleet when
     /// a [limiter store](Self::set_limiter_store) was set before it was built.
-    #[cfg(feature = "ratelimit")]
     pub fn rate_limiter(
         &self,
         name: &str,
@@ -497,7 +493,6 @@ impl Registry {
     }
 
     /// The rate limiter named `name`, if one was built.
-    #[cfg(feature = "ratelimit")]
     pub fn find_rate_limiter(&self, name: &str) -> Option<RateLimiter> {
         read(&self.limiters).get(name).cloned()
     }
@@ -822,9 +817,7 @@ impl Registry {
         let rows = sources
             .iter()
             .map(|(name, source)| (name.clone(), source.limiter_snapshot()));
-        #[cfg(feature = "ratelimit")]
         let limiters = read(&self.limiters);
-        #[cfg(feature = "ratelimit")]
         let rows = rows.chain(
             limiters
                 .iter()
@@ -837,7 +830,7 @@ impl Registry {
     }
 }
 
-#[cfg(all(test, feature = "ratelimit"))]
+#[cfg(test)]
 mod tests {
     use std::time::Duration;
 

@@ -65,7 +65,6 @@ fn populated() -> &'static Registry {
         Thresholds::DEFAULT,
     );
     registry.register_limiter("uploads", Arc::new(Uploads));
-    #[cfg(feature = "ratelimit")]
     registry.rate_limiter("webhooks", 10, Duration::from_secs(1), |l| l);
     registry.fallback("my_service::session::lookup_session", "anonymous");
     registry.isolated_pool("my_service::render::render_pdf", |p| p);
@@ -358,7 +357,6 @@ async fn the_page_renders_every_table_and_shows_an_opening_within_two_refreshes(
         assert!(row.contains(">2<"), "enqueued: {row}");
     }
     // A rate limiter of the registry says its rate and where it decides.
-    #[cfg(feature = "ratelimit")]
     {
         let body = browser::table_body(&dom, "limiters").unwrap();
         let row = browser::row(body, "data-name", "webhooks")

@@ -2,7 +2,7 @@
 //!
 //! The test signals its own process, so this binary holds one test: once installed, the
 //! handlers stay for the process's life.
-#![cfg(all(feature = "signal", unix))]
+#![cfg(all(feature = "http", unix))]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is a failed test"

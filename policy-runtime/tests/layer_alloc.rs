@@ -131,7 +131,6 @@ fn tower_timeout_loadshed_and_concurrency_limit_allocate_nothing_either() {
     }
 }
 
-#[cfg(feature = "ratelimit")]
 #[test]
 fn the_rate_limit_layer_allocates_nothing_when_admitted() {
     use policy_runtime::layer::RateLimitLayer;

@@ -335,7 +335,6 @@ fn a_fleet_limiter_counts_its_refusals() {
     });
 }
 
-#[cfg(feature = "ratelimit")]
 #[test]
 fn an_in_process_limiter_counts_its_refusals() {
     use policy_runtime::limiter::RateLimiter;

@@ -416,10 +416,9 @@ fn a_bulkhead_resized_down_refuses_new_callers_until_the_calls_in_flight_drain()
     assert_eq!(bulkhead.snapshot().running, 0);
 }
 
-/// The watcher (feature `overrides-watch`): a change to a file reloads; a bad one is refused
+/// The watcher: a change to a file reloads; a bad one is refused
 /// and the set in force stays. File events arrive in real time, so this waits for them (a
 /// few milliseconds on inotify), up to five seconds.
-#[cfg(feature = "overrides-watch")]
 #[test]
 fn the_watcher_reloads_when_a_file_changes() {
     let wait_for = |what: &str, done: &dyn Fn() -> bool| {

@@ -1,8 +1,8 @@
-//! The Redis store over TLS (`rediss://`, feature `redis-tls`), against a `redis-server` the
+//! The Redis store over TLS (`rediss://`, feature `redis`), against a `redis-server` the
 //! test starts with a certificate from a CA made for it (`policy_testkit::RedisTcpServer::
 //! start_tls`): openings shared as over plain TCP when the store trusts that CA, and, when it
 //! does not, no connection at all, which callers do not notice.
-#![cfg(feature = "redis-tls")]
+#![cfg(feature = "redis")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is a failed test"

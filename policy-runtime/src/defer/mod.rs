@@ -119,7 +119,7 @@ use policy_model::WorkClass;
 pub mod http;
 mod limits;
 mod platform;
-#[cfg(feature = "signal")]
+#[cfg(feature = "http")]
 mod signal;
 mod task;
 
@@ -131,7 +131,7 @@ pub use platform::{
     ContainerPlatform, DrainReport, ImmediatePlatform, Platform, PlatformAlreadySet, TaskTotals,
     platform, set_platform, shutdown, totals,
 };
-#[cfg(feature = "signal")]
+#[cfg(feature = "http")]
 pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
 pub use task::{DeferredOutcome, Scheduled, Task};
 pub(crate) use task::{TaskStats, class_totals};

@@ -1,4 +1,4 @@
-//! Knowing when to stop: SIGINT and SIGTERM, for the shutdown sequence (feature `signal`).
+//! Knowing when to stop: SIGINT and SIGTERM, for the shutdown sequence (feature `http`).
 
 use std::fmt;
 use std::io;

@@ -78,7 +78,6 @@ pub mod criticality;
 pub mod deadline;
 pub mod hedge;
 pub mod operation;
-#[cfg(feature = "ratelimit")]
 pub mod ratelimit;
 pub mod retry;
 pub mod shedding;
@@ -93,7 +92,6 @@ pub use criticality::CriticalityLayer;
 pub use deadline::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
 pub use hedge::HedgeLayer;
 pub use operation::OperationLayer;
-#[cfg(feature = "ratelimit")]
 pub use ratelimit::RateLimitLayer;
 pub use retry::{ClaimedIdempotent, IdempotentLayer, RetryClassify, RetryLayer, TransientErrors};
 pub use shedding::ShedLayer;

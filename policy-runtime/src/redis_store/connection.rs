@@ -51,7 +51,6 @@ pub(super) enum Target {
 }
 
 /// A private CA's certificates for rustls.
-#[cfg(feature = "redis-tls")]
 fn certificates(root: &[u8]) -> redis::TlsCertificates {
     redis::TlsCertificates {
         client_tls: None,
@@ -60,9 +59,8 @@ fn certificates(root: &[u8]) -> redis::TlsCertificates {
 }
 
 impl Target {
-    /// `tls_root`: a private CA for `rediss://` (only with the `redis-tls` feature, else none).
+    /// `tls_root`: a private CA for `rediss://`.
     pub(super) fn standalone(url: &str, tls_root: Option<&[u8]>) -> Result<Self, RedisError> {
-        #[cfg(feature = "redis-tls")]
         if let Some(root) = tls_root {
             return redis::Client::build_with_tls(url, certificates(root))
                 .map(|c| Self::Standalone(Box::new(c)));
@@ -83,7 +81,6 @@ impl Target {
             )));
         }
         let builder = ClusterClientBuilder::new(infos);
-        #[cfg(feature = "redis-tls")]
         let builder = match tls_root {
             Some(root) => builder.certs(certificates(root)),
             None => builder,
@@ -130,7 +127,6 @@ impl Target {
                 .set_client_to_sentinel_tls_mode(mode)
                 .set_client_to_redis_tls_mode(mode);
         }
-        #[cfg(feature = "redis-tls")]
         if let Some(root) = tls_root {
             builder = builder
                 .set_client_to_sentinel_certificates(certificates(root))

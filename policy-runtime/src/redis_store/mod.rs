@@ -166,7 +166,7 @@
 //! only the connecting line differs:
 //!
 //! - [`RedisStoreBuilder::connect`]: one server, or a primary behind a stable address
-//!   (`redis://`, `unix://`; `rediss://` with the `redis-tls` feature).
+//!   (`redis://`, `unix://`; `rediss://`).
 //! - [`RedisStoreBuilder::connect_cluster`]: a Redis Cluster (ElastiCache or Memorystore in
 //!   cluster mode), through any of its nodes. The `redis` crate's cluster client routes every
 //!   command by its key's slot, follows `MOVED` and failovers, and re-subscribes the sharded
@@ -181,7 +181,7 @@
 //!   primary's death until the sentinels promote a replica (their `down-after-milliseconds`
 //!   and an election), callers see nothing, and sharing resumes on the new primary.
 //!
-//! With the `redis-tls` feature, `rediss://` connects over TLS (rustls, the platform's root
+//! `rediss://` connects over TLS (rustls, the platform's root
 //! certificates, or [`RedisStoreBuilder::tls_root_certificate`] for a private CA) on all three.
 //!
 //! What a fleet costs the server, and where this design stops scaling, is measured by the
@@ -602,15 +602,14 @@ impl RedisStoreBuilder {
     }
 
     /// Trusts `pem` (one or more PEM certificates of a private CA) for `rediss://`, instead of
-    /// the platform's root certificates. With the `redis-tls` feature.
-    #[cfg(feature = "redis-tls")]
+    /// the platform's root certificates.
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_root = Some(pem.into());
         self
     }
 
     /// Connects to one Redis server (or a primary behind a stable address): `redis://`,
-    /// `rediss://` (TLS, with the `redis-tls` feature) or `unix://`. Connects lazily: an
+    /// `rediss://` (TLS) or `unix://`. Connects lazily: an
     /// unreachable Redis is logged once and degrades sharing, it is not an error. Loads the
     /// current fleet state before returning, so breakers built afterwards refuse on their very
     /// first call when the fleet has them open. Must run inside a tokio runtime: it starts the
@@ -677,7 +676,6 @@ impl RedisStoreBuilder {
             return Err(StoreError::WeakSecret { bytes });
         }
         let topology = target.topology();
-        #[cfg(feature = "redis-tls")]
         {
             // rustls needs a process-wide crypto provider; one installed by the application
             // first is kept.

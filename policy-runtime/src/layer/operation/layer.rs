@@ -49,7 +49,6 @@ pub struct OperationLayer<R = NoRetry> {
     breaker: Option<Breaker>,
     bulkhead: Option<Bulkhead>,
     shed: Option<ShedLayer>,
-    #[cfg(feature = "ratelimit")]
     ratelimit: Option<crate::limiter::RateLimiter>,
     /// The chaos drill inside each attempt (feature `chaos`).
     #[cfg(feature = "chaos")]
@@ -71,7 +70,6 @@ impl OperationLayer {
             breaker: None,
             bulkhead: None,
             shed: None,
-            #[cfg(feature = "ratelimit")]
             ratelimit: None,
             #[cfg(feature = "chaos")]
             chaos: None,
@@ -121,7 +119,6 @@ impl OperationLayer {
             breaker: self.breaker,
             bulkhead: self.bulkhead,
             shed: self.shed,
-            #[cfg(feature = "ratelimit")]
             ratelimit: self.ratelimit,
             #[cfg(feature = "chaos")]
             chaos: self.chaos,
@@ -174,39 +171,17 @@ impl<R> OperationLayer<R> {
     }
 
     /// The rate limit that admits each call once, after the shedding decision and before any
-    /// attempt (feature `ratelimit`).
-    #[cfg(feature = "ratelimit")]
+    /// attempt.
     pub fn ratelimit(mut self, limiter: crate::limiter::RateLimiter) -> Self {
         self.ratelimit = Some(limiter);
         self
     }
 
-    /// Does not compile without the `ratelimit` feature, with a message saying how to turn it
-    /// on (what `operation_layer!` calls for an operation with a `ratelimit`).
-    #[cfg(not(feature = "ratelimit"))]
-    #[doc(hidden)]
-    pub fn ratelimit<F: crate::__macro_support::RatelimitFeature>(
-        self,
-        _limiter: crate::__macro_support::RateLimit<F>,
-    ) -> Self {
-        self
-    }
-
-    #[cfg(feature = "ratelimit")]
     fn limited<S>(&self, inner: S) -> Optional<Limit<S>, S> {
         match &self.ratelimit {
             Some(limiter) => Optional::Applied(Limit::new(inner, limiter.clone())),
             None => Optional::Skipped(inner),
         }
-    }
-
-    #[cfg(not(feature = "ratelimit"))]
-    #[expect(
-        clippy::unused_self,
-        reason = "the same call with and without the feature"
-    )]
-    fn limited<S>(&self, inner: S) -> Optional<Limit<S>, S> {
-        Optional::Skipped(inner)
     }
 
     /// The chaos drill each attempt draws from (feature `chaos`), after the breaker's check
@@ -298,11 +273,8 @@ type Chaotic<S> = Optional<crate::layer::chaos::ChaosService<S>, S>;
 #[cfg(not(feature = "chaos"))]
 type Chaotic<S> = S;
 
-/// The rate limit's service (feature `ratelimit`; without it, never applied).
-#[cfg(feature = "ratelimit")]
+/// The rate limit's service.
 type Limit<S> = crate::layer::ratelimit::RateLimitService<S>;
-#[cfg(not(feature = "ratelimit"))]
-type Limit<S> = S;
 
 /// The rate limit, when declared, around `Inner`.
 type Limited<Inner> = Optional<Limit<Inner>, Inner>;

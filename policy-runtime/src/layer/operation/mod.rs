@@ -2,7 +2,7 @@
 //!
 //! What a `#[resilient]` function expands to, as a layer: the operation's own deadline (a
 //! child of the current one, refused with `insufficient_budget` below its minimum), the
-//! shedding decision, the rate limit (feature `ratelimit`: once per call, refused with
+//! shedding decision, the rate limit(once per call, refused with
 //! `rate_limited` and the wait that would admit it), then for each attempt (under a [`RetryPolicy`](crate::RetryPolicy), when
 //! the operation has one and the service is [`Idempotent`](crate::Idempotent)): the breaker's
 //! check, a bulkhead slot, the attempt under its own child deadline, the outcome recorded in

@@ -1,5 +1,5 @@
 //! [`RateLimitLayer`]: may this capability run once more in this period? A
-//! [`RateLimiter`](crate::limiter::RateLimiter) around a service (feature `ratelimit`).
+//! [`RateLimiter`](crate::limiter::RateLimiter) around a service.
 //!
 //! `call` asks the limiter. In process the decision is made there and then (one
 //! compare-and-swap, no allocation): admitted, the inner future runs as it is; refused, the
