@@ -10,8 +10,8 @@
 //! site). The test fails on any false positive (a finding of ours that Lighthouse's audit does
 //! not make), when fewer than 85% of Lighthouse's findings are ours too, when the fonts and
 //! images we say a page downloads are not the ones Chromium downloaded, and when the agreement
-//! table in the README, the facade's delivery guide and the module docs is not the one computed here (`UPDATE_AGREEMENT=1`
-//! rewrites them).
+//! table in the README, the facade's delivery guide (`src/guide/delivery.rs`) and the module
+//! docs is not the one computed here (`UPDATE_AGREEMENT=1` rewrites them).
 #![cfg(feature = "audit")]
 #![expect(
     clippy::unwrap_used,
