@@ -19,7 +19,10 @@ pub use policy_delivery::image_dimensions::{self, ImageDimensionsLayer, ImageMan
 #[cfg(feature = "locality")]
 pub use policy_delivery::locality;
 
-/// What the attribute macros' expansions call (the runtime's `__macro_support`). Not a
-/// public API: its items may change in any release.
-#[doc(hidden)]
-pub use policy_runtime::__macro_support as __private;
+// This crate under its package name, for attributes used inside it: their expansions write
+// `::policy::__private<patch>::..`, the facade's name being "itself" here.
+extern crate self as policy;
+
+// What the expansions call: `src/private.rs`, public as `__private<patch>` (named by build.rs).
+mod private;
+include!(concat!(env!("OUT_DIR"), "/private.rs"));

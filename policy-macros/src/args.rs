@@ -70,12 +70,13 @@ impl AttrKind {
         Self::Isolate,
     ];
 
-    /// `#[policy::critical]`, or `#[critical]` after `use policy::critical`.
+    /// `#[policy::critical]` (or under the name the crate gave the facade, `#[pol::critical]`),
+    /// or `#[critical]` after `use policy::critical`.
     pub(crate) fn from_path(path: &syn::Path) -> Option<Self> {
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
         let last = match segments.as_slice() {
             [only] => only,
-            [first, last] if first == "policy" => last,
+            [first, last] if crate::facade::names_facade(first) => last,
             _ => return None,
         };
         Self::ALL.into_iter().find(|kind| kind.name() == last)

@@ -4,10 +4,10 @@
 //! ```text
 //! let (breaker, bulkhead) = {
 //!     use ::core::time::Duration;
-//!     use ::policy::__private::Handle;
+//!     use ::policy::__private0::Handle;
 //!     const BY: &str = concat!(module_path!(), "::", "push_to_index");
-//!     static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY).cooldown(..);
-//!     static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY).max_concurrent(4);
+//!     static BREAKER: Handle<::policy::__private0::Breaker> = Handle::breaker("search", BY).cooldown(..);
+//!     static BULKHEAD: Handle<::policy::__private0::Bulkhead> = Handle::bulkhead("search", BY).max_concurrent(4);
 //!     (&*BREAKER, &*BULKHEAD)
 //! };
 //! ```
@@ -28,6 +28,7 @@ use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::quote;
 
 use super::{local, operation_name};
+use crate::facade::private;
 use crate::valid::Plan;
 
 /// The handles an expansion uses, by their local names.
@@ -103,9 +104,9 @@ fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
     let sharing = match spec.sharing.value {
         Sharing::Shared { quorum } => {
             let quorum = count(quorum);
-            quote!(.sharing(::policy::Sharing::Openings { quorum: #quorum }))
+            quote!(.sharing(#private::Sharing::Openings { quorum: #quorum }))
         }
-        Sharing::TripsOnly => quote!(.sharing(::policy::Sharing::TripsOnly)),
+        Sharing::TripsOnly => quote!(.sharing(#private::Sharing::TripsOnly)),
         _ => quote!(),
     };
     let max_retry_after = spec.max_retry_after.as_ref().map(|max| {
@@ -113,7 +114,7 @@ fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
         quote!(.max_retry_after(#max))
     });
     quote! {
-        Handle<::policy::Breaker> = Handle::breaker(#name, BY) #open_after .cooldown(#cooldown) #sharing #max_retry_after
+        Handle<#private::Breaker> = Handle::breaker(#name, BY) #open_after .cooldown(#cooldown) #sharing #max_retry_after
     }
 }
 
@@ -131,7 +132,7 @@ fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
     };
     let max_queued = count(spec.max_queued.value);
     quote! {
-        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY) #slots .max_queued(#max_queued)
+        Handle<#private::Bulkhead> = Handle::bulkhead(#name, BY) #slots .max_queued(#max_queued)
     }
 }
 
@@ -154,7 +155,7 @@ fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
         quote!(.allowance(#share, #floor))
     });
     quote! {
-        Handle<::policy::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
+        Handle<#private::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
     }
 }
 
@@ -176,15 +177,15 @@ fn hedge(spec: &HedgeSpec, inline: bool) -> TokenStream {
         quote!(.allowance(#share, #floor))
     });
     quote! {
-        Handle<::policy::hedge::Hedge> = Handle::hedge(#name, BY) #after .max(#max) #allowance
+        Handle<#private::hedge::Hedge> = Handle::hedge(#name, BY) #after .max(#max) #allowance
     }
 }
 
 fn fail_mode(mode: FailMode) -> TokenStream {
     match mode {
-        FailMode::Open => quote!(::policy::limiter::FailMode::Open),
-        FailMode::Closed => quote!(::policy::limiter::FailMode::Closed),
-        FailMode::Local => quote!(::policy::limiter::FailMode::Local),
+        FailMode::Open => quote!(#private::limiter::FailMode::Open),
+        FailMode::Closed => quote!(#private::limiter::FailMode::Closed),
+        FailMode::Local => quote!(#private::limiter::FailMode::Local),
     }
 }
 
@@ -204,7 +205,7 @@ fn ratelimit(spec: &RatelimitSpec) -> TokenStream {
         quote!(.local_rate(#limit, #per))
     });
     quote! {
-        Handle<::policy::__private::RateLimit> = Handle::ratelimit(#name, BY).rate(#limit, #per) #on_timeout #on_error #local_rate
+        Handle<#private::RateLimit> = Handle::ratelimit(#name, BY).rate(#limit, #per) #on_timeout #on_error #local_rate
     }
 }
 
@@ -249,7 +250,7 @@ fn chaos(spec: &policy_lang::ChaosSpec) -> TokenStream {
         .filter(|on| !on.value)
         .map(|_| quote!(.enabled(false)));
     quote! {
-        Handle<::policy::__private::Chaos> = Handle::chaos(#name, BY) #(#faults)* #during #instances #enabled
+        Handle<#private::Chaos> = Handle::chaos(#name, BY) #(#faults)* #during #instances #enabled
     }
 }
 
@@ -265,7 +266,7 @@ fn shedder(plan: &Plan) -> TokenStream {
     }
     let (deferred, background) = (ratio(deferred), ratio(background));
     quote! {
-        Handle<::policy::Shedder> = Handle::shedder(#name, BY).thresholds(#deferred, #background)
+        Handle<#private::Shedder> = Handle::shedder(#name, BY).thresholds(#deferred, #background)
     }
 }
 
@@ -310,13 +311,13 @@ impl Handles {
         });
         h.operation = Some(h.add(
             "operation",
-            quote!(Handle<::policy::deadline::OperationDeadline> = Handle::operation(#name, BY) #deadline #min_budget),
+            quote!(Handle<#private::deadline::OperationDeadline> = Handle::operation(#name, BY) #deadline #min_budget),
         ));
         if let Some(budget) = plan.poll_budget {
             let (name, budget) = (operation_name(&plan.op), duration(budget));
             h.monitor = Some(h.add(
                 "monitor",
-                quote!(Handle<::policy::isolate::PollMonitor> = Handle::poll_monitor(#name, BY).budget(#budget)),
+                quote!(Handle<#private::isolate::PollMonitor> = Handle::poll_monitor(#name, BY).budget(#budget)),
             ));
         }
         h
@@ -327,7 +328,7 @@ impl Handles {
         let name = operation_name(&plan.op);
         self.fallback = Some(self.add(
             "fallback",
-            quote!(Handle<::policy::fallback::Fallback> = Handle::fallback(#name, BY).answered_by(#answered_by)),
+            quote!(Handle<#private::fallback::Fallback> = Handle::fallback(#name, BY).answered_by(#answered_by)),
         ));
     }
 
@@ -336,7 +337,7 @@ impl Handles {
         let name = operation_name(name);
         self.pool = Some(self.add(
             "pool",
-            quote!(Handle<::policy::isolate::IsolatedPool> = Handle::pool(#name, BY) #configure),
+            quote!(Handle<#private::isolate::IsolatedPool> = Handle::pool(#name, BY) #configure),
         ));
     }
 
@@ -375,7 +376,7 @@ impl Handles {
         quote! {
             let #pattern = {
                 #duration
-                use ::policy::__private::Handle;
+                use #private::Handle;
                 const BY: &str = #declared_by;
                 #(#definitions)*
                 #value
