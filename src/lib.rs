@@ -4,20 +4,66 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
-pub use policy_macros::{
-    background, critical, deferred, idempotent, isolate, operation, resilient,
-};
-pub use policy_runtime::*;
+// The face: a chosen list, not the runtime's `*` (`.ci/public-items.sh` counts it). Whatever
+// is left out stays in `policy-runtime`, documented there.
 
+// The attributes.
 /// A `.policy` operation as a tower layer, over the registry entries the attributes use:
 /// `policy::operation_layer!("index_document")`. See [`layer::OperationLayer`].
 #[cfg(feature = "tower")]
 pub use policy_macros::operation_layer;
+pub use policy_macros::{
+    background, critical, deferred, idempotent, isolate, operation, resilient,
+};
 
+// The request's budget, and the errors that say whether the work ran.
+pub use policy_runtime::{
+    CallError, Deadline, DeadlineExceeded, OpenCause, RefusalKind, RefusalReason, ResilienceError,
+    ShedReason,
+};
+// Each mechanism's type (its builder, settings and snapshot are in its module), and the
+// registry they share with the layers.
+pub use policy_runtime::{
+    Breaker, Bulkhead, Idempotent, Registry, RetryAllowance, RetryPolicy, Sharing, Shedder,
+    Snapshot, Transient, WorkClass, retry_within,
+};
+// Work the caller does not wait for: each a function and a module of the same name.
+#[cfg(feature = "http")]
+pub use policy_runtime::AfterResponseLayer;
+pub use policy_runtime::{AfterResponse, background, defer};
+
+// One module per mechanism.
+pub use policy_runtime::{
+    breaker, bulkhead, criticality, deadline, fallback, hedge, isolate, limiter, observe, queue,
+    retry, shedding,
+};
+/// How the errors write durations. The errors themselves are at the crate root
+/// ([`ResilienceError`], [`DeadlineExceeded`], [`CallError`]).
+pub mod error {
+    pub use policy_runtime::error::Human;
+}
+#[cfg(feature = "tower")]
+pub mod layer;
+
+// The optional modules, each behind its feature.
 #[cfg(feature = "html-dimensions")]
-pub use policy_delivery::image_dimensions::{self, ImageDimensionsLayer, ImageManifest};
+pub use policy_delivery::image_dimensions;
 #[cfg(feature = "locality")]
 pub use policy_delivery::locality;
+#[cfg(feature = "chaos")]
+pub use policy_runtime::chaos;
+#[cfg(feature = "http")]
+pub use policy_runtime::client;
+#[cfg(feature = "dashboard")]
+pub use policy_runtime::dashboard;
+#[cfg(feature = "tonic")]
+pub use policy_runtime::grpc;
+#[cfg(feature = "otel")]
+pub use policy_runtime::otel;
+#[cfg(feature = "overrides")]
+pub use policy_runtime::overrides;
+#[cfg(feature = "redis")]
+pub use policy_runtime::redis_store;
 
 // This crate under its package name, for attributes used inside it: their expansions write
 // `::policy::__private<patch>::..`, the facade's name being "itself" here.
