@@ -23,7 +23,9 @@ fn expand(kind: AttrKind, args: TokenStream, item: TokenStream) -> String {
 /// The text without whitespace and trailing commas: where prettyplease breaks a line (and adds
 /// a comma) depends on the paths' length.
 fn squashed(text: &str) -> String {
-    text.split_whitespace().collect::<String>().replace(",)", ")")
+    text.split_whitespace()
+        .collect::<String>()
+        .replace(",)", ")")
 }
 
 /// The expansion with the hidden module's patch version taken out: `__privateN`.
