@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Counts the facade's public items the way a reader of its docs meets them: one rustdoc page
 # per item (struct, enum, trait, fn, macro, attribute, derive, type alias, constant, static,
-# union) plus one per module, under target/doc/policy/, built with every feature.
+# union) plus one per module, under target/doc/<crate>/, built with every feature.
 # Hidden items (`#[doc(hidden)]`, such as the expansions' private module) have no page and so
 # are not counted; a re-exported module counts with everything in it.
 #
 # Usage: .ci/public-items.sh [--no-build] [--list] [--max N]
-#   --no-build  count the pages already under target/doc/policy/
-#   --list      print every page counted, one a line (path under target/doc/policy/)
+#   --no-build  count the pages already under target/doc/<crate>/
+#   --list      print every page counted, one a line (path under target/doc/<crate>/)
 #   --max N     exit 1 when the count is above N (CI's ceiling)
 set -euo pipefail
 
@@ -23,13 +23,16 @@ while [ $# -gt 0 ]; do
 done
 
 cd "$(dirname "$0")/.."
+# The facade's package, and its crate name (the folder rustdoc writes).
+package=policy
+crate=${package//-/_}
 target="${CARGO_TARGET_DIR:-target}"
 if [ "$build" = 1 ]; then
     # A stale page of an item removed since the last build would still be counted.
-    rm -rf "$target/doc/policy"
-    cargo doc --no-deps --all-features -p policy --quiet
+    rm -rf "$target/doc/$crate"
+    cargo doc --no-deps --all-features -p "$package" --quiet
 fi
-root="$target/doc/policy"
+root="$target/doc/$crate"
 if [ ! -f "$root/index.html" ]; then
     echo "public-items.sh: no docs at $root; run without --no-build" >&2
     exit 2
@@ -51,7 +54,7 @@ if [ "$list" = 1 ]; then
     printf '%s\n' "$pages"
 fi
 # The crate root's index.html is the crate, not a module of it.
-echo "public items in the facade (policy, all features): $count pages (modules $(printf '%s\n' "$pages" | grep -c 'index.html$' || true), crate root included)"
+echo "public items in the facade ($package, all features): $count pages (modules $(printf '%s\n' "$pages" | grep -c 'index.html$' || true), crate root included)"
 if [ -n "$max" ] && [ "$count" -gt "$max" ]; then
     echo "public-items.sh: $count public items, above the ceiling of $max; re-export less from src/lib.rs, or raise the ceiling in .ci/run with a reason" >&2
     exit 1
