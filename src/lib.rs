@@ -1,20 +1,28 @@
-#![doc = include_str!("../README.md")]
+#![doc = include_str!("lib.md")]
 #![doc = "\n# Feature flags\n\n"]
 #![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod guide;
+
+/// The README's examples, compiled and run as doctests (the crate docs are `lib.md`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 // The face: a chosen list, not the runtime's `*` (`.ci/public-items.sh` counts it). Whatever
 // is left out stays in `policy-runtime`, documented there.
 
 // The attributes.
+pub use policy_macros::{
+    background, critical, deferred, idempotent, isolate, operation, resilient,
+};
+
 /// A `.policy` operation as a tower layer, over the registry entries the attributes use:
 /// `policy::operation_layer!("index_document")`. See [`layer::OperationLayer`].
 #[cfg(feature = "tower")]
 pub use policy_macros::operation_layer;
-pub use policy_macros::{
-    background, critical, deferred, idempotent, isolate, operation, resilient,
-};
 
 // The request's budget, and the errors that say whether the work ran.
 pub use policy_runtime::{
