@@ -301,7 +301,7 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     if let Some(breaker) = breaker {
         steps.push(Step::BreakerCheck {
             name: breaker.name.value.clone(),
-            max_retry_after: breaker.max_retry_after.as_ref().map(|d| d.value),
+            max_retry_after: breaker.max_retry_after().map(|d| d.value),
         });
     }
     if let Some(bulkhead) = operation

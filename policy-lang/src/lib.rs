@@ -225,11 +225,11 @@ pub use lower::{OPERATION_FLAGS, OPERATION_STATEMENTS, stanza_keywords};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec,
-    ChaosFault, ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, EnvelopeSpec, FailMode,
-    HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec,
-    QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
-    Spec, WebMetric, WorkClass,
+    AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerConfig, BreakerLocs, BreakerSpec,
+    BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault, ChaosFaultKind, ChaosLatency, ChaosSpec,
+    Compression, EnvelopeSpec, FailMode, HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter,
+    OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec,
+    RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

@@ -512,12 +512,12 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     }
     for breaker in &spec.breakers {
-        durations.push(("cooldown", breaker.cooldown.value, breaker.cooldown.loc));
-        durations.extend(optional("max_retry_after", &breaker.max_retry_after));
+        durations.push(("cooldown", breaker.config.cooldown, breaker.at.cooldown));
+        durations.extend(optional("max_retry_after", &breaker.max_retry_after()));
         durations.push((
             "open_after",
-            breaker.open_after.value.window(),
-            breaker.open_after.loc,
+            breaker.config.open_after.window(),
+            breaker.at.open_after,
         ));
     }
     for ratelimit in &spec.ratelimits {
@@ -588,25 +588,25 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     }
     for breaker in &spec.breakers {
-        if let Sharing::Shared { quorum: 0 } = breaker.sharing.value {
+        if let Sharing::Openings { quorum: 0 } = breaker.config.sharing {
             zero(
                 "quorum",
-                breaker.sharing.loc,
+                breaker.at.sharing,
                 "the quorum is how many distinct instances must see failures before an opening is shared: use `shared` for 1",
             );
         }
-        match breaker.open_after.value {
-            OpenAfter::Count { failures: 0, .. } => {
+        match breaker.config.open_after {
+            OpenAfter::Failures { count: 0, .. } => {
                 zero(
                     "failures",
-                    breaker.open_after.loc,
+                    breaker.at.open_after,
                     "a breaker that opens after 0 failures is always open: count at least one failure",
                 );
             }
-            OpenAfter::Ratio { min_calls: 0, .. } => {
+            OpenAfter::FailureRatio { min_calls: 0, .. } => {
                 zero(
                     "calls",
-                    breaker.open_after.loc,
+                    breaker.at.open_after,
                     "with no minimum, one failed call is 100%: require at least one call, usually 10 or more",
                 );
             }
@@ -687,8 +687,8 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     };
     for breaker in &spec.breakers {
-        if let OpenAfter::Ratio { ratio, .. } = breaker.open_after.value {
-            check("open_after", ratio, breaker.open_after.loc);
+        if let OpenAfter::FailureRatio { ratio, .. } = breaker.config.open_after {
+            check("open_after", ratio, breaker.at.open_after);
         }
     }
     for retry in &spec.retries {

@@ -45,7 +45,7 @@ fn numbers_are_replaced_and_structure_kept() {
     );
     assert_eq!(search.retry.as_ref().unwrap().value, "transient");
     let breaker = spec.breakers.get("search").unwrap();
-    assert_eq!(breaker.cooldown.value, Duration::from_secs(5));
+    assert_eq!(breaker.config.cooldown, Duration::from_secs(5));
     let shedding = spec.shedding.as_ref().unwrap();
     assert!((shedding.deferred.value - 0.75).abs() < 1e-9);
     assert!((shedding.background.value - 0.25).abs() < 1e-9);

@@ -13,7 +13,13 @@ use std::time::Duration;
 /// The stale-if-error cache's static, built on first use.
 pub use std::sync::LazyLock;
 
-use crate::breaker::{Breaker, OpenAfter, Sharing};
+/// The mechanisms' settings, as the expansions write them in a `static`'s initializer: one
+/// plain value per mechanism, from `policy-model`.
+pub mod config {
+    pub use crate::breaker::{BreakerConfig, OpenAfter, Sharing};
+}
+
+use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::{AdaptiveLimit, Bulkhead};
 use crate::deadline::{Deadline, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
@@ -98,10 +104,15 @@ impl<T: Register> Handle<T> {
     /// first use. The expansion names the kind instead
     /// (`Handle::breaker("search")`), so the type is known before the first setting.
     pub const fn new(name: &'static str, origin: &'static str) -> Self {
+        Self::declared(name, origin, T::NONE)
+    }
+
+    /// The mechanism `name`, declared by `origin` with `settings`.
+    pub const fn declared(name: &'static str, origin: &'static str, settings: T::Settings) -> Self {
         Self {
             name,
             origin,
-            settings: T::NONE,
+            settings,
             handle: OnceLock::new(),
         }
     }
@@ -149,91 +160,20 @@ impl<T: Register> Handle<T> {
     }
 }
 
-/// What an expansion declares of a breaker.
-#[derive(Debug, Clone, Copy)]
-pub struct BreakerSettings {
-    open_after: Option<OpenAfter>,
-    cooldown: Option<Duration>,
-    sharing: Option<Sharing>,
-    max_retry_after: Option<Duration>,
-}
-
 impl Register for Breaker {
     const KIND: &'static str = "breaker";
-    type Settings = BreakerSettings;
-    const NONE: BreakerSettings = BreakerSettings {
-        open_after: None,
-        cooldown: None,
-        sharing: None,
-        max_retry_after: None,
-    };
+    type Settings = BreakerConfig;
+    const NONE: BreakerConfig = BreakerConfig::DEFAULT;
     type Handle = Breaker;
-    fn register(name: &'static str, settings: BreakerSettings) -> Breaker {
-        Registry::global().breaker(name, |mut breaker| {
-            breaker = match settings.open_after {
-                Some(OpenAfter::Failures { count, window }) => {
-                    breaker.open_after_failures(count, window)
-                }
-                Some(OpenAfter::FailureRatio {
-                    ratio,
-                    min_calls,
-                    window,
-                }) => breaker.open_after_ratio(ratio, min_calls, window),
-                None => breaker,
-            };
-            if let Some(cooldown) = settings.cooldown {
-                breaker = breaker.cooldown(cooldown);
-            }
-            if let Some(sharing) = settings.sharing {
-                breaker = breaker.sharing(sharing);
-            }
-            if let Some(max) = settings.max_retry_after {
-                breaker = breaker.max_retry_after(max);
-            }
-            breaker
-        })
+    fn register(name: &'static str, config: BreakerConfig) -> Breaker {
+        Registry::global().breaker(name, |breaker| breaker.config(config))
     }
 }
 
-/// The settings of [`BreakerBuilder`](crate::breaker::BreakerBuilder), declared in a `static`.
 impl Handle<Breaker> {
-    /// The breaker `name`, declared by `origin`.
-    pub const fn breaker(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// [`BreakerBuilder::open_after_failures`](crate::breaker::BreakerBuilder::open_after_failures).
-    pub const fn open_after_failures(mut self, count: u32, window: Duration) -> Self {
-        self.settings.open_after = Some(OpenAfter::Failures { count, window });
-        self
-    }
-
-    /// [`BreakerBuilder::open_after_ratio`](crate::breaker::BreakerBuilder::open_after_ratio).
-    pub const fn open_after_ratio(mut self, ratio: f64, min_calls: u32, window: Duration) -> Self {
-        self.settings.open_after = Some(OpenAfter::FailureRatio {
-            ratio,
-            min_calls,
-            window,
-        });
-        self
-    }
-
-    /// [`BreakerBuilder::cooldown`](crate::breaker::BreakerBuilder::cooldown).
-    pub const fn cooldown(mut self, cooldown: Duration) -> Self {
-        self.settings.cooldown = Some(cooldown);
-        self
-    }
-
-    /// [`BreakerBuilder::sharing`](crate::breaker::BreakerBuilder::sharing).
-    pub const fn sharing(mut self, sharing: Sharing) -> Self {
-        self.settings.sharing = Some(sharing);
-        self
-    }
-
-    /// [`BreakerBuilder::max_retry_after`](crate::breaker::BreakerBuilder::max_retry_after).
-    pub const fn max_retry_after(mut self, max: Duration) -> Self {
-        self.settings.max_retry_after = Some(max);
-        self
+    /// The breaker `name`, declared by `origin` with `config`.
+    pub const fn breaker(name: &'static str, origin: &'static str, config: BreakerConfig) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 

@@ -110,9 +110,11 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         (Some(name), Some(open_after), Some(cooldown)) if complete => {
             let mut breaker = BreakerSpec::new(name, open_after, cooldown, stanza.loc);
             if let Some(sharing) = sharing {
-                breaker.sharing = sharing;
+                breaker.set_sharing(sharing);
             }
-            breaker.max_retry_after = max_retry_after;
+            if let Some(max) = max_retry_after {
+                breaker.set_max_retry_after(max);
+            }
             insert(
                 &mut lowering.spec.breakers,
                 breaker,
@@ -129,7 +131,10 @@ fn lower_sharing(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<Option<L
     const HELP: &str = "write `shared`, `shared(quorum = 2)` or `shared(trips_only)`";
     let call = match phrase.terms.as_slice() {
         [Term::Word(ident)] if ident.text == "shared" => {
-            return Some(Some(Located::new(Sharing::Shared { quorum: 1 }, ident.loc)));
+            return Some(Some(Located::new(
+                Sharing::Openings { quorum: 1 },
+                ident.loc,
+            )));
         }
         [Term::Call(call)] if call.name.text == "shared" => call,
         _ => return None,
@@ -143,7 +148,7 @@ fn lower_sharing(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<Option<L
         }
         [arg] if arg.key.as_ref().is_some_and(|key| key.text == "quorum") => lowering
             .count("quorum", &arg.value)
-            .map(|quorum| Sharing::Shared {
+            .map(|quorum| Sharing::Openings {
                 quorum: quorum.value,
             }),
         _ => {
@@ -175,8 +180,8 @@ fn lower_open_after(
             let failures = lowering.quantity_count(key, failures);
             let window = lowering.quantity_duration(key, window);
             Some(Located::new(
-                OpenAfter::Count {
-                    failures: failures?.value,
+                OpenAfter::Failures {
+                    count: failures?.value,
                     window: window?.value,
                 },
                 value.loc,
@@ -201,7 +206,7 @@ fn lower_open_after(
             let min_calls = lowering.quantity_count(key, calls);
             let window = lowering.quantity_duration(key, window);
             Some(Located::new(
-                OpenAfter::Ratio {
+                OpenAfter::FailureRatio {
                     ratio: ratio?.value,
                     min_calls: min_calls?.value,
                     window: window?.value,

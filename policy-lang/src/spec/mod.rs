@@ -23,6 +23,10 @@ use crate::source::{Loc, Located};
 /// defined once, in `policy-model`.
 pub use policy_model::{FailMode, WorkClass, queue_defaults};
 
+/// Each mechanism's settings, described once in `policy-model`: the spec wraps them with the
+/// locations they were written at.
+pub use policy_model::{BreakerConfig, OpenAfter, Sharing};
+
 mod delivery;
 
 pub use delivery::{
@@ -265,74 +269,34 @@ impl RequestSpec {
     }
 }
 
-/// When a breaker opens on inferred failures.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum OpenAfter {
-    /// `5 failures within 30s`.
-    Count {
-        /// Failures that open the breaker.
-        failures: u32,
-        /// The window they are counted in.
-        window: Duration,
-    },
-    /// `50% of at least 20 calls within 30s`.
-    Ratio {
-        /// Share of failed calls that opens the breaker, in (0, 1].
-        ratio: f64,
-        /// Calls needed in the window before the ratio counts.
-        min_calls: u32,
-        /// The window.
-        window: Duration,
-    },
-}
-
-impl OpenAfter {
-    /// The counting window.
-    #[must_use]
-    pub fn window(&self) -> Duration {
-        match self {
-            OpenAfter::Count { window, .. } | OpenAfter::Ratio { window, .. } => *window,
-        }
-    }
-}
-
-/// Which breaker state is shared between instances (through the store, when one is configured).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Sharing {
-    /// Nothing is shared: each instance counts and opens on its own (the default).
-    #[default]
-    Local,
-    /// `shared` (quorum 1) or `shared(quorum = N)`: explicit trips are shared, and openings
-    /// from counted failures are shared once failures came from at least `quorum` distinct
-    /// instances.
-    Shared {
-        /// Distinct instances whose failures are needed before an opening is shared.
-        quorum: u32,
-    },
-    /// `shared(trips_only)`: only explicit trips (a dependency that told us to back off) are
-    /// shared; counted openings stay local.
-    TripsOnly,
-}
-
-/// `breaker NAME { open_after = ...; cooldown = ...; shared; max_retry_after = 5m }`.
+/// `breaker NAME { open_after = ...; cooldown = ...; shared; max_retry_after = 5m }`: the
+/// model's [`BreakerConfig`] (where each setting and its default is described), and where each
+/// setting was written.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BreakerSpec {
     /// Its name.
     pub name: Located<String>,
-    /// When it opens on counted failures.
-    pub open_after: Located<OpenAfter>,
-    /// How long it stays open.
-    pub cooldown: Located<Duration>,
-    /// What is shared between instances.
-    pub sharing: Located<Sharing>,
-    /// The longest opening a dependency's `Retry-After` may ask for (the runtime's default,
-    /// 5 minutes, when not set).
-    pub max_retry_after: Option<Located<Duration>>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    pub config: BreakerConfig,
+    /// Where each setting was written.
+    pub at: BreakerLocs,
     /// The stanza.
     pub loc: Loc,
+}
+
+/// Where each setting of a [`BreakerSpec`] was written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct BreakerLocs {
+    /// `open_after`.
+    pub open_after: Loc,
+    /// `cooldown`.
+    pub cooldown: Loc,
+    /// `shared`, or the stanza when it is not written.
+    pub sharing: Loc,
+    /// `max_retry_after`; `None` when not written (the default applies).
+    pub max_retry_after: Option<Loc>,
 }
 
 impl BreakerSpec {
@@ -346,12 +310,54 @@ impl BreakerSpec {
     ) -> Self {
         BreakerSpec {
             name,
-            open_after,
-            cooldown,
-            sharing: Located::new(Sharing::Local, loc),
-            max_retry_after: None,
+            config: BreakerConfig::new(open_after.value, cooldown.value),
+            at: BreakerLocs {
+                open_after: open_after.loc,
+                cooldown: cooldown.loc,
+                sharing: loc,
+                max_retry_after: None,
+            },
             loc,
         }
+    }
+
+    /// Shares `sharing`, written there.
+    pub fn set_sharing(&mut self, sharing: Located<Sharing>) {
+        self.config.sharing = sharing.value;
+        self.at.sharing = sharing.loc;
+    }
+
+    /// Honours a `Retry-After` up to `max`, written there.
+    pub fn set_max_retry_after(&mut self, max: Located<Duration>) {
+        self.config.max_retry_after = max.value;
+        self.at.max_retry_after = Some(max.loc);
+    }
+
+    /// When it opens, and where that was written.
+    #[must_use]
+    pub fn open_after(&self) -> Located<OpenAfter> {
+        Located::new(self.config.open_after, self.at.open_after)
+    }
+
+    /// How long it stays open, and where that was written.
+    #[must_use]
+    pub fn cooldown(&self) -> Located<Duration> {
+        Located::new(self.config.cooldown, self.at.cooldown)
+    }
+
+    /// What it shares, and where that was written (the stanza, when not written).
+    #[must_use]
+    pub fn sharing(&self) -> Located<Sharing> {
+        Located::new(self.config.sharing, self.at.sharing)
+    }
+
+    /// The longest `Retry-After` it honours, and where that was written; `None` when it was
+    /// not written ([`BreakerConfig::DEFAULT_MAX_RETRY_AFTER`] applies).
+    #[must_use]
+    pub fn max_retry_after(&self) -> Option<Located<Duration>> {
+        self.at
+            .max_retry_after
+            .map(|loc| Located::new(self.config.max_retry_after, loc))
     }
 }
 

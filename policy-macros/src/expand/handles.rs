@@ -6,14 +6,17 @@
 //!     use ::core::time::Duration;
 //!     use ::policy::__private::Handle;
 //!     const BY: &str = concat!(module_path!(), "::", "push_to_index");
-//!     static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY).cooldown(..);
+//!     use ::policy::__private::config;
+//!     static BREAKER: Handle<::policy::Breaker> =
+//!         Handle::breaker("search", BY, config::BreakerConfig::new(..).with_sharing(..));
 //!     static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY).max_concurrent(4);
 //!     (&*BREAKER, &*BULKHEAD)
 //! };
 //! ```
 //!
-//! Each mechanism keeps its own static, name and settings (plain data, applied through the
-//! mechanism's own builder when it is registered); the block only scopes them, and its `use`s,
+//! Each mechanism keeps its own static, name and settings (plain data: the mechanism's
+//! configuration from `policy-model`, built in a `const` context and handed to the mechanism's
+//! own builder when it is registered); the block only scopes them, and its `use`s,
 //! away from the user's code. No user token goes inside it. `BY` names the function,
 //! so a second, different configuration of one name is refused naming both functions (the
 //! registry's "one name, one configuration").
@@ -55,11 +58,12 @@ fn duration(d: Duration) -> TokenStream {
     quote!(Duration::#exact)
 }
 
-/// Whether `tokens` name `Duration` (an identifier: a mechanism's name is a string literal).
-fn mentions_duration(tokens: TokenStream) -> bool {
+/// Whether `tokens` name `ident` (`Duration`, `config`: an identifier, while a mechanism's name
+/// is a string literal).
+fn mentions(tokens: TokenStream, ident: &str) -> bool {
     tokens.into_iter().any(|token| match token {
-        TokenTree::Ident(ident) => ident == "Duration",
-        TokenTree::Group(group) => mentions_duration(group.stream()),
+        TokenTree::Ident(found) => found == ident,
+        TokenTree::Group(group) => mentions(group.stream(), ident),
         _ => false,
     })
 }
@@ -84,36 +88,37 @@ fn runtime_name(name: &str, inline: bool) -> TokenStream {
 
 fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let open_after = match spec.open_after.value {
-        OpenAfter::Count { failures, window } => {
-            let (failures, window) = (count(failures), duration(window));
-            quote!(.open_after_failures(#failures, #window))
+    let config = &spec.config;
+    let open_after = match config.open_after {
+        OpenAfter::Failures { count: n, window } => {
+            let (n, window) = (count(n), duration(window));
+            quote!(config::OpenAfter::failures(#n, #window))
         }
-        OpenAfter::Ratio {
+        OpenAfter::FailureRatio {
             ratio: share,
             min_calls,
             window,
         } => {
             let (share, min_calls, window) = (ratio(share), count(min_calls), duration(window));
-            quote!(.open_after_ratio(#share, #min_calls, #window))
+            quote!(config::OpenAfter::ratio(#share, #min_calls, #window))
         }
-        _ => quote!(),
+        _ => quote!(config::BreakerConfig::DEFAULT.open_after),
     };
-    let cooldown = duration(spec.cooldown.value);
-    let sharing = match spec.sharing.value {
-        Sharing::Shared { quorum } => {
+    let cooldown = duration(config.cooldown);
+    let sharing = match config.sharing {
+        Sharing::Openings { quorum } => {
             let quorum = count(quorum);
-            quote!(.sharing(::policy::Sharing::Openings { quorum: #quorum }))
+            quote!(.with_sharing(config::Sharing::Openings { quorum: #quorum }))
         }
-        Sharing::TripsOnly => quote!(.sharing(::policy::Sharing::TripsOnly)),
+        Sharing::TripsOnly => quote!(.with_sharing(config::Sharing::TripsOnly)),
         _ => quote!(),
     };
-    let max_retry_after = spec.max_retry_after.as_ref().map(|max| {
+    let max_retry_after = spec.max_retry_after().map(|max| {
         let max = duration(max.value);
-        quote!(.max_retry_after(#max))
+        quote!(.with_max_retry_after(#max))
     });
     quote! {
-        Handle<::policy::Breaker> = Handle::breaker(#name, BY) #open_after .cooldown(#cooldown) #sharing #max_retry_after
+        Handle<::policy::Breaker> = Handle::breaker(#name, BY, config::BreakerConfig::new(#open_after, #cooldown) #sharing #max_retry_after)
     }
 }
 
@@ -357,13 +362,20 @@ impl Handles {
             .statics
             .iter()
             .map(|(_, upper, definition)| quote!(static #upper: #definition;));
-        let uses_duration = self
-            .statics
-            .iter()
-            .any(|(.., definition)| mentions_duration(definition.clone()));
-        let duration = uses_duration.then(|| {
+        let uses = |ident| {
+            self.statics
+                .iter()
+                .any(|(.., definition)| mentions(definition.clone(), ident))
+        };
+        let duration = uses("Duration").then(|| {
             quote!(
                 use ::core::time::Duration;
+            )
+        });
+        // The mechanisms' settings, one plain value each (`config::BreakerConfig::new(..)`).
+        let config = uses("config").then(|| {
+            quote!(
+                use ::policy::__private::config;
             )
         });
         let declared_by = operation_name(op);
@@ -376,6 +388,7 @@ impl Handles {
             let #pattern = {
                 #duration
                 use ::policy::__private::Handle;
+                #config
                 const BY: &str = #declared_by;
                 #(#definitions)*
                 #value

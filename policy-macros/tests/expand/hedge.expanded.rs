@@ -6,13 +6,19 @@ pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
     let (breaker, bulkhead, retry, hedge, operation) = {
         use ::core::time::Duration;
         use ::policy::__private::Handle;
+        use ::policy::__private::config;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "lookup");
-        static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY)
-            .open_after_failures(5, Duration::from_secs(30))
-            .cooldown(Duration::from_secs(20))
-            .sharing(::policy::Sharing::Openings {
-                quorum: 1,
-            });
+        static BREAKER: Handle<::policy::Breaker> = Handle::breaker(
+            "search",
+            BY,
+            config::BreakerConfig::new(
+                    config::OpenAfter::failures(5, Duration::from_secs(30)),
+                    Duration::from_secs(20),
+                )
+                .with_sharing(config::Sharing::Openings {
+                    quorum: 1,
+                }),
+        );
         static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY)
             .max_concurrent(4)
             .max_queued(2);

@@ -7,13 +7,19 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
     let (breaker, bulkhead, retry, operation) = {
         use ::core::time::Duration;
         use ::policy::__private::Handle;
+        use ::policy::__private::config;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "push_to_index");
-        static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY)
-            .open_after_failures(5, Duration::from_secs(30))
-            .cooldown(Duration::from_secs(20))
-            .sharing(::policy::Sharing::Openings {
-                quorum: 1,
-            });
+        static BREAKER: Handle<::policy::Breaker> = Handle::breaker(
+            "search",
+            BY,
+            config::BreakerConfig::new(
+                    config::OpenAfter::failures(5, Duration::from_secs(30)),
+                    Duration::from_secs(20),
+                )
+                .with_sharing(config::Sharing::Openings {
+                    quorum: 1,
+                }),
+        );
         static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY)
             .max_concurrent(4)
             .max_queued(2);

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::breaker::{Breaker, OpenAfter};
+use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::Bulkhead;
 use crate::deadline::OperationDeadline;
 use crate::observe::short_name;
@@ -16,7 +16,8 @@ use crate::shedding::{Shedder, Thresholds};
 /// ([`Registry::put_tunings`](super::Registry::put_tunings)) and to each one built later, as it is built.
 #[derive(Debug, Default)]
 pub(crate) struct Tunings {
-    pub(crate) breakers: BTreeMap<String, (OpenAfter, Duration, Duration)>,
+    /// A breaker's configuration in force (its sharing is not tuned: the breaker keeps its own).
+    pub(crate) breakers: BTreeMap<String, BreakerConfig>,
     pub(crate) retries: BTreeMap<String, RetryNumbers>,
     pub(crate) bulkheads: BTreeMap<String, u32>,
     /// By the operation's own name.
@@ -46,8 +47,8 @@ impl Tunings {
     }
 
     pub(crate) fn apply_to_breaker(&self, breaker: &Breaker) {
-        if let Some(&(open_after, cooldown, max_retry_after)) = self.breakers.get(breaker.name()) {
-            breaker.retune(open_after, cooldown, max_retry_after);
+        if let Some(&config) = self.breakers.get(breaker.name()) {
+            breaker.retune(config);
         }
     }
 
