@@ -490,6 +490,7 @@ fn numbers(
                 },
                 "cooldown" => duration("cooldown", breaker.config.cooldown),
                 "max_retry_after" => duration("max_retry_after", breaker.config.max_retry_after),
+                "probation" => duration("probation", breaker.config.probation_or_window()),
                 _ => return None,
             }
         }

@@ -148,6 +148,9 @@ fn inline_breaker(
         loc,
     );
     spec.set_sharing(sharing);
+    if let Some(probation) = &b.probation {
+        spec.set_probation(locs.located(probation));
+    }
     Some(spec)
 }
 

@@ -234,6 +234,43 @@ fn an_inline_hedge_without_retry_is_the_whole_attempt() {
 }
 
 #[test]
+fn an_inline_breakers_probation_is_part_of_its_declared_config() {
+    let expand_with = |args: TokenStream| {
+        expand(
+            AttrKind::Critical,
+            args,
+            quote! {
+                async fn call_partner(id: u64) -> Result<u64, AppError> {
+                    partner().get(id).await
+                }
+            },
+        )
+    };
+    let out = expand_with(quote!(
+        breaker(
+            failures = 3,
+            within = "10m",
+            cooldown = "20s",
+            probation = "5s"
+        ),
+        deadline = "1s"
+    ));
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(
+        out.contains(".with_probation(Duration::from_secs(5))"),
+        "{out}"
+    );
+    let out = expand_with(quote!(
+        breaker(failures = 3, within = "10m", cooldown = "20s"),
+        deadline = "1s"
+    ));
+    assert!(
+        !out.contains("with_probation"),
+        "one window when not set:\n{out}"
+    );
+}
+
+#[test]
 fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
     let out = expand(
         AttrKind::Critical,

@@ -142,6 +142,15 @@ pub struct BreakerConfig {
         serde(rename = "max_retry_after_ms", serialize_with = "crate::json::millis")
     )]
     pub max_retry_after: Duration,
+    /// How long after an opening ends one failure reopens the breaker at once (`probation`;
+    /// default `None`: one `open_after` window). A long counting window (ten minutes, to catch
+    /// a slow drip) need not mean ten minutes in which any single failure reopens it; zero
+    /// ends the probation with the opening.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "probation_ms", serialize_with = "crate::json::millis_opt")
+    )]
+    pub probation: Option<Duration>,
 }
 
 impl BreakerConfig {
@@ -164,6 +173,7 @@ impl BreakerConfig {
             cooldown,
             sharing: Sharing::Local,
             max_retry_after: Self::DEFAULT_MAX_RETRY_AFTER,
+            probation: None,
         }
     }
 
@@ -193,6 +203,23 @@ impl BreakerConfig {
     pub const fn with_max_retry_after(mut self, max: Duration) -> Self {
         self.max_retry_after = max;
         self
+    }
+
+    /// With a probation of `probation` after each opening, instead of one window.
+    #[must_use]
+    pub const fn with_probation(mut self, probation: Duration) -> Self {
+        self.probation = Some(probation);
+        self
+    }
+
+    /// The probation after an opening: [`probation`](Self::probation), or one window of the
+    /// rule when it is not set.
+    #[must_use]
+    pub const fn probation_or_window(&self) -> Duration {
+        match self.probation {
+            Some(probation) => probation,
+            None => self.open_after.window(),
+        }
     }
 
     /// The longest an opening may last here: the cooldown for an opening from counted
@@ -252,5 +279,17 @@ mod tests {
         assert_eq!(C.longest_opening(false), Duration::from_secs(7));
         assert_eq!(C.longest_opening(true), Duration::from_secs(60));
         assert_eq!(BreakerConfig::default(), BreakerConfig::DEFAULT);
+    }
+
+    #[test]
+    fn the_probation_is_one_window_unless_set() {
+        let config = BreakerConfig::new(
+            OpenAfter::failures(5, Duration::from_secs(600)),
+            Duration::from_secs(20),
+        );
+        assert_eq!(config.probation_or_window(), Duration::from_secs(600));
+        let set = config.with_probation(Duration::from_secs(15));
+        assert_eq!(set.probation, Some(Duration::from_secs(15)));
+        assert_eq!(set.probation_or_window(), Duration::from_secs(15));
     }
 }

@@ -16,8 +16,9 @@
 //!   slow drip of unrelated errors over an hour from ever adding up to an outage.
 //!
 //! There is deliberately **no half-open state**. After the cooldown the breaker closes and
-//! the first callers are the probes; until one of them succeeds (or a window passes), one more
-//! failure reopens it at once. A true half-open needs a second lock and another round trip,
+//! the first callers are the probes; until one of them succeeds (or the probation passes: one
+//! window, unless [`probation`](BreakerBuilder::probation) says otherwise), one more failure
+//! reopens it at once. A true half-open needs a second lock and another round trip,
 //! and a handful of simultaneous probes is cheaper than that coordination.
 //!
 //! [`Breaker::check`] on a closed breaker is one atomic load: no allocation, no lock, not even
@@ -347,6 +348,13 @@ impl BreakerBuilder {
     /// shares may last no longer here.
     pub fn max_retry_after(mut self, max: Duration) -> Self {
         self.config = self.config.with_max_retry_after(max);
+        self
+    }
+
+    /// How long after an opening ends one failure reopens it at once (default: one window of
+    /// the rule); see [`BreakerConfig::probation`].
+    pub fn probation(mut self, probation: Duration) -> Self {
+        self.config = self.config.with_probation(probation);
         self
     }
 
@@ -834,10 +842,10 @@ impl Breaker {
     ) {
         let inner = &*self.inner;
         let tally = inner.tally.load();
-        let window = saturating_nanos(tally.open_after.window());
+        let probation = saturating_nanos(inner.settings.read().probation_or_window());
         inner
             .probation_until
-            .store(until.saturating_add(window), Ordering::Release);
+            .store(until.saturating_add(probation), Ordering::Release);
         tally.window.clear();
         if let Some(ring) = &tally.ring {
             ring.clear();

@@ -47,7 +47,7 @@ const OPEN_AFTER_FORMS: &str =
     "`N failures within DURATION` or `P% of at least N calls within DURATION`";
 
 pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["open_after", "cooldown", "max_retry_after"];
+    const KEYS: &[&str] = &["open_after", "cooldown", "max_retry_after", "probation"];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
     let mut sharing = None;
@@ -73,7 +73,13 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None => lowering.unknown_phrase(
                 stanza,
                 phrase,
-                &["open_after", "cooldown", "shared", "max_retry_after"],
+                &[
+                    "open_after",
+                    "cooldown",
+                    "shared",
+                    "max_retry_after",
+                    "probation",
+                ],
             ),
         }
     }
@@ -106,6 +112,11 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         complete &= duration.is_some();
         duration
     });
+    let probation = body.get("probation").and_then(|(key, value)| {
+        let duration = lowering.duration(&key.text, value);
+        complete &= duration.is_some();
+        duration
+    });
     match (name, open_after, cooldown) {
         (Some(name), Some(open_after), Some(cooldown)) if complete => {
             let mut breaker = BreakerSpec::new(name, open_after, cooldown, stanza.loc);
@@ -114,6 +125,9 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             }
             if let Some(max) = max_retry_after {
                 breaker.set_max_retry_after(max);
+            }
+            if let Some(probation) = probation {
+                breaker.set_probation(probation);
             }
             insert(
                 &mut lowering.spec.breakers,

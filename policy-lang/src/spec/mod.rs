@@ -269,7 +269,7 @@ impl RequestSpec {
     }
 }
 
-/// `breaker NAME { open_after = ...; cooldown = ...; shared; max_retry_after = 5m }`: the
+/// `breaker NAME { open_after = ...; cooldown = ...; shared; max_retry_after = 5m; probation = 5s }`: the
 /// model's [`BreakerConfig`] (where each setting and its default is described), and where each
 /// setting was written.
 #[derive(Debug, Clone)]
@@ -297,6 +297,8 @@ pub struct BreakerLocs {
     pub sharing: Loc,
     /// `max_retry_after`; `None` when not written (the default applies).
     pub max_retry_after: Option<Loc>,
+    /// `probation`; `None` when not written (one window).
+    pub probation: Option<Loc>,
 }
 
 impl BreakerSpec {
@@ -316,6 +318,7 @@ impl BreakerSpec {
                 cooldown: cooldown.loc,
                 sharing: loc,
                 max_retry_after: None,
+                probation: None,
             },
             loc,
         }
@@ -331,6 +334,12 @@ impl BreakerSpec {
     pub fn set_max_retry_after(&mut self, max: Located<Duration>) {
         self.config.max_retry_after = max.value;
         self.at.max_retry_after = Some(max.loc);
+    }
+
+    /// Reopens on one failure for `probation` after an opening, written there.
+    pub fn set_probation(&mut self, probation: Located<Duration>) {
+        self.config.probation = Some(probation.value);
+        self.at.probation = Some(probation.loc);
     }
 
     /// When it opens, and where that was written.
@@ -821,7 +830,10 @@ impl Named for RetrySpec {
 /// `deferred`). The request's deadline belongs to the `DeadlineLayer` the service builds, and a
 /// rate limit's rate and a retry's allowance to state built once; they stay compiled.
 pub const OVERRIDABLE: &[(&str, &[&str])] = &[
-    ("breaker", &["open_after", "cooldown", "max_retry_after"]),
+    (
+        "breaker",
+        &["open_after", "cooldown", "max_retry_after", "probation"],
+    ),
     ("bulkhead", &["max_concurrent"]),
     ("retry", &["attempts", "backoff", "attempt_timeout"]),
     ("shedding", &["deferred", "background"]),

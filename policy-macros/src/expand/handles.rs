@@ -117,8 +117,12 @@ fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
         let max = duration(max.value);
         quote!(.with_max_retry_after(#max))
     });
+    let probation = config.probation.map(|probation| {
+        let probation = duration(probation);
+        quote!(.with_probation(#probation))
+    });
     quote! {
-        Handle<::policy::Breaker> = Handle::breaker(#name, BY, config::BreakerConfig::new(#open_after, #cooldown) #sharing #max_retry_after)
+        Handle<::policy::Breaker> = Handle::breaker(#name, BY, config::BreakerConfig::new(#open_after, #cooldown) #sharing #max_retry_after #probation)
     }
 }
 
