@@ -496,12 +496,12 @@ fn numbers(
         }
         ("bulkhead", "max_concurrent") => {
             let bulkhead = spec.bulkheads.get(name)?;
-            if bulkhead.adaptive.is_some() {
+            if bulkhead.config.adaptive.is_some() {
                 return None;
             }
             vec![(
                 "max_concurrent",
-                Number::Count(bulkhead.max_concurrent.value),
+                Number::Count(bulkhead.max_concurrent().value),
             )]
         }
         ("retry", _) => {

@@ -569,7 +569,7 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
         ));
     };
     for bulkhead in &spec.bulkheads {
-        if let Some(adaptive) = &bulkhead.adaptive {
+        if let Some(adaptive) = bulkhead.adaptive_bounds() {
             if adaptive.min.value == 0 {
                 zero(
                     "min",
@@ -579,10 +579,10 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
             }
             continue;
         }
-        if bulkhead.max_concurrent.value == 0 {
+        if bulkhead.max_concurrent().value == 0 {
             zero(
                 "max_concurrent",
-                bulkhead.max_concurrent.loc,
+                bulkhead.max_concurrent().loc,
                 "a bulkhead with no slots refuses every call: allow at least one",
             );
         }
@@ -1153,20 +1153,20 @@ fn attempts_reachable(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::queue-stores-backlog` (warning): a queue past [`BACKLOG_FACTOR`] × concurrency.
 fn queue_absorbs_burst(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for bulkhead in &spec.bulkheads {
-        let limit = u64::from(bulkhead.max_concurrent.value) * u64::from(BACKLOG_FACTOR);
-        if u64::from(bulkhead.max_queued.value) > limit && bulkhead.max_concurrent.value > 0 {
+        let limit = u64::from(bulkhead.max_concurrent().value) * u64::from(BACKLOG_FACTOR);
+        if u64::from(bulkhead.max_queued().value) > limit && bulkhead.max_concurrent().value > 0 {
             out.push(
                 Diagnostic::new(
                     Kind::QueueStoresBacklog {
                         bulkhead: bulkhead.name.value.clone(),
-                        max_queued: bulkhead.max_queued.value,
-                        max_concurrent: bulkhead.max_concurrent.value,
+                        max_queued: bulkhead.max_queued().value,
+                        max_concurrent: bulkhead.max_concurrent().value,
                         limit,
                     },
-                    bulkhead.max_queued.loc,
+                    bulkhead.max_queued().loc,
                     "a backlog, not a burst",
                 )
-                .with_label(bulkhead.max_concurrent.loc, "slots"),
+                .with_label(bulkhead.max_concurrent().loc, "slots"),
             );
         }
     }
@@ -1177,8 +1177,7 @@ fn queue_absorbs_burst(spec: &Spec, out: &mut Vec<Diagnostic>) {
 fn adaptive_or_fixed(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for bulkhead in &spec.bulkheads {
         let Some(adaptive) = bulkhead
-            .adaptive
-            .as_ref()
+            .adaptive_bounds()
             .filter(|_| bulkhead.fixed_and_adaptive())
         else {
             continue;
@@ -1187,9 +1186,9 @@ fn adaptive_or_fixed(spec: &Spec, out: &mut Vec<Diagnostic>) {
             Diagnostic::new(
                 Kind::AdaptiveWithFixedLimit {
                     bulkhead: bulkhead.name.value.clone(),
-                    max_concurrent: bulkhead.max_concurrent.value,
+                    max_concurrent: bulkhead.max_concurrent().value,
                 },
-                bulkhead.max_concurrent.loc,
+                bulkhead.max_concurrent().loc,
                 "a fixed slot count",
             )
             .with_label(adaptive.loc, "an adaptive one"),
@@ -1200,7 +1199,7 @@ fn adaptive_or_fixed(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::adaptive-bounds-inverted`: an adaptive bulkhead's `min` is at most its `max`.
 fn adaptive_bounds_ordered(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for bulkhead in &spec.bulkheads {
-        let Some(adaptive) = &bulkhead.adaptive else {
+        let Some(adaptive) = bulkhead.adaptive_bounds() else {
             continue;
         };
         if adaptive.min.value > adaptive.max.value {

@@ -180,7 +180,7 @@ fn inline_bulkhead(
             let mut spec = BulkheadSpec::adaptive(name, bounds, loc);
             // Both: kept, so that the validator names the fix.
             if let Some(max_concurrent) = max_concurrent {
-                spec.max_concurrent = locs.located(max_concurrent);
+                spec.set_max_concurrent(locs.located(max_concurrent));
             }
             spec
         }
@@ -197,7 +197,7 @@ fn inline_bulkhead(
         }
     };
     if let Some(q) = &b.max_queued {
-        spec.max_queued = locs.located(q);
+        spec.set_max_queued(locs.located(q));
     }
     Some(spec)
 }

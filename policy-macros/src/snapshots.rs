@@ -284,9 +284,9 @@ fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
             }
         },
     );
-    assert!(out.contains(".adaptive(4, 64)"), "{out}");
-    assert!(out.contains(".max_queued(2)"), "{out}");
-    assert!(!out.contains(".max_concurrent("), "{out}");
+    assert!(out.contains("AdaptiveLimit::new(4, 64)"), "{out}");
+    assert!(out.contains(".with_max_queued(2)"), "{out}");
+    assert!(!out.contains("BulkheadConfig::new("), "{out}");
     assert!(out.contains(".acquire(&deadline)"), "{out}");
 }
 
@@ -304,7 +304,7 @@ fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
     let squashed: String = out.split_whitespace().collect();
     for handle in [
         "Handle::breaker(\"search\", BY, config::BreakerConfig::new(",
-        "Handle::bulkhead(\"search\", BY)",
+        "Handle::bulkhead(\"search\", BY, config::BulkheadConfig::new(4)",
         "Handle::retry(\"transient\", BY)",
     ] {
         let handle_squashed: String = handle.split_whitespace().collect();
@@ -530,7 +530,10 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: critical { bulkhead = k; deadline = 1s }",
             used: Expanded(
                 AttrKind::Critical,
-                &[".max_concurrent(3)", "bulkhead.acquire(&deadline)"],
+                &[
+                    "config::BulkheadConfig::new(3).with_max_queued(1)",
+                    "bulkhead.acquire(&deadline)",
+                ],
             ),
         },
         Sample {

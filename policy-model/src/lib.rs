@@ -34,10 +34,12 @@
 use std::fmt;
 
 pub mod breaker;
+pub mod bulkhead;
 #[cfg(feature = "serde")]
 mod json;
 
 pub use breaker::{BreakerConfig, OpenAfter, Sharing};
+pub use bulkhead::{AdaptiveLimit, BulkheadConfig};
 
 /// The three classes of work, in the order they are dropped last to first.
 ///

@@ -17,10 +17,11 @@ pub use std::sync::LazyLock;
 /// plain value per mechanism, from `policy-model`.
 pub mod config {
     pub use crate::breaker::{BreakerConfig, OpenAfter, Sharing};
+    pub use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
 }
 
 use crate::breaker::{Breaker, BreakerConfig};
-use crate::bulkhead::{AdaptiveLimit, Bulkhead};
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::deadline::{Deadline, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
@@ -75,10 +76,13 @@ fn declare_and_register<T: Register>(
 /// ```
 /// use std::time::Duration;
 /// use policy_runtime::Bulkhead;
-/// use policy_runtime::__macro_support::Handle;
+/// use policy_runtime::__macro_support::{Handle, config};
 ///
-/// static SEARCH: Handle<Bulkhead> =
-///     Handle::bulkhead("docs-search", "docs::search").max_concurrent(4).max_queued(2);
+/// static SEARCH: Handle<Bulkhead> = Handle::bulkhead(
+///     "docs-search",
+///     "docs::search",
+///     config::BulkheadConfig::new(4).with_max_queued(2),
+/// );
 /// let search: &Bulkhead = &SEARCH;
 /// assert_eq!(search.max_concurrent(), 4);
 /// ```
@@ -177,41 +181,38 @@ impl Handle<Breaker> {
     }
 }
 
-/// Slots and queue places, for a bulkhead or an isolated pool.
+/// Slots, queue places and kind of an isolated pool.
 #[derive(Debug, Clone, Copy)]
 pub struct SlotSettings {
     max_concurrent: Option<u32>,
     max_queued: Option<u32>,
     kind: Option<PoolKind>,
-    /// An adaptive bulkhead's `min` and `max`.
-    adaptive: Option<(u32, u32)>,
 }
 
 const NO_SLOTS: SlotSettings = SlotSettings {
     max_concurrent: None,
     max_queued: None,
     kind: None,
-    adaptive: None,
 };
 
 impl Register for Bulkhead {
     const KIND: &'static str = "bulkhead";
-    type Settings = SlotSettings;
-    const NONE: SlotSettings = NO_SLOTS;
+    type Settings = BulkheadConfig;
+    const NONE: BulkheadConfig = BulkheadConfig::DEFAULT;
     type Handle = Bulkhead;
-    fn register(name: &'static str, settings: SlotSettings) -> Bulkhead {
-        Registry::global().bulkhead(name, |mut bulkhead| {
-            if let Some(slots) = settings.max_concurrent {
-                bulkhead = bulkhead.max_concurrent(slots);
-            }
-            if let Some(places) = settings.max_queued {
-                bulkhead = bulkhead.max_queued(places);
-            }
-            if let Some((min, max)) = settings.adaptive {
-                bulkhead = bulkhead.adaptive(AdaptiveLimit::new(min, max));
-            }
-            bulkhead
-        })
+    fn register(name: &'static str, config: BulkheadConfig) -> Bulkhead {
+        Registry::global().bulkhead(name, |bulkhead| bulkhead.config(config))
+    }
+}
+
+impl Handle<Bulkhead> {
+    /// The bulkhead `name`, declared by `origin` with `config`.
+    pub const fn bulkhead(
+        name: &'static str,
+        origin: &'static str,
+        config: BulkheadConfig,
+    ) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 
@@ -233,34 +234,6 @@ impl Register for IsolatedPool {
             }
             pool
         })
-    }
-}
-
-/// The slots of a [`BulkheadBuilder`](crate::bulkhead::BulkheadBuilder), declared in a
-/// `static`.
-impl Handle<Bulkhead> {
-    /// The bulkhead `name`, declared by `origin`.
-    pub const fn bulkhead(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// [`BulkheadBuilder::max_concurrent`](crate::bulkhead::BulkheadBuilder::max_concurrent).
-    pub const fn max_concurrent(mut self, slots: u32) -> Self {
-        self.settings.max_concurrent = Some(slots);
-        self
-    }
-
-    /// [`BulkheadBuilder::max_queued`](crate::bulkhead::BulkheadBuilder::max_queued).
-    pub const fn max_queued(mut self, places: u32) -> Self {
-        self.settings.max_queued = Some(places);
-        self
-    }
-
-    /// [`BulkheadBuilder::adaptive`](crate::bulkhead::BulkheadBuilder::adaptive) with
-    /// [`AdaptiveLimit::new(min, max)`](crate::bulkhead::AdaptiveLimit::new).
-    pub const fn adaptive(mut self, min: u32, max: u32) -> Self {
-        self.settings.adaptive = Some((min, max));
-        self
     }
 }
 

@@ -648,7 +648,7 @@ impl Tunings {
             if touched.contains(&("bulkhead", bulkhead.name.value.clone())) {
                 tunings
                     .bulkheads
-                    .insert(bulkhead.name.value.clone(), bulkhead.max_concurrent.value);
+                    .insert(bulkhead.name.value.clone(), bulkhead.config);
             }
         }
         for operation in &spec.operations {

@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use policy_runtime::__macro_support::Handle;
+use policy_runtime::bulkhead::BulkheadConfig;
 use policy_runtime::registry::Conflict;
 use policy_runtime::{Breaker, BreakerConfig, Bulkhead, OpenAfter, Registry};
 
@@ -125,12 +126,13 @@ fn declarations_agree_or_conflict_per_kind_and_name() {
 
 #[test]
 fn a_bulkhead_declared_twice_alike_is_one_bulkhead() {
-    static A: Handle<Bulkhead> = Handle::bulkhead("registry-test-db", "a::f")
-        .max_concurrent(2)
-        .max_queued(0);
-    static B: Handle<Bulkhead> = Handle::bulkhead("registry-test-db", "b::g")
-        .max_concurrent(2)
-        .max_queued(0);
+    static A: Handle<Bulkhead> =
+        Handle::bulkhead("registry-test-db", "a::f", BulkheadConfig::new(2));
+    static B: Handle<Bulkhead> = Handle::bulkhead(
+        "registry-test-db",
+        "b::g",
+        BulkheadConfig::new(2).with_max_queued(0),
+    );
     let (a, b): (&Bulkhead, &Bulkhead) = (&A, &B);
     let _slot = a.try_acquire().unwrap();
     let _other = b.try_acquire().unwrap();

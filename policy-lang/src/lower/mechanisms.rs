@@ -297,7 +297,7 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
                 (max_concurrent, Some(adaptive)) => {
                     let mut bulkhead = BulkheadSpec::adaptive(name, adaptive, stanza.loc);
                     if let Some(max_concurrent) = max_concurrent {
-                        bulkhead.max_concurrent = max_concurrent;
+                        bulkhead.set_max_concurrent(max_concurrent);
                     }
                     bulkhead
                 }
@@ -305,7 +305,7 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
                 (None, None) => return,
             };
             if let Some(Some(max_queued)) = max_queued {
-                bulkhead.max_queued = max_queued;
+                bulkhead.set_max_queued(max_queued);
             }
             insert(
                 &mut lowering.spec.bulkheads,

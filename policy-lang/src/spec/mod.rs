@@ -25,7 +25,7 @@ pub use policy_model::{FailMode, WorkClass, queue_defaults};
 
 /// Each mechanism's settings, described once in `policy-model`: the spec wraps them with the
 /// locations they were written at.
-pub use policy_model::{BreakerConfig, OpenAfter, Sharing};
+pub use policy_model::{AdaptiveLimit, BreakerConfig, BulkheadConfig, OpenAfter, Sharing};
 
 mod delivery;
 
@@ -382,32 +382,50 @@ impl Named for BreakerSpec {
 /// Or `bulkhead NAME { adaptive(min = 4, max = 64); max_queued = 8 }`: the slot count follows
 /// the dependency's measured latency between the bounds (the runtime's
 /// `policy_runtime::bulkhead::adaptive`).
+///
+/// The model's [`BulkheadConfig`] (where each setting and its default is described), and where
+/// each setting was written.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BulkheadSpec {
     /// Its name.
     pub name: Located<String>,
-    /// Calls that may run at once (at least 1): the fixed count, or an adaptive bulkhead's
-    /// `max` (the same [`Located`] as [`AdaptiveSpec::max`], unless `max_concurrent` was set
-    /// too, which `policy::adaptive-with-fixed-limit` refuses).
-    pub max_concurrent: Located<u32>,
-    /// Callers that may wait for a slot; past that they are refused (default 0).
-    pub max_queued: Located<u32>,
-    /// The bounds of an adaptive slot count, when it has one.
-    pub adaptive: Option<AdaptiveSpec>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    /// An adaptive bulkhead's `max_concurrent` is its `max`, unless `max_concurrent` was set
+    /// too, which `policy::adaptive-with-fixed-limit` refuses.
+    pub config: BulkheadConfig,
+    /// Where each setting was written.
+    pub at: BulkheadLocs,
     /// The stanza.
     pub loc: Loc,
+}
+
+/// Where each setting of a [`BulkheadSpec`] was written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct BulkheadLocs {
+    /// `max_concurrent` (an adaptive bulkhead's `max`, unless it was written).
+    pub max_concurrent: Loc,
+    /// `max_queued`, or the stanza when it is not written.
+    pub max_queued: Loc,
+    /// `adaptive(min = .., max = ..)`: the bound `min`, the bound `max` and the setting.
+    pub adaptive: Option<(Loc, Loc, Loc)>,
 }
 
 impl BulkheadSpec {
     /// A bulkhead with no queue.
     #[must_use]
     pub fn new(name: Located<String>, max_concurrent: Located<u32>, loc: Loc) -> Self {
+        let mut config = BulkheadConfig::DEFAULT;
+        config.max_concurrent = max_concurrent.value;
         BulkheadSpec {
             name,
-            max_concurrent,
-            max_queued: Located::new(0, loc),
-            adaptive: None,
+            config,
+            at: BulkheadLocs {
+                max_concurrent: max_concurrent.loc,
+                max_queued: loc,
+                adaptive: None,
+            },
             loc,
         }
     }
@@ -415,24 +433,62 @@ impl BulkheadSpec {
     /// An adaptive bulkhead with no queue: at most `adaptive.max` slots.
     #[must_use]
     pub fn adaptive(name: Located<String>, adaptive: AdaptiveSpec, loc: Loc) -> Self {
-        BulkheadSpec {
-            max_concurrent: adaptive.max.clone(),
-            adaptive: Some(adaptive),
-            ..BulkheadSpec::new(name, Located::new(0, loc), loc)
-        }
+        let mut limit = AdaptiveLimit::new(1, 1);
+        limit.min = adaptive.min.value;
+        limit.max = adaptive.max.value;
+        let mut bulkhead = BulkheadSpec::new(name, adaptive.max.clone(), loc);
+        bulkhead.config.adaptive = Some(limit);
+        bulkhead.at.adaptive = Some((adaptive.min.loc, adaptive.max.loc, adaptive.loc));
+        bulkhead
+    }
+
+    /// Sets `max_concurrent`, written there.
+    pub fn set_max_concurrent(&mut self, max_concurrent: Located<u32>) {
+        self.config.max_concurrent = max_concurrent.value;
+        self.at.max_concurrent = max_concurrent.loc;
+    }
+
+    /// Sets `max_queued`, written there.
+    pub fn set_max_queued(&mut self, max_queued: Located<u32>) {
+        self.config.max_queued = max_queued.value;
+        self.at.max_queued = max_queued.loc;
+    }
+
+    /// Its slots, and where they were written.
+    #[must_use]
+    pub fn max_concurrent(&self) -> Located<u32> {
+        Located::new(self.config.max_concurrent, self.at.max_concurrent)
+    }
+
+    /// Its queue places, and where they were written (the stanza, when not written).
+    #[must_use]
+    pub fn max_queued(&self) -> Located<u32> {
+        Located::new(self.config.max_queued, self.at.max_queued)
+    }
+
+    /// Its adaptive bounds as written, when it has them.
+    #[must_use]
+    pub fn adaptive_bounds(&self) -> Option<AdaptiveSpec> {
+        let limit = self.config.adaptive?;
+        let (min, max, loc) = self.at.adaptive?;
+        Some(AdaptiveSpec::new(
+            Located::new(limit.min, min),
+            Located::new(limit.max, max),
+            loc,
+        ))
     }
 
     /// Whether `max_concurrent` was written beside `adaptive(...)`.
     #[must_use]
     pub fn fixed_and_adaptive(&self) -> bool {
-        self.adaptive
-            .as_ref()
-            .is_some_and(|adaptive| adaptive.max.loc != self.max_concurrent.loc)
+        self.at
+            .adaptive
+            .is_some_and(|(_, max, _)| max != self.at.max_concurrent)
     }
 }
 
-/// `adaptive(min = 4, max = 64)`: a bulkhead's slot count follows the dependency's latency,
-/// never below `min` nor above `max`, starting at `min`.
+/// `adaptive(min = 4, max = 64)` as written: a bulkhead's slot count follows the dependency's
+/// latency, never below `min` nor above `max`, starting at `min`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AdaptiveSpec {

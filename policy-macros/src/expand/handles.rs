@@ -128,19 +128,20 @@ fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
 
 fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let slots = match &spec.adaptive {
-        Some(adaptive) => {
-            let (min, max) = (count(adaptive.min.value), count(adaptive.max.value));
-            quote!(.adaptive(#min, #max))
+    let config = &spec.config;
+    let slots = match config.adaptive {
+        Some(limit) => {
+            let (min, max) = (count(limit.min), count(limit.max));
+            quote!(config::BulkheadConfig::adaptive(config::AdaptiveLimit::new(#min, #max)))
         }
         None => {
-            let max_concurrent = count(spec.max_concurrent.value);
-            quote!(.max_concurrent(#max_concurrent))
+            let max_concurrent = count(config.max_concurrent);
+            quote!(config::BulkheadConfig::new(#max_concurrent))
         }
     };
-    let max_queued = count(spec.max_queued.value);
+    let max_queued = count(config.max_queued);
     quote! {
-        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY) #slots .max_queued(#max_queued)
+        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY, #slots.with_max_queued(#max_queued))
     }
 }
 

@@ -21,9 +21,11 @@ fn layer() {
                         quorum: 1,
                     }),
             );
-            static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY)
-                .max_concurrent(4)
-                .max_queued(2);
+            static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead(
+                "search",
+                BY,
+                config::BulkheadConfig::new(4).with_max_queued(2),
+            );
             static RETRY: Handle<::policy::RetryPolicy> = Handle::retry("transient", BY)
                 .attempts(3)
                 .backoff(Duration::from_millis(50), Duration::from_secs(1))
