@@ -53,7 +53,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use serde::Serialize;
 use tokio::sync::Semaphore;
@@ -66,9 +66,11 @@ use crate::instruments::BulkheadMetrics;
 use crate::observe;
 
 pub mod adaptive;
+mod levels;
 
 use adaptive::Adaptation;
 pub use adaptive::{AdaptiveLimit, AdaptiveSnapshot};
+use levels::Levels;
 /// A bulkhead's settings, defined once in `policy-model`.
 pub use policy_model::BulkheadConfig;
 
@@ -331,80 +333,6 @@ enum Turned {
 
 /// A permit's level when the bulkhead counts none (every call so far was `critical`).
 const UNCOUNTED: u8 = u8::MAX;
-
-/// A call, in the units a level's peak is kept in.
-const CALL: u32 = 256;
-
-/// The decay of a level's peak toward what it holds now, per release of that level (and per
-/// sheddable admission, for the levels above it): a 128th of a call, so at a few hundred calls
-/// a second a peak remembers the last second or two.
-const PEAK_STEP: u32 = 2;
-
-/// Calls in flight per [`Criticality`], and each level's recent peak: what the levels above a
-/// sheddable request are measured to need. Nothing is counted until a call other than
-/// `critical` comes: a bulkhead whose calls are all `critical` reads one flag per admission.
-#[derive(Debug, Default)]
-struct Levels {
-    mixed: AtomicBool,
-    in_flight: [AtomicU32; 4],
-    /// The recent peak of calls in flight, in [`CALL`]s.
-    peak: [AtomicU32; 4],
-}
-
-impl Levels {
-    /// Whether a call of `level` is counted (and from now on every call, once one is not
-    /// `critical`).
-    #[inline]
-    fn counts(&self, level: Criticality) -> bool {
-        if self.mixed.load(Ordering::Relaxed) {
-            return true;
-        }
-        if level == Criticality::Critical {
-            return false;
-        }
-        self.mixed.store(true, Ordering::Relaxed);
-        true
-    }
-
-    /// A call of `level` took a slot: its rank, for the permit.
-    fn admitted(&self, level: Criticality) -> u8 {
-        let rank = level.rank();
-        let now = self.in_flight[rank].fetch_add(1, Ordering::Relaxed) + 1;
-        self.peak[rank].fetch_max(now.saturating_mul(CALL), Ordering::Relaxed);
-        rank as u8
-    }
-
-    /// A call counted at `rank` gave its slot back.
-    fn released(&self, rank: u8) {
-        let rank = usize::from(rank);
-        if let (Some(in_flight), Some(_)) = (self.in_flight.get(rank), self.peak.get(rank)) {
-            in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.decay(rank);
-        }
-    }
-
-    /// Moves the peak of `rank` one step toward what it holds now.
-    fn decay(&self, rank: usize) {
-        let floor = self.in_flight[rank]
-            .load(Ordering::Relaxed)
-            .saturating_mul(CALL);
-        let _ = self.peak[rank].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |peak| {
-            (peak > floor).then(|| peak.saturating_sub(PEAK_STEP).max(floor))
-        });
-    }
-
-    /// The slots the levels above `level` need beyond what they hold: each one's recent peak
-    /// (rounded up), less its calls in flight.
-    fn kept_above(&self, level: Criticality) -> u32 {
-        (level.rank() + 1..4)
-            .map(|rank| {
-                self.decay(rank);
-                let need = self.peak[rank].load(Ordering::Relaxed).div_ceil(CALL);
-                need.saturating_sub(self.in_flight[rank].load(Ordering::Relaxed))
-            })
-            .sum()
-    }
-}
 
 impl Inner {
     /// The slot count now.

@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use url::{Host, Url};
 
-use super::service::ServiceKind;
+use super::kind::ServiceKind;
 
 /// The schemes the probe recognises, and the kind of service each names.
 /// `http` and `https` name an HTTP API unless the host's provider says more.

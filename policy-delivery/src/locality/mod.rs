@@ -62,14 +62,16 @@ mod connection;
 pub mod env_file;
 #[cfg(feature = "hops")]
 pub mod hops;
+mod kind;
 mod provider;
 mod region;
 mod service;
 
 pub use compute::{ComputeSite, Platform};
+pub use kind::ServiceKind;
 pub use provider::Provider;
 pub use region::{Cloud, Region, RegionError, RegionMatch};
-pub use service::{ServiceKind, ServiceSite};
+pub use service::ServiceSite;
 
 /// Where the compute runs and where each service it talks to runs.
 ///

@@ -9,8 +9,8 @@ use std::fmt;
 use serde::{Serialize, Serializer};
 
 use super::connection::HostName;
+use super::kind::ServiceKind;
 use super::region::{Region, elasticache_region, lookup};
-use super::service::ServiceKind;
 
 /// The provider behind a host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,13 +6,12 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::html::dimension;
 use policy_lang::SourceId;
 
 use super::layout::Shown;
 use super::walk::{FileInfo, Target, dir_of, display, resolve};
 use super::{ASPECT_RATIO_TOLERANCE_PX, Auditor, MODERN_FORMAT_MIN_BYTES, Page, label, size};
-use crate::assets::html::{self, Element, Img};
+use crate::assets::html::{self, Img};
 use crate::assets::media::MediaType;
 use crate::assets::media::jpeg;
 use crate::assets::report::{PageAssets, Rule};
@@ -827,11 +826,6 @@ fn explicit_attribute(value: Option<&str>) -> bool {
                 .is_some_and(|c| c.is_ascii_digit())
             && !value.starts_with('-')
     })
-}
-
-/// The element's attribute as a length in CSS pixels.
-pub(crate) fn attribute_px(element: &Element, name: &str) -> Option<f64> {
-    element.value(name).and_then(dimension)
 }
 
 #[cfg(test)]

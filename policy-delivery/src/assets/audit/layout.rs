@@ -6,11 +6,10 @@
 //! are rough, which is why the rules that use them (the likely LCP element, images far below the
 //! fold) keep wide margins and say that they estimate.
 
-use crate::assets::html::Document;
+use crate::assets::html::{Document, Element};
 use crate::assets::style::Device;
 use crate::assets::style::cascade::{Computed, Length};
-
-use super::images::attribute_px;
+use crate::html::dimension;
 
 /// An eager image is reported as far below the fold from this many screens down (Lighthouse's
 /// `offscreen-images` counts what lies past four screens; the fifth absorbs the estimate's
@@ -430,6 +429,11 @@ fn parse_ratio(value: &str) -> Option<f64> {
         None => 1.0,
     };
     (b > 0.0).then_some(a / b)
+}
+
+/// The element's attribute as a length in CSS pixels.
+pub(crate) fn attribute_px(element: &Element, name: &str) -> Option<f64> {
+    element.value(name).and_then(dimension)
 }
 
 #[cfg(test)]
