@@ -1,8 +1,15 @@
-#![doc = include_str!("../README.md")]
+#![doc = include_str!("lib.md")]
 #![doc = "\n# Feature flags\n\n"]
 #![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod guide;
+
+/// The README's examples, compiled and run as doctests (the crate docs are `lib.md`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub use policy_macros::{
     background, critical, deferred, idempotent, isolate, operation, resilient,

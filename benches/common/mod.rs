@@ -218,7 +218,7 @@ impl Ours {
 
 /// The attribute macros' expansions, written by hand.
 ///
-/// The sequences the macros expand to, as the facade's README and `policy-macros`'
+/// The sequences the macros expand to, as the facade's attributes guide (`policy::guide::attributes`) and `policy-macros`'
 /// `expand` module document them (the runtime's `tests/alloc.rs` composes the same
 /// `#[resilient]` sequence), written by hand; the macro-annotated functions are here too, side
 /// by side with them, under their own bench names (`resilient_macro`, `critical_macro`).

@@ -267,14 +267,34 @@ fn the_repositorys_own_policy_files_are_formatted() {
     );
 }
 
-/// The README's `.policy` examples are what `policy fmt` writes: a reader who copies one and
-/// runs `policy fmt --check` sees no change. The examples are the README's `text` blocks that
-/// parse as policy files (its reports and outputs do not).
+/// The text of the README and of the facade's guides (`src/guide/*.rs`, their `//!` docs with
+/// the comment marker taken off), where the `.policy` examples a reader copies live.
+fn readme_and_guides() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut text = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut guides: Vec<PathBuf> = std::fs::read_dir(root.join("src/guide"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
+        .collect();
+    guides.sort();
+    for guide in guides {
+        for line in std::fs::read_to_string(guide).unwrap().lines() {
+            if let Some(doc) = line.strip_prefix("//!") {
+                text.push_str(doc.strip_prefix(' ').unwrap_or(doc));
+                text.push('\n');
+            }
+        }
+    }
+    text
+}
+
+/// The `.policy` examples of the README and the guides are what `policy fmt` writes: a reader
+/// who copies one and runs `policy fmt --check` sees no change. The examples are their `text`
+/// blocks that parse as policy files (reports and outputs do not).
 #[test]
 fn the_readmes_policy_examples_are_formatted() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-            .unwrap();
+    let readme = readme_and_guides();
     let dir = std::env::temp_dir().join(format!("policy-cli-{}-readme", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut examples = 0;
@@ -291,12 +311,12 @@ fn the_readmes_policy_examples_are_formatted() {
         assert_eq!(
             output.status.code(),
             Some(0),
-            "README example {index} is not what `policy fmt` writes:\n{block}"
+            "README or guide example {index} is not what `policy fmt` writes:\n{block}"
         );
     }
     assert!(
         examples >= 2,
-        "found {examples} policy examples in the README"
+        "found {examples} policy examples in the README and the guides"
     );
 }
 

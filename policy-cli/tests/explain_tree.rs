@@ -274,20 +274,31 @@ fn the_help_says_how_to_read_the_output() {
     assert!(out.contains("--env"), "{out}");
 }
 
-/// The README's section on reading a tree quotes the demo's save as `policy explain` prints it:
-/// a change to the tree, its numbers or its wording shows up here until the README follows.
+/// The deadlines guide's section on reading a tree (`src/guide/deadlines.rs` of the facade, its
+/// `//!` docs) quotes the demo's save as `policy explain` prints it: a change to the tree, its
+/// numbers or its wording shows up here until the guide follows.
 #[test]
 fn the_readmes_save_tree_is_what_explain_prints() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-            .unwrap();
+    let guide = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../src/guide/deadlines.rs"),
+    )
+    .unwrap();
+    let readme: String = guide
+        .lines()
+        .filter_map(|line| line.strip_prefix("//!"))
+        .map(|doc| format!("{}\n", doc.strip_prefix(' ').unwrap_or(doc)))
+        .collect();
     let quoted: Vec<&str> = readme
         .split("```text\n")
         .skip(1)
         .filter_map(|block| block.split("```").next())
         .filter(|block| block.starts_with("tree save_document:"))
         .collect();
-    assert_eq!(quoted.len(), 1, "the README quotes the save's tree once");
+    assert_eq!(
+        quoted.len(),
+        1,
+        "the deadlines guide quotes the save's tree once"
+    );
     let output = policy(&[
         "explain",
         demo().join("policies").to_str().unwrap(),
@@ -297,7 +308,7 @@ fn the_readmes_save_tree_is_what_explain_prints() {
     let out = text(&output.stdout);
     assert!(
         out.contains(quoted[0]),
-        "the README's tree is not what `policy explain` prints:\n{}\nprinted:\n{out}",
+        "the deadlines guide's tree is not what `policy explain` prints:\n{}\nprinted:\n{out}",
         quoted[0]
     );
 }

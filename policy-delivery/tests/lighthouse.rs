@@ -10,8 +10,8 @@
 //! site). The test fails on any false positive (a finding of ours that Lighthouse's audit does
 //! not make), when fewer than 85% of Lighthouse's findings are ours too, when the fonts and
 //! images we say a page downloads are not the ones Chromium downloaded, and when the agreement
-//! table in the README and the module docs is not the one computed here (`UPDATE_AGREEMENT=1`
-//! rewrites them).
+//! table in the README, the facade's delivery guide (`src/guide/delivery.rs`) and the module
+//! docs is not the one computed here (`UPDATE_AGREEMENT=1` rewrites them).
 #![cfg(feature = "audit")]
 #![expect(
     clippy::unwrap_used,
@@ -233,7 +233,7 @@ fn compare(
     table
 }
 
-/// The agreement table, as the README and the docs show it.
+/// The agreement table, as the README, the delivery guide and the docs show it.
 fn table_markdown(
     table: &BTreeMap<&'static str, (usize, usize, usize)>,
     ours_only: &BTreeMap<&'static str, usize>,
@@ -357,6 +357,7 @@ fn our_findings_agree_with_lighthouse() {
     let markdown = table_markdown(&table, &ours_only, results.len());
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     check_table(&root.join("../README.md"), &markdown, "");
+    check_table(&root.join("../src/guide/delivery.rs"), &markdown, "//! ");
     check_table(&root.join("src/assets/mod.rs"), &markdown, "//! ");
 }
 

@@ -18,9 +18,9 @@
 //! - sheddable levels never wait in a bulkhead's queue, so a freed slot goes to a caller that
 //!   matters.
 //!
-//! So with a queue (`max_queued = max_concurrent`, as the README's sizing advises), sheddable
-//! work uses every slot the levels above leave idle, and a critical request that finds them
-//! all busy waits for the next one ahead of every sheddable request; with no queue
+//! So with a queue (`max_queued = max_concurrent`, as the facade's `policy::guide::sizing`
+//! advises), sheddable work uses every slot the levels above leave idle, and a critical
+//! request that finds them all busy waits for the next one ahead of every sheddable request; with no queue
 //! (`max_queued = 0`), the slots the levels above need are kept free for them.
 //!
 //! The cost when nobody uses it: a bulkhead whose calls are all `critical` counts nothing per

@@ -1,5 +1,5 @@
-//! The README's "Testing your policies" example, as a user writes it: a slow dependency, the
-//! latency bound and the breaker opening, asserted in under 20 lines.
+//! The testing guide's first example (the facade's `policy::guide::testing`), as a user writes
+//! it: a slow dependency, the latency bound and the breaker opening, asserted in under 20 lines.
 
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ impl From<policy::DeadlineExceeded> for Error {
     }
 }
 
-// --- from here, the README's example
+// --- from here, the guide's example
 
 /// The function under test; its dependency hangs for 5 s.
 #[policy::resilient(

@@ -34,8 +34,8 @@ use tower_http::timeout::RequestBodyDeadlineLayer;
 /// What a server allows one client: how long it may take to send a request's headers and its
 /// body, and how many connections may be open at once.
 ///
-/// The defaults are the service's; the README's "Serving" section says what a production
-/// service should choose.
+/// The defaults are the service's; the facade's serving guide (`policy::guide::serving`) says
+/// what a production service should choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServeLimits {
     /// How long a request's headers may take to arrive, counted from when the connection waits

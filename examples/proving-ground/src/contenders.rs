@@ -267,7 +267,7 @@ impl<E> tower::retry::Policy<DepCall, (), E> for TowerRetry {
     }
 }
 
-/// The breaker's cooldown of `policies/proving.policy` (the README's "Sizing the numbers"),
+/// The breaker's cooldown of `policies/proving.policy` (the facade's `guide::sizing`),
 /// given to tower-resilience's breaker too so that recovery compares mechanisms, not numbers.
 const BREAKER_COOLDOWN: Duration = Duration::from_secs(1);
 
@@ -342,7 +342,7 @@ fn tower_resilience(hyper: Hyper, base: &str) -> Result<Call, BoxError> {
     }))
 }
 
-/// Why one of this engine's calls failed: the three outcomes the README asks a user to keep
+/// Why one of this engine's calls failed: the three outcomes the docs ask a user to keep
 /// apart (the work never ran; we stopped waiting; it ran and failed).
 #[derive(Debug)]
 pub enum CallFailed {
@@ -378,7 +378,7 @@ impl std::fmt::Display for CallFailed {
 
 impl policy::Transient for CallFailed {
     /// A 5xx, a lost connection, an attempt that timed out: worth repeating. Not a 429 (the
-    /// breaker is tripped for its Retry-After, as the README's layer example does), nor a
+    /// breaker is tripped for its Retry-After, as `guide::layers`' example does), nor a
     /// refusal.
     fn is_transient(&self) -> bool {
         match self {
@@ -389,8 +389,8 @@ impl policy::Transient for CallFailed {
     }
 }
 
-/// A 429 is an instruction: trip the breaker for its `Retry-After` (the README's layer
-/// example: `registry.find_breaker("search").unwrap().trip(Duration::from_secs(5), "429")`).
+/// A 429 is an instruction: trip the breaker for its `Retry-After` (the facade's
+/// `guide::layers` example: `registry.find_breaker("search").unwrap().trip(Duration::from_secs(5), "429")`).
 fn trip_on_429(error: &DepError) {
     if let DepError::TooManyRequests(pause) = error
         && let Some(breaker) = policy::Registry::global().find_breaker("dependency")
@@ -401,9 +401,9 @@ fn trip_on_429(error: &DepError) {
 
 /// Contender 5: This engine through the attributes: the call is a function bound by its name to
 /// `operation call_dependency` of `policies/proving.policy`, its client wrapped in
-/// `PropagateDeadlineLayer` (the README: "for hyper's client"); the sheddable route's calls run
-/// with `criticality::scope(Criticality::Sheddable, ..)` (the README's "How much a request
-/// matters").
+/// `PropagateDeadlineLayer` (`guide::layers`: "for hyper's client"); the sheddable route's calls
+/// run with `criticality::scope(Criticality::Sheddable, ..)` (`guide::layers`, "How much a
+/// request matters").
 mod attributes {
     use std::sync::{Arc, OnceLock};
 
@@ -444,7 +444,7 @@ mod attributes {
         let _ = CLIENT.set(client);
         Ok(Arc::new(|class| {
             Box::pin(async move {
-                // The README's "How much a request matters": a route's level in scope for its
+                // `guide::layers`, "How much a request matters": a route's level in scope for its
                 // calls, as a `CriticalityLayer` puts it for a tower stack.
                 let level = match class {
                     Class::Critical => Criticality::Critical,
@@ -462,10 +462,10 @@ mod attributes {
 }
 
 /// Contender 6: This engine through the layers: `DeadlineLayer` on the server (the `request` stanza's
-/// 1 s), the operation as one layer (`operation_layer!("call_dependency")`, the README's "A
+/// 1 s), the operation as one layer (`operation_layer!("call_dependency")`, `guide::layers`: "A
 /// whole `.policy` operation is one layer"), the client under `PropagateDeadlineLayer`; the
-/// sheddable route is marked `sheddable` with a `CriticalityLayer` (the README's "How much a
-/// request matters"), so the operation's bulkhead keeps room for the critical route.
+/// sheddable route is marked `sheddable` with a `CriticalityLayer` (`guide::layers`, "How much
+/// a request matters"), so the operation's bulkhead keeps room for the critical route.
 mod layers {
     use std::time::Duration;
 
@@ -512,7 +512,7 @@ mod layers {
                     let sheddable = sheddable.clone();
                     async move { reply(sheddable.oneshot(DepCall).await) }
                 })
-                // The README's "How much a request matters": this route's work may be turned
+                // `guide::layers`, "How much a request matters": this route's work may be turned
                 // away to keep room for critical work (and the caller cannot claim more).
                 .layer(CriticalityLayer::new(Criticality::Sheddable)),
             )

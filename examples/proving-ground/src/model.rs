@@ -131,11 +131,11 @@ impl Contender {
                  max 100) and docs/circuitbreaker-tower-comparison.md (retry outermost, retry_on excludes an open circuit)"
             }
             Self::PolicyAttributes => {
-                "this README (A short example, Writing a .policy file, The same mechanisms as tower layers, \
-                 How much a request matters, Sizing the numbers): policies/proving.policy"
+                "the facade's guides (attributes, policy_files, layers: How much a request matters, \
+                 sizing): policies/proving.policy"
             }
             Self::PolicyLayers => {
-                "this README (The same mechanisms as tower layers: DeadlineLayer, operation_layer!, CriticalityLayer, \
+                "the facade's guide::layers (DeadlineLayer, operation_layer!, CriticalityLayer, \
                  PropagateDeadlineLayer; How much a request matters) with the same policies/proving.policy"
             }
         }
