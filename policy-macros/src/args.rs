@@ -119,7 +119,7 @@ pub(crate) enum Ref<I> {
 }
 
 /// `breaker(failures = 5, within = "30s", cooldown = "20s")`, or with `ratio = 0.5,
-/// min_calls = 20` instead of `failures`; `quorum = 2` or `trips_only` to share.
+/// min_calls = 20` instead of `failures`; `quorum = 2` or `trips_only` to share; `probation`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineBreaker {
     pub(crate) failures: Option<Spanned<u32>>,
@@ -129,6 +129,7 @@ pub(crate) struct InlineBreaker {
     pub(crate) cooldown: Option<Spanned<Duration>>,
     pub(crate) quorum: Option<Spanned<u32>>,
     pub(crate) trips_only: Option<Span>,
+    pub(crate) probation: Option<Spanned<Duration>>,
 }
 
 /// `bulkhead(max_concurrent = 4, max_queued = 2)`, or `adaptive(min = 4, max = 64)` instead
@@ -343,6 +344,7 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
         "cooldown",
         "quorum",
         "trips_only",
+        "probation",
     ];
     let mut b = InlineBreaker::default();
     nested(meta, errors, |inner, key, errors| {
@@ -355,6 +357,7 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
             "cooldown" => set_once(&mut b.cooldown, duration(inner)?, span, key, errors),
             "quorum" => set_once(&mut b.quorum, count(inner)?, span, key, errors),
             "trips_only" => b.trips_only = Some(span),
+            "probation" => set_once(&mut b.probation, duration(inner)?, span, key, errors),
             _ => {
                 errors.at(
                     span,

@@ -254,6 +254,43 @@ fn an_inline_hedge_without_retry_is_the_whole_attempt() {
 }
 
 #[test]
+fn an_inline_breakers_probation_is_part_of_its_declared_config() {
+    let expand_with = |args: TokenStream| {
+        expand(
+            AttrKind::Critical,
+            args,
+            quote! {
+                async fn call_partner(id: u64) -> Result<u64, AppError> {
+                    partner().get(id).await
+                }
+            },
+        )
+    };
+    let out = expand_with(quote!(
+        breaker(
+            failures = 3,
+            within = "10m",
+            cooldown = "20s",
+            probation = "5s"
+        ),
+        deadline = "1s"
+    ));
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(
+        out.contains(".with_probation(Duration::from_secs(5))"),
+        "{out}"
+    );
+    let out = expand_with(quote!(
+        breaker(failures = 3, within = "10m", cooldown = "20s"),
+        deadline = "1s"
+    ));
+    assert!(
+        !out.contains("with_probation"),
+        "one window when not set:\n{out}"
+    );
+}
+
+#[test]
 fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
     let out = expand(
         AttrKind::Critical,
@@ -267,9 +304,9 @@ fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
             }
         },
     );
-    assert!(out.contains(".adaptive(4, 64)"), "{out}");
-    assert!(out.contains(".max_queued(2)"), "{out}");
-    assert!(!out.contains(".max_concurrent("), "{out}");
+    assert!(out.contains("AdaptiveLimit::new(4, 64)"), "{out}");
+    assert!(out.contains(".with_max_queued(2)"), "{out}");
+    assert!(!out.contains("BulkheadConfig::new("), "{out}");
     assert!(out.contains(".acquire(&deadline)"), "{out}");
 }
 
@@ -284,8 +321,8 @@ fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
     let out = versionless(prettyplease::unparse(&file).replace(manifest, "$CARGO_MANIFEST_DIR"));
     // The same statics an attribute naming these mechanisms declares.
     for handle in [
-        "Handle::breaker(\"search\", BY)",
-        "Handle::bulkhead(\"search\", BY)",
+        "Handle::breaker(\"search\", BY, config::BreakerConfig::new(",
+        "Handle::bulkhead(\"search\", BY, config::BulkheadConfig::new(4)",
         "Handle::retry(\"transient\", BY)",
     ] {
         assert!(
@@ -502,7 +539,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             used: Expanded(
                 AttrKind::Critical,
                 &[
-                    "Handle::breaker(\"b\", BY)",
+                    "Handle::breaker(\"b\", BY, config::BreakerConfig::new(config::OpenAfter::failures(5, Duration::from_secs(30)), Duration::from_secs(20),",
                     "breaker.check()",
                     "breaker.observe(ran)",
                 ],
@@ -513,7 +550,10 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: critical { bulkhead = k; deadline = 1s }",
             used: Expanded(
                 AttrKind::Critical,
-                &[".max_concurrent(3)", "bulkhead.acquire(&deadline)"],
+                &[
+                    "config::BulkheadConfig::new(3).with_max_queued(1)",
+                    "bulkhead.acquire(&deadline)",
+                ],
             ),
         },
         Sample {

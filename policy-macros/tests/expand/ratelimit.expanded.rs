@@ -6,16 +6,19 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
     let (breaker, ratelimit, shedder, operation) = {
         use ::core::time::Duration;
         use ::policy::__privateN::Handle;
+        use ::policy::__privateN::config;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "sign_up");
         static BREAKER: Handle<::policy::__privateN::Breaker> = Handle::breaker(
-                "search",
-                BY,
-            )
-            .open_after_failures(5, Duration::from_secs(30))
-            .cooldown(Duration::from_secs(20))
-            .sharing(::policy::__privateN::Sharing::Openings {
-                quorum: 1,
-            });
+            "search",
+            BY,
+            config::BreakerConfig::new(
+                    config::OpenAfter::failures(5, Duration::from_secs(30)),
+                    Duration::from_secs(20),
+                )
+                .with_sharing(config::Sharing::Openings {
+                    quorum: 1,
+                }),
+        );
         static RATELIMIT: Handle<::policy::__privateN::RateLimit> = Handle::ratelimit(
                 "signups",
                 BY,

@@ -7,22 +7,24 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
     let (breaker, bulkhead, retry, operation) = {
         use ::core::time::Duration;
         use ::policy::__privateN::Handle;
+        use ::policy::__privateN::config;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "push_to_index");
         static BREAKER: Handle<::policy::__privateN::Breaker> = Handle::breaker(
-                "search",
-                BY,
-            )
-            .open_after_failures(5, Duration::from_secs(30))
-            .cooldown(Duration::from_secs(20))
-            .sharing(::policy::__privateN::Sharing::Openings {
-                quorum: 1,
-            });
+            "search",
+            BY,
+            config::BreakerConfig::new(
+                    config::OpenAfter::failures(5, Duration::from_secs(30)),
+                    Duration::from_secs(20),
+                )
+                .with_sharing(config::Sharing::Openings {
+                    quorum: 1,
+                }),
+        );
         static BULKHEAD: Handle<::policy::__privateN::Bulkhead> = Handle::bulkhead(
-                "search",
-                BY,
-            )
-            .max_concurrent(4)
-            .max_queued(2);
+            "search",
+            BY,
+            config::BulkheadConfig::new(4).with_max_queued(2),
+        );
         static RETRY: Handle<::policy::__privateN::RetryPolicy> = Handle::retry(
                 "transient",
                 BY,
