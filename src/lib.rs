@@ -45,11 +45,6 @@ pub use policy_runtime::{
     breaker, bulkhead, criticality, deadline, fallback, hedge, isolate, limiter, observe, queue,
     retry, shedding,
 };
-/// How the errors write durations. The errors themselves are at the crate root
-/// ([`ResilienceError`], [`DeadlineExceeded`], [`CallError`]).
-pub mod error {
-    pub use policy_runtime::error::Human;
-}
 #[cfg(feature = "tower")]
 pub mod layer;
 

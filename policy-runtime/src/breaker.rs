@@ -72,10 +72,6 @@ use crate::window::{Clock, MAX_RING, Ring, Window, saturating_nanos};
 /// for the `.policy` language, the attribute macros, this runtime and its overrides.
 pub use policy_model::breaker::{BreakerConfig, OpenAfter, Sharing};
 
-/// The longest `Retry-After` a breaker accepts unless told otherwise: 5 minutes
-/// ([`BreakerConfig::DEFAULT_MAX_RETRY_AFTER`]).
-pub const DEFAULT_MAX_RETRY_AFTER: Duration = BreakerConfig::DEFAULT_MAX_RETRY_AFTER;
-
 /// Where breaker state is shared between instances.
 ///
 /// The breaker always keeps its state in an in-process mirror, writes the mirror **first** and

@@ -238,6 +238,7 @@ impl Drop for OwnedBulkheadPermit {
 }
 
 /// The future returned by [`Bulkhead::acquire`].
+#[doc(hidden)]
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a> {
     state: AcquireState<'a>,

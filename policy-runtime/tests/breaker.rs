@@ -322,7 +322,7 @@ async fn a_retry_after_past_the_cap_opens_for_the_cap_and_the_cause_says_what_wa
     let (logs, _guard) = common::capture();
     let default = Breaker::builder("search").build();
     default.trip(24 * 3600 * S, "429 with Retry-After: 86400");
-    let cap = policy_runtime::breaker::DEFAULT_MAX_RETRY_AFTER;
+    let cap = policy_runtime::breaker::BreakerConfig::DEFAULT_MAX_RETRY_AFTER;
     assert_eq!(cap, 300 * S);
     let now = tokio::time::Instant::now();
     assert_eq!(default.open_until(), Some(now + cap));
