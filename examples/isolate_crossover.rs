@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use policy::error::Human;
 use policy::isolate::{IsolatedPool, measure_crossover};
 
 fn checksum(input: Vec<u8>) -> u64 {
@@ -32,7 +31,7 @@ async fn main() {
     .await;
     println!(
         "| input | inline | isolated | hand-off | hand-off / work | pays (> {} work, ≤ 10% hand-off) |",
-        Human(budget)
+        human(budget)
     );
     println!("|---:|---:|---:|---:|---:|:---:|");
     for m in &rows {
@@ -40,9 +39,9 @@ async fn main() {
         println!(
             "| {} KiB | {} | {} | {} | {:.0}% | {} |",
             m.size / 1024,
-            Human(m.inline),
-            Human(m.isolated),
-            Human(m.hand_off()),
+            human(m.inline),
+            human(m.isolated),
+            human(m.hand_off()),
             share * 100.0,
             if m.pays(budget, 0.10) { "yes" } else { "no" }
         );
@@ -54,4 +53,9 @@ async fn main() {
         ),
         None => println!("\nisolation did not pay at any measured size here"),
     }
+}
+
+/// A duration as people read it (`1.2ms`).
+fn human(duration: Duration) -> String {
+    format!("{duration:.1?}")
 }

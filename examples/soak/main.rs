@@ -39,7 +39,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use policy::{BackgroundPool, CallError, DeadlineExceeded, Registry, ResilienceError};
+use policy::background::BackgroundPool;
+use policy::{CallError, DeadlineExceeded, Registry, ResilienceError};
 
 const ROUNDS: u64 = 10;
 

@@ -301,7 +301,7 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     if let Some(breaker) = breaker {
         steps.push(Step::BreakerCheck {
             name: breaker.name.value.clone(),
-            max_retry_after: breaker.max_retry_after.as_ref().map(|d| d.value),
+            max_retry_after: breaker.max_retry_after().map(|d| d.value),
         });
     }
     if let Some(bulkhead) = operation
@@ -311,12 +311,9 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     {
         steps.push(Step::BulkheadPermit {
             name: bulkhead.name.value.clone(),
-            max_concurrent: bulkhead.max_concurrent.value,
-            max_queued: bulkhead.max_queued.value,
-            adaptive_min: bulkhead
-                .adaptive
-                .as_ref()
-                .map(|adaptive| adaptive.min.value),
+            max_concurrent: bulkhead.max_concurrent().value,
+            max_queued: bulkhead.max_queued().value,
+            adaptive_min: bulkhead.config.adaptive.map(|adaptive| adaptive.min),
         });
     }
     if let Some(chaos) = operation

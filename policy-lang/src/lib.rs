@@ -73,7 +73,7 @@
 //! | stanza | settings |
 //! |---|---|
 //! | `request` | `deadline`; optional `min_budget` (the least budget a request is started with: one arriving with less left is answered at once, before any work) |
-//! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared); optional `max_retry_after` (the longest opening a `Retry-After` may ask for; default 5m) |
+//! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared); optional `max_retry_after` (the longest opening a `Retry-After` may ask for; default 5m); optional `probation` (how long after an opening one failure reopens it; default one window) |
 //! | `bulkhead NAME` | `max_concurrent` (≥ 1), or `adaptive(min = N, max = N)` (the slot count follows the dependency's latency between the two, from `min`; Netflix's Vegas, adapted), `max_queued` (default 0) |
 //! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `allowance = P% + N/s` (the share of recent calls its retries may add, across requests, and a floor per second) |
 //! | `hedge NAME` | `after = pN` (the operation's own latency at percentile N, 1 to 99, as the runtime records it) or `after = D` (fixed); optional `max` (attempts in flight, the first included: 2, the default, is one hedge; at most 3); optional `allowance = P% + N/s` (what its hedges may add when the operation does not retry; with a retry, hedges draw from the retry's allowance) |
@@ -225,11 +225,12 @@ pub use lower::{OPERATION_FLAGS, OPERATION_STATEMENTS, stanza_keywords};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerSpec, BulkheadSpec, Ceiling, CeilingsSpec,
-    ChaosFault, ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, EnvelopeSpec, FailMode,
-    HedgeAfter, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec,
-    QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
-    Spec, WebMetric, WorkClass,
+    AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerConfig, BreakerLocs, BreakerSpec,
+    BulkheadConfig, BulkheadLocs, BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault, ChaosFaultKind,
+    ChaosLatency, ChaosSpec, Compression, EnvelopeSpec, FailMode, HedgeAfter, HedgeSpec,
+    IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Rate,
+    RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
+    WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

@@ -458,10 +458,6 @@ fn round_ms(d: Duration) -> Duration {
     }
 }
 
-/// The runtime's `breaker::DEFAULT_MAX_RETRY_AFTER`: the compiled `max_retry_after` of a
-/// breaker that sets none.
-const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(5 * 60);
-
 /// The numbers of `keyword name`'s `key` in `spec`, each named; `None` when the spec does not
 /// set it (or has no such stanza).
 fn numbers(
@@ -476,12 +472,12 @@ fn numbers(
         ("breaker", _) => {
             let breaker = spec.breakers.get(name)?;
             match key {
-                "open_after" => match breaker.open_after.value {
-                    OpenAfter::Count { failures, window } => vec![
-                        ("failures", Number::Count(failures)),
+                "open_after" => match breaker.config.open_after {
+                    OpenAfter::Failures { count, window } => vec![
+                        ("failures", Number::Count(count)),
                         ("window", Number::Duration(window)),
                     ],
-                    OpenAfter::Ratio {
+                    OpenAfter::FailureRatio {
                         ratio,
                         min_calls,
                         window,
@@ -490,26 +486,22 @@ fn numbers(
                         ("min_calls", Number::Count(min_calls)),
                         ("window", Number::Duration(window)),
                     ],
+                    _ => return None,
                 },
-                "cooldown" => duration("cooldown", breaker.cooldown.value),
-                "max_retry_after" => duration(
-                    "max_retry_after",
-                    breaker
-                        .max_retry_after
-                        .as_ref()
-                        .map_or(DEFAULT_MAX_RETRY_AFTER, |max| max.value),
-                ),
+                "cooldown" => duration("cooldown", breaker.config.cooldown),
+                "max_retry_after" => duration("max_retry_after", breaker.config.max_retry_after),
+                "probation" => duration("probation", breaker.config.probation_or_window()),
                 _ => return None,
             }
         }
         ("bulkhead", "max_concurrent") => {
             let bulkhead = spec.bulkheads.get(name)?;
-            if bulkhead.adaptive.is_some() {
+            if bulkhead.config.adaptive.is_some() {
                 return None;
             }
             vec![(
                 "max_concurrent",
-                Number::Count(bulkhead.max_concurrent.value),
+                Number::Count(bulkhead.max_concurrent().value),
             )]
         }
         ("retry", _) => {

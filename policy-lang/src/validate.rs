@@ -512,12 +512,12 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     }
     for breaker in &spec.breakers {
-        durations.push(("cooldown", breaker.cooldown.value, breaker.cooldown.loc));
-        durations.extend(optional("max_retry_after", &breaker.max_retry_after));
+        durations.push(("cooldown", breaker.config.cooldown, breaker.at.cooldown));
+        durations.extend(optional("max_retry_after", &breaker.max_retry_after()));
         durations.push((
             "open_after",
-            breaker.open_after.value.window(),
-            breaker.open_after.loc,
+            breaker.config.open_after.window(),
+            breaker.at.open_after,
         ));
     }
     for ratelimit in &spec.ratelimits {
@@ -569,7 +569,7 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
         ));
     };
     for bulkhead in &spec.bulkheads {
-        if let Some(adaptive) = &bulkhead.adaptive {
+        if let Some(adaptive) = bulkhead.adaptive_bounds() {
             if adaptive.min.value == 0 {
                 zero(
                     "min",
@@ -579,34 +579,34 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
             }
             continue;
         }
-        if bulkhead.max_concurrent.value == 0 {
+        if bulkhead.max_concurrent().value == 0 {
             zero(
                 "max_concurrent",
-                bulkhead.max_concurrent.loc,
+                bulkhead.max_concurrent().loc,
                 "a bulkhead with no slots refuses every call: allow at least one",
             );
         }
     }
     for breaker in &spec.breakers {
-        if let Sharing::Shared { quorum: 0 } = breaker.sharing.value {
+        if let Sharing::Openings { quorum: 0 } = breaker.config.sharing {
             zero(
                 "quorum",
-                breaker.sharing.loc,
+                breaker.at.sharing,
                 "the quorum is how many distinct instances must see failures before an opening is shared: use `shared` for 1",
             );
         }
-        match breaker.open_after.value {
-            OpenAfter::Count { failures: 0, .. } => {
+        match breaker.config.open_after {
+            OpenAfter::Failures { count: 0, .. } => {
                 zero(
                     "failures",
-                    breaker.open_after.loc,
+                    breaker.at.open_after,
                     "a breaker that opens after 0 failures is always open: count at least one failure",
                 );
             }
-            OpenAfter::Ratio { min_calls: 0, .. } => {
+            OpenAfter::FailureRatio { min_calls: 0, .. } => {
                 zero(
                     "calls",
-                    breaker.open_after.loc,
+                    breaker.at.open_after,
                     "with no minimum, one failed call is 100%: require at least one call, usually 10 or more",
                 );
             }
@@ -687,8 +687,8 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     };
     for breaker in &spec.breakers {
-        if let OpenAfter::Ratio { ratio, .. } = breaker.open_after.value {
-            check("open_after", ratio, breaker.open_after.loc);
+        if let OpenAfter::FailureRatio { ratio, .. } = breaker.config.open_after {
+            check("open_after", ratio, breaker.at.open_after);
         }
     }
     for retry in &spec.retries {
@@ -1153,20 +1153,20 @@ fn attempts_reachable(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::queue-stores-backlog` (warning): a queue past [`BACKLOG_FACTOR`] × concurrency.
 fn queue_absorbs_burst(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for bulkhead in &spec.bulkheads {
-        let limit = u64::from(bulkhead.max_concurrent.value) * u64::from(BACKLOG_FACTOR);
-        if u64::from(bulkhead.max_queued.value) > limit && bulkhead.max_concurrent.value > 0 {
+        let limit = u64::from(bulkhead.max_concurrent().value) * u64::from(BACKLOG_FACTOR);
+        if u64::from(bulkhead.max_queued().value) > limit && bulkhead.max_concurrent().value > 0 {
             out.push(
                 Diagnostic::new(
                     Kind::QueueStoresBacklog {
                         bulkhead: bulkhead.name.value.clone(),
-                        max_queued: bulkhead.max_queued.value,
-                        max_concurrent: bulkhead.max_concurrent.value,
+                        max_queued: bulkhead.max_queued().value,
+                        max_concurrent: bulkhead.max_concurrent().value,
                         limit,
                     },
-                    bulkhead.max_queued.loc,
+                    bulkhead.max_queued().loc,
                     "a backlog, not a burst",
                 )
-                .with_label(bulkhead.max_concurrent.loc, "slots"),
+                .with_label(bulkhead.max_concurrent().loc, "slots"),
             );
         }
     }
@@ -1177,8 +1177,7 @@ fn queue_absorbs_burst(spec: &Spec, out: &mut Vec<Diagnostic>) {
 fn adaptive_or_fixed(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for bulkhead in &spec.bulkheads {
         let Some(adaptive) = bulkhead
-            .adaptive
-            .as_ref()
+            .adaptive_bounds()
             .filter(|_| bulkhead.fixed_and_adaptive())
         else {
             continue;
@@ -1187,9 +1186,9 @@ fn adaptive_or_fixed(spec: &Spec, out: &mut Vec<Diagnostic>) {
             Diagnostic::new(
                 Kind::AdaptiveWithFixedLimit {
                     bulkhead: bulkhead.name.value.clone(),
-                    max_concurrent: bulkhead.max_concurrent.value,
+                    max_concurrent: bulkhead.max_concurrent().value,
                 },
-                bulkhead.max_concurrent.loc,
+                bulkhead.max_concurrent().loc,
                 "a fixed slot count",
             )
             .with_label(adaptive.loc, "an adaptive one"),
@@ -1200,7 +1199,7 @@ fn adaptive_or_fixed(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::adaptive-bounds-inverted`: an adaptive bulkhead's `min` is at most its `max`.
 fn adaptive_bounds_ordered(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for bulkhead in &spec.bulkheads {
-        let Some(adaptive) = &bulkhead.adaptive else {
+        let Some(adaptive) = bulkhead.adaptive_bounds() else {
             continue;
         };
         if adaptive.min.value > adaptive.max.value {

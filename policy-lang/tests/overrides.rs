@@ -45,7 +45,7 @@ fn numbers_are_replaced_and_structure_kept() {
     );
     assert_eq!(search.retry.as_ref().unwrap().value, "transient");
     let breaker = spec.breakers.get("search").unwrap();
-    assert_eq!(breaker.cooldown.value, Duration::from_secs(5));
+    assert_eq!(breaker.config.cooldown, Duration::from_secs(5));
     let shedding = spec.shedding.as_ref().unwrap();
     assert!((shedding.deferred.value - 0.75).abs() < 1e-9);
     assert!((shedding.background.value - 0.25).abs() < 1e-9);
@@ -298,4 +298,21 @@ fn the_fleets_set_may_not_touch_a_drill() {
             .contains("never by the fleet's set"),
     );
     assert!(fleet.applied.is_empty());
+}
+
+#[test]
+fn a_breakers_probation_is_overridden_within_its_envelope_of_one_window() {
+    // Not written: the probation is one window (30s), and an override moves it from there.
+    let merged = merge("breaker search { probation = 10s }");
+    assert!(!merged.check().has_errors());
+    let breaker = merged.set.spec().breakers.get("search").unwrap();
+    assert_eq!(breaker.config.probation, Some(Duration::from_secs(10)));
+    assert!(breaker.at.probation.is_some());
+    assert_eq!(merged.applied[0].key, "probation");
+    assert!(
+        merge("breaker search { probation = 1s }")
+            .check()
+            .has_errors(),
+        "below a quarter of the 30s window"
+    );
 }

@@ -70,12 +70,13 @@ impl AttrKind {
         Self::Isolate,
     ];
 
-    /// `#[policy::critical]`, or `#[critical]` after `use policy::critical`.
+    /// `#[policy::critical]` (or under the name the crate gave the facade, `#[pol::critical]`),
+    /// or `#[critical]` after `use policy::critical`.
     pub(crate) fn from_path(path: &syn::Path) -> Option<Self> {
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
         let last = match segments.as_slice() {
             [only] => only,
-            [first, last] if first == "policy" => last,
+            [first, last] if crate::facade::names_facade(first) => last,
             _ => return None,
         };
         Self::ALL.into_iter().find(|kind| kind.name() == last)
@@ -118,7 +119,7 @@ pub(crate) enum Ref<I> {
 }
 
 /// `breaker(failures = 5, within = "30s", cooldown = "20s")`, or with `ratio = 0.5,
-/// min_calls = 20` instead of `failures`; `quorum = 2` or `trips_only` to share.
+/// min_calls = 20` instead of `failures`; `quorum = 2` or `trips_only` to share; `probation`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineBreaker {
     pub(crate) failures: Option<Spanned<u32>>,
@@ -128,6 +129,7 @@ pub(crate) struct InlineBreaker {
     pub(crate) cooldown: Option<Spanned<Duration>>,
     pub(crate) quorum: Option<Spanned<u32>>,
     pub(crate) trips_only: Option<Span>,
+    pub(crate) probation: Option<Spanned<Duration>>,
 }
 
 /// `bulkhead(max_concurrent = 4, max_queued = 2)`, or `adaptive(min = 4, max = 64)` instead
@@ -342,6 +344,7 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
         "cooldown",
         "quorum",
         "trips_only",
+        "probation",
     ];
     let mut b = InlineBreaker::default();
     nested(meta, errors, |inner, key, errors| {
@@ -354,6 +357,7 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
             "cooldown" => set_once(&mut b.cooldown, duration(inner)?, span, key, errors),
             "quorum" => set_once(&mut b.quorum, count(inner)?, span, key, errors),
             "trips_only" => b.trips_only = Some(span),
+            "probation" => set_once(&mut b.probation, duration(inner)?, span, key, errors),
             _ => {
                 errors.at(
                     span,

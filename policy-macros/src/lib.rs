@@ -13,6 +13,7 @@
 mod args;
 mod entry;
 mod expand;
+mod facade;
 mod fallback;
 mod files;
 mod func;

@@ -91,8 +91,8 @@ fn inline_breaker(
     };
     let open_after = match (&b.failures, &b.ratio) {
         (Some(failures), None) => Located::new(
-            OpenAfter::Count {
-                failures: failures.value,
+            OpenAfter::Failures {
+                count: failures.value,
                 window: within.value,
             },
             locs.at(failures.span),
@@ -109,7 +109,7 @@ fn inline_breaker(
                 return None;
             };
             Located::new(
-                OpenAfter::Ratio {
+                OpenAfter::FailureRatio {
                     ratio: ratio.value,
                     min_calls: min_calls.value,
                     window: within.value,
@@ -130,7 +130,7 @@ fn inline_breaker(
         }
     };
     let sharing = match (&b.quorum, b.trips_only) {
-        (Some(q), None) => Located::new(Sharing::Shared { quorum: q.value }, locs.at(q.span)),
+        (Some(q), None) => Located::new(Sharing::Openings { quorum: q.value }, locs.at(q.span)),
         (None, Some(t)) => Located::new(Sharing::TripsOnly, locs.at(t)),
         (None, None) => Located::new(Sharing::Local, loc),
         (Some(q), Some(_)) => {
@@ -147,7 +147,10 @@ fn inline_breaker(
         locs.located(cooldown),
         loc,
     );
-    spec.sharing = sharing;
+    spec.set_sharing(sharing);
+    if let Some(probation) = &b.probation {
+        spec.set_probation(locs.located(probation));
+    }
     Some(spec)
 }
 
@@ -177,7 +180,7 @@ fn inline_bulkhead(
             let mut spec = BulkheadSpec::adaptive(name, bounds, loc);
             // Both: kept, so that the validator names the fix.
             if let Some(max_concurrent) = max_concurrent {
-                spec.max_concurrent = locs.located(max_concurrent);
+                spec.set_max_concurrent(locs.located(max_concurrent));
             }
             spec
         }
@@ -194,7 +197,7 @@ fn inline_bulkhead(
         }
     };
     if let Some(q) = &b.max_queued {
-        spec.max_queued = locs.located(q);
+        spec.set_max_queued(locs.located(q));
     }
     Some(spec)
 }

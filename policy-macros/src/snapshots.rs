@@ -1,5 +1,7 @@
 //! The expansion, read as code: `prettyplease` output compared with checked-in files.
 //! Regenerate with `UPDATE_SNAPSHOTS=1 cargo test -p policy-macros` and review the diff.
+//! The facade's hidden module is written `__privateN` here, so that a patch release (which
+//! renames it) does not change every file.
 
 use std::path::Path;
 
@@ -15,7 +17,20 @@ fn expand(kind: AttrKind, args: TokenStream, item: TokenStream) -> String {
     let source = Path::new(manifest).join("tests/expand/input.rs");
     let tokens = attribute(kind, args, item, Some(&source));
     let file = syn::parse2::<syn::File>(tokens).expect("the expansion parses as items");
-    prettyplease::unparse(&file).replace(manifest, "$CARGO_MANIFEST_DIR")
+    versionless(prettyplease::unparse(&file).replace(manifest, "$CARGO_MANIFEST_DIR"))
+}
+
+/// The text without whitespace and trailing commas: where prettyplease breaks a line (and adds
+/// a comma) depends on the paths' length.
+fn squashed(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<String>()
+        .replace(",)", ")")
+}
+
+/// The expansion with the hidden module's patch version taken out: `__privateN`.
+fn versionless(expanded: String) -> String {
+    expanded.replace(crate::facade::PRIVATE_MODULE, "__privateN")
 }
 
 fn check(name: &str, actual: &str) {
@@ -79,7 +94,7 @@ fn queued_background_work_enqueues_its_arguments_and_hands_its_worker_the_same_s
     // The call: enqueue when the queue is installed, else the in-process pool as before.
     assert!(at("static QUEUE") < at("\"embeddings\""));
     assert!(at("\"embeddings\"") < at(".enqueue(\"embed_document\", (id, text))"));
-    assert!(at(".enqueue(") < at("::policy::background("));
+    assert!(at(".enqueue(") < at("::policy::__privateN::background("));
     // The worker's side: the same deadline and sequence, from the decoded arguments.
     assert!(at("pub mod embed_document") < at("queue_handler("));
     assert!(out.matches("Deadline::for_named").count() == 2, "{out}");
@@ -110,7 +125,7 @@ fn a_rate_limit_is_one_step_after_the_deadline_and_shedding_before_the_breaker()
     assert!(at("ratelimit.acquire().await") < at("breaker.check()"));
     // The file's stanza, setting for setting: one registry entry by the stanza's name.
     assert!(
-        out.contains("Handle<::policy::__private::RateLimit> = Handle::ratelimit(\n                \"signups\","),
+        out.contains("Handle<::policy::__privateN::RateLimit> = Handle::ratelimit(\n                \"signups\","),
         "{out}"
     );
     check("ratelimit", &out);
@@ -144,11 +159,13 @@ fn a_hedge_runs_each_attempt_again_through_the_breaker_and_bulkhead_inside_the_r
     assert!(at("hedge_within_retry") < at("breaker.check()"));
     assert!(at("breaker.check()") < at("bulkhead.acquire"));
     assert!(
-        out.contains("Handle<::policy::hedge::Hedge> = Handle::hedge(\"tail\", BY)"),
+        squashed(&out).contains(&squashed(
+            "Handle<::policy::__privateN::hedge::Hedge> = Handle::hedge(\"tail\", BY)"
+        )),
         "{out}"
     );
     assert!(
-        out.contains(".percentile(95.0)\n            .max(2)"),
+        squashed(&out).contains(&squashed(".percentile(95.0)\n            .max(2)")),
         "{out}"
     );
     check("hedge", &out);
@@ -211,7 +228,10 @@ fn an_inline_hedge_without_retry_is_the_whole_attempt() {
             }
         },
     );
-    assert!(out.contains("::policy::hedge::hedge_within("), "{out}");
+    assert!(
+        out.contains("::policy::__privateN::hedge::hedge_within("),
+        "{out}"
+    );
     assert!(out.contains(".after(Duration::from_millis(40))"), "{out}");
     assert!(!out.contains("retry_within"), "{out}");
     let out = expand(
@@ -234,6 +254,43 @@ fn an_inline_hedge_without_retry_is_the_whole_attempt() {
 }
 
 #[test]
+fn an_inline_breakers_probation_is_part_of_its_declared_config() {
+    let expand_with = |args: TokenStream| {
+        expand(
+            AttrKind::Critical,
+            args,
+            quote! {
+                async fn call_partner(id: u64) -> Result<u64, AppError> {
+                    partner().get(id).await
+                }
+            },
+        )
+    };
+    let out = expand_with(quote!(
+        breaker(
+            failures = 3,
+            within = "10m",
+            cooldown = "20s",
+            probation = "5s"
+        ),
+        deadline = "1s"
+    ));
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(
+        out.contains(".with_probation(Duration::from_secs(5))"),
+        "{out}"
+    );
+    let out = expand_with(quote!(
+        breaker(failures = 3, within = "10m", cooldown = "20s"),
+        deadline = "1s"
+    ));
+    assert!(
+        !out.contains("with_probation"),
+        "one window when not set:\n{out}"
+    );
+}
+
+#[test]
 fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
     let out = expand(
         AttrKind::Critical,
@@ -247,9 +304,9 @@ fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
             }
         },
     );
-    assert!(out.contains(".adaptive(4, 64)"), "{out}");
-    assert!(out.contains(".max_queued(2)"), "{out}");
-    assert!(!out.contains(".max_concurrent("), "{out}");
+    assert!(out.contains("AdaptiveLimit::new(4, 64)"), "{out}");
+    assert!(out.contains(".with_max_queued(2)"), "{out}");
+    assert!(!out.contains("BulkheadConfig::new("), "{out}");
     assert!(out.contains(".acquire(&deadline)"), "{out}");
 }
 
@@ -261,14 +318,17 @@ fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
     let expr = syn::parse2::<syn::Expr>(tokens).expect("the expansion parses as an expression");
     // As a `let`, so prettyplease prints it as code.
     let file: syn::File = syn::parse_quote!(fn layer() { let layer = #expr; });
-    let out = prettyplease::unparse(&file).replace(manifest, "$CARGO_MANIFEST_DIR");
+    let out = versionless(prettyplease::unparse(&file).replace(manifest, "$CARGO_MANIFEST_DIR"));
     // The same statics an attribute naming these mechanisms declares.
     for handle in [
-        "Handle::breaker(\"search\", BY)",
-        "Handle::bulkhead(\"search\", BY)",
+        "Handle::breaker(\"search\", BY, config::BreakerConfig::new(",
+        "Handle::bulkhead(\"search\", BY, config::BulkheadConfig::new(4)",
         "Handle::retry(\"transient\", BY)",
     ] {
-        assert!(out.contains(handle), "{handle} in\n{out}");
+        assert!(
+            squashed(&out).contains(&squashed(handle)),
+            "{handle} in\n{out}"
+        );
     }
     assert!(
         out.contains("include_bytes!"),
@@ -479,7 +539,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             used: Expanded(
                 AttrKind::Critical,
                 &[
-                    "Handle::breaker(\"b\", BY)",
+                    "Handle::breaker(\"b\", BY, config::BreakerConfig::new(config::OpenAfter::failures(5, Duration::from_secs(30)), Duration::from_secs(20),",
                     "breaker.check()",
                     "breaker.observe(ran)",
                 ],
@@ -490,7 +550,10 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: critical { bulkhead = k; deadline = 1s }",
             used: Expanded(
                 AttrKind::Critical,
-                &[".max_concurrent(3)", "bulkhead.acquire(&deadline)"],
+                &[
+                    "config::BulkheadConfig::new(3).with_max_queued(1)",
+                    "bulkhead.acquire(&deadline)",
+                ],
             ),
         },
         Sample {
@@ -520,7 +583,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
                 AttrKind::Critical,
                 &[
                     ".rate(7, Duration::from_secs(1))",
-                    ".on_error(::policy::limiter::FailMode::Closed)",
+                    ".on_error(::policy::__privateN::limiter::FailMode::Closed)",
                     "ratelimit.acquire().await",
                 ],
             ),
@@ -594,7 +657,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
                     "\"embeddings\"",
                     "mod sample {",
                     "queue_handler(",
-                    "pub fn queue_settings() -> ::policy::queue::QueueSettings",
+                    "pub fn queue_settings() -> ::policy::__privateN::queue::QueueSettings",
                     "settings.max_len = ::core::option::Option::Some(3u64);",
                     "settings.visibility_timeout = ::core::option::Option::Some(",
                     "::core::time::Duration::from_secs(7)",
@@ -622,7 +685,10 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
         Sample {
             setting: "idempotent",
             policy: "operation sample: critical, idempotent { retry = r; deadline = 1s }",
-            used: Expanded(AttrKind::Critical, &["::policy::Idempotent::claim("]),
+            used: Expanded(
+                AttrKind::Critical,
+                &["::policy::__privateN::Idempotent::claim("],
+            ),
         },
         Sample {
             setting: "durable",
@@ -773,14 +839,14 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
         let tokens = attribute(kind, args, item, Some(&dir.join("src/lib.rs")));
         match code {
             Some(code) => {
-                let text = tokens.to_string();
+                let text = versionless(tokens.to_string());
                 assert!(text.contains(code), "{}: {code} in {text}", sample.setting);
             }
             None => {
                 let file = syn::parse2::<syn::File>(tokens.clone()).unwrap_or_else(|_| {
                     panic!("{}: the expansion parses: {tokens}", sample.setting)
                 });
-                let out = prettyplease::unparse(&file);
+                let out = versionless(prettyplease::unparse(&file));
                 assert!(
                     !out.contains("compile_error"),
                     "{}: expands without errors:\n{out}",

@@ -2,8 +2,9 @@
 //!
 //! The `.policy` language (`policy-lang`, used by the attribute macros at compile time) and the
 //! runtime (`policy-runtime`, in every service) each need a few of the same concepts: the class
-//! of a piece of work, what a rate limiter decides when its store fails, and a durable queue's
-//! default numbers ([`queue_defaults`]). Each is one type,
+//! of a piece of work, what a rate limiter decides when its store fails, a durable queue's
+//! default numbers ([`queue_defaults`]), and one configuration type per mechanism
+//! ([`BreakerConfig`], ...), whose fields and defaults are documented once, here. Each is one type,
 //! here, with one name and one spelling in the language ([`WorkClass::as_str`],
 //! [`FailMode::as_str`]), so the two crates cannot drift apart.
 //!
@@ -31,6 +32,14 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 use std::fmt;
+
+pub mod breaker;
+pub mod bulkhead;
+#[cfg(feature = "serde")]
+mod json;
+
+pub use breaker::{BreakerConfig, OpenAfter, Sharing};
+pub use bulkhead::{AdaptiveLimit, BulkheadConfig};
 
 /// The three classes of work, in the order they are dropped last to first.
 ///

@@ -16,8 +16,9 @@
 //!   slow drip of unrelated errors over an hour from ever adding up to an outage.
 //!
 //! There is deliberately **no half-open state**. After the cooldown the breaker closes and
-//! the first callers are the probes; until one of them succeeds (or a window passes), one more
-//! failure reopens it at once. A true half-open needs a second lock and another round trip,
+//! the first callers are the probes; until one of them succeeds (or the probation passes: one
+//! window, unless [`probation`](BreakerBuilder::probation) says otherwise), one more failure
+//! reopens it at once. A true half-open needs a second lock and another round trip,
 //! and a handful of simultaneous probes is cheaper than that coordination.
 //!
 //! [`Breaker::check`] on a closed breaker is one atomic load: no allocation, no lock, not even
@@ -67,112 +68,9 @@ use crate::observe;
 use crate::tuning::Tuned;
 use crate::window::{Clock, MAX_RING, Ring, Window, saturating_nanos};
 
-/// When a breaker opens on its own counting.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "rule", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum OpenAfter {
-    /// Open when `count` failures fall inside a sliding `window`: exactly (the times of the
-    /// last `count` failures are kept, and it opens when the oldest is younger than the
-    /// window), for counts up to 1024; a higher count is counted in ten buckets of a tenth of
-    /// the window, so a failure up to a tenth of the window older may still count.
-    Failures {
-        /// Failures that open the breaker (at least 1).
-        count: u32,
-        /// The sliding window they must fall inside.
-        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
-        window: Duration,
-    },
-    /// Open when at least `ratio` of the calls inside `window` failed, once at least
-    /// `min_calls` calls were seen there. Calls are counted in ten buckets of a tenth of the
-    /// window (fixed memory whatever the traffic): a call younger than the window always
-    /// counts, one older than the window plus a tenth of it never does.
-    FailureRatio {
-        /// The failing share of calls that opens the breaker, in `(0, 1]`.
-        ratio: f64,
-        /// Calls the window must hold before the ratio means anything.
-        min_calls: u32,
-        /// The sliding window.
-        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
-        window: Duration,
-    },
-}
-
-impl OpenAfter {
-    /// The sliding window of the rule.
-    pub fn window(&self) -> Duration {
-        match *self {
-            Self::Failures { window, .. } | Self::FailureRatio { window, .. } => window,
-        }
-    }
-}
-
-/// What a shared store shares for a breaker. Ignored by [`InProcessStore`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(tag = "sharing", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Sharing {
-    /// Nothing: this instance's breaker is its own.
-    #[default]
-    Local,
-    /// Only explicit trips (a 429 or `Retry-After` is true for every instance); failures stay
-    /// local, so one instance's own network trouble never opens the fleet's breaker.
-    TripsOnly,
-    /// Trips, and openings from failures once at least `quorum` distinct instances reported
-    /// failures inside the window.
-    Openings {
-        /// Distinct instances that must have reported failures.
-        quorum: u32,
-    },
-}
-
-/// A breaker's configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct BreakerConfig {
-    /// When it opens on its own counting.
-    pub open_after: OpenAfter,
-    /// How long an opening from counted failures lasts.
-    #[serde(rename = "cooldown_ms", serialize_with = "crate::json::millis")]
-    pub cooldown: Duration,
-    /// What a shared store shares.
-    pub sharing: Sharing,
-    /// The longest opening a `Retry-After` may ask for: a [`Breaker::trip`] asking for more
-    /// opens for this long, and a trip shared by another instance may not last longer.
-    #[serde(rename = "max_retry_after_ms", serialize_with = "crate::json::millis")]
-    pub max_retry_after: Duration,
-}
-
-/// The longest `Retry-After` a breaker accepts unless told otherwise: 5 minutes.
-pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(5 * 60);
-
-impl Default for BreakerConfig {
-    /// 5 failures within 30 s open the breaker for 20 s; nothing shared; a `Retry-After` is
-    /// honoured up to 5 minutes.
-    fn default() -> Self {
-        Self {
-            open_after: OpenAfter::Failures {
-                count: 5,
-                window: Duration::from_secs(30),
-            },
-            cooldown: Duration::from_secs(20),
-            sharing: Sharing::Local,
-            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
-        }
-    }
-}
-
-impl BreakerConfig {
-    /// The longest an opening may last here: the cooldown for an opening from counted
-    /// failures (`trip == false`), [`max_retry_after`](Self::max_retry_after) for a trip. A
-    /// shared store drops an opening from another instance that asks for longer.
-    pub fn longest_opening(&self, trip: bool) -> Duration {
-        if trip {
-            self.max_retry_after
-        } else {
-            self.cooldown
-        }
-    }
-}
+/// A breaker's settings, and the rule and sharing they hold: defined once, in `policy-model`,
+/// for the `.policy` language, the attribute macros, this runtime and its overrides.
+pub use policy_model::breaker::{BreakerConfig, OpenAfter, Sharing};
 
 /// Where breaker state is shared between instances.
 ///
@@ -419,10 +317,9 @@ impl BreakerBuilder {
     /// each, allocated here), and failures 31 s apart never add up in a 30 s window; a higher
     /// count is counted in buckets (see [`OpenAfter::Failures`]).
     pub fn open_after_failures(mut self, count: u32, window: Duration) -> Self {
-        self.config.open_after = OpenAfter::Failures {
-            count: count.max(1),
-            window,
-        };
+        self.config = self
+            .config
+            .with_open_after(OpenAfter::failures(count, window));
         self
     }
 
@@ -430,22 +327,15 @@ impl BreakerBuilder {
     /// seen. The ratio is clamped into `(0, 1]`; record successes with
     /// [`Breaker::record_success`] for the ratio to mean anything.
     pub fn open_after_ratio(mut self, ratio: f64, min_calls: u32, window: Duration) -> Self {
-        let ratio = if ratio.is_nan() {
-            1.0
-        } else {
-            ratio.clamp(f64::MIN_POSITIVE, 1.0)
-        };
-        self.config.open_after = OpenAfter::FailureRatio {
-            ratio,
-            min_calls: min_calls.max(1),
-            window,
-        };
+        self.config = self
+            .config
+            .with_open_after(OpenAfter::ratio(ratio, min_calls, window));
         self
     }
 
     /// How long an opening from counted failures lasts.
     pub fn cooldown(mut self, cooldown: Duration) -> Self {
-        self.config.cooldown = cooldown;
+        self.config = self.config.with_cooldown(cooldown);
         self
     }
 
@@ -453,13 +343,20 @@ impl BreakerBuilder {
     /// [`Breaker::trip`] asking for more opens for this long, and a trip another instance
     /// shares may last no longer here.
     pub fn max_retry_after(mut self, max: Duration) -> Self {
-        self.config.max_retry_after = max;
+        self.config = self.config.with_max_retry_after(max);
+        self
+    }
+
+    /// How long after an opening ends one failure reopens it at once (default: one window of
+    /// the rule); see [`BreakerConfig::probation`].
+    pub fn probation(mut self, probation: Duration) -> Self {
+        self.config = self.config.with_probation(probation);
         self
     }
 
     /// What a shared store shares for this breaker.
     pub fn sharing(mut self, sharing: Sharing) -> Self {
-        self.config.sharing = sharing;
+        self.config = self.config.with_sharing(sharing);
         self
     }
 
@@ -526,26 +423,18 @@ impl Breaker {
         self.inner.settings.read()
     }
 
-    /// Uses the rule `open_after`, `cooldown` and `max_retry_after` from now on (its sharing
-    /// stays as built); true when they changed. The breaker's state survives: an opening runs
-    /// to the end it was given, a probation stays, the counters go on; the failures counted
-    /// toward the rule are kept when the rule is the same and start afresh when it changes
-    /// (a window of another length or another count counts differently).
+    /// Uses `config` from now on, except its sharing (which stays as built: who shares what is
+    /// structure, not a number to tune); true when the configuration changed. The breaker's
+    /// state survives: an opening runs to the end it was given, a probation stays, the
+    /// counters go on; the failures counted toward the rule are kept when the rule is the same
+    /// and start afresh when it changes (a window of another length or another count counts
+    /// differently).
     #[cfg(feature = "overrides")]
-    pub(crate) fn retune(
-        &self,
-        open_after: OpenAfter,
-        cooldown: Duration,
-        max_retry_after: Duration,
-    ) -> bool {
+    pub(crate) fn retune(&self, config: BreakerConfig) -> bool {
         let inner = &*self.inner;
         let current = inner.settings.read();
-        let config = BreakerConfig {
-            open_after,
-            cooldown,
-            max_retry_after,
-            ..current
-        };
+        let config = config.with_sharing(current.sharing);
+        let open_after = config.open_after;
         if !inner.settings.write(config) {
             return false;
         }
@@ -949,10 +838,10 @@ impl Breaker {
     ) {
         let inner = &*self.inner;
         let tally = inner.tally.load();
-        let window = saturating_nanos(tally.open_after.window());
+        let probation = saturating_nanos(inner.settings.read().probation_or_window());
         inner
             .probation_until
-            .store(until.saturating_add(window), Ordering::Release);
+            .store(until.saturating_add(probation), Ordering::Release);
         tally.window.clear();
         if let Some(ring) = &tally.ring {
             ring.clear();

@@ -71,6 +71,8 @@ mod levels;
 use adaptive::Adaptation;
 pub use adaptive::{AdaptiveLimit, AdaptiveSnapshot};
 use levels::Levels;
+/// A bulkhead's settings, defined once in `policy-model`.
+pub use policy_model::BulkheadConfig;
 
 #[derive(Debug, Default)]
 struct Stats {
@@ -127,16 +129,17 @@ impl fmt::Debug for Bulkhead {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct BulkheadBuilder {
     name: Arc<str>,
-    max_concurrent: u32,
-    max_queued: u32,
-    adaptive: Option<AdaptiveLimit>,
+    config: BulkheadConfig,
 }
 
 impl BulkheadBuilder {
     /// Slots: calls that may run at once (at least 1). A fixed count: for one that follows
-    /// the dependency's latency, [`adaptive`](Self::adaptive) instead.
+    /// the dependency's latency, [`adaptive`](Self::adaptive) instead (which wins whichever
+    /// is called first).
     pub fn max_concurrent(mut self, slots: u32) -> Self {
-        self.max_concurrent = slots.max(1);
+        if self.config.adaptive.is_none() {
+            self.config = self.config.with_max_concurrent(slots);
+        }
         self
     }
 
@@ -145,22 +148,26 @@ impl BulkheadBuilder {
     /// [`max_concurrent`](Self::max_concurrent); the queue stays as
     /// [`max_queued`](Self::max_queued) sets it.
     pub fn adaptive(mut self, limit: AdaptiveLimit) -> Self {
-        self.adaptive = Some(limit);
+        self.config = self.config.with_adaptive(limit);
         self
     }
 
     /// Queue places: callers that may wait for a slot, each at most until its deadline.
     /// Keep it small: it absorbs a burst, it does not store a backlog.
     pub fn max_queued(mut self, places: u32) -> Self {
-        self.max_queued = places;
+        self.config = self.config.with_max_queued(places);
+        self
+    }
+
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: BulkheadConfig) -> Self {
+        self.config = config;
         self
     }
 
     /// Builds the bulkhead.
     pub fn build(self) -> Bulkhead {
-        let slots = self
-            .adaptive
-            .map_or(self.max_concurrent, |limit| limit.min());
+        let slots = self.config.starting_slots().max(1);
         let metrics = BulkheadMetrics::new(&self.name);
         metrics.limit(slots);
         Bulkhead {
@@ -168,7 +175,7 @@ impl BulkheadBuilder {
                 metrics,
                 name: self.name,
                 max_concurrent: AtomicU32::new(slots),
-                max_queued: self.max_queued,
+                max_queued: self.config.max_queued,
                 slots: Semaphore::new(slots as usize),
                 owed: AtomicU32::new(0),
                 resizing: std::sync::Mutex::new(()),
@@ -176,7 +183,7 @@ impl BulkheadBuilder {
                 queued: AtomicU32::new(0),
                 levels: Levels::default(),
                 stats: Stats::default(),
-                adaptive: self.adaptive.map(Adaptation::new),
+                adaptive: self.config.adaptive.map(Adaptation::new),
             }),
         }
     }
@@ -231,6 +238,7 @@ impl Drop for OwnedBulkheadPermit {
 }
 
 /// The future returned by [`Bulkhead::acquire`].
+#[doc(hidden)]
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a> {
     state: AcquireState<'a>,
@@ -607,9 +615,7 @@ impl Bulkhead {
     pub fn builder(name: impl Into<Arc<str>>) -> BulkheadBuilder {
         BulkheadBuilder {
             name: name.into(),
-            max_concurrent: 10,
-            max_queued: 0,
-            adaptive: None,
+            config: BulkheadConfig::DEFAULT,
         }
     }
 

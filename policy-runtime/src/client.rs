@@ -181,6 +181,7 @@ impl<S, C> Layer<S> for TripLayer<C> {
 
 /// The service [`TripLayer`] makes.
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct TripService<S, C = RetryAfter> {
     inner: S,
     breaker: Breaker,
@@ -213,6 +214,7 @@ where
 pin_project! {
     /// The response future of [`TripService`].
     #[derive(Debug)]
+    #[doc(hidden)]
     pub struct TripFuture<F, C> {
         #[pin]
         fut: F,

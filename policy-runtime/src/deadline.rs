@@ -574,6 +574,7 @@ pin_project! {
     /// The future returned by [`Deadline::scope`]: `fut`, polled with the deadline in scope.
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
+    #[doc(hidden)]
     pub struct Scope<F> {
         #[pin]
         fut: F,
@@ -609,6 +610,7 @@ pin_project! {
     /// The future returned by [`Deadline::run`].
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
+    #[doc(hidden)]
     pub struct Run<F> {
         #[pin]
         fut: F,

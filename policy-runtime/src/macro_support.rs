@@ -13,8 +13,15 @@ use std::time::Duration;
 /// The stale-if-error cache's static, built on first use.
 pub use std::sync::LazyLock;
 
-use crate::breaker::{Breaker, OpenAfter, Sharing};
-use crate::bulkhead::{AdaptiveLimit, Bulkhead};
+/// The mechanisms' settings, as the expansions write them in a `static`'s initializer: one
+/// plain value per mechanism, from `policy-model`.
+pub mod config {
+    pub use crate::breaker::{BreakerConfig, OpenAfter, Sharing};
+    pub use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+}
+
+use crate::breaker::{Breaker, BreakerConfig};
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::deadline::{Deadline, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
@@ -69,10 +76,13 @@ fn declare_and_register<T: Register>(
 /// ```
 /// use std::time::Duration;
 /// use policy_runtime::Bulkhead;
-/// use policy_runtime::__macro_support::Handle;
+/// use policy_runtime::__macro_support::{Handle, config};
 ///
-/// static SEARCH: Handle<Bulkhead> =
-///     Handle::bulkhead("docs-search", "docs::search").max_concurrent(4).max_queued(2);
+/// static SEARCH: Handle<Bulkhead> = Handle::bulkhead(
+///     "docs-search",
+///     "docs::search",
+///     config::BulkheadConfig::new(4).with_max_queued(2),
+/// );
 /// let search: &Bulkhead = &SEARCH;
 /// assert_eq!(search.max_concurrent(), 4);
 /// ```
@@ -98,10 +108,15 @@ impl<T: Register> Handle<T> {
     /// first use. The expansion names the kind instead
     /// (`Handle::breaker("search")`), so the type is known before the first setting.
     pub const fn new(name: &'static str, origin: &'static str) -> Self {
+        Self::declared(name, origin, T::NONE)
+    }
+
+    /// The mechanism `name`, declared by `origin` with `settings`.
+    pub const fn declared(name: &'static str, origin: &'static str, settings: T::Settings) -> Self {
         Self {
             name,
             origin,
-            settings: T::NONE,
+            settings,
             handle: OnceLock::new(),
         }
     }
@@ -149,129 +164,55 @@ impl<T: Register> Handle<T> {
     }
 }
 
-/// What an expansion declares of a breaker.
-#[derive(Debug, Clone, Copy)]
-pub struct BreakerSettings {
-    open_after: Option<OpenAfter>,
-    cooldown: Option<Duration>,
-    sharing: Option<Sharing>,
-    max_retry_after: Option<Duration>,
-}
-
 impl Register for Breaker {
     const KIND: &'static str = "breaker";
-    type Settings = BreakerSettings;
-    const NONE: BreakerSettings = BreakerSettings {
-        open_after: None,
-        cooldown: None,
-        sharing: None,
-        max_retry_after: None,
-    };
+    type Settings = BreakerConfig;
+    const NONE: BreakerConfig = BreakerConfig::DEFAULT;
     type Handle = Breaker;
-    fn register(name: &'static str, settings: BreakerSettings) -> Breaker {
-        Registry::global().breaker(name, |mut breaker| {
-            breaker = match settings.open_after {
-                Some(OpenAfter::Failures { count, window }) => {
-                    breaker.open_after_failures(count, window)
-                }
-                Some(OpenAfter::FailureRatio {
-                    ratio,
-                    min_calls,
-                    window,
-                }) => breaker.open_after_ratio(ratio, min_calls, window),
-                None => breaker,
-            };
-            if let Some(cooldown) = settings.cooldown {
-                breaker = breaker.cooldown(cooldown);
-            }
-            if let Some(sharing) = settings.sharing {
-                breaker = breaker.sharing(sharing);
-            }
-            if let Some(max) = settings.max_retry_after {
-                breaker = breaker.max_retry_after(max);
-            }
-            breaker
-        })
+    fn register(name: &'static str, config: BreakerConfig) -> Breaker {
+        Registry::global().breaker(name, |breaker| breaker.config(config))
     }
 }
 
-/// The settings of [`BreakerBuilder`](crate::breaker::BreakerBuilder), declared in a `static`.
 impl Handle<Breaker> {
-    /// The breaker `name`, declared by `origin`.
-    pub const fn breaker(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// [`BreakerBuilder::open_after_failures`](crate::breaker::BreakerBuilder::open_after_failures).
-    pub const fn open_after_failures(mut self, count: u32, window: Duration) -> Self {
-        self.settings.open_after = Some(OpenAfter::Failures { count, window });
-        self
-    }
-
-    /// [`BreakerBuilder::open_after_ratio`](crate::breaker::BreakerBuilder::open_after_ratio).
-    pub const fn open_after_ratio(mut self, ratio: f64, min_calls: u32, window: Duration) -> Self {
-        self.settings.open_after = Some(OpenAfter::FailureRatio {
-            ratio,
-            min_calls,
-            window,
-        });
-        self
-    }
-
-    /// [`BreakerBuilder::cooldown`](crate::breaker::BreakerBuilder::cooldown).
-    pub const fn cooldown(mut self, cooldown: Duration) -> Self {
-        self.settings.cooldown = Some(cooldown);
-        self
-    }
-
-    /// [`BreakerBuilder::sharing`](crate::breaker::BreakerBuilder::sharing).
-    pub const fn sharing(mut self, sharing: Sharing) -> Self {
-        self.settings.sharing = Some(sharing);
-        self
-    }
-
-    /// [`BreakerBuilder::max_retry_after`](crate::breaker::BreakerBuilder::max_retry_after).
-    pub const fn max_retry_after(mut self, max: Duration) -> Self {
-        self.settings.max_retry_after = Some(max);
-        self
+    /// The breaker `name`, declared by `origin` with `config`.
+    pub const fn breaker(name: &'static str, origin: &'static str, config: BreakerConfig) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 
-/// Slots and queue places, for a bulkhead or an isolated pool.
+/// Slots, queue places and kind of an isolated pool.
 #[derive(Debug, Clone, Copy)]
 pub struct SlotSettings {
     max_concurrent: Option<u32>,
     max_queued: Option<u32>,
     kind: Option<PoolKind>,
-    /// An adaptive bulkhead's `min` and `max`.
-    adaptive: Option<(u32, u32)>,
 }
 
 const NO_SLOTS: SlotSettings = SlotSettings {
     max_concurrent: None,
     max_queued: None,
     kind: None,
-    adaptive: None,
 };
 
 impl Register for Bulkhead {
     const KIND: &'static str = "bulkhead";
-    type Settings = SlotSettings;
-    const NONE: SlotSettings = NO_SLOTS;
+    type Settings = BulkheadConfig;
+    const NONE: BulkheadConfig = BulkheadConfig::DEFAULT;
     type Handle = Bulkhead;
-    fn register(name: &'static str, settings: SlotSettings) -> Bulkhead {
-        Registry::global().bulkhead(name, |mut bulkhead| {
-            if let Some(slots) = settings.max_concurrent {
-                bulkhead = bulkhead.max_concurrent(slots);
-            }
-            if let Some(places) = settings.max_queued {
-                bulkhead = bulkhead.max_queued(places);
-            }
-            if let Some((min, max)) = settings.adaptive {
-                bulkhead = bulkhead.adaptive(AdaptiveLimit::new(min, max));
-            }
-            bulkhead
-        })
+    fn register(name: &'static str, config: BulkheadConfig) -> Bulkhead {
+        Registry::global().bulkhead(name, |bulkhead| bulkhead.config(config))
+    }
+}
+
+impl Handle<Bulkhead> {
+    /// The bulkhead `name`, declared by `origin` with `config`.
+    pub const fn bulkhead(
+        name: &'static str,
+        origin: &'static str,
+        config: BulkheadConfig,
+    ) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 
@@ -293,34 +234,6 @@ impl Register for IsolatedPool {
             }
             pool
         })
-    }
-}
-
-/// The slots of a [`BulkheadBuilder`](crate::bulkhead::BulkheadBuilder), declared in a
-/// `static`.
-impl Handle<Bulkhead> {
-    /// The bulkhead `name`, declared by `origin`.
-    pub const fn bulkhead(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// [`BulkheadBuilder::max_concurrent`](crate::bulkhead::BulkheadBuilder::max_concurrent).
-    pub const fn max_concurrent(mut self, slots: u32) -> Self {
-        self.settings.max_concurrent = Some(slots);
-        self
-    }
-
-    /// [`BulkheadBuilder::max_queued`](crate::bulkhead::BulkheadBuilder::max_queued).
-    pub const fn max_queued(mut self, places: u32) -> Self {
-        self.settings.max_queued = Some(places);
-        self
-    }
-
-    /// [`BulkheadBuilder::adaptive`](crate::bulkhead::BulkheadBuilder::adaptive) with
-    /// [`AdaptiveLimit::new(min, max)`](crate::bulkhead::AdaptiveLimit::new).
-    pub const fn adaptive(mut self, min: u32, max: u32) -> Self {
-        self.settings.adaptive = Some((min, max));
-        self
     }
 }
 

@@ -184,9 +184,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use policy_lang::overrides::{Applied, Origin, Overridden, PolicyFile, overridden_from};
-use policy_lang::{Backoff, OpenAfter as SpecOpenAfter, Spec, WorkClass};
+use policy_lang::{Backoff, Spec, WorkClass};
 
-use crate::breaker::{DEFAULT_MAX_RETRY_AFTER, OpenAfter};
 use crate::deadline::Deadline;
 use crate::registry::{Registry, Tunings};
 use crate::retry::RetryNumbers;
@@ -623,30 +622,9 @@ impl Tunings {
             if !touched.contains(&("breaker", breaker.name.value.clone())) {
                 continue;
             }
-            let open_after = match breaker.open_after.value {
-                SpecOpenAfter::Count { failures, window } => OpenAfter::Failures {
-                    count: failures,
-                    window,
-                },
-                SpecOpenAfter::Ratio {
-                    ratio,
-                    min_calls,
-                    window,
-                } => OpenAfter::FailureRatio {
-                    ratio,
-                    min_calls,
-                    window,
-                },
-                _ => continue,
-            };
-            let max_retry_after = breaker
-                .max_retry_after
-                .as_ref()
-                .map_or(DEFAULT_MAX_RETRY_AFTER, |max| max.value);
-            tunings.breakers.insert(
-                breaker.name.value.clone(),
-                (open_after, breaker.cooldown.value, max_retry_after),
-            );
+            tunings
+                .breakers
+                .insert(breaker.name.value.clone(), breaker.config);
         }
         for retry in &spec.retries {
             if !touched.contains(&("retry", retry.name.value.clone())) {
@@ -669,7 +647,7 @@ impl Tunings {
             if touched.contains(&("bulkhead", bulkhead.name.value.clone())) {
                 tunings
                     .bulkheads
-                    .insert(bulkhead.name.value.clone(), bulkhead.max_concurrent.value);
+                    .insert(bulkhead.name.value.clone(), bulkhead.config);
             }
         }
         for operation in &spec.operations {

@@ -713,6 +713,7 @@ where
 /// `deadline` must be fresh (made just before, as the expansion's `Deadline::for_operation`
 /// is): the first attempt's timeout and the allowance's deposit count from the moment it was
 /// made, so that a call whose first attempt succeeds reads no clock here.
+#[doc(hidden)]
 pub fn retry_within_self_bounded<T, E, F, Fut, C>(
     deadline: &Deadline,
     policy: &RetryPolicy,

@@ -322,7 +322,7 @@ async fn a_retry_after_past_the_cap_opens_for_the_cap_and_the_cause_says_what_wa
     let (logs, _guard) = common::capture();
     let default = Breaker::builder("search").build();
     default.trip(24 * 3600 * S, "429 with Retry-After: 86400");
-    let cap = policy_runtime::breaker::DEFAULT_MAX_RETRY_AFTER;
+    let cap = policy_runtime::breaker::BreakerConfig::DEFAULT_MAX_RETRY_AFTER;
     assert_eq!(cap, 300 * S);
     let now = tokio::time::Instant::now();
     assert_eq!(default.open_until(), Some(now + cap));
@@ -382,4 +382,53 @@ async fn a_shared_opening_never_outlasts_what_the_local_configuration_allows() {
     assert_eq!(b.open_until(), Some(now + 60 * S));
     advance(60 * S).await;
     assert!(b.check().is_ok(), "closes when the local bound ends");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_probation_after_an_opening_lasts_one_window_unless_set() {
+    // A long window (to catch a slow drip) and a short probation: one failure reopens only
+    // while the probation lasts.
+    let build = |probation: Option<Duration>| {
+        let builder = Breaker::builder("probation")
+            .open_after_failures(3, 600 * S)
+            .cooldown(20 * S);
+        match probation {
+            Some(probation) => builder.probation(probation),
+            None => builder,
+        }
+        .build()
+    };
+    let (by_window, set) = (build(None), build(Some(5 * S)));
+    assert_eq!(set.config().probation, Some(5 * S));
+    for b in [&by_window, &set] {
+        for _ in 0..3 {
+            b.record_failure();
+        }
+        assert_eq!(b.state(), BreakerState::Open);
+    }
+    advance(20 * S + 2 * S).await;
+    assert_eq!(
+        set.state(),
+        BreakerState::Probation,
+        "2s into a 5s probation"
+    );
+    advance(4 * S).await;
+    assert_eq!(
+        by_window.state(),
+        BreakerState::Probation,
+        "6s into a 600s one"
+    );
+    assert_eq!(
+        set.state(),
+        BreakerState::Closed,
+        "the 5s probation is over"
+    );
+    by_window.record_failure();
+    set.record_failure();
+    assert_eq!(by_window.state(), BreakerState::Open, "one failure reopens");
+    assert_eq!(
+        set.state(),
+        BreakerState::Closed,
+        "one failure of three counted"
+    );
 }

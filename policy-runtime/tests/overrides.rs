@@ -485,3 +485,31 @@ fn a_flood_of_unknown_stanzas_is_a_few_events_and_one_count() {
         &rendered[rendered.len() - 200..]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_override_shortens_a_breakers_probation() {
+    let policies = Policies::new("probation");
+    // Compiled: one window, 30s; an override may set a quarter of it and up.
+    policies.set("breaker search { probation = 10s }");
+    let registry = fresh();
+    let overrides = load(&policies, registry, true).unwrap();
+    let breaker = registry.breaker("search", |b| {
+        b.open_after_failures(3, Duration::from_secs(30))
+            .cooldown(Duration::from_secs(10))
+    });
+    assert_eq!(breaker.config().probation, Some(Duration::from_secs(10)));
+    for _ in 0..3 {
+        breaker.record_failure();
+    }
+    // Cooldown over, and 11s more: past the 10s probation, inside the 30s window.
+    tokio::time::advance(Duration::from_secs(21)).await;
+    assert_eq!(breaker.state(), BreakerState::Closed);
+    breaker.record_failure();
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "one failure of three"
+    );
+    policies.set("breaker search { probation = 1s }");
+    assert!(overrides.reload().is_err(), "below a quarter of the window");
+}

@@ -6,23 +6,29 @@ mod common;
 use std::time::Duration;
 
 use policy_runtime::__macro_support::Handle;
+use policy_runtime::bulkhead::BulkheadConfig;
 use policy_runtime::registry::Conflict;
-use policy_runtime::{Breaker, Bulkhead, Registry};
+use policy_runtime::{Breaker, BreakerConfig, Bulkhead, OpenAfter, Registry};
 
 #[test]
 fn two_crates_that_configure_one_breaker_differently_are_refused_loudly() {
     // As two crates' expansions declare it: `breaker search` in each crate's policy files.
-    static SHOP: Handle<Breaker> = Handle::breaker("registry-test-search", "shop::search::push")
-        .open_after_failures(5, Duration::from_secs(30))
-        .cooldown(Duration::from_secs(20));
+    const SEARCH: BreakerConfig = BreakerConfig::new(
+        OpenAfter::failures(5, Duration::from_secs(30)),
+        Duration::from_secs(20),
+    );
+    static SHOP: Handle<Breaker> =
+        Handle::breaker("registry-test-search", "shop::search::push", SEARCH);
     static SHOP_AGAIN: Handle<Breaker> =
-        Handle::breaker("registry-test-search", "shop::search::suggest")
-            .open_after_failures(5, Duration::from_secs(30))
-            .cooldown(Duration::from_secs(20));
-    static BILLING: Handle<Breaker> =
-        Handle::breaker("registry-test-search", "billing::lookup::find")
-            .open_after_failures(1, Duration::from_secs(10))
-            .cooldown(Duration::from_secs(5));
+        Handle::breaker("registry-test-search", "shop::search::suggest", SEARCH);
+    static BILLING: Handle<Breaker> = Handle::breaker(
+        "registry-test-search",
+        "billing::lookup::find",
+        BreakerConfig::new(
+            OpenAfter::failures(1, Duration::from_secs(10)),
+            Duration::from_secs(5),
+        ),
+    );
 
     let shop: &Breaker = &SHOP;
     let again: &Breaker = &SHOP_AGAIN;
@@ -120,12 +126,13 @@ fn declarations_agree_or_conflict_per_kind_and_name() {
 
 #[test]
 fn a_bulkhead_declared_twice_alike_is_one_bulkhead() {
-    static A: Handle<Bulkhead> = Handle::bulkhead("registry-test-db", "a::f")
-        .max_concurrent(2)
-        .max_queued(0);
-    static B: Handle<Bulkhead> = Handle::bulkhead("registry-test-db", "b::g")
-        .max_concurrent(2)
-        .max_queued(0);
+    static A: Handle<Bulkhead> =
+        Handle::bulkhead("registry-test-db", "a::f", BulkheadConfig::new(2));
+    static B: Handle<Bulkhead> = Handle::bulkhead(
+        "registry-test-db",
+        "b::g",
+        BulkheadConfig::new(2).with_max_queued(0),
+    );
     let (a, b): (&Bulkhead, &Bulkhead) = (&A, &B);
     let _slot = a.try_acquire().unwrap();
     let _other = b.try_acquire().unwrap();

@@ -63,3 +63,22 @@ async fn the_snapshot_is_versioned_with_durations_in_milliseconds_and_operation_
     let text = json.to_string();
     assert!(!text.contains("\"nanos\""), "{text}");
 }
+
+#[test]
+fn a_breakers_probation_is_in_its_config_in_milliseconds_or_null_for_one_window() {
+    let registry = Registry::new();
+    registry.breaker("set", |b| b.probation(Duration::from_millis(1_500)));
+    registry.breaker("unset", |b| b);
+    let json = serde_json::to_value(registry.snapshot()).unwrap();
+    let config = |name: &str| {
+        json["breakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["name"] == name)
+            .unwrap()["config"]
+            .clone()
+    };
+    assert_eq!(config("set")["probation_ms"].as_f64(), Some(1_500.0));
+    assert!(config("unset")["probation_ms"].is_null());
+}

@@ -4,7 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::{BackgroundPool, Registry};
+use policy::Registry;
+use policy::background::BackgroundPool;
 use tokio::net::TcpListener;
 
 use crate::DemoError;

@@ -47,7 +47,7 @@ const OPEN_AFTER_FORMS: &str =
     "`N failures within DURATION` or `P% of at least N calls within DURATION`";
 
 pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["open_after", "cooldown", "max_retry_after"];
+    const KEYS: &[&str] = &["open_after", "cooldown", "max_retry_after", "probation"];
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, KEYS);
     let mut sharing = None;
@@ -73,7 +73,13 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None => lowering.unknown_phrase(
                 stanza,
                 phrase,
-                &["open_after", "cooldown", "shared", "max_retry_after"],
+                &[
+                    "open_after",
+                    "cooldown",
+                    "shared",
+                    "max_retry_after",
+                    "probation",
+                ],
             ),
         }
     }
@@ -106,13 +112,23 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         complete &= duration.is_some();
         duration
     });
+    let probation = body.get("probation").and_then(|(key, value)| {
+        let duration = lowering.duration(&key.text, value);
+        complete &= duration.is_some();
+        duration
+    });
     match (name, open_after, cooldown) {
         (Some(name), Some(open_after), Some(cooldown)) if complete => {
             let mut breaker = BreakerSpec::new(name, open_after, cooldown, stanza.loc);
             if let Some(sharing) = sharing {
-                breaker.sharing = sharing;
+                breaker.set_sharing(sharing);
             }
-            breaker.max_retry_after = max_retry_after;
+            if let Some(max) = max_retry_after {
+                breaker.set_max_retry_after(max);
+            }
+            if let Some(probation) = probation {
+                breaker.set_probation(probation);
+            }
             insert(
                 &mut lowering.spec.breakers,
                 breaker,
@@ -129,7 +145,10 @@ fn lower_sharing(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<Option<L
     const HELP: &str = "write `shared`, `shared(quorum = 2)` or `shared(trips_only)`";
     let call = match phrase.terms.as_slice() {
         [Term::Word(ident)] if ident.text == "shared" => {
-            return Some(Some(Located::new(Sharing::Shared { quorum: 1 }, ident.loc)));
+            return Some(Some(Located::new(
+                Sharing::Openings { quorum: 1 },
+                ident.loc,
+            )));
         }
         [Term::Call(call)] if call.name.text == "shared" => call,
         _ => return None,
@@ -143,7 +162,7 @@ fn lower_sharing(lowering: &mut Lowering<'_>, phrase: &Value) -> Option<Option<L
         }
         [arg] if arg.key.as_ref().is_some_and(|key| key.text == "quorum") => lowering
             .count("quorum", &arg.value)
-            .map(|quorum| Sharing::Shared {
+            .map(|quorum| Sharing::Openings {
                 quorum: quorum.value,
             }),
         _ => {
@@ -175,8 +194,8 @@ fn lower_open_after(
             let failures = lowering.quantity_count(key, failures);
             let window = lowering.quantity_duration(key, window);
             Some(Located::new(
-                OpenAfter::Count {
-                    failures: failures?.value,
+                OpenAfter::Failures {
+                    count: failures?.value,
                     window: window?.value,
                 },
                 value.loc,
@@ -201,7 +220,7 @@ fn lower_open_after(
             let min_calls = lowering.quantity_count(key, calls);
             let window = lowering.quantity_duration(key, window);
             Some(Located::new(
-                OpenAfter::Ratio {
+                OpenAfter::FailureRatio {
                     ratio: ratio?.value,
                     min_calls: min_calls?.value,
                     window: window?.value,
@@ -278,7 +297,7 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
                 (max_concurrent, Some(adaptive)) => {
                     let mut bulkhead = BulkheadSpec::adaptive(name, adaptive, stanza.loc);
                     if let Some(max_concurrent) = max_concurrent {
-                        bulkhead.max_concurrent = max_concurrent;
+                        bulkhead.set_max_concurrent(max_concurrent);
                     }
                     bulkhead
                 }
@@ -286,7 +305,7 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
                 (None, None) => return,
             };
             if let Some(Some(max_queued)) = max_queued {
-                bulkhead.max_queued = max_queued;
+                bulkhead.set_max_queued(max_queued);
             }
             insert(
                 &mut lowering.spec.bulkheads,

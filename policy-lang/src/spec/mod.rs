@@ -23,6 +23,10 @@ use crate::source::{Loc, Located};
 /// defined once, in `policy-model`.
 pub use policy_model::{FailMode, WorkClass, queue_defaults};
 
+/// Each mechanism's settings, described once in `policy-model`: the spec wraps them with the
+/// locations they were written at.
+pub use policy_model::{AdaptiveLimit, BreakerConfig, BulkheadConfig, OpenAfter, Sharing};
+
 mod delivery;
 
 pub use delivery::{
@@ -265,74 +269,36 @@ impl RequestSpec {
     }
 }
 
-/// When a breaker opens on inferred failures.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum OpenAfter {
-    /// `5 failures within 30s`.
-    Count {
-        /// Failures that open the breaker.
-        failures: u32,
-        /// The window they are counted in.
-        window: Duration,
-    },
-    /// `50% of at least 20 calls within 30s`.
-    Ratio {
-        /// Share of failed calls that opens the breaker, in (0, 1].
-        ratio: f64,
-        /// Calls needed in the window before the ratio counts.
-        min_calls: u32,
-        /// The window.
-        window: Duration,
-    },
-}
-
-impl OpenAfter {
-    /// The counting window.
-    #[must_use]
-    pub fn window(&self) -> Duration {
-        match self {
-            OpenAfter::Count { window, .. } | OpenAfter::Ratio { window, .. } => *window,
-        }
-    }
-}
-
-/// Which breaker state is shared between instances (through the store, when one is configured).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Sharing {
-    /// Nothing is shared: each instance counts and opens on its own (the default).
-    #[default]
-    Local,
-    /// `shared` (quorum 1) or `shared(quorum = N)`: explicit trips are shared, and openings
-    /// from counted failures are shared once failures came from at least `quorum` distinct
-    /// instances.
-    Shared {
-        /// Distinct instances whose failures are needed before an opening is shared.
-        quorum: u32,
-    },
-    /// `shared(trips_only)`: only explicit trips (a dependency that told us to back off) are
-    /// shared; counted openings stay local.
-    TripsOnly,
-}
-
-/// `breaker NAME { open_after = ...; cooldown = ...; shared; max_retry_after = 5m }`.
+/// `breaker NAME { open_after = ...; cooldown = ...; shared; max_retry_after = 5m; probation = 5s }`: the
+/// model's [`BreakerConfig`] (where each setting and its default is described), and where each
+/// setting was written.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BreakerSpec {
     /// Its name.
     pub name: Located<String>,
-    /// When it opens on counted failures.
-    pub open_after: Located<OpenAfter>,
-    /// How long it stays open.
-    pub cooldown: Located<Duration>,
-    /// What is shared between instances.
-    pub sharing: Located<Sharing>,
-    /// The longest opening a dependency's `Retry-After` may ask for (the runtime's default,
-    /// 5 minutes, when not set).
-    pub max_retry_after: Option<Located<Duration>>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    pub config: BreakerConfig,
+    /// Where each setting was written.
+    pub at: BreakerLocs,
     /// The stanza.
     pub loc: Loc,
+}
+
+/// Where each setting of a [`BreakerSpec`] was written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct BreakerLocs {
+    /// `open_after`.
+    pub open_after: Loc,
+    /// `cooldown`.
+    pub cooldown: Loc,
+    /// `shared`, or the stanza when it is not written.
+    pub sharing: Loc,
+    /// `max_retry_after`; `None` when not written (the default applies).
+    pub max_retry_after: Option<Loc>,
+    /// `probation`; `None` when not written (one window).
+    pub probation: Option<Loc>,
 }
 
 impl BreakerSpec {
@@ -346,12 +312,61 @@ impl BreakerSpec {
     ) -> Self {
         BreakerSpec {
             name,
-            open_after,
-            cooldown,
-            sharing: Located::new(Sharing::Local, loc),
-            max_retry_after: None,
+            config: BreakerConfig::new(open_after.value, cooldown.value),
+            at: BreakerLocs {
+                open_after: open_after.loc,
+                cooldown: cooldown.loc,
+                sharing: loc,
+                max_retry_after: None,
+                probation: None,
+            },
             loc,
         }
+    }
+
+    /// Shares `sharing`, written there.
+    pub fn set_sharing(&mut self, sharing: Located<Sharing>) {
+        self.config.sharing = sharing.value;
+        self.at.sharing = sharing.loc;
+    }
+
+    /// Honours a `Retry-After` up to `max`, written there.
+    pub fn set_max_retry_after(&mut self, max: Located<Duration>) {
+        self.config.max_retry_after = max.value;
+        self.at.max_retry_after = Some(max.loc);
+    }
+
+    /// Reopens on one failure for `probation` after an opening, written there.
+    pub fn set_probation(&mut self, probation: Located<Duration>) {
+        self.config.probation = Some(probation.value);
+        self.at.probation = Some(probation.loc);
+    }
+
+    /// When it opens, and where that was written.
+    #[must_use]
+    pub fn open_after(&self) -> Located<OpenAfter> {
+        Located::new(self.config.open_after, self.at.open_after)
+    }
+
+    /// How long it stays open, and where that was written.
+    #[must_use]
+    pub fn cooldown(&self) -> Located<Duration> {
+        Located::new(self.config.cooldown, self.at.cooldown)
+    }
+
+    /// What it shares, and where that was written (the stanza, when not written).
+    #[must_use]
+    pub fn sharing(&self) -> Located<Sharing> {
+        Located::new(self.config.sharing, self.at.sharing)
+    }
+
+    /// The longest `Retry-After` it honours, and where that was written; `None` when it was
+    /// not written ([`BreakerConfig::DEFAULT_MAX_RETRY_AFTER`] applies).
+    #[must_use]
+    pub fn max_retry_after(&self) -> Option<Located<Duration>> {
+        self.at
+            .max_retry_after
+            .map(|loc| Located::new(self.config.max_retry_after, loc))
     }
 }
 
@@ -367,32 +382,50 @@ impl Named for BreakerSpec {
 /// Or `bulkhead NAME { adaptive(min = 4, max = 64); max_queued = 8 }`: the slot count follows
 /// the dependency's measured latency between the bounds (the runtime's
 /// `policy_runtime::bulkhead::adaptive`).
+///
+/// The model's [`BulkheadConfig`] (where each setting and its default is described), and where
+/// each setting was written.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct BulkheadSpec {
     /// Its name.
     pub name: Located<String>,
-    /// Calls that may run at once (at least 1): the fixed count, or an adaptive bulkhead's
-    /// `max` (the same [`Located`] as [`AdaptiveSpec::max`], unless `max_concurrent` was set
-    /// too, which `policy::adaptive-with-fixed-limit` refuses).
-    pub max_concurrent: Located<u32>,
-    /// Callers that may wait for a slot; past that they are refused (default 0).
-    pub max_queued: Located<u32>,
-    /// The bounds of an adaptive slot count, when it has one.
-    pub adaptive: Option<AdaptiveSpec>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    /// An adaptive bulkhead's `max_concurrent` is its `max`, unless `max_concurrent` was set
+    /// too, which `policy::adaptive-with-fixed-limit` refuses.
+    pub config: BulkheadConfig,
+    /// Where each setting was written.
+    pub at: BulkheadLocs,
     /// The stanza.
     pub loc: Loc,
+}
+
+/// Where each setting of a [`BulkheadSpec`] was written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct BulkheadLocs {
+    /// `max_concurrent` (an adaptive bulkhead's `max`, unless it was written).
+    pub max_concurrent: Loc,
+    /// `max_queued`, or the stanza when it is not written.
+    pub max_queued: Loc,
+    /// `adaptive(min = .., max = ..)`: the bound `min`, the bound `max` and the setting.
+    pub adaptive: Option<(Loc, Loc, Loc)>,
 }
 
 impl BulkheadSpec {
     /// A bulkhead with no queue.
     #[must_use]
     pub fn new(name: Located<String>, max_concurrent: Located<u32>, loc: Loc) -> Self {
+        let mut config = BulkheadConfig::DEFAULT;
+        config.max_concurrent = max_concurrent.value;
         BulkheadSpec {
             name,
-            max_concurrent,
-            max_queued: Located::new(0, loc),
-            adaptive: None,
+            config,
+            at: BulkheadLocs {
+                max_concurrent: max_concurrent.loc,
+                max_queued: loc,
+                adaptive: None,
+            },
             loc,
         }
     }
@@ -400,24 +433,62 @@ impl BulkheadSpec {
     /// An adaptive bulkhead with no queue: at most `adaptive.max` slots.
     #[must_use]
     pub fn adaptive(name: Located<String>, adaptive: AdaptiveSpec, loc: Loc) -> Self {
-        BulkheadSpec {
-            max_concurrent: adaptive.max.clone(),
-            adaptive: Some(adaptive),
-            ..BulkheadSpec::new(name, Located::new(0, loc), loc)
-        }
+        let mut limit = AdaptiveLimit::new(1, 1);
+        limit.min = adaptive.min.value;
+        limit.max = adaptive.max.value;
+        let mut bulkhead = BulkheadSpec::new(name, adaptive.max.clone(), loc);
+        bulkhead.config.adaptive = Some(limit);
+        bulkhead.at.adaptive = Some((adaptive.min.loc, adaptive.max.loc, adaptive.loc));
+        bulkhead
+    }
+
+    /// Sets `max_concurrent`, written there.
+    pub fn set_max_concurrent(&mut self, max_concurrent: Located<u32>) {
+        self.config.max_concurrent = max_concurrent.value;
+        self.at.max_concurrent = max_concurrent.loc;
+    }
+
+    /// Sets `max_queued`, written there.
+    pub fn set_max_queued(&mut self, max_queued: Located<u32>) {
+        self.config.max_queued = max_queued.value;
+        self.at.max_queued = max_queued.loc;
+    }
+
+    /// Its slots, and where they were written.
+    #[must_use]
+    pub fn max_concurrent(&self) -> Located<u32> {
+        Located::new(self.config.max_concurrent, self.at.max_concurrent)
+    }
+
+    /// Its queue places, and where they were written (the stanza, when not written).
+    #[must_use]
+    pub fn max_queued(&self) -> Located<u32> {
+        Located::new(self.config.max_queued, self.at.max_queued)
+    }
+
+    /// Its adaptive bounds as written, when it has them.
+    #[must_use]
+    pub fn adaptive_bounds(&self) -> Option<AdaptiveSpec> {
+        let limit = self.config.adaptive?;
+        let (min, max, loc) = self.at.adaptive?;
+        Some(AdaptiveSpec::new(
+            Located::new(limit.min, min),
+            Located::new(limit.max, max),
+            loc,
+        ))
     }
 
     /// Whether `max_concurrent` was written beside `adaptive(...)`.
     #[must_use]
     pub fn fixed_and_adaptive(&self) -> bool {
-        self.adaptive
-            .as_ref()
-            .is_some_and(|adaptive| adaptive.max.loc != self.max_concurrent.loc)
+        self.at
+            .adaptive
+            .is_some_and(|(_, max, _)| max != self.at.max_concurrent)
     }
 }
 
-/// `adaptive(min = 4, max = 64)`: a bulkhead's slot count follows the dependency's latency,
-/// never below `min` nor above `max`, starting at `min`.
+/// `adaptive(min = 4, max = 64)` as written: a bulkhead's slot count follows the dependency's
+/// latency, never below `min` nor above `max`, starting at `min`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AdaptiveSpec {
@@ -815,7 +886,10 @@ impl Named for RetrySpec {
 /// `deferred`). The request's deadline belongs to the `DeadlineLayer` the service builds, and a
 /// rate limit's rate and a retry's allowance to state built once; they stay compiled.
 pub const OVERRIDABLE: &[(&str, &[&str])] = &[
-    ("breaker", &["open_after", "cooldown", "max_retry_after"]),
+    (
+        "breaker",
+        &["open_after", "cooldown", "max_retry_after", "probation"],
+    ),
     ("bulkhead", &["max_concurrent"]),
     ("retry", &["attempts", "backoff", "attempt_timeout"]),
     ("shedding", &["deferred", "background"]),

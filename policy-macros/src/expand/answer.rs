@@ -10,6 +10,7 @@ use syn::spanned::Spanned as _;
 use super::handles::Handles;
 use super::sequence::{admission, body, call_error_sequence, traced, with_body};
 use super::{duration, local};
+use crate::facade::private;
 use crate::files::track;
 use crate::func::Func;
 use crate::valid::{Answer, Plan};
@@ -30,8 +31,9 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
     h.add_fallback(plan, answered_by);
     let record = h.fallback.clone().unwrap_or_else(|| local("fallback"));
     let (deadline, carrier) = (local("deadline"), local("carrier"));
+    let private_at = private.at(ret_span);
     let carry = quote_spanned! {ret_span=>
-        let #carrier = ::policy::__private::carrier::<#ret>();
+        let #carrier = #private_at::carrier::<#ret>();
     };
     let admission = admission(plan, &h, &deadline, &TokenStream::new());
     let body = body(func, &h, |body| quote!(#carrier.body(#body)));
@@ -58,14 +60,15 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
             let (cache, age, stored) = (local("stale"), local("age"), local("stored"));
             let window = duration(window);
             let key = quote!((#(#types,)*));
-            let value_ty = quote!(<#ret as ::policy::__private::PolicyResult>::Value);
+            let value_ty = quote!(<#ret as #private::PolicyResult>::Value);
             // Its own block: the key and value are the user's types, kept apart from the
             // handles' `use`s.
+            let private_at = private.at(span);
             let setup = quote_spanned! {span=>
                 #[allow(clippy::type_complexity, reason = "the cache's key and value types, spelled out")]
                 let #cache = {
-                    static STALE: ::policy::__private::LazyLock<::policy::__private::StaleCache<#key, #value_ty>> =
-                        ::policy::__private::LazyLock::new(|| ::policy::__private::stale_cache(#window, #STALE_CAPACITY));
+                    static STALE: #private_at::LazyLock<#private_at::StaleCache<#key, #value_ty>> =
+                        #private_at::LazyLock::new(|| #private_at::stale_cache(#window, #STALE_CAPACITY));
                     &*STALE
                 };
             };
@@ -88,9 +91,10 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
         let on_failure = fallback.on_failure;
         let index = (0..names.len()).map(syn::Index::from);
         // The fallback's expected signature, at the literal that named it.
+        let private_at = private.at(span);
         let expected = quote_spanned! {span=>
             #[allow(clippy::type_complexity, reason = "the fallback's expected signature, spelled out")]
-            let #answer: fn(#(&#types,)* ::policy::CallError<<#ret as ::policy::__private::PolicyResult>::Error>) -> #ret = #path;
+            let #answer: fn(#(&#types,)* #private_at::CallError<<#ret as #private_at::PolicyResult>::Error>) -> #ret = #path;
         };
         quote! {
             if #record.covers(&#reason, #on_failure) {
@@ -104,7 +108,7 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
     let setup = h.setup(&plan.op);
     let call = traced(
         plan,
-        quote!(::policy::__private::typed::<#ret, _>(async move {
+        quote!(#private::typed::<#ret, _>(async move {
             let #outcome = #carrier.attempt(async move {
                 #admission
                 #sequence
@@ -123,6 +127,9 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
             }
         })),
     );
+    let kept_args = names
+        .iter()
+        .map(|name| quote!(#private::RetryArg::for_attempt(&#name)));
     with_body(
         func,
         &func.item.sig,
@@ -131,7 +138,7 @@ pub(super) fn expand(func: &Func, plan: &Plan, answer: &Answer) -> TokenStream {
             #carry
             #setup
             #stale_setup
-            let #kept = (#(::policy::__private::RetryArg::for_attempt(&#names),)*);
+            let #kept = (#(#kept_args,)*);
             #call
         },
     )

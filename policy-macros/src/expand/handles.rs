@@ -4,16 +4,20 @@
 //! ```text
 //! let (breaker, bulkhead) = {
 //!     use ::core::time::Duration;
-//!     use ::policy::__private::Handle;
+//!     use ::policy::__private0::Handle;
 //!     const BY: &str = concat!(module_path!(), "::", "push_to_index");
-//!     static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY).cooldown(..);
-//!     static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY).max_concurrent(4);
+//!     use ::policy::__private0::config;
+//!     static BREAKER: Handle<::policy::__private0::Breaker> =
+//!         Handle::breaker("search", BY, config::BreakerConfig::new(..).with_sharing(..));
+//!     static BULKHEAD: Handle<::policy::__private0::Bulkhead> =
+//!         Handle::bulkhead("search", BY, config::BulkheadConfig::new(4).with_max_queued(0));
 //!     (&*BREAKER, &*BULKHEAD)
 //! };
 //! ```
 //!
-//! Each mechanism keeps its own static, name and settings (plain data, applied through the
-//! mechanism's own builder when it is registered); the block only scopes them, and its `use`s,
+//! Each mechanism keeps its own static, name and settings (plain data: the mechanism's
+//! configuration from `policy-model`, built in a `const` context and handed to the mechanism's
+//! own builder when it is registered); the block only scopes them, and its `use`s,
 //! away from the user's code. No user token goes inside it. `BY` names the function,
 //! so a second, different configuration of one name is refused naming both functions (the
 //! registry's "one name, one configuration").
@@ -28,6 +32,7 @@ use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::quote;
 
 use super::{local, operation_name};
+use crate::facade::private;
 use crate::valid::Plan;
 
 /// The handles an expansion uses, by their local names.
@@ -55,11 +60,12 @@ fn duration(d: Duration) -> TokenStream {
     quote!(Duration::#exact)
 }
 
-/// Whether `tokens` name `Duration` (an identifier: a mechanism's name is a string literal).
-fn mentions_duration(tokens: TokenStream) -> bool {
+/// Whether `tokens` name `ident` (`Duration`, `config`: an identifier, while a mechanism's name
+/// is a string literal).
+fn mentions(tokens: TokenStream, ident: &str) -> bool {
     tokens.into_iter().any(|token| match token {
-        TokenTree::Ident(ident) => ident == "Duration",
-        TokenTree::Group(group) => mentions_duration(group.stream()),
+        TokenTree::Ident(found) => found == ident,
+        TokenTree::Group(group) => mentions(group.stream(), ident),
         _ => false,
     })
 }
@@ -84,54 +90,60 @@ fn runtime_name(name: &str, inline: bool) -> TokenStream {
 
 fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let open_after = match spec.open_after.value {
-        OpenAfter::Count { failures, window } => {
-            let (failures, window) = (count(failures), duration(window));
-            quote!(.open_after_failures(#failures, #window))
+    let config = &spec.config;
+    let open_after = match config.open_after {
+        OpenAfter::Failures { count: n, window } => {
+            let (n, window) = (count(n), duration(window));
+            quote!(config::OpenAfter::failures(#n, #window))
         }
-        OpenAfter::Ratio {
+        OpenAfter::FailureRatio {
             ratio: share,
             min_calls,
             window,
         } => {
             let (share, min_calls, window) = (ratio(share), count(min_calls), duration(window));
-            quote!(.open_after_ratio(#share, #min_calls, #window))
+            quote!(config::OpenAfter::ratio(#share, #min_calls, #window))
         }
-        _ => quote!(),
+        _ => quote!(config::BreakerConfig::DEFAULT.open_after),
     };
-    let cooldown = duration(spec.cooldown.value);
-    let sharing = match spec.sharing.value {
-        Sharing::Shared { quorum } => {
+    let cooldown = duration(config.cooldown);
+    let sharing = match config.sharing {
+        Sharing::Openings { quorum } => {
             let quorum = count(quorum);
-            quote!(.sharing(::policy::Sharing::Openings { quorum: #quorum }))
+            quote!(.with_sharing(config::Sharing::Openings { quorum: #quorum }))
         }
-        Sharing::TripsOnly => quote!(.sharing(::policy::Sharing::TripsOnly)),
+        Sharing::TripsOnly => quote!(.with_sharing(config::Sharing::TripsOnly)),
         _ => quote!(),
     };
-    let max_retry_after = spec.max_retry_after.as_ref().map(|max| {
+    let max_retry_after = spec.max_retry_after().map(|max| {
         let max = duration(max.value);
-        quote!(.max_retry_after(#max))
+        quote!(.with_max_retry_after(#max))
+    });
+    let probation = config.probation.map(|probation| {
+        let probation = duration(probation);
+        quote!(.with_probation(#probation))
     });
     quote! {
-        Handle<::policy::Breaker> = Handle::breaker(#name, BY) #open_after .cooldown(#cooldown) #sharing #max_retry_after
+        Handle<#private::Breaker> = Handle::breaker(#name, BY, config::BreakerConfig::new(#open_after, #cooldown) #sharing #max_retry_after #probation)
     }
 }
 
 fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let slots = match &spec.adaptive {
-        Some(adaptive) => {
-            let (min, max) = (count(adaptive.min.value), count(adaptive.max.value));
-            quote!(.adaptive(#min, #max))
+    let config = &spec.config;
+    let slots = match config.adaptive {
+        Some(limit) => {
+            let (min, max) = (count(limit.min), count(limit.max));
+            quote!(config::BulkheadConfig::adaptive(config::AdaptiveLimit::new(#min, #max)))
         }
         None => {
-            let max_concurrent = count(spec.max_concurrent.value);
-            quote!(.max_concurrent(#max_concurrent))
+            let max_concurrent = count(config.max_concurrent);
+            quote!(config::BulkheadConfig::new(#max_concurrent))
         }
     };
-    let max_queued = count(spec.max_queued.value);
+    let max_queued = count(config.max_queued);
     quote! {
-        Handle<::policy::Bulkhead> = Handle::bulkhead(#name, BY) #slots .max_queued(#max_queued)
+        Handle<#private::Bulkhead> = Handle::bulkhead(#name, BY, #slots.with_max_queued(#max_queued))
     }
 }
 
@@ -154,7 +166,7 @@ fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
         quote!(.allowance(#share, #floor))
     });
     quote! {
-        Handle<::policy::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
+        Handle<#private::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
     }
 }
 
@@ -176,15 +188,15 @@ fn hedge(spec: &HedgeSpec, inline: bool) -> TokenStream {
         quote!(.allowance(#share, #floor))
     });
     quote! {
-        Handle<::policy::hedge::Hedge> = Handle::hedge(#name, BY) #after .max(#max) #allowance
+        Handle<#private::hedge::Hedge> = Handle::hedge(#name, BY) #after .max(#max) #allowance
     }
 }
 
 fn fail_mode(mode: FailMode) -> TokenStream {
     match mode {
-        FailMode::Open => quote!(::policy::limiter::FailMode::Open),
-        FailMode::Closed => quote!(::policy::limiter::FailMode::Closed),
-        FailMode::Local => quote!(::policy::limiter::FailMode::Local),
+        FailMode::Open => quote!(#private::limiter::FailMode::Open),
+        FailMode::Closed => quote!(#private::limiter::FailMode::Closed),
+        FailMode::Local => quote!(#private::limiter::FailMode::Local),
     }
 }
 
@@ -204,7 +216,7 @@ fn ratelimit(spec: &RatelimitSpec) -> TokenStream {
         quote!(.local_rate(#limit, #per))
     });
     quote! {
-        Handle<::policy::__private::RateLimit> = Handle::ratelimit(#name, BY).rate(#limit, #per) #on_timeout #on_error #local_rate
+        Handle<#private::RateLimit> = Handle::ratelimit(#name, BY).rate(#limit, #per) #on_timeout #on_error #local_rate
     }
 }
 
@@ -249,7 +261,7 @@ fn chaos(spec: &policy_lang::ChaosSpec) -> TokenStream {
         .filter(|on| !on.value)
         .map(|_| quote!(.enabled(false)));
     quote! {
-        Handle<::policy::__private::Chaos> = Handle::chaos(#name, BY) #(#faults)* #during #instances #enabled
+        Handle<#private::Chaos> = Handle::chaos(#name, BY) #(#faults)* #during #instances #enabled
     }
 }
 
@@ -265,7 +277,7 @@ fn shedder(plan: &Plan) -> TokenStream {
     }
     let (deferred, background) = (ratio(deferred), ratio(background));
     quote! {
-        Handle<::policy::Shedder> = Handle::shedder(#name, BY).thresholds(#deferred, #background)
+        Handle<#private::Shedder> = Handle::shedder(#name, BY).thresholds(#deferred, #background)
     }
 }
 
@@ -310,13 +322,13 @@ impl Handles {
         });
         h.operation = Some(h.add(
             "operation",
-            quote!(Handle<::policy::deadline::OperationDeadline> = Handle::operation(#name, BY) #deadline #min_budget),
+            quote!(Handle<#private::deadline::OperationDeadline> = Handle::operation(#name, BY) #deadline #min_budget),
         ));
         if let Some(budget) = plan.poll_budget {
             let (name, budget) = (operation_name(&plan.op), duration(budget));
             h.monitor = Some(h.add(
                 "monitor",
-                quote!(Handle<::policy::isolate::PollMonitor> = Handle::poll_monitor(#name, BY).budget(#budget)),
+                quote!(Handle<#private::isolate::PollMonitor> = Handle::poll_monitor(#name, BY).budget(#budget)),
             ));
         }
         h
@@ -327,7 +339,7 @@ impl Handles {
         let name = operation_name(&plan.op);
         self.fallback = Some(self.add(
             "fallback",
-            quote!(Handle<::policy::fallback::Fallback> = Handle::fallback(#name, BY).answered_by(#answered_by)),
+            quote!(Handle<#private::fallback::Fallback> = Handle::fallback(#name, BY).answered_by(#answered_by)),
         ));
     }
 
@@ -336,7 +348,7 @@ impl Handles {
         let name = operation_name(name);
         self.pool = Some(self.add(
             "pool",
-            quote!(Handle<::policy::isolate::IsolatedPool> = Handle::pool(#name, BY) #configure),
+            quote!(Handle<#private::isolate::IsolatedPool> = Handle::pool(#name, BY) #configure),
         ));
     }
 
@@ -357,13 +369,20 @@ impl Handles {
             .statics
             .iter()
             .map(|(_, upper, definition)| quote!(static #upper: #definition;));
-        let uses_duration = self
-            .statics
-            .iter()
-            .any(|(.., definition)| mentions_duration(definition.clone()));
-        let duration = uses_duration.then(|| {
+        let uses = |ident| {
+            self.statics
+                .iter()
+                .any(|(.., definition)| mentions(definition.clone(), ident))
+        };
+        let duration = uses("Duration").then(|| {
             quote!(
                 use ::core::time::Duration;
+            )
+        });
+        // The mechanisms' settings, one plain value each (`config::BreakerConfig::new(..)`).
+        let config = uses("config").then(|| {
+            quote!(
+                use #private::config;
             )
         });
         let declared_by = operation_name(op);
@@ -375,7 +394,8 @@ impl Handles {
         quote! {
             let #pattern = {
                 #duration
-                use ::policy::__private::Handle;
+                use #private::Handle;
+                #config
                 const BY: &str = #declared_by;
                 #(#definitions)*
                 #value

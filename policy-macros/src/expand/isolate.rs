@@ -8,6 +8,7 @@ use quote::{ToTokens, quote, quote_spanned};
 
 use super::handles::Handles;
 use super::sequence::with_body;
+use crate::facade::private;
 use crate::files::track;
 use crate::func::Func;
 use crate::valid::{Isolate, Plan};
@@ -29,7 +30,8 @@ pub(super) fn expand(func: &Func, plan: &Plan, isolate: &Isolate) -> TokenStream
     let kind = match isolate.pool {
         PoolKind::Rayon => {
             let span = isolate.pool_span;
-            Some(quote_spanned!(span=> .kind(::policy::isolate::PoolKind::Rayon)))
+            let private_at = private.at(span);
+            Some(quote_spanned!(span=> .kind(#private_at::isolate::PoolKind::Rayon)))
         }
         PoolKind::Blocking => None,
     };
@@ -40,7 +42,7 @@ pub(super) fn expand(func: &Func, plan: &Plan, isolate: &Isolate) -> TokenStream
     let mut sig = func.item.sig.clone();
     sig.asyncness = Some(syn::Token![async](sig.fn_token.span));
     sig.output =
-        syn::parse_quote!(-> ::core::result::Result<#output, ::policy::isolate::IsolateError>);
+        syn::parse_quote!(-> ::core::result::Result<#output, #private::isolate::IsolateError>);
     let tracked = track(&plan.files);
     let setup = h.setup(&plan.op);
     with_body(

@@ -5,7 +5,7 @@
 //! {
 //!     const _: &[u8] = ::core::include_bytes!("…/policies/service.policy");
 //!     let (breaker, bulkhead, retry) = { /* the statics, as in an attribute's expansion */ };
-//!     ::policy::layer::OperationLayer::new("index_document", Duration::from_millis(300))
+//!     ::policy::__private0::layer::OperationLayer::new("index_document", Duration::from_millis(300))
 //!         .span(|_| info_span!(target: "policy", "index_document", operation = "index_document", class = "critical"))
 //!         .calls({ static CALLS: Calls = Calls::new("index_document"); &CALLS })
 //!         .min_budget(Duration::from_millis(50))
@@ -25,6 +25,7 @@ use quote::quote;
 
 use super::duration;
 use super::handles::Handles;
+use crate::facade::private;
 use crate::files::track;
 use crate::valid::Plan;
 
@@ -35,7 +36,7 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
     let op = &plan.op;
     let budget = plan
         .deadline
-        .map_or_else(|| quote!(::policy::Deadline::MAX_BUDGET), duration);
+        .map_or_else(|| quote!(#private::Deadline::MAX_BUDGET), duration);
     let clone = |handle: &proc_macro2::Ident| quote!(::core::clone::Clone::clone(#handle));
     let min_budget = plan.min_budget.map(|min| {
         let min = duration(min);
@@ -52,9 +53,9 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
     let shed = h.shedder.as_ref().map(|s| {
         let (s, cost) = (clone(s), duration(plan.expected_cost.unwrap_or_default()));
         let class = match plan.class {
-            WorkClass::Deferred => quote!(::policy::WorkClass::Deferred),
-            WorkClass::Background => quote!(::policy::WorkClass::Background),
-            WorkClass::Critical => quote!(::policy::WorkClass::Critical),
+            WorkClass::Deferred => quote!(#private::WorkClass::Deferred),
+            WorkClass::Background => quote!(#private::WorkClass::Background),
+            WorkClass::Critical => quote!(#private::WorkClass::Critical),
         };
         quote!(.shed(#s, #class, #cost))
     });
@@ -80,17 +81,17 @@ pub(crate) fn operation_layer(plan: &Plan) -> TokenStream {
         {
             #tracked
             #setup
-            ::policy::layer::OperationLayer::new(#op, #budget)
-                .span(|_| ::policy::__private::tracing::info_span!(
+            #private::layer::OperationLayer::new(#op, #budget)
+                .span(|_| #private::tracing::info_span!(
                     target: "policy",
                     #op,
                     operation = #op,
                     class = "critical",
-                    "otel.status_code" = ::policy::__private::tracing::field::Empty,
-                    "error.type" = ::policy::__private::tracing::field::Empty,
+                    "otel.status_code" = #private::tracing::field::Empty,
+                    "error.type" = #private::tracing::field::Empty,
                 ))
                 .calls({
-                    static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(#op);
+                    static CALLS: #private::Calls = #private::Calls::new(#op);
                     &CALLS
                 })
                 #min_budget

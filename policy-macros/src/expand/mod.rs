@@ -14,7 +14,8 @@
 //! the same handles ([`layer`]). A refusal ends the sequence at once. Nothing here
 //! can fail: [`crate::valid`] checked everything the expansion relies on. Generated locals use
 //! mixed-site hygiene, and the statics live inside a block of their own, so nothing clashes
-//! with the user's names. Every path goes through the facade (`::policy::...`).
+//! with the user's names. Every path goes through the facade's hidden module
+//! (`::policy::__private0::...` under the user's name for the facade: [`crate::facade`]).
 
 mod answer;
 mod handles;

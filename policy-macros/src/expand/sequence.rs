@@ -13,6 +13,7 @@ use quote::{ToTokens, quote, quote_spanned};
 
 use super::handles::Handles;
 use super::{duration, local, operation_name};
+use crate::facade::private;
 use crate::files::track;
 use crate::func::Func;
 use crate::valid::Plan;
@@ -57,9 +58,9 @@ pub(super) fn admission(
     let operation = &h.operation;
     let shed = h.shedder.as_ref().map(|shedder| {
         let class = match plan.class {
-            WorkClass::Critical => quote!(::policy::WorkClass::Critical),
-            WorkClass::Deferred => quote!(::policy::WorkClass::Deferred),
-            WorkClass::Background => quote!(::policy::WorkClass::Background),
+            WorkClass::Critical => quote!(#private::WorkClass::Critical),
+            WorkClass::Deferred => quote!(#private::WorkClass::Deferred),
+            WorkClass::Background => quote!(#private::WorkClass::Background),
         };
         let load = match &h.bulkhead {
             Some(bulkhead) => quote!(#bulkhead.load()),
@@ -74,7 +75,7 @@ pub(super) fn admission(
         .as_ref()
         .map(|ratelimit| quote!(#ratelimit.acquire().await #lift ?;));
     quote! {
-        let #deadline = ::policy::Deadline::for_named(#operation) #lift ?;
+        let #deadline = #private::Deadline::for_named(#operation) #lift ?;
         #shed
         #limit
     }
@@ -109,7 +110,7 @@ fn attempt(
         (Finish::Returned, Some(observed)) => quote!(#carrier.outcome(#observed)),
         (Finish::Returned, None) => quote!(#carrier.ran(#ran)),
         (Finish::CallError, Some(observed)) => observed,
-        (Finish::CallError, None) => quote!(::policy::CallError::from_run(#ran)),
+        (Finish::CallError, None) => quote!(#private::CallError::from_run(#ran)),
     };
     quote! {
         #check
@@ -187,8 +188,9 @@ fn retried(
         .iter()
         .map(|(ident, mutable, span)| {
             let mutability = mutable.then(|| quote!(mut));
+            let private_at = private.at(*span);
             quote_spanned! {*span=>
-                let #mutability #ident = ::policy::__private::RetryArg::for_attempt(&#ident);
+                let #mutability #ident = #private_at::RetryArg::for_attempt(&#ident);
             }
         })
         .collect();
@@ -208,7 +210,7 @@ fn retried(
             None => (quote!(hedge_within), None),
         };
         let hedged = quote! {
-            ::policy::hedge::#call(&#deadline, #hedge, #retry ::policy::Idempotent::claim(|::policy::retry::Attempt { #deadline, .. }| {
+            #private::hedge::#call(&#deadline, #hedge, #retry #private::Idempotent::claim(|#private::retry::Attempt { #deadline, .. }| {
                 #(#copies)*
                 #attempt_future
             }))
@@ -220,9 +222,10 @@ fn retried(
         attempt_future = typed_attempt(quote!(async move { #hedged }));
     }
     let retry = h.retry.clone();
-    let classify = quote_spanned!(own_span=> ::policy::__private::classifier::<#own>());
+    let private_at = private.at(own_span);
+    let classify = quote_spanned!(own_span=> #private_at::classifier::<#own>());
     quote! {
-        ::policy::retry::retry_within_self_bounded(&#deadline, #retry, #classify, ::policy::Idempotent::claim(|::policy::retry::Attempt { #deadline, .. }| {
+        #private::retry::retry_within_self_bounded(&#deadline, #retry, #classify, #private::Idempotent::claim(|#private::retry::Attempt { #deadline, .. }| {
             #(#copies)*
             #attempt_future
         }))
@@ -252,8 +255,9 @@ pub(super) fn awaited(func: &Func, plan: &Plan) -> TokenStream {
     let h = Handles::of(plan);
     let (deadline, carrier) = (local("deadline"), local("carrier"));
     // Refusals and expiries become the function's own error, checked at its return type.
+    let private_at = private.at(ret_span);
     let carry = quote_spanned! {ret_span=>
-        let #carrier = ::policy::__private::carrier::<#ret>();
+        let #carrier = #private_at::carrier::<#ret>();
     };
     let refused = quote!(.map_err(#carrier.refused));
     let admission = admission(plan, &h, &deadline, &refused);
@@ -303,18 +307,18 @@ pub(super) fn awaited(func: &Func, plan: &Plan) -> TokenStream {
 pub(super) fn traced(plan: &Plan, call: TokenStream) -> TokenStream {
     let op = &plan.op;
     quote! {
-        ::policy::__private::traced(
+        #private::traced(
             {
-                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(#op);
+                static CALLS: #private::Calls = #private::Calls::new(#op);
                 &CALLS
             },
-            ::policy::__private::tracing::info_span!(
+            #private::tracing::info_span!(
                 target: "policy",
                 #op,
                 operation = #op,
                 class = "critical",
-                "otel.status_code" = ::policy::__private::tracing::field::Empty,
-                "error.type" = ::policy::__private::tracing::field::Empty,
+                "otel.status_code" = #private::tracing::field::Empty,
+                "error.type" = #private::tracing::field::Empty,
             ),
             #call,
         )
@@ -337,45 +341,46 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
         ret.clone()
     };
     let body = body(func, &h, |body| {
-        let typed = quote!(::policy::__private::typed::<#ret, _>(#body));
+        let typed = quote!(#private::typed::<#ret, _>(#body));
         if unit {
-            quote!(::policy::__private::unit_ok(#typed))
+            quote!(#private::unit_ok(#typed))
         } else {
             typed
         }
     });
-    let outcome_ty = quote!(::policy::__private::ScheduledResult<#own>);
+    let outcome_ty = quote!(#private::ScheduledResult<#own>);
     let admission = admission(plan, &h, &deadline, &TokenStream::new());
     let sequence = call_error_sequence(
         plan,
         &h,
         &deadline,
         &body,
-        |attempt| quote!(::policy::__private::typed::<#outcome_ty, _>(#attempt)),
+        |attempt| quote!(#private::typed::<#outcome_ty, _>(#attempt)),
         &own,
         Span::call_site(),
     );
     let name = operation_name(&plan.op);
     let schedule = match plan.class {
         // Handed to the bounded background pool; a shed is logged there with its reason.
-        WorkClass::Background => quote!(let _ = ::policy::background(#name, #work);),
+        WorkClass::Background => quote!(let _ = #private::background(#name, #work);),
         // Runs after the response is finished (or on the process-level platform).
-        _ => quote!(::policy::defer(#name, #work);),
+        _ => quote!(#private::defer(#name, #work);),
     };
     let mut sig = func.item.sig.clone();
     sig.asyncness = None;
     sig.output = syn::ReturnType::Default;
     let sig_span = func.item.sig.ident.span();
+    let private_at = private.at(sig_span);
     let deferrable = quote_spanned! {sig_span=>
-        let #work = ::policy::__private::deferrable(::policy::__private::scheduled(
+        let #work = #private_at::deferrable(#private_at::scheduled(
             #work,
-            ::policy::__private::logged(),
+            #private_at::logged(),
         ));
     };
     let tracked = track(&plan.files);
     let setup = h.setup(&plan.op);
     let scheduling = quote! {
-        let #work = ::policy::__private::typed::<#outcome_ty, _>(async move {
+        let #work = #private::typed::<#outcome_ty, _>(async move {
             #setup
             #admission
             #sequence
@@ -401,8 +406,9 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
     let op = &plan.op;
     let queue = &queued.name;
     let queue_span = queued.span;
+    let private_at = private.at(queue_span);
     let enqueue = quote_spanned! {queue_span=>
-        static #slot: ::policy::__private::QueueSlot = ::policy::__private::QueueSlot::new(#queue);
+        static #slot: #private_at::QueueSlot = #private_at::QueueSlot::new(#queue);
         let Some(#args) = #slot.enqueue(#op, (#(#names,)*)) else {
             return;
         };
@@ -444,13 +450,13 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
             use super::*;
 
             #[doc = #settings_doc]
-            pub fn queue_settings() -> ::policy::queue::QueueSettings {
+            pub fn queue_settings() -> #private::queue::QueueSettings {
                 #settings
             }
 
             #[doc = #handler_doc]
-            pub fn task() -> ::policy::queue::Handler {
-                ::policy::__private::queue_handler(#op, |(#(#names,)*): (#(#types,)*)| {
+            pub fn task() -> #private::queue::Handler {
+                #private::queue_handler(#op, |(#(#names,)*): (#(#types,)*)| {
                     #scheduling
                     #work
                 })
@@ -464,7 +470,7 @@ pub(super) fn scheduled(func: &Func, plan: &Plan) -> TokenStream {
 fn queue_settings(queued: &crate::valid::Queued) -> TokenStream {
     let queue = &queued.name;
     let Some(spec) = &queued.settings else {
-        return quote!(::policy::queue::QueueSettings::new(#queue));
+        return quote!(#private::queue::QueueSettings::new(#queue));
     };
     let settings = local("settings");
     let mut set = Vec::new();
@@ -489,7 +495,7 @@ fn queue_settings(queued: &crate::valid::Queued) -> TokenStream {
         set.push(quote!(#settings.concurrency = ::core::option::Option::Some(#concurrency);));
     }
     quote! {
-        let mut #settings = ::policy::queue::QueueSettings::new(#queue);
+        let mut #settings = #private::queue::QueueSettings::new(#queue);
         #(#set)*
         #settings
     }

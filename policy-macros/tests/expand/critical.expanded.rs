@@ -2,12 +2,12 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
     const _: &[u8] = ::core::include_bytes!(
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
-    let carrier = ::policy::__private::carrier::<Result<DocId, AppError>>();
+    let carrier = ::policy::__privateN::carrier::<Result<DocId, AppError>>();
     let operation = {
         use ::core::time::Duration;
-        use ::policy::__private::Handle;
+        use ::policy::__privateN::Handle;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "save_document");
-        static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+        static OPERATION: Handle<::policy::__privateN::deadline::OperationDeadline> = Handle::operation(
                 ::core::concat!(::core::module_path!(), "::", "save_document"),
                 BY,
             )
@@ -15,22 +15,22 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
             .min_budget(Duration::from_millis(200));
         &*OPERATION
     };
-    ::policy::__private::traced(
+    ::policy::__privateN::traced(
             {
-                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                static CALLS: ::policy::__privateN::Calls = ::policy::__privateN::Calls::new(
                     "save_document",
                 );
                 &CALLS
             },
-            ::policy::__private::tracing::info_span!(
+            ::policy::__privateN::tracing::info_span!(
                 target : "policy", "save_document", operation = "save_document", class =
                 "critical", "otel.status_code" =
-                ::policy::__private::tracing::field::Empty, "error.type" =
-                ::policy::__private::tracing::field::Empty,
+                ::policy::__privateN::tracing::field::Empty, "error.type" =
+                ::policy::__privateN::tracing::field::Empty,
             ),
             carrier
                 .body(async move {
-                    let deadline = ::policy::Deadline::for_named(operation)
+                    let deadline = ::policy::__privateN::Deadline::for_named(operation)
                         .map_err(carrier.refused)?;
                     let ran = deadline
                         .run_in_scope(

@@ -5,24 +5,37 @@ fn layer() {
         );
         let (breaker, bulkhead, retry, operation) = {
             use ::core::time::Duration;
-            use ::policy::__private::Handle;
+            use ::policy::__privateN::Handle;
+            use ::policy::__privateN::config;
             const BY: &str = ::core::concat!(
                 ::core::module_path!(), "::", "reindex_all"
             );
-            static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY)
-                .open_after_failures(5, Duration::from_secs(30))
-                .cooldown(Duration::from_secs(20))
-                .sharing(::policy::Sharing::Openings {
-                    quorum: 1,
-                });
-            static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY)
-                .max_concurrent(4)
-                .max_queued(2);
-            static RETRY: Handle<::policy::RetryPolicy> = Handle::retry("transient", BY)
+            static BREAKER: Handle<::policy::__privateN::Breaker> = Handle::breaker(
+                "search",
+                BY,
+                config::BreakerConfig::new(
+                        config::OpenAfter::failures(5, Duration::from_secs(30)),
+                        Duration::from_secs(20),
+                    )
+                    .with_sharing(config::Sharing::Openings {
+                        quorum: 1,
+                    }),
+            );
+            static BULKHEAD: Handle<::policy::__privateN::Bulkhead> = Handle::bulkhead(
+                "search",
+                BY,
+                config::BulkheadConfig::new(4).with_max_queued(2),
+            );
+            static RETRY: Handle<::policy::__privateN::RetryPolicy> = Handle::retry(
+                    "transient",
+                    BY,
+                )
                 .attempts(3)
                 .backoff(Duration::from_millis(50), Duration::from_secs(1))
                 .attempt_timeout(Duration::from_millis(500));
-            static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+            static OPERATION: Handle<
+                ::policy::__privateN::deadline::OperationDeadline,
+            > = Handle::operation(
                     ::core::concat!(::core::module_path!(), "::", "reindex_all"),
                     BY,
                 )
@@ -30,20 +43,20 @@ fn layer() {
                 .min_budget(Duration::from_millis(50));
             (&*BREAKER, &*BULKHEAD, &*RETRY, &*OPERATION)
         };
-        ::policy::layer::OperationLayer::new(
+        ::policy::__privateN::layer::OperationLayer::new(
                 "reindex_all",
                 ::core::time::Duration::from_secs(1),
             )
             .span(|_| {
-                ::policy::__private::tracing::info_span!(
+                ::policy::__privateN::tracing::info_span!(
                     target : "policy", "reindex_all", operation = "reindex_all", class =
                     "critical", "otel.status_code" =
-                    ::policy::__private::tracing::field::Empty, "error.type" =
-                    ::policy::__private::tracing::field::Empty,
+                    ::policy::__privateN::tracing::field::Empty, "error.type" =
+                    ::policy::__privateN::tracing::field::Empty,
                 )
             })
             .calls({
-                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                static CALLS: ::policy::__privateN::Calls = ::policy::__privateN::Calls::new(
                     "reindex_all",
                 );
                 &CALLS

@@ -2,56 +2,62 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
     const _: &[u8] = ::core::include_bytes!(
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
-    let carrier = ::policy::__private::carrier::<Result<UserId, AppError>>();
+    let carrier = ::policy::__privateN::carrier::<Result<UserId, AppError>>();
     let (breaker, ratelimit, shedder, operation) = {
         use ::core::time::Duration;
-        use ::policy::__private::Handle;
+        use ::policy::__privateN::Handle;
+        use ::policy::__privateN::config;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "sign_up");
-        static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY)
-            .open_after_failures(5, Duration::from_secs(30))
-            .cooldown(Duration::from_secs(20))
-            .sharing(::policy::Sharing::Openings {
-                quorum: 1,
-            });
-        static RATELIMIT: Handle<::policy::__private::RateLimit> = Handle::ratelimit(
+        static BREAKER: Handle<::policy::__privateN::Breaker> = Handle::breaker(
+            "search",
+            BY,
+            config::BreakerConfig::new(
+                    config::OpenAfter::failures(5, Duration::from_secs(30)),
+                    Duration::from_secs(20),
+                )
+                .with_sharing(config::Sharing::Openings {
+                    quorum: 1,
+                }),
+        );
+        static RATELIMIT: Handle<::policy::__privateN::RateLimit> = Handle::ratelimit(
                 "signups",
                 BY,
             )
             .rate(100, Duration::from_secs(60))
-            .on_timeout(::policy::limiter::FailMode::Closed)
-            .on_error(::policy::limiter::FailMode::Local)
+            .on_timeout(::policy::__privateN::limiter::FailMode::Closed)
+            .on_error(::policy::__privateN::limiter::FailMode::Local)
             .local_rate(20, Duration::from_secs(60));
-        static SHEDDER: Handle<::policy::Shedder> = Handle::shedder(
+        static SHEDDER: Handle<::policy::__privateN::Shedder> = Handle::shedder(
                 ::core::concat!(::core::module_path!(), "::", "sign_up"),
                 BY,
             )
             .thresholds(0.5, 0.25);
-        static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+        static OPERATION: Handle<::policy::__privateN::deadline::OperationDeadline> = Handle::operation(
                 ::core::concat!(::core::module_path!(), "::", "sign_up"),
                 BY,
             )
             .deadline(Duration::from_secs(2));
         (&*BREAKER, &*RATELIMIT, &*SHEDDER, &*OPERATION)
     };
-    ::policy::__private::traced(
+    ::policy::__privateN::traced(
             {
-                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                static CALLS: ::policy::__privateN::Calls = ::policy::__privateN::Calls::new(
                     "sign_up",
                 );
                 &CALLS
             },
-            ::policy::__private::tracing::info_span!(
+            ::policy::__privateN::tracing::info_span!(
                 target : "policy", "sign_up", operation = "sign_up", class = "critical",
-                "otel.status_code" = ::policy::__private::tracing::field::Empty,
-                "error.type" = ::policy::__private::tracing::field::Empty,
+                "otel.status_code" = ::policy::__privateN::tracing::field::Empty,
+                "error.type" = ::policy::__privateN::tracing::field::Empty,
             ),
             carrier
                 .body(async move {
-                    let deadline = ::policy::Deadline::for_named(operation)
+                    let deadline = ::policy::__privateN::Deadline::for_named(operation)
                         .map_err(carrier.refused)?;
                     shedder
                         .admit(
-                            ::policy::WorkClass::Critical,
+                            ::policy::__privateN::WorkClass::Critical,
                             0.0,
                             &deadline,
                             ::core::time::Duration::from_millis(20),

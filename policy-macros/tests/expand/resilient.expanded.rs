@@ -3,56 +3,69 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
     const _: &[u8] = ::core::include_bytes!(
         "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
     );
-    let carrier = ::policy::__private::carrier::<Result<(), SearchError>>();
+    let carrier = ::policy::__privateN::carrier::<Result<(), SearchError>>();
     let (breaker, bulkhead, retry, operation) = {
         use ::core::time::Duration;
-        use ::policy::__private::Handle;
+        use ::policy::__privateN::Handle;
+        use ::policy::__privateN::config;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "push_to_index");
-        static BREAKER: Handle<::policy::Breaker> = Handle::breaker("search", BY)
-            .open_after_failures(5, Duration::from_secs(30))
-            .cooldown(Duration::from_secs(20))
-            .sharing(::policy::Sharing::Openings {
-                quorum: 1,
-            });
-        static BULKHEAD: Handle<::policy::Bulkhead> = Handle::bulkhead("search", BY)
-            .max_concurrent(4)
-            .max_queued(2);
-        static RETRY: Handle<::policy::RetryPolicy> = Handle::retry("transient", BY)
+        static BREAKER: Handle<::policy::__privateN::Breaker> = Handle::breaker(
+            "search",
+            BY,
+            config::BreakerConfig::new(
+                    config::OpenAfter::failures(5, Duration::from_secs(30)),
+                    Duration::from_secs(20),
+                )
+                .with_sharing(config::Sharing::Openings {
+                    quorum: 1,
+                }),
+        );
+        static BULKHEAD: Handle<::policy::__privateN::Bulkhead> = Handle::bulkhead(
+            "search",
+            BY,
+            config::BulkheadConfig::new(4).with_max_queued(2),
+        );
+        static RETRY: Handle<::policy::__privateN::RetryPolicy> = Handle::retry(
+                "transient",
+                BY,
+            )
             .attempts(3)
             .backoff(Duration::from_millis(50), Duration::from_secs(1))
             .attempt_timeout(Duration::from_millis(500));
-        static OPERATION: Handle<::policy::deadline::OperationDeadline> = Handle::operation(
+        static OPERATION: Handle<::policy::__privateN::deadline::OperationDeadline> = Handle::operation(
                 ::core::concat!(::core::module_path!(), "::", "push_to_index"),
                 BY,
             )
             .deadline(Duration::from_secs(2));
         (&*BREAKER, &*BULKHEAD, &*RETRY, &*OPERATION)
     };
-    ::policy::__private::traced(
+    ::policy::__privateN::traced(
             {
-                static CALLS: ::policy::__private::Calls = ::policy::__private::Calls::new(
+                static CALLS: ::policy::__privateN::Calls = ::policy::__privateN::Calls::new(
                     "push_to_index",
                 );
                 &CALLS
             },
-            ::policy::__private::tracing::info_span!(
+            ::policy::__privateN::tracing::info_span!(
                 target : "policy", "push_to_index", operation = "push_to_index", class =
                 "critical", "otel.status_code" =
-                ::policy::__private::tracing::field::Empty, "error.type" =
-                ::policy::__private::tracing::field::Empty,
+                ::policy::__privateN::tracing::field::Empty, "error.type" =
+                ::policy::__privateN::tracing::field::Empty,
             ),
             carrier
                 .body(async move {
-                    let deadline = ::policy::Deadline::for_named(operation)
+                    let deadline = ::policy::__privateN::Deadline::for_named(operation)
                         .map_err(carrier.refused)?;
-                    let outcome = ::policy::retry::retry_within_self_bounded(
+                    let outcome = ::policy::__privateN::retry::retry_within_self_bounded(
                             &deadline,
                             retry,
-                            ::policy::__private::classifier::<Result<(), SearchError>>(),
-                            ::policy::Idempotent::claim(|
-                                ::policy::retry::Attempt { deadline, .. }|
+                            ::policy::__privateN::classifier::<
+                                Result<(), SearchError>,
+                            >(),
+                            ::policy::__privateN::Idempotent::claim(|
+                                ::policy::__privateN::retry::Attempt { deadline, .. }|
                             {
-                                let id = ::policy::__private::RetryArg::for_attempt(&id);
+                                let id = ::policy::__privateN::RetryArg::for_attempt(&id);
                                 carrier
                                     .attempt(async move {
                                         breaker.check()?;

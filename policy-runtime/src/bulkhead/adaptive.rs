@@ -104,65 +104,9 @@ const HEADROOM: f64 = 1.0;
 /// Vegas' probe: `rtt_noload` is measured anew every `PROBE_PER_SLOT × limit` windows.
 const PROBE_PER_SLOT: u64 = 30;
 
-/// The bounds and pace of an adaptive limit; see the [module docs](self).
-///
-/// ```
-/// use std::time::Duration;
-/// use policy_runtime::bulkhead::AdaptiveLimit;
-///
-/// let limit = AdaptiveLimit::new(4, 64).window(Duration::from_millis(250));
-/// assert_eq!((limit.min(), limit.max()), (4, 64));
-/// assert_eq!(limit.window_length(), Duration::from_millis(250));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use]
-pub struct AdaptiveLimit {
-    min: u32,
-    max: u32,
-    window: Duration,
-}
-
-impl AdaptiveLimit {
-    /// How long a measurement window lasts unless set: a tenth of a second.
-    pub const DEFAULT_WINDOW: Duration = Duration::from_millis(100);
-
-    /// A limit that moves between `min` and `max` slots (`min` at least 1, `max` at least
-    /// `min`; the language and the attributes refuse other values with an error, the builder
-    /// clamps them). It starts at `min`.
-    pub fn new(min: u32, max: u32) -> Self {
-        let min = min.max(1);
-        Self {
-            min,
-            max: max.max(min),
-            window: Self::DEFAULT_WINDOW,
-        }
-    }
-
-    /// How long the latency is averaged before the limit moves (at least a millisecond).
-    /// A window with fewer than ten completed calls goes on until it has them.
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window.max(Duration::from_millis(1));
-        self
-    }
-
-    /// The fewest slots.
-    #[must_use]
-    pub fn min(&self) -> u32 {
-        self.min
-    }
-
-    /// The most slots.
-    #[must_use]
-    pub fn max(&self) -> u32 {
-        self.max
-    }
-
-    /// The measurement window.
-    #[must_use]
-    pub fn window_length(&self) -> Duration {
-        self.window
-    }
-}
+/// The bounds and pace of an adaptive limit (see the [module docs](self)): a bulkhead's
+/// setting, defined once in `policy-model`.
+pub use policy_model::AdaptiveLimit;
 
 /// What an adaptive bulkhead measured, in its [`BulkheadSnapshot`](super::BulkheadSnapshot).
 #[derive(Debug, Clone, PartialEq, Serialize)]

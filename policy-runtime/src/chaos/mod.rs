@@ -465,6 +465,7 @@ impl ChaosBuilder {
 /// another breaker.
 #[derive(Debug)]
 #[must_use]
+#[doc(hidden)]
 pub struct Injection<'a> {
     chaos: Option<&'a Chaos>,
     delay: Option<Duration>,
@@ -553,6 +554,7 @@ impl Injection<'_> {
 
 /// An attempt's output an injected error can be made for: a `Result` whose error the chaos's
 /// [error function](error_with) builds.
+#[doc(hidden)]
 pub trait Injectable: Sized {
     /// The injected error as this output, if the chaos builds one of its type.
     fn injected(chaos: &Chaos) -> Option<Self>;

@@ -113,6 +113,7 @@ impl<S> Layer<S> for AfterResponseLayer {
 
 /// The service [`AfterResponseLayer`] makes.
 #[derive(Clone)]
+#[doc(hidden)]
 pub struct AfterResponseService<S> {
     inner: S,
     platform: Option<Arc<dyn Platform>>,
@@ -170,6 +171,7 @@ impl Drop for Release {
 
 pin_project! {
     /// The response future of [`AfterResponseService`].
+    #[doc(hidden)]
     pub struct ResponseFuture<F> {
         #[pin]
         inner: TaskLocalFuture<AfterResponse, F>,
@@ -203,6 +205,7 @@ where
 pin_project! {
     /// A response body that releases its request's deferred work when it is finished: at its
     /// end of stream, or when it is dropped.
+    #[doc(hidden)]
     pub struct AfterResponseBody<B> {
         #[pin]
         inner: B,

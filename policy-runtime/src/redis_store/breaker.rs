@@ -173,6 +173,8 @@ fn accepts(sharing: Sharing, trip: bool) -> bool {
         Sharing::Local => false,
         Sharing::TripsOnly => trip,
         Sharing::Openings { .. } => true,
+        // A way of sharing this store does not know: share nothing.
+        _ => false,
     }
 }
 
@@ -677,6 +679,7 @@ impl Shared {
                 (Sharing::Local, _) => false,
                 (Sharing::TripsOnly, _) => trip,
                 (Sharing::Openings { quorum }, _) => trip || quorum <= 1,
+                _ => false,
             };
             if !shareable {
                 continue;
@@ -911,6 +914,8 @@ impl BreakerStore for RedisStore {
                     ratio: true,
                 });
             }
+            // A way of sharing or a rule this store does not know: nothing is shared.
+            _ => {}
         }
     }
 }

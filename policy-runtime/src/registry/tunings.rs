@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::breaker::{Breaker, OpenAfter};
-use crate::bulkhead::Bulkhead;
+use crate::breaker::{Breaker, BreakerConfig};
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::deadline::OperationDeadline;
 use crate::observe::short_name;
 use crate::retry::{RetryNumbers, RetryPolicy};
@@ -16,9 +16,11 @@ use crate::shedding::{Shedder, Thresholds};
 /// ([`Registry::put_tunings`](super::Registry::put_tunings)) and to each one built later, as it is built.
 #[derive(Debug, Default)]
 pub(crate) struct Tunings {
-    pub(crate) breakers: BTreeMap<String, (OpenAfter, Duration, Duration)>,
+    /// A breaker's configuration in force (its sharing is not tuned: the breaker keeps its own).
+    pub(crate) breakers: BTreeMap<String, BreakerConfig>,
     pub(crate) retries: BTreeMap<String, RetryNumbers>,
-    pub(crate) bulkheads: BTreeMap<String, u32>,
+    /// A bulkhead's configuration in force (of which a running bulkhead changes its slot count).
+    pub(crate) bulkheads: BTreeMap<String, BulkheadConfig>,
     /// By the operation's own name.
     pub(crate) operations: BTreeMap<String, (Duration, Duration)>,
     /// By the operation's own name.
@@ -46,8 +48,8 @@ impl Tunings {
     }
 
     pub(crate) fn apply_to_breaker(&self, breaker: &Breaker) {
-        if let Some(&(open_after, cooldown, max_retry_after)) = self.breakers.get(breaker.name()) {
-            breaker.retune(open_after, cooldown, max_retry_after);
+        if let Some(&config) = self.breakers.get(breaker.name()) {
+            breaker.retune(config);
         }
     }
 
@@ -58,10 +60,10 @@ impl Tunings {
     }
 
     pub(crate) fn apply_to_bulkhead(&self, bulkhead: &Bulkhead) {
-        if let Some(&slots) = self.bulkheads.get(bulkhead.name())
-            && bulkhead.max_concurrent() != slots
+        if let Some(config) = self.bulkheads.get(bulkhead.name())
+            && bulkhead.max_concurrent() != config.max_concurrent
         {
-            bulkhead.set_max_concurrent(slots);
+            bulkhead.set_max_concurrent(config.max_concurrent);
         }
     }
 

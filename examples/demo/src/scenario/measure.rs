@@ -216,7 +216,7 @@ impl SearchLimits {
             registry
                 .find_breaker("search")
                 .map_or(0, |b| match b.snapshot().config.open_after {
-                    policy::OpenAfter::Failures { count, .. } => count,
+                    policy::breaker::OpenAfter::Failures { count, .. } => count,
                     _ => 0,
                 });
         let slots = registry
