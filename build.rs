@@ -1,6 +1,6 @@
 //! Names the facade's hidden module for the attribute macros' expansions after this release's
 //! patch version (`__private0` for 0.1.0), as thiserror and serde do: a path that changes with
-//! every release is one nobody can pin. `policy-macros` writes the same name
+//! every release is one nobody can pin. `velocity-policy-macros` writes the same name
 //! (`concat!("__private", env!("CARGO_PKG_VERSION_PATCH"))`); the two are released together
 //! and the facade depends on the macros' exact version.
 

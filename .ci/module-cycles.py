@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a crate's modules import each other in a circle.
 
-Usage: .ci/module-cycles.py [--list] CRATE_SRC_DIR...   (say, policy-runtime/src)
+Usage: .ci/module-cycles.py [--list] CRATE_SRC_DIR...   (say, velocity-policy-runtime/src)
 
 The module tree is read by following `mod` declarations from `lib.rs` (`#[path]` included).
 An edge is a path a file names: its `use` statements, and the paths written in its code

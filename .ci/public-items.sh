@@ -25,7 +25,7 @@ done
 
 cd "$(dirname "$0")/.."
 # The facade's package, and its crate name (the folder rustdoc writes).
-package=policy
+package=velocity-policy
 crate=${package//-/_}
 target="${CARGO_TARGET_DIR:-target}"
 if [ "$build" = 1 ]; then

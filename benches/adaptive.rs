@@ -13,9 +13,9 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
-use policy::Bulkhead;
-use policy::bulkhead::AdaptiveLimit;
 use tokio::sync::Semaphore;
+use velocity_policy::Bulkhead;
+use velocity_policy::bulkhead::AdaptiveLimit;
 
 fn config() -> Criterion {
     Criterion::default()

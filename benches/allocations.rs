@@ -19,7 +19,7 @@
 
 mod common;
 
-use policy::Deadline;
+use velocity_policy::Deadline;
 
 use common::{
     ATTEMPT_MAX, Contender, Op, REQUEST_BUDGET, call_tower, contenders, expansion, runtime,

@@ -30,7 +30,7 @@ mod common;
 use std::sync::Barrier;
 use std::time::Duration;
 
-use policy::Deadline;
+use velocity_policy::Deadline;
 
 use common::{Contender, Op, REQUEST_BUDGET, contenders, runtime};
 

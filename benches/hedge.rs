@@ -12,9 +12,9 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
-use policy::layer::{BoxError, HedgeLayer, IdempotentLayer};
-use policy::{DeadlineExceeded, Registry, ResilienceError};
 use tower::{Service, ServiceBuilder, ServiceExt};
+use velocity_policy::layer::{BoxError, HedgeLayer, IdempotentLayer};
+use velocity_policy::{DeadlineExceeded, Registry, ResilienceError};
 
 #[derive(Debug)]
 struct Failed;
@@ -31,14 +31,14 @@ impl From<DeadlineExceeded> for Failed {
     }
 }
 
-#[policy::critical(hedge(after = "50ms"), deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::critical(hedge(after = "50ms"), deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn hedged(id: u64) -> Result<u64, Failed> {
     Ok(id + 1)
 }
 
 /// The same operation without its hedge, for what the hedge itself adds.
-#[policy::critical(deadline = "1s")]
+#[velocity_policy::critical(deadline = "1s")]
 async fn unhedged(id: u64) -> Result<u64, Failed> {
     Ok(id + 1)
 }

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use policy::isolate::IsolatedPool;
+use velocity_policy::isolate::IsolatedPool;
 
 /// The work: a checksum over the input, consuming it (as a parser or encoder would).
 fn checksum(input: Vec<u8>) -> u64 {

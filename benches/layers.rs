@@ -3,7 +3,7 @@
 //! `Timeout` + `LoadShed` + `ConcurrencyLimit`, for a service ready at once and one that waits
 //! once. Every number is a time per call, driven in one loop inside one `block_on` on a
 //! current-thread runtime; the bare `service_fn` is the baseline. Allocations per call are
-//! pinned by `policy-runtime/tests/layer_alloc.rs`; see BENCHMARKS.md.
+//! pinned by `velocity-policy-runtime/tests/layer_alloc.rs`; see BENCHMARKS.md.
 //!
 //! After criterion's groups, the same stacks in interleaved rounds (each stack once per round,
 //! `ROUNDS` rounds, each kept at its fastest): criterion measures one stack after another, so
@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use http::{Request, Response};
-use policy::layer::{BoxError, BreakerLayer, BulkheadLayer, DeadlineLayer};
-use policy::{Breaker, Bulkhead};
 use tower::{Service, ServiceBuilder, ServiceExt};
+use velocity_policy::layer::{BoxError, BreakerLayer, BulkheadLayer, DeadlineLayer};
+use velocity_policy::{Breaker, Bulkhead};
 
 fn config() -> Criterion {
     Criterion::default()

@@ -29,7 +29,7 @@ mod common;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
-use policy::Deadline;
+use velocity_policy::Deadline;
 
 use common::{Contender, Op, REQUEST_BUDGET, contenders, runtime};
 

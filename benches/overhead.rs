@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use policy::Deadline;
+use velocity_policy::Deadline;
 
 use common::*;
 
@@ -50,7 +50,7 @@ fn breaker_check(c: &mut Criterion) {
     });
     // What reload support adds to a call: an operation's deadline and minimum budget, and a
     // retry's numbers, each read whole from the cell a reload publishes into.
-    let operation = policy::deadline::OperationDeadline::new(
+    let operation = velocity_policy::deadline::OperationDeadline::new(
         "bench::search",
         Duration::from_secs(2),
         Duration::from_millis(100),
@@ -58,7 +58,7 @@ fn breaker_check(c: &mut Criterion) {
     g.bench_function("operation_deadline_current", |b| {
         b.iter(|| std::hint::black_box(&operation).current())
     });
-    let retry = policy::RetryPolicy::builder("bench").build();
+    let retry = velocity_policy::RetryPolicy::builder("bench").build();
     g.bench_function("retry_numbers", |b| {
         b.iter(|| std::hint::black_box(&retry).numbers())
     });

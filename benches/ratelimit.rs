@@ -14,7 +14,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group};
-use policy::limiter::RateLimiter;
+use velocity_policy::limiter::RateLimiter;
 
 fn config() -> Criterion {
     Criterion::default()

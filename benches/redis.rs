@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use policy::redis_store::RedisStore;
-use policy::{Breaker, Bulkhead, Deadline, RetryPolicy, Sharing, Shedder};
-use policy_testkit::RedisServer;
+use velocity_policy::redis_store::RedisStore;
+use velocity_policy::{Breaker, Bulkhead, Deadline, RetryPolicy, Sharing, Shedder};
+use velocity_policy_testkit::RedisServer;
 
 use common::{ATTEMPT_MAX, Op, Ours, REQUEST_BUDGET, SLOTS, expansion, runtime};
 

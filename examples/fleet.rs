@@ -33,9 +33,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use policy::redis_store::RedisStore;
-use policy::{Breaker, Registry, Sharing};
-use policy_testkit::RedisTcpServer;
+use velocity_policy::redis_store::RedisStore;
+use velocity_policy::{Breaker, Registry, Sharing};
+use velocity_policy_testkit::RedisTcpServer;
 
 /// Each instance's calls per second to the dependency, in every phase.
 const CALLS_PER_SECOND: u64 = 100;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use policy::isolate::{IsolatedPool, measure_crossover};
+use velocity_policy::isolate::{IsolatedPool, measure_crossover};
 
 fn checksum(input: Vec<u8>) -> u64 {
     input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {

@@ -31,12 +31,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use policy::retry::Transient;
-use policy::{
-    Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryAllowance, RetryPolicy, retry_within,
-};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use velocity_policy::retry::Transient;
+use velocity_policy::{
+    Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryAllowance, RetryPolicy, retry_within,
+};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -555,14 +555,14 @@ fn heavy_tail(rng: &mut Rng) -> Duration {
 struct HedgeRow {
     latencies: Vec<Duration>,
     attempts: u64,
-    hedge: Option<policy::hedge::HedgeSnapshot>,
+    hedge: Option<velocity_policy::hedge::HedgeSnapshot>,
 }
 
 /// `HEDGE_CALLS` calls, `HEDGE_ARRIVALS_PER_SEC` a second, each under a 1 s deadline; with a
 /// hedge, through `hedge_within` (every call records its latency, the delay is the recorded
 /// percentile), without, the attempt alone. Counts the attempts that reached the dependency.
-fn hedging(hedge: Option<policy::hedge::Hedge>) -> HedgeRow {
-    use policy::hedge::hedge_within;
+fn hedging(hedge: Option<velocity_policy::hedge::Hedge>) -> HedgeRow {
+    use velocity_policy::hedge::hedge_within;
     let rt = paused_runtime();
     let local = tokio::task::LocalSet::new();
     let rng = Rc::new(std::cell::RefCell::new(Rng(0x9e37_79b9_7f4a_7c15)));
@@ -597,7 +597,7 @@ fn hedging(hedge: Option<policy::hedge::Hedge>) -> HedgeRow {
                     Some(hedge) => hedge_within(
                         &deadline,
                         hedge,
-                        Idempotent::claim(|_: policy::retry::Attempt| attempt()),
+                        Idempotent::claim(|_: velocity_policy::retry::Attempt| attempt()),
                     )
                     .await
                     .unwrap(),
@@ -632,7 +632,7 @@ fn scenario_hedging() {
         (
             "hedge after the operation's p95 (`hedge(after = \"p95\", max = 2)`)",
             Some(
-                policy::hedge::Hedge::builder("tail")
+                velocity_policy::hedge::Hedge::builder("tail")
                     .percentile(95.0)
                     .max(2)
                     .build(),
@@ -641,7 +641,7 @@ fn scenario_hedging() {
         (
             "hedge after a fixed 30 ms (`hedge(after = \"30ms\")`)",
             Some(
-                policy::hedge::Hedge::builder("fixed")
+                velocity_policy::hedge::Hedge::builder("fixed")
                     .after(30 * MS)
                     .build(),
             ),
@@ -713,8 +713,8 @@ fn poisson_gap(rng: &mut Rng, per_sec: f64) -> Duration {
 /// `CAPACITY_BEFORE` calls at once, each in 20 ms, then `CAPACITY_AFTER` from
 /// `CAPACITY_DROP_AT` on; calls past its capacity wait inside it.
 fn capacity_drop(bulkhead: Bulkhead) -> CapacityDrop {
-    use policy_testkit::capacity::Capacity;
     use std::cell::RefCell;
+    use velocity_policy_testkit::capacity::Capacity;
 
     let rt = paused_runtime();
     let local = tokio::task::LocalSet::new();
@@ -829,7 +829,7 @@ fn converged_after(limits: &[u32]) -> Option<Duration> {
 }
 
 fn scenario_adaptive() {
-    use policy::bulkhead::AdaptiveLimit;
+    use velocity_policy::bulkhead::AdaptiveLimit;
 
     println!(
         "## 5. The adaptive bulkhead: the dependency's capacity drops from {CAPACITY_BEFORE} to {CAPACITY_AFTER} concurrent calls\n\nRoutes A (to dependency X, behind the bulkhead) and B (to Y, {} ms) share a pool of {ADAPTIVE_POOL} workers; requests arrive at random, {A_PER_SEC} a second on A and {B_PER_SEC} on B, for {} s. X serves {CAPACITY_BEFORE} calls at once, each in {} ms, and {CAPACITY_AFTER} from {} s on; calls past its capacity wait inside it. The bulkhead is asked before the pool and does not queue. \"Before\" is from 1 s to the drop, \"after\" from 2 s after it to the end (tokio's paused clock).\n",

@@ -21,12 +21,12 @@
 //! The mechanism layers' error is tower's [`BoxError`]: downcast it to
 //! [`ResilienceError`](crate::ResilienceError) or [`DeadlineExceeded`](crate::DeadlineExceeded);
 //! anything else is the service's own error. Each layer's service and response future, which
-//! code rarely names, are documented with the layer in `policy-runtime`'s `layer` module.
+//! code rarely names, are documented with the layer in `velocity-policy-runtime`'s `layer` module.
 //!
 //! ```
 //! use std::time::Duration;
-//! use policy::layer::{BoxError, BreakerLayer, BulkheadLayer};
-//! use policy::{RefusalKind, Registry, ResilienceError};
+//! use velocity_policy::layer::{BoxError, BreakerLayer, BulkheadLayer};
+//! use velocity_policy::{RefusalKind, Registry, ResilienceError};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -50,15 +50,15 @@
 //! ```
 
 #[cfg(feature = "chaos")]
-pub use policy_runtime::layer::ChaosLayer;
-pub use policy_runtime::layer::RateLimitLayer;
-pub use policy_runtime::layer::{
+pub use velocity_policy_runtime::layer::ChaosLayer;
+pub use velocity_policy_runtime::layer::RateLimitLayer;
+pub use velocity_policy_runtime::layer::{
     BoxError, BreakerLayer, BulkheadLayer, ClaimedIdempotent, Classify, ErrorsAreFailures,
     HedgeLayer, IdempotentLayer, OperationLayer, RetryClassify, RetryLayer, ShedLayer,
     TransientErrors,
 };
 #[cfg(feature = "http")]
-pub use policy_runtime::layer::{
+pub use velocity_policy_runtime::layer::{
     CriticalityLayer, DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer,
     deadline::{HeaderTrust, IsInternal, MissingDeadlineLayer},
 };
@@ -67,7 +67,7 @@ pub use policy_runtime::layer::{
 /// [`PropagateDeadlineLayer`] writes, and the parser of the millisecond header.
 #[cfg(feature = "http")]
 pub mod deadline {
-    pub use policy_runtime::layer::deadline::{
+    pub use velocity_policy_runtime::layer::deadline::{
         DEADLINE_MS_HEADER, GRPC_TIMEOUT_HEADER, parse_ms_header,
     };
 }

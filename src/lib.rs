@@ -12,36 +12,36 @@ pub mod guide;
 pub struct ReadmeDoctests;
 
 // The face: a chosen list, not the runtime's `*` (`.ci/public-items.sh` counts it). Whatever
-// is left out stays in `policy-runtime`, documented there.
+// is left out stays in `velocity-policy-runtime`, documented there.
 
 // The attributes.
-pub use policy_macros::{
+pub use velocity_policy_macros::{
     background, critical, deferred, idempotent, isolate, operation, resilient,
 };
 
 /// A `.policy` operation as a tower layer, over the registry entries the attributes use:
-/// `policy::operation_layer!("index_document")`. See [`layer::OperationLayer`].
+/// `velocity_policy::operation_layer!("index_document")`. See [`layer::OperationLayer`].
 #[cfg(feature = "tower")]
-pub use policy_macros::operation_layer;
+pub use velocity_policy_macros::operation_layer;
 
 // The request's budget, and the errors that say whether the work ran.
-pub use policy_runtime::{
+pub use velocity_policy_runtime::{
     CallError, Deadline, DeadlineExceeded, OpenCause, RefusalKind, RefusalReason, ResilienceError,
     ShedReason,
 };
 // Each mechanism's type (its builder, settings and snapshot are in its module), and the
 // registry they share with the layers.
-pub use policy_runtime::{
+pub use velocity_policy_runtime::{
     Breaker, Bulkhead, Idempotent, Registry, RetryAllowance, RetryPolicy, Sharing, Shedder,
     Snapshot, Transient, WorkClass, retry_within,
 };
 // Work the caller does not wait for: each a function and a module of the same name.
 #[cfg(feature = "http")]
-pub use policy_runtime::AfterResponseLayer;
-pub use policy_runtime::{AfterResponse, background, defer};
+pub use velocity_policy_runtime::AfterResponseLayer;
+pub use velocity_policy_runtime::{AfterResponse, background, defer};
 
 // One module per mechanism.
-pub use policy_runtime::{
+pub use velocity_policy_runtime::{
     breaker, bulkhead, criticality, deadline, fallback, hedge, isolate, limiter, observe, queue,
     retry, shedding,
 };
@@ -50,27 +50,27 @@ pub mod layer;
 
 // The optional modules, each behind its feature.
 #[cfg(feature = "delivery")]
-pub use policy_delivery::image_dimensions;
+pub use velocity_policy_delivery::image_dimensions;
 #[cfg(feature = "delivery")]
-pub use policy_delivery::locality;
+pub use velocity_policy_delivery::locality;
 #[cfg(feature = "chaos")]
-pub use policy_runtime::chaos;
+pub use velocity_policy_runtime::chaos;
 #[cfg(feature = "http")]
-pub use policy_runtime::client;
+pub use velocity_policy_runtime::client;
 #[cfg(feature = "dashboard")]
-pub use policy_runtime::dashboard;
+pub use velocity_policy_runtime::dashboard;
 #[cfg(feature = "tonic")]
-pub use policy_runtime::grpc;
+pub use velocity_policy_runtime::grpc;
 #[cfg(feature = "metrics")]
-pub use policy_runtime::otel;
+pub use velocity_policy_runtime::otel;
 #[cfg(feature = "overrides")]
-pub use policy_runtime::overrides;
+pub use velocity_policy_runtime::overrides;
 #[cfg(feature = "redis")]
-pub use policy_runtime::redis_store;
+pub use velocity_policy_runtime::redis_store;
 
 // This crate under its package name, for attributes used inside it: their expansions write
-// `::policy::__private<patch>::..`, the facade's name being "itself" here.
-extern crate self as policy;
+// `::velocity_policy::__private<patch>::..`, the facade's name being "itself" here.
+extern crate self as velocity_policy;
 
 // What the expansions call: `src/private.rs`, public as `__private<patch>` (named by build.rs).
 mod private;

@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
-use policy::layer::{BoxError, BulkheadLayer};
-use policy::{DeadlineExceeded, Registry, ResilienceError};
-use policy_testkit::capacity::Capacity;
 use tower::{Layer, Service, ServiceExt};
+use velocity_policy::layer::{BoxError, BulkheadLayer};
+use velocity_policy::{DeadlineExceeded, Registry, ResilienceError};
+use velocity_policy_testkit::capacity::Capacity;
 
 #[derive(Debug)]
 enum AppError {
@@ -34,13 +34,13 @@ impl From<DeadlineExceeded> for AppError {
 }
 
 /// Binds by name to the file's operation: its adaptive bulkhead applies.
-#[policy::operation("call_partner")]
+#[velocity_policy::operation("call_partner")]
 async fn call_partner(partner: Capacity) -> Result<Duration, AppError> {
     Ok(partner.call().await)
 }
 
 /// An inline adaptive bulkhead.
-#[policy::critical(bulkhead(adaptive(min = 3, max = 12)), deadline = "1s")]
+#[velocity_policy::critical(bulkhead(adaptive(min = 3, max = 12)), deadline = "1s")]
 async fn call_inline(partner: Capacity) -> Result<Duration, AppError> {
     Ok(partner.call().await)
 }
@@ -90,13 +90,14 @@ async fn the_file_the_operation_layer_and_a_bulkhead_layer_share_one_adaptive_li
             async move { Ok::<_, BoxError>(call.await) }
         }
     }));
-    let mut operation = policy::operation_layer!("call_partner").layer(tower::service_fn({
-        let partner = partner.clone();
-        move |()| {
-            let call = partner.call();
-            async move { Ok::<_, BoxError>(call.await) }
-        }
-    }));
+    let mut operation =
+        velocity_policy::operation_layer!("call_partner").layer(tower::service_fn({
+            let partner = partner.clone();
+            move |()| {
+                let call = partner.call();
+                async move { Ok::<_, BoxError>(call.await) }
+            }
+        }));
     let mut through_layers = 0;
     let end = tokio::time::Instant::now() + Duration::from_secs(3);
     while tokio::time::Instant::now() < end {
@@ -160,7 +161,7 @@ async fn an_inline_adaptive_bulkhead_stays_within_its_bounds() {
     assert_eq!(row.max_concurrent, 12, "grown to max, and no further");
 }
 
-#[policy::critical(bulkhead(adaptive(min = 4, max = 64)), deadline = "1s")]
+#[velocity_policy::critical(bulkhead(adaptive(min = 4, max = 64)), deadline = "1s")]
 async fn admitted(id: u64) -> Result<u64, AppError> {
     Ok(id)
 }

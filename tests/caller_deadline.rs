@@ -4,13 +4,13 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use policy::{CallError, Deadline, Registry};
 use tokio::time::sleep;
+use velocity_policy::{CallError, Deadline, Registry};
 
 static CALLS: AtomicU32 = AtomicU32::new(0);
 
 /// The profile store answers in 130 ms; the lookup's own deadline is 150 ms.
-#[policy::resilient(breaker = "profiles", deadline = "150ms")]
+#[velocity_policy::resilient(breaker = "profiles", deadline = "150ms")]
 async fn lookup_profile() -> Result<u32, CallError<()>> {
     CALLS.fetch_add(1, Ordering::SeqCst);
     sleep(Duration::from_millis(130)).await;

@@ -3,7 +3,7 @@
 //! counts them, the deadline bounds them, retries see them, hedges race them), a drill is
 //! switched at run time through the registry, keeps to its window and share of instances, and
 //! is visible as injected in events, metrics and the snapshot. Drills inject only in a process
-//! that armed them (`chaos::arm()`, off by default: policy-runtime's tests/chaos_armed.rs), so
+//! that armed them (`chaos::arm()`, off by default: velocity-policy-runtime's tests/chaos_armed.rs), so
 //! every test here arms them first.
 #![allow(
     clippy::panic,
@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use policy::chaos::{self, FaultKind};
-use policy::{DeadlineExceeded, RefusalKind, RefusalReason, Registry, ResilienceError};
 use tokio::time::Instant;
+use velocity_policy::chaos::{self, FaultKind};
+use velocity_policy::{DeadlineExceeded, RefusalKind, RefusalReason, Registry, ResilienceError};
 
 #[derive(Debug)]
 enum AppError {
@@ -41,7 +41,7 @@ impl From<DeadlineExceeded> for AppError {
     }
 }
 
-impl policy::Transient for AppError {
+impl velocity_policy::Transient for AppError {
     fn is_transient(&self) -> bool {
         matches!(self, Self::Injected | Self::TimedOut)
     }
@@ -74,7 +74,7 @@ fn injected(name: &str, kind: FaultKind) -> u64 {
         .map_or(0, |f| f.injected)
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 3, within = "30s", cooldown = "10s"),
     chaos = "breaker_drill",
     deadline = "1s"
@@ -106,7 +106,7 @@ async fn the_breaker_counts_injected_failures_and_opens() {
     );
 }
 
-fn last_cause(function: &str) -> policy::OpenCause {
+fn last_cause(function: &str) -> velocity_policy::OpenCause {
     Registry::global()
         .find_breaker(&format!("{}::{function}", module_path!()))
         .unwrap()
@@ -115,7 +115,7 @@ fn last_cause(function: &str) -> policy::OpenCause {
         .unwrap()
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 2, within = "30s", cooldown = "10s"),
     chaos = "marked_drill",
     deadline = "1s"
@@ -159,7 +159,7 @@ async fn an_opening_from_injected_failures_says_it_was_a_drill() {
     }
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 2, within = "30s", cooldown = "10s"),
     chaos = "mixed_drill",
     deadline = "1s"
@@ -203,7 +203,7 @@ async fn the_failure_that_opens_decides_whether_the_opening_was_a_drill() {
     assert_eq!(real.calls(), 1, "only the broken call was real");
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 1, within = "30s", cooldown = "10s"),
     chaos = "slow_marked_drill",
     deadline = "1s"
@@ -238,7 +238,7 @@ fn a_mark_is_for_one_breaker_and_one_failure() {
         .unwrap();
     let _in_runtime = runtime.enter();
     let open_after = |failures| {
-        policy::Breaker::builder("mark")
+        velocity_policy::Breaker::builder("mark")
             .open_after_failures(failures, Duration::from_secs(30))
             .build()
     };
@@ -259,7 +259,7 @@ fn a_mark_is_for_one_breaker_and_one_failure() {
     );
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 1, within = "30s", cooldown = "10s"),
     chaos = "stale_mark_drill",
     deadline = "1s"
@@ -284,7 +284,7 @@ async fn a_callers_expiry_in_injected_latency_leaves_no_mark_on_the_next_failure
     );
     let drill = Registry::global().chaos("stale_mark_drill");
     drill.enable();
-    let outcome = policy::Deadline::from_caller(Duration::from_millis(100))
+    let outcome = velocity_policy::Deadline::from_caller(Duration::from_millis(100))
         .scope(stale_mark(real.clone(), false))
         .await;
     assert!(matches!(outcome, Err(AppError::TimedOut)), "{outcome:?}");
@@ -303,7 +303,7 @@ async fn a_callers_expiry_in_injected_latency_leaves_no_mark_on_the_next_failure
     assert_eq!(cause.code(), "failures");
 }
 
-#[policy::critical(chaos = "always_slow", deadline = "1s")]
+#[velocity_policy::critical(chaos = "always_slow", deadline = "1s")]
 async fn bounded(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -326,12 +326,12 @@ async fn the_deadline_bounds_injected_latency() {
     assert_eq!(injected("always_slow", FaultKind::Latency), 1);
 }
 
-#[policy::critical(
+#[velocity_policy::critical(
     retry(attempts = 3, base = "1ms", cap = "2ms"),
     chaos = "always_fails",
     deadline = "1s"
 )]
-#[policy::idempotent]
+#[velocity_policy::idempotent]
 async fn retried(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -354,8 +354,8 @@ async fn retries_see_injected_errors() {
     assert_eq!(real.calls(), 0);
 }
 
-#[policy::critical(hedge(after = "50ms"), chaos = "first_slow", deadline = "2s")]
-#[policy::idempotent]
+#[velocity_policy::critical(hedge(after = "50ms"), chaos = "first_slow", deadline = "2s")]
+#[velocity_policy::idempotent]
 async fn hedged(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -381,7 +381,7 @@ async fn a_hedge_races_injected_latency() {
     assert_eq!(injected("first_slow", FaultKind::Latency), 1);
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 1, within = "30s", cooldown = "10s"),
     chaos = "refuses",
     deadline = "1s"
@@ -418,7 +418,7 @@ async fn an_injected_refusal_never_runs_the_work_and_is_marked_injected() {
     assert!(breaker.check().is_ok());
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 5, within = "30s", cooldown = "10s"),
     chaos = "backs_off",
     deadline = "1s"
@@ -458,7 +458,7 @@ async fn an_injected_429_trips_the_breaker_for_its_retry_after() {
     assert_eq!(told_to_back_off(real.clone()).await.unwrap(), 1);
 }
 
-#[policy::critical(chaos = "drill_window", deadline = "1s")]
+#[velocity_policy::critical(chaos = "drill_window", deadline = "1s")]
 async fn windowed(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -480,7 +480,7 @@ async fn a_drill_keeps_to_its_window_on_tokios_clock() {
     assert_eq!(injected("drill_window", FaultKind::Error), 1);
 }
 
-#[policy::critical(chaos = "declared_off", deadline = "1s")]
+#[velocity_policy::critical(chaos = "declared_off", deadline = "1s")]
 async fn switched(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -523,7 +523,7 @@ async fn a_drill_is_switched_at_run_time_through_the_registry() {
     assert_eq!(snapshot.faults[0].injected, 1 + 2);
 }
 
-#[policy::critical(chaos = "on_no_instance", deadline = "1s")]
+#[velocity_policy::critical(chaos = "on_no_instance", deadline = "1s")]
 async fn elsewhere(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -550,7 +550,7 @@ async fn a_share_of_instances_is_decided_by_the_instance_id() {
 }
 
 /// Bound to the file's `operation filed_drill { chaos = always_fails }` by its name.
-#[policy::critical]
+#[velocity_policy::critical]
 async fn filed_drill(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -572,8 +572,8 @@ async fn a_policy_operation_names_its_drill() {
 fn every_injected_fault_is_an_event_and_a_metric_marked_injected() {
     chaos::arm();
     use metrics_util::debugging::DebuggingRecorder;
-    use policy_testkit::captured::Captured;
-    use policy_testkit::recorder::{Recorded, with_recorder};
+    use velocity_policy_testkit::captured::Captured;
+    use velocity_policy_testkit::recorder::{Recorded, with_recorder};
 
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
@@ -630,7 +630,7 @@ fn every_injected_fault_is_an_event_and_a_metric_marked_injected() {
 }
 
 #[cfg(feature = "metrics")]
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 1, within = "30s", cooldown = "10s"),
     chaos = "logged_open_drill",
     deadline = "1s"
@@ -640,7 +640,7 @@ async fn logged_open(real: Real) -> Result<u32, AppError> {
 }
 
 #[cfg(feature = "metrics")]
-#[policy::critical(chaos = "metered_drill", deadline = "100ms")]
+#[velocity_policy::critical(chaos = "metered_drill", deadline = "100ms")]
 async fn metered(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -651,17 +651,17 @@ mod layers {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
-    use policy::chaos::{Fault, FaultKind, InjectedError};
-    use policy::layer::BoxError;
-    use policy::{RefusalKind, Registry, ResilienceError};
     use tokio::time::Instant;
     use tower::{Layer, Service, ServiceExt};
+    use velocity_policy::chaos::{Fault, FaultKind, InjectedError};
+    use velocity_policy::layer::BoxError;
+    use velocity_policy::{RefusalKind, Registry, ResilienceError};
 
     /// The `.policy` operation's layer: its drill is the registry's (switched on here), drawn
     /// after the breaker's check, and the breaker counts what it injects.
     #[tokio::test(start_paused = true)]
     async fn an_operation_layer_applies_its_drill_inside_the_breaker() {
-        policy::chaos::arm();
+        velocity_policy::chaos::arm();
         let calls = Arc::new(AtomicU32::new(0));
         let service = {
             let calls = calls.clone();
@@ -673,7 +673,7 @@ mod layers {
                 }
             })
         };
-        let mut layered = policy::operation_layer!("layered_lookup").layer(service);
+        let mut layered = velocity_policy::operation_layer!("layered_lookup").layer(service);
         // Declared off: the real call.
         assert_eq!(layered.ready().await.unwrap().call(()).await.unwrap(), 7);
         Registry::global().chaos("layered_drill").enable();
@@ -710,20 +710,20 @@ mod layers {
     /// A standalone `ChaosLayer` below a deadline: injected latency is bounded by it.
     #[tokio::test(start_paused = true)]
     async fn a_chaos_layer_waits_inside_the_deadline() {
-        policy::chaos::arm();
-        let drill = policy::chaos::Chaos::builder("layer_latency")
+        velocity_policy::chaos::arm();
+        let drill = velocity_policy::chaos::Chaos::builder("layer_latency")
             .fault(
-                Fault::Latency(policy::chaos::Latency::Fixed {
+                Fault::Latency(velocity_policy::chaos::Latency::Fixed {
                     delay: Duration::from_secs(3),
                 }),
                 1.0,
             )
             .build();
         let mut service = tower::ServiceBuilder::new()
-            .layer(policy::layer::ChaosLayer::new(drill.clone()))
+            .layer(velocity_policy::layer::ChaosLayer::new(drill.clone()))
             .service_fn(|()| async { Ok::<u32, BoxError>(7) });
         let at = Instant::now();
-        let ran = policy::Deadline::after(Duration::from_millis(200))
+        let ran = velocity_policy::Deadline::after(Duration::from_millis(200))
             .run(service.ready().await.unwrap().call(()))
             .await;
         assert!(ran.is_err(), "the deadline passed first");
@@ -733,7 +733,7 @@ mod layers {
     }
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 5, within = "30s", cooldown = "20s"),
     bulkhead(max_concurrent = 8),
     chaos = "idle_drill",
@@ -765,7 +765,7 @@ fn a_drill_that_is_off_allocates_nothing_per_call() {
     assert_eq!(calls.count_total, 0, "{calls:?}");
 }
 
-#[policy::critical(chaos = "early_switch", deadline = "1s")]
+#[velocity_policy::critical(chaos = "early_switch", deadline = "1s")]
 async fn early(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -786,7 +786,7 @@ async fn a_switch_made_before_the_first_call_is_kept_and_the_declared_faults_fil
 }
 
 #[cfg(feature = "overrides")]
-#[policy::critical(chaos = "staging_drill", deadline = "1s")]
+#[velocity_policy::critical(chaos = "staging_drill", deadline = "1s")]
 async fn staged(real: Real) -> Result<u32, AppError> {
     Ok(real.call(10).await)
 }
@@ -797,7 +797,7 @@ async fn staged(real: Real) -> Result<u32, AppError> {
 #[tokio::test(start_paused = true)]
 async fn an_environments_overrides_switch_a_drill_and_its_rates() {
     chaos::arm();
-    use policy::overrides::Overrides;
+    use velocity_policy::overrides::Overrides;
     Registry::global().chaos_error_for("staging_drill", || AppError::Injected);
     let staging = std::env::temp_dir().join(format!("policy-chaos-staging-{}", std::process::id()));
     std::fs::create_dir_all(&staging).unwrap();

@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
-use policy::{DeadlineExceeded, RefusalKind, Registry, ResilienceError, Transient};
-use policy_testkit::fake::{Behaviour, FakeDependency, FakeError, Phase};
 use tokio::time::Instant;
+use velocity_policy::{DeadlineExceeded, RefusalKind, Registry, ResilienceError, Transient};
+use velocity_policy_testkit::fake::{Behaviour, FakeDependency, FakeError, Phase};
 
 #[derive(Debug, thiserror::Error)]
 enum AppError {
@@ -39,7 +39,7 @@ fn refusal(result: Result<u64, AppError>) -> RefusalKind {
     }
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 3, within = "30s", cooldown = "10s"),
     deadline = "1s"
 )]
@@ -97,7 +97,7 @@ async fn the_breaker_opens_after_the_dependency_goes_down_and_closes_once_it_is_
     assert!(!breaker_state().contains("Open"), "{}", breaker_state());
 }
 
-#[policy::resilient(deadline = "300ms")]
+#[velocity_policy::resilient(deadline = "300ms")]
 async fn bounded(dep: &FakeDependency) -> Result<u64, AppError> {
     Ok(dep.call().await?.call)
 }
@@ -115,8 +115,8 @@ async fn the_deadline_bounds_a_slow_dependency_and_the_call_is_given_up() {
     );
 }
 
-#[policy::resilient(retry(attempts = 3, base = "1ms", cap = "2ms"), deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry(attempts = 3, base = "1ms", cap = "2ms"), deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn retried(dep: &FakeDependency) -> Result<u64, AppError> {
     Ok(dep.call().await?.call)
 }

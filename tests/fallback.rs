@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use policy::fallback::{Privileges, degrade};
-use policy::{CallError, DeadlineExceeded, RefusalKind, Registry, ResilienceError};
+use velocity_policy::fallback::{Privileges, degrade};
+use velocity_policy::{CallError, DeadlineExceeded, RefusalKind, Registry, ResilienceError};
 
 #[derive(Debug, Clone, PartialEq)]
 enum AppError {
@@ -58,7 +58,7 @@ fn default_price(id: &u64, _fail: &bool, reason: CallError<AppError>) -> Result<
     Ok(format!("default price for {id} ({})", seen(&reason)))
 }
 
-#[policy::critical(
+#[velocity_policy::critical(
     breaker(failures = 1, within = "10s", cooldown = "10s"),
     deadline = "1s",
     fallback = "default_price"
@@ -95,7 +95,7 @@ fn later(
     }
 }
 
-#[policy::critical(bulkhead(max_concurrent = 1), deadline = "1s", fallback = "later")]
+#[velocity_policy::critical(bulkhead(max_concurrent = 1), deadline = "1s", fallback = "later")]
 async fn export(release: Arc<tokio::sync::Notify>) -> Result<&'static str, AppError> {
     release.notified().await;
     Ok("exported")
@@ -117,7 +117,7 @@ fn cached_feed(_slow: &bool, reason: CallError<AppError>) -> Result<Vec<u32>, Ap
     Ok(vec![u32::from(seen(&reason) == "expired"), 0])
 }
 
-#[policy::critical(deadline = "100ms", fallback = "cached_feed", fallback_on_failure)]
+#[velocity_policy::critical(deadline = "100ms", fallback = "cached_feed", fallback_on_failure)]
 async fn feed(slow: bool) -> Result<Vec<u32>, AppError> {
     if slow {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -140,7 +140,7 @@ async fn an_expired_deadline_and_asked_for_failures_are_answered() {
 
 static INNER_CALLS: AtomicU32 = AtomicU32::new(0);
 
-#[policy::critical(bulkhead(max_concurrent = 1), deadline = "1s")]
+#[velocity_policy::critical(bulkhead(max_concurrent = 1), deadline = "1s")]
 async fn inner_lookup(hold: Arc<tokio::sync::Notify>) -> Result<u32, AppError> {
     INNER_CALLS.fetch_add(1, Ordering::SeqCst);
     hold.notified().await;
@@ -151,7 +151,7 @@ fn outer_fallback(_: &Arc<tokio::sync::Notify>, _: CallError<AppError>) -> Resul
     Ok(99)
 }
 
-#[policy::critical(deadline = "1s", fallback = "outer_fallback")]
+#[velocity_policy::critical(deadline = "1s", fallback = "outer_fallback")]
 async fn outer_page(hold: Arc<tokio::sync::Notify>) -> Result<u32, AppError> {
     inner_lookup(hold).await
 }
@@ -177,7 +177,7 @@ async fn a_nested_call_does_not_use_its_callers_fallback() {
 
 static PROFILE_DOWN: AtomicBool = AtomicBool::new(false);
 
-#[policy::critical(deadline = "1s", stale_if_error = "5m")]
+#[velocity_policy::critical(deadline = "1s", stale_if_error = "5m")]
 async fn profile(user: u64) -> Result<String, AppError> {
     if PROFILE_DOWN.load(Ordering::SeqCst) {
         Err(AppError::Store)
@@ -258,7 +258,7 @@ fn no_recommendations(_: &u64, reason: CallError<AppError>) -> Result<Vec<u64>, 
     Ok(Vec::new())
 }
 
-#[policy::operation("slow_recommendations")]
+#[velocity_policy::operation("slow_recommendations")]
 async fn recommendations(user: u64) -> Result<Vec<u64>, AppError> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     Ok(vec![user])

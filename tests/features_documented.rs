@@ -10,10 +10,10 @@ use std::path::Path;
 /// The library crates, by folder from the workspace root (the facade is `.`).
 const CRATES: &[&str] = &[
     ".",
-    "policy-runtime",
-    "policy-delivery",
-    "policy-model",
-    "policy-testkit",
+    "velocity-policy-runtime",
+    "velocity-policy-delivery",
+    "velocity-policy-model",
+    "velocity-policy-testkit",
 ];
 
 /// The features of a `Cargo.toml`'s `[features]` table without a `## ` comment right above them.
@@ -135,12 +135,12 @@ fn the_facade_and_the_runtime_have_the_chosen_features() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let read = |path: &str| std::fs::read_to_string(root.join(path)).expect("Cargo.toml");
     let facade = feature_names(&read("Cargo.toml"));
-    let runtime = feature_names(&read("policy-runtime/Cargo.toml"));
+    let runtime = feature_names(&read("velocity-policy-runtime/Cargo.toml"));
     let mut want: Vec<&str> = mechanisms.iter().chain(&integrations).copied().collect();
     want.push("delivery");
     assert_eq!(facade, want, "the facade's features");
     want.pop();
-    // `test-registry`: tests only (policy-testkit's `isolation`), not a user's feature.
+    // `test-registry`: tests only (velocity-policy-testkit's `isolation`), not a user's feature.
     want.push("test-registry");
     assert_eq!(runtime, want, "the runtime's features");
 }

@@ -24,16 +24,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use policy::grpc::{REFUSAL_HEADER, RETRY_PUSHBACK_HEADER};
-use policy::layer::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
-use policy::{
-    Breaker, Bulkhead, CallError, Deadline, Idempotent, RefusalKind, Registry, RetryPolicy,
-    retry_within,
-};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Response, Status};
+use velocity_policy::grpc::{REFUSAL_HEADER, RETRY_PUSHBACK_HEADER};
+use velocity_policy::layer::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
+use velocity_policy::{
+    Breaker, Bulkhead, CallError, Deadline, Idempotent, RefusalKind, Registry, RetryPolicy,
+    retry_within,
+};
 use wire::{Answer, Ask, Handler, Reply};
 
 /// What A keeps of its budget for itself when it calls B.
@@ -62,7 +62,7 @@ impl B {
     }
 
     /// Behind a breaker: its refusal is `UNAVAILABLE` with the pushback.
-    #[policy::resilient(
+    #[velocity_policy::resilient(
         breaker(failures = 5, within = "30s", cooldown = "10s"),
         deadline = "1s"
     )]
@@ -71,20 +71,20 @@ impl B {
     }
 
     /// Behind a bulkhead of one slot: its refusal is `RESOURCE_EXHAUSTED`.
-    #[policy::critical(bulkhead(max_concurrent = 1, max_queued = 0), deadline = "1s")]
+    #[velocity_policy::critical(bulkhead(max_concurrent = 1, max_queued = 0), deadline = "1s")]
     async fn crowded(&self, _request: Request<Ask>) -> Result<Response<Answer>, Status> {
         Ok(Response::new(Answer::default()))
     }
 
     /// Never answers within its 50 ms: the expiry is `DEADLINE_EXCEEDED`.
-    #[policy::critical(deadline = "50ms")]
+    #[velocity_policy::critical(deadline = "50ms")]
     async fn stuck(&self, _request: Request<Ask>) -> Result<Response<Answer>, Status> {
         std::future::pending::<()>().await;
         Ok(Response::new(Answer::default()))
     }
 
     /// Behind a breaker the retry test trips: refused with a pushback until it closes.
-    #[policy::resilient(
+    #[velocity_policy::resilient(
         breaker(failures = 5, within = "30s", cooldown = "10s"),
         deadline = "1s"
     )]
@@ -462,7 +462,7 @@ struct QuoteService {
 #[tonic::async_trait]
 impl Quotes for QuoteService {
     /// The attribute on the trait method itself, under `#[async_trait]`.
-    #[policy::resilient(
+    #[velocity_policy::resilient(
         breaker(failures = 5, within = "30s", cooldown = "10s"),
         deadline = "1s"
     )]
@@ -476,7 +476,7 @@ impl Quotes for QuoteService {
     }
 
     /// Never answers within its 30 ms.
-    #[policy::critical(deadline = "30ms")]
+    #[velocity_policy::critical(deadline = "30ms")]
     async fn reserve(&self, _request: Request<Ask>) -> Result<Response<Answer>, Status> {
         std::future::pending::<()>().await;
         Ok(Response::new(Answer::default()))

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use policy::{DeadlineExceeded, RefusalKind, Registry, ResilienceError};
 use tokio::time::Instant;
+use velocity_policy::{DeadlineExceeded, RefusalKind, Registry, ResilienceError};
 
 #[derive(Debug)]
 enum AppError {
@@ -33,7 +33,7 @@ impl From<DeadlineExceeded> for AppError {
     }
 }
 
-impl policy::Transient for AppError {
+impl velocity_policy::Transient for AppError {
     fn is_transient(&self) -> bool {
         matches!(self, Self::TimedOut)
     }
@@ -77,8 +77,8 @@ impl Drop for Alive {
     }
 }
 
-#[policy::critical(hedge(after = "50ms", max = 2), deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::critical(hedge(after = "50ms", max = 2), deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn fetch(dependency: Dependency) -> Result<u32, AppError> {
     Ok(dependency.call().await)
 }
@@ -117,13 +117,13 @@ fn fetch_hedge_name() -> &'static str {
 }
 
 /// One slot and no queue: the hedge cannot get a permit while the first attempt holds it.
-#[policy::critical(
+#[velocity_policy::critical(
     hedge(after = "50ms"),
     bulkhead(max_concurrent = 1),
     breaker(failures = 1, within = "10s", cooldown = "5s"),
     deadline = "1s"
 )]
-#[policy::idempotent]
+#[velocity_policy::idempotent]
 async fn guarded(dependency: Dependency, fail: bool) -> Result<u32, AppError> {
     if fail {
         return Err(AppError::TimedOut);
@@ -166,7 +166,7 @@ async fn each_hedge_goes_through_the_bulkhead_and_the_breaker_and_a_refusal_is_n
 
 /// Bound by name to `hedged_lookup` in tests/policies/service.policy: its retry and its
 /// hedge, which share the retry's allowance.
-#[policy::operation("hedged_lookup")]
+#[velocity_policy::operation("hedged_lookup")]
 async fn hedged_lookup(dependency: Dependency) -> Result<u32, AppError> {
     Ok(dependency.call().await)
 }
@@ -214,16 +214,16 @@ async fn a_policy_files_hedge_follows_its_percentile_and_draws_from_the_retrys_a
 }
 
 /// Names the file's hedge; the tower layer below shares it by name.
-#[policy::critical(hedge = "shared_tail", deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::critical(hedge = "shared_tail", deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn shared(dependency: Dependency) -> Result<u32, AppError> {
     Ok(dependency.call().await)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_hedge_layer_shares_the_attributes_hedge_and_goes_through_the_bulkhead_below_it() {
-    use policy::layer::{BoxError, BulkheadLayer, HedgeLayer, IdempotentLayer};
     use tower::{Service, ServiceBuilder, ServiceExt};
+    use velocity_policy::layer::{BoxError, BulkheadLayer, HedgeLayer, IdempotentLayer};
 
     let dependency = Dependency::new(&[300, 10]);
     assert_eq!(shared(dependency).await.unwrap(), 2);
@@ -273,8 +273,8 @@ async fn a_hedge_layer_shares_the_attributes_hedge_and_goes_through_the_bulkhead
 
 #[tokio::test(start_paused = true)]
 async fn below_a_retry_layer_the_hedges_draw_from_the_retrys_allowance() {
-    use policy::layer::{BoxError, HedgeLayer, IdempotentLayer, RetryLayer};
     use tower::{Service, ServiceBuilder, ServiceExt};
+    use velocity_policy::layer::{BoxError, HedgeLayer, IdempotentLayer, RetryLayer};
 
     let retry = Registry::global().retry("hedge-layer-retry", |r| r.attempts(2));
     let hedge = Registry::global().hedge("hedge-layer-within-retry", |h| {

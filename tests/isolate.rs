@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use policy::isolate::IsolateError;
-use policy::{CallError, Deadline, DeadlineExceeded, RefusalKind, Registry, ResilienceError};
+use velocity_policy::isolate::IsolateError;
+use velocity_policy::{
+    CallError, Deadline, DeadlineExceeded, RefusalKind, Registry, ResilienceError,
+};
 
 #[derive(Debug)]
 enum AppError {
@@ -55,26 +57,26 @@ fn next() -> u64 {
     SEQUENCE.fetch_add(1, Ordering::SeqCst)
 }
 
-#[policy::critical(deadline = "5s", poll_budget = "20ms")]
+#[velocity_policy::critical(deadline = "5s", poll_budget = "20ms")]
 async fn handler_inline(done: Arc<AtomicU64>) -> Result<u64, AppError> {
     let out = spin(50);
     done.store(next(), Ordering::SeqCst);
     Ok(out)
 }
 
-#[policy::isolate(max_concurrent = 2)]
+#[velocity_policy::isolate(max_concurrent = 2)]
 fn crunch(ms: u64) -> u64 {
     spin(ms)
 }
 
-#[policy::critical(deadline = "5s", poll_budget = "20ms")]
+#[velocity_policy::critical(deadline = "5s", poll_budget = "20ms")]
 async fn handler_isolated(done: Arc<AtomicU64>) -> Result<u64, AppError> {
     let out = crunch(50).await?;
     done.store(next(), Ordering::SeqCst);
     Ok(out)
 }
 
-fn monitor(suffix: &str) -> policy::isolate::PollMonitorSnapshot {
+fn monitor(suffix: &str) -> velocity_policy::isolate::PollMonitorSnapshot {
     Registry::global()
         .snapshot()
         .polls
@@ -161,7 +163,7 @@ fn logged(needle: &str) -> bool {
     String::from_utf8_lossy(&global_logs().lock().unwrap()).contains(needle)
 }
 
-#[policy::isolate(max_concurrent = 1, max_queued = 0)]
+#[velocity_policy::isolate(max_concurrent = 1, max_queued = 0)]
 fn hold(release: std::sync::mpsc::Receiver<()>) -> u8 {
     let _ = release.recv();
     1
@@ -186,7 +188,7 @@ fn a_full_isolated_pool_refuses() {
     });
 }
 
-#[policy::isolate(max_concurrent = 4, max_queued = 4)]
+#[velocity_policy::isolate(max_concurrent = 4, max_queued = 4)]
 fn slow_then(ms: u64, panic_at_end: bool) -> u64 {
     std::thread::sleep(Duration::from_millis(ms));
     if panic_at_end {
@@ -230,7 +232,7 @@ fn a_deadline_bounds_the_wait_and_the_later_outcome_is_logged_not_lost() {
     });
 }
 
-#[policy::isolate]
+#[velocity_policy::isolate]
 fn breaks() -> u64 {
     panic!("the isolated work broke while its caller waited");
 }

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use policy::layer::DeadlineLayer;
-use policy::{Deadline, DeadlineExceeded, RefusalKind, ResilienceError};
-use policy_testkit::http::{Server, client, get as fetch};
+use velocity_policy::layer::DeadlineLayer;
+use velocity_policy::{Deadline, DeadlineExceeded, RefusalKind, ResilienceError};
+use velocity_policy_testkit::http::{Server, client, get as fetch};
 
 #[derive(Debug)]
 enum StepError {
@@ -49,7 +49,7 @@ static SECOND_RAN: AtomicU32 = AtomicU32::new(0);
 
 /// Uses most of what it is given: works until only [`LEFT_AFTER_FIRST`] is left. Its own cap is
 /// 10 s; the budget it reports is the one it really had.
-#[policy::critical(deadline = "10s", min_budget = "10ms")]
+#[velocity_policy::critical(deadline = "10s", min_budget = "10ms")]
 async fn layered_first_step() -> Result<u128, StepError> {
     let deadline = Deadline::current().expect("a critical function runs in a deadline scope");
     tokio::time::sleep(deadline.remaining().saturating_sub(LEFT_AFTER_FIRST)).await;
@@ -57,14 +57,14 @@ async fn layered_first_step() -> Result<u128, StepError> {
 }
 
 /// Not worth starting with under 100 ms.
-#[policy::critical(deadline = "10s", min_budget = "100ms")]
+#[velocity_policy::critical(deadline = "10s", min_budget = "100ms")]
 async fn layered_second_step() -> Result<u128, StepError> {
     SECOND_RAN.fetch_add(1, Ordering::SeqCst);
     Ok(Deadline::current().unwrap().budget().as_millis())
 }
 
 /// Content with 5 ms.
-#[policy::critical(deadline = "10s", min_budget = "5ms")]
+#[velocity_policy::critical(deadline = "10s", min_budget = "5ms")]
 async fn layered_small_step() -> Result<u128, StepError> {
     Ok(Deadline::current().unwrap().budget().as_millis())
 }

@@ -1,6 +1,6 @@
 //! An annotated function adds no allocation per call: measured with a counting allocator.
 
-use policy::{DeadlineExceeded, ResilienceError};
+use velocity_policy::{DeadlineExceeded, ResilienceError};
 
 #[derive(Debug)]
 enum AppError {
@@ -20,24 +20,24 @@ impl From<DeadlineExceeded> for AppError {
     }
 }
 
-impl policy::Transient for AppError {
+impl velocity_policy::Transient for AppError {
     fn is_transient(&self) -> bool {
         matches!(self, Self::TimedOut)
     }
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 5, within = "30s", cooldown = "20s"),
     bulkhead(max_concurrent = 8),
     retry(attempts = 3, base = "10ms", cap = "100ms", attempt_timeout = "1s"),
     deadline = "2s"
 )]
-#[policy::idempotent]
+#[velocity_policy::idempotent]
 async fn lookup(id: u64) -> Result<u64, AppError> {
     Ok(id + 1)
 }
 
-#[policy::critical(deadline = "1s", min_budget = "10ms")]
+#[velocity_policy::critical(deadline = "1s", min_budget = "10ms")]
 async fn save(id: u64) -> Result<u64, AppError> {
     tokio::task::yield_now().await;
     Ok(id)
@@ -88,8 +88,8 @@ fn annotated_calls_allocate_nothing_once_their_mechanisms_exist() {
     );
 }
 
-#[policy::critical(hedge(after = "20ms"), deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::critical(hedge(after = "20ms"), deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn hedged(id: u64, slow: bool) -> Result<u64, AppError> {
     if slow {
         // The first attempt is slow, its hedge quick.
@@ -148,7 +148,7 @@ fn a_hedged_call_allocates_nothing_whether_or_not_its_hedge_starts() {
         slow.count_total, bare.count_total,
         "hedged, the hedge answering: {slow:?}"
     );
-    let hedge = policy::Registry::global()
+    let hedge = velocity_policy::Registry::global()
         .find_hedge(concat!(module_path!(), "::", "hedged"))
         .unwrap()
         .snapshot();

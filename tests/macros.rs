@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use policy::{Deadline, DeadlineExceeded, RefusalKind, ResilienceError};
 use tokio::time::Instant;
+use velocity_policy::{Deadline, DeadlineExceeded, RefusalKind, ResilienceError};
 
 #[derive(Debug)]
 enum AppError {
@@ -44,7 +44,7 @@ impl std::fmt::Display for AppError {
     }
 }
 
-impl policy::Transient for AppError {
+impl velocity_policy::Transient for AppError {
     fn is_transient(&self) -> bool {
         matches!(self, Self::Search | Self::TimedOut(_))
     }
@@ -59,7 +59,7 @@ fn refusal_kind<T: std::fmt::Debug>(result: Result<T, AppError>) -> RefusalKind 
 
 static SEARCH_CALLS: AtomicU32 = AtomicU32::new(0);
 
-#[policy::resilient(breaker = "search")]
+#[velocity_policy::resilient(breaker = "search")]
 async fn query_search(fail: bool) -> Result<u32, AppError> {
     SEARCH_CALLS.fetch_add(1, Ordering::SeqCst);
     if fail { Err(AppError::Search) } else { Ok(7) }
@@ -82,8 +82,8 @@ async fn a_breaker_named_in_the_policy_file_opens_after_its_threshold() {
     );
 }
 
-#[policy::resilient(retry = "transient", deadline = "500ms")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry = "transient", deadline = "500ms")]
+#[velocity_policy::idempotent]
 async fn hangs(calls: Arc<AtomicU32>) -> Result<(), AppError> {
     calls.fetch_add(1, Ordering::SeqCst);
     std::future::pending().await
@@ -104,8 +104,8 @@ async fn a_retry_stays_inside_the_deadline() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
-#[policy::resilient(retry(attempts = 4, base = "1ms", cap = "2ms"), deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry(attempts = 4, base = "1ms", cap = "2ms"), deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn flaky(calls: Arc<AtomicU32>, succeed_on: u32) -> Result<u32, AppError> {
     let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
     if n >= succeed_on {
@@ -127,8 +127,8 @@ async fn an_inline_retry_repeats_transient_failures_with_fresh_arguments() {
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
-#[policy::resilient(retry = "scarce", deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry = "scarce", deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn fails_once_alone(calls: Arc<AtomicU32>) -> Result<(), AppError> {
     calls.fetch_add(1, Ordering::SeqCst);
     Err(AppError::Search)
@@ -145,8 +145,8 @@ async fn a_retry_allowance_from_the_file_bounds_the_retries() {
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 async fn index_document(ran: Arc<AtomicBool>) {
     ran.store(true, Ordering::SeqCst);
 }
@@ -165,8 +165,8 @@ async fn calling_a_deferred_function_returns_before_its_body_runs() {
     panic!("the deferred body never ran");
 }
 
-#[policy::background]
-#[policy::idempotent]
+#[velocity_policy::background]
+#[velocity_policy::idempotent]
 async fn embed(done: tokio::sync::oneshot::Sender<u32>) -> Result<(), AppError> {
     let _ = done.send(42);
     Ok(())
@@ -179,14 +179,14 @@ async fn calling_a_background_function_hands_it_to_the_pool() {
     assert_eq!(rx.await.unwrap(), 42);
 }
 
-#[policy::critical(deadline = "10s")]
+#[velocity_policy::critical(deadline = "10s")]
 async fn inner_operation() -> Result<Duration, AppError> {
     Ok(Deadline::current()
         .map(|d| d.remaining())
         .unwrap_or(Duration::MAX))
 }
 
-#[policy::critical(deadline = "300ms")]
+#[velocity_policy::critical(deadline = "300ms")]
 async fn outer_request() -> Result<Duration, AppError> {
     tokio::time::sleep(Duration::from_millis(100)).await;
     inner_operation().await
@@ -199,7 +199,7 @@ async fn nested_calls_share_one_deadline() {
     assert_eq!(left, Duration::from_millis(200));
 }
 
-#[policy::operation("charge_card")]
+#[velocity_policy::operation("charge_card")]
 async fn charge(amount: u64) -> Result<u64, AppError> {
     Ok(amount)
 }
@@ -212,7 +212,7 @@ async fn an_operation_from_the_file_refuses_below_its_minimum_budget() {
     assert_eq!(refusal_kind(result), RefusalKind::InsufficientBudget);
 }
 
-#[policy::resilient(bulkhead = "search", deadline = "1s")]
+#[velocity_policy::resilient(bulkhead = "search", deadline = "1s")]
 async fn slow_search(release: Arc<tokio::sync::Notify>) -> Result<(), AppError> {
     release.notified().await;
     Ok(())
@@ -240,20 +240,20 @@ struct Documents {
 
 impl Documents {
     /// Doc comments and other attributes are kept.
-    #[policy::critical(deadline = "1s")]
+    #[velocity_policy::critical(deadline = "1s")]
     #[inline]
     pub async fn get(&self, index: usize) -> Result<&'static str, AppError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.store.get(index).copied().ok_or(AppError::Search)
     }
 
-    #[policy::resilient(retry = "transient", deadline = "1s")]
-    #[policy::idempotent]
+    #[velocity_policy::resilient(retry = "transient", deadline = "1s")]
+    #[velocity_policy::idempotent]
     async fn get_retried(&self, index: usize) -> Result<&'static str, AppError> {
         self.get(index).await
     }
 
-    #[policy::critical(deadline = "1s")]
+    #[velocity_policy::critical(deadline = "1s")]
     async fn push(&mut self, doc: &'static str) -> Result<usize, AppError> {
         self.store.push(doc);
         Ok(self.store.len())
@@ -273,7 +273,7 @@ async fn methods_taking_self_by_reference_work() {
     assert_eq!(docs.calls.load(Ordering::SeqCst), 1 + 3);
 }
 
-#[policy::critical(deadline = "1s")]
+#[velocity_policy::critical(deadline = "1s")]
 async fn describe<T: std::fmt::Debug + Send>(
     value: T,
     label: impl AsRef<str>,
@@ -289,8 +289,8 @@ async fn generic_functions_and_impl_trait_arguments_work() {
 /// Deferred work that awaits a retried `#[resilient]` call (as the demo's `index_document`
 /// does): the retried call's future must be `Send + 'static` there. Its auto traits are
 /// decided on the attempt's own future, so this compiles; it also runs.
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 async fn reindex_after(calls: Arc<AtomicU32>, done: Arc<AtomicBool>) {
     if matches!(flaky(calls, 2).await, Ok(2)) {
         done.store(true, Ordering::SeqCst);

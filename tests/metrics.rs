@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use metrics_util::MetricKind;
 use metrics_util::debugging::DebuggingRecorder;
-use policy::{DeadlineExceeded, Registry, ResilienceError};
-use policy_testkit::recorder::{Recorded, with_recorder};
+use velocity_policy::{DeadlineExceeded, Registry, ResilienceError};
+use velocity_policy_testkit::recorder::{Recorded, with_recorder};
 
 #[derive(Debug)]
 enum AppError {
@@ -35,13 +35,13 @@ impl From<DeadlineExceeded> for AppError {
     }
 }
 
-impl policy::Transient for AppError {
+impl velocity_policy::Transient for AppError {
     fn is_transient(&self) -> bool {
         matches!(self, Self::Down)
     }
 }
 
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 2, within = "30s", cooldown = "10s"),
     bulkhead(max_concurrent = 4),
     deadline = "1s"
@@ -157,13 +157,13 @@ fn a_breaker_fault_is_recorded_as_documented_and_agrees_with_the_snapshot() {
     });
 }
 
-#[policy::resilient(retry(attempts = 3, base = "10ms", cap = "10ms"), deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry(attempts = 3, base = "10ms", cap = "10ms"), deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn metered_sync() -> Result<(), AppError> {
     Err(AppError::Down)
 }
 
-#[policy::critical(deadline = "50ms")]
+#[velocity_policy::critical(deadline = "50ms")]
 async fn metered_slow() -> Result<(), AppError> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     Ok(())
@@ -201,12 +201,12 @@ fn retries_are_attempts_and_an_expiry_is_its_own_outcome() {
     });
 }
 
-#[policy::critical(deadline = "1s", min_budget = "500ms")]
+#[velocity_policy::critical(deadline = "1s", min_budget = "500ms")]
 async fn metered_inner() -> Result<(), AppError> {
     Ok(())
 }
 
-#[policy::critical(deadline = "300ms")]
+#[velocity_policy::critical(deadline = "300ms")]
 async fn metered_outer() -> Result<(), AppError> {
     // 300 ms left, below the inner operation's 500 ms minimum: refused, and ignored here.
     assert!(matches!(metered_inner().await, Err(AppError::Refused(_))));
@@ -274,12 +274,12 @@ fn an_operation_layer_call_is_measured_like_an_attribute_call() {
         let failing = tower::service_fn(|fail: bool| async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
             if fail {
-                Err::<u32, _>(policy::layer::BoxError::from("down"))
+                Err::<u32, _>(velocity_policy::layer::BoxError::from("down"))
             } else {
                 Ok(7)
             }
         });
-        let mut service = policy::operation_layer!("metered_layer").layer(failing);
+        let mut service = velocity_policy::operation_layer!("metered_layer").layer(failing);
         for fail in [false, true, true, true] {
             let _ = service.ready().await.unwrap().call(fail).await;
         }

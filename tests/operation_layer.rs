@@ -1,4 +1,4 @@
-//! `policy::operation_layer!`: a `.policy` operation (tests/policies/layer.policy) as a tower
+//! `velocity_policy::operation_layer!`: a `.policy` operation (tests/policies/layer.policy) as a tower
 //! layer, over the same registry entries as the attribute functions that name its mechanisms.
 #![allow(
     clippy::panic,
@@ -10,11 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use policy::breaker::BreakerState;
-use policy::layer::BoxError;
-use policy::{Deadline, DeadlineExceeded, Idempotent, RefusalKind, Registry, ResilienceError};
 use tokio::sync::Notify;
 use tower::{Layer, Service, ServiceExt};
+use velocity_policy::breaker::BreakerState;
+use velocity_policy::layer::BoxError;
+use velocity_policy::{
+    Deadline, DeadlineExceeded, Idempotent, RefusalKind, Registry, ResilienceError,
+};
 
 #[derive(Debug)]
 enum AppError {
@@ -47,7 +49,7 @@ impl std::fmt::Display for AppError {
     }
 }
 
-impl policy::Transient for AppError {
+impl velocity_policy::Transient for AppError {
     fn is_transient(&self) -> bool {
         matches!(self, Self::Lookup | Self::TimedOut(_))
     }
@@ -63,7 +65,7 @@ fn refusal(error: &BoxError) -> RefusalKind {
 static LOOKUPS: AtomicU32 = AtomicU32::new(0);
 
 /// The attribute side of the shared breaker `shared_lookup`.
-#[policy::resilient(breaker = "shared_lookup", deadline = "1s")]
+#[velocity_policy::resilient(breaker = "shared_lookup", deadline = "1s")]
 async fn lookup(fail: bool) -> Result<u32, AppError> {
     LOOKUPS.fetch_add(1, Ordering::SeqCst);
     if fail { Err(AppError::Lookup) } else { Ok(1) }
@@ -104,7 +106,7 @@ async fn a_layer_and_an_attribute_naming_one_breaker_share_its_state() {
             }
         })
     };
-    let mut layered = policy::operation_layer!("lookup_layer").layer(service);
+    let mut layered = velocity_policy::operation_layer!("lookup_layer").layer(service);
 
     // Two failures through the layer (the file's threshold) open the breaker for the function.
     for _ in 0..2 {
@@ -191,8 +193,8 @@ impl Service<u64> for Index {
 async fn the_layer_applies_the_operations_settings_from_the_file() {
     // retry = index_retry (3 attempts): two transient failures, then the answer.
     let index = Index::new(2);
-    let mut layered =
-        policy::operation_layer!("layered_index").layer(Idempotent::service(index.clone()));
+    let mut layered = velocity_policy::operation_layer!("layered_index")
+        .layer(Idempotent::service(index.clone()));
     assert_eq!(layered.ready().await.unwrap().call(7).await.unwrap(), 7);
     assert_eq!(index.calls.load(Ordering::SeqCst), 3, "retried twice");
     let retries = Registry::global().snapshot().retries;
@@ -227,7 +229,7 @@ async fn the_layer_applies_the_operations_settings_from_the_file() {
         ..Index::new(0)
     };
     let mut first =
-        policy::operation_layer!("layered_index").layer(Idempotent::service(held.clone()));
+        velocity_policy::operation_layer!("layered_index").layer(Idempotent::service(held.clone()));
     let mut second = first.clone();
     let running = tokio::spawn(async move { first.ready().await.unwrap().call(1).await });
     tokio::task::yield_now().await;
@@ -241,8 +243,8 @@ async fn the_layer_applies_the_operations_settings_from_the_file() {
     // included): a service that always fails opens it on its second attempt, the third is
     // refused (and a refusal is not retried), and the next call never reaches the service.
     let broken = Index::new(u32::MAX);
-    let mut failing =
-        policy::operation_layer!("layered_index").layer(Idempotent::service(broken.clone()));
+    let mut failing = velocity_policy::operation_layer!("layered_index")
+        .layer(Idempotent::service(broken.clone()));
     assert_eq!(breaker_state("shared_index"), BreakerState::Closed);
     let error = failing.ready().await.unwrap().call(3).await.unwrap_err();
     assert_eq!(refusal(&error), RefusalKind::BreakerOpen);
@@ -259,7 +261,7 @@ async fn the_layer_applies_the_operations_settings_from_the_file() {
 
 #[test]
 fn a_layer_call_is_one_span_named_after_its_operation() {
-    let logs = policy_testkit::captured::Captured::default();
+    let logs = velocity_policy_testkit::captured::Captured::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(move || writer.clone())
@@ -280,7 +282,7 @@ fn a_layer_call_is_one_span_named_after_its_operation() {
         .unwrap();
     rt.block_on(async {
         let service = tower::service_fn(|x: u32| async move { Ok::<_, BoxError>(x) });
-        let mut layered = policy::operation_layer!("spanned_lookup").layer(service);
+        let mut layered = velocity_policy::operation_layer!("spanned_lookup").layer(service);
         // 10 ms left of the request, below the operation's 100 ms minimum: refused.
         let refused = Deadline::after(Duration::from_millis(10))
             .scope(async { layered.ready().await.unwrap().call(1).await })

@@ -16,9 +16,9 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use policy::otel::OtelRecorder;
-use policy::{DeadlineExceeded, ResilienceError};
 use tracing_subscriber::layer::SubscriberExt as _;
+use velocity_policy::otel::OtelRecorder;
+use velocity_policy::{DeadlineExceeded, ResilienceError};
 
 #[derive(Debug)]
 enum AppError {
@@ -46,7 +46,7 @@ impl std::fmt::Display for AppError {
 }
 
 /// Opens at its first failure.
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker(failures = 1, within = "30s", cooldown = "10s"),
     deadline = "1s"
 )]

@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use policy::overrides::{Overrides, OverridesError};
-use policy::{Deadline, DeadlineExceeded, ResilienceError};
+use velocity_policy::overrides::{Overrides, OverridesError};
+use velocity_policy::{Deadline, DeadlineExceeded, ResilienceError};
 
 #[derive(Debug)]
 enum SearchError {
@@ -35,7 +35,7 @@ impl From<DeadlineExceeded> for SearchError {
 
 /// Bound to `operation search_catalog` in tests/policies/search.policy: deadline 2s, minimum
 /// budget 100ms. Answers the budget its call was given.
-#[policy::operation("search_catalog")]
+#[velocity_policy::operation("search_catalog")]
 async fn search_catalog(query: String) -> Result<Duration, SearchError> {
     let _ = query;
     Ok(Deadline::current().expect("in scope").budget())
@@ -43,7 +43,7 @@ async fn search_catalog(query: String) -> Result<Duration, SearchError> {
 
 /// The deadline the registry's entry for the operation holds now.
 fn operation_deadline() -> Duration {
-    policy::Registry::global()
+    velocity_policy::Registry::global()
         .snapshot()
         .operations
         .iter()
@@ -87,7 +87,7 @@ async fn a_deadline_changed_in_production_is_used_by_the_next_call_and_shown() {
     );
 
     // The dashboard's JSON: the value in force, the compiled one, and where it came from.
-    let json = serde_json::to_value(policy::Registry::global().snapshot()).unwrap();
+    let json = serde_json::to_value(velocity_policy::Registry::global().snapshot()).unwrap();
     let row = json["operations"]
         .as_array()
         .unwrap()
@@ -124,7 +124,7 @@ async fn a_deadline_changed_in_production_is_used_by_the_next_call_and_shown() {
         search_catalog("q".into()).await.unwrap(),
         Duration::from_millis(450)
     );
-    let json = serde_json::to_value(policy::Registry::global().snapshot()).unwrap();
+    let json = serde_json::to_value(velocity_policy::Registry::global().snapshot()).unwrap();
     assert_eq!(
         json["overrides"]["refused"]["codes"][0],
         "policy::min-budget-exceeds-deadline"
@@ -133,9 +133,9 @@ async fn a_deadline_changed_in_production_is_used_by_the_next_call_and_shown() {
 }
 
 /// What `policy check --against` renders for the same directories: the errors of the merged
-/// policy, through policy-lang's renderer.
+/// policy, through velocity-policy-lang's renderer.
 fn policy_lang_check(compiled: &Path, overrides: &Path) -> String {
-    let merged = policy_lang::overrides::load_overridden(compiled, overrides).unwrap();
+    let merged = velocity_policy_lang::overrides::load_overridden(compiled, overrides).unwrap();
     let report = merged.check();
     report
         .errors

@@ -11,9 +11,9 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use policy::queue::{self, Delivery, QueueSettings, TaskQueue};
-use policy::redis_store::RedisStore;
-use policy_testkit::RedisServer;
+use velocity_policy::queue::{self, Delivery, QueueSettings, TaskQueue};
+use velocity_policy::redis_store::RedisStore;
+use velocity_policy_testkit::RedisServer;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -55,8 +55,8 @@ async fn wait_for_run(document: &str) -> Vec<(u32, Option<Delivery>)> {
 }
 
 /// Embeds a document's chunks: on the durable queue `embeddings` when it is installed.
-#[policy::background(queue = "embeddings", deadline = "5s")]
-#[policy::idempotent]
+#[velocity_policy::background(queue = "embeddings", deadline = "5s")]
+#[velocity_policy::idempotent]
 async fn embed_document(document: String, chunks: u32) -> Result<(), EmbedError> {
     if document.is_empty() {
         return Err(EmbedError("an empty document has nothing to embed"));
@@ -68,8 +68,8 @@ async fn embed_document(document: String, chunks: u32) -> Result<(), EmbedError>
 }
 
 /// On a queue this test never installs.
-#[policy::background(queue = "thumbnails")]
-#[policy::idempotent]
+#[velocity_policy::background(queue = "thumbnails")]
+#[velocity_policy::idempotent]
 async fn make_thumbnail(image: String) {
     RUNS.lock().unwrap().push((image, 0, queue::current()));
 }
@@ -131,8 +131,8 @@ async fn a_call_enqueues_its_arguments_and_a_worker_runs_the_function() {
 }
 
 /// On a queue whose enqueues in flight are bounded.
-#[policy::background(queue = "bounded")]
-#[policy::idempotent]
+#[velocity_policy::background(queue = "bounded")]
+#[velocity_policy::idempotent]
 async fn bounded_work(n: u32) {
     let _ = n;
 }
@@ -169,7 +169,7 @@ async fn calls_past_the_bound_of_enqueues_waiting_for_redis_are_refused_at_once(
 }
 
 /// Put on queue `filed` by its operation in `tests/policies/service.policy`.
-#[policy::background]
+#[velocity_policy::background]
 async fn embed_from_file(document: String) {
     RUNS.lock().unwrap().push((document, 0, queue::current()));
 }
@@ -208,7 +208,7 @@ async fn without_an_installed_queue_the_call_runs_on_the_in_process_pool() {
 }
 
 /// Always fails; on queue `stanza`, whose numbers `tests/policies/service.policy` declares.
-#[policy::background]
+#[velocity_policy::background]
 async fn poison_from_file(document: String) -> Result<(), EmbedError> {
     RUNS.lock().unwrap().push((document, 0, queue::current()));
     Err(EmbedError("always fails"))

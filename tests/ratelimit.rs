@@ -10,9 +10,9 @@
 
 use std::time::Duration;
 
-use policy::layer::{BoxError, RateLimitLayer};
-use policy::{DeadlineExceeded, RefusalKind, Registry, ResilienceError};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
+use velocity_policy::layer::{BoxError, RateLimitLayer};
+use velocity_policy::{DeadlineExceeded, RefusalKind, Registry, ResilienceError};
 
 #[derive(Debug)]
 enum AppError {
@@ -33,13 +33,13 @@ impl From<DeadlineExceeded> for AppError {
 }
 
 /// Binds by name to the file's operation: its rate limit applies.
-#[policy::operation("limited_sign_up")]
+#[velocity_policy::operation("limited_sign_up")]
 async fn sign_up(id: u64) -> Result<u64, AppError> {
     Ok(id)
 }
 
 /// Names the file's rate limit from the attribute.
-#[policy::critical(ratelimit = "shared_signups", deadline = "1s")]
+#[velocity_policy::critical(ratelimit = "shared_signups", deadline = "1s")]
 async fn sign_up_again(id: u64) -> Result<u64, AppError> {
     Ok(id)
 }
@@ -73,9 +73,9 @@ async fn the_attribute_the_operation_and_the_layers_share_one_state_by_name() {
         .layer(RateLimitLayer::new(limiter.clone()))
         .service_fn(|id: u64| async move { Ok::<_, BoxError>(id) });
     assert_eq!(layered.ready().await.unwrap().call(3).await.unwrap(), 3);
-    let mut operation = policy::operation_layer!("limited_sign_up").layer(tower::service_fn(
-        |id: u64| async move { Ok::<_, BoxError>(id) },
-    ));
+    let mut operation = velocity_policy::operation_layer!("limited_sign_up").layer(
+        tower::service_fn(|id: u64| async move { Ok::<_, BoxError>(id) }),
+    );
     assert_eq!(operation.ready().await.unwrap().call(4).await.unwrap(), 4);
 
     // The fifth call, whichever interface makes it, is over the shared rate.
@@ -111,7 +111,7 @@ async fn the_attribute_the_operation_and_the_layers_share_one_state_by_name() {
     assert_eq!(json["per_ms"], 1000.0);
 }
 
-#[policy::critical(ratelimit = "shared_signups_alloc", deadline = "1s")]
+#[velocity_policy::critical(ratelimit = "shared_signups_alloc", deadline = "1s")]
 async fn admitted(id: u64) -> Result<u64, AppError> {
     Ok(id)
 }

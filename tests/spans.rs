@@ -5,7 +5,7 @@
     reason = "a test: a poisoned lock is a failed test"
 )]
 
-use policy::{DeadlineExceeded, ResilienceError};
+use velocity_policy::{DeadlineExceeded, ResilienceError};
 
 #[derive(Debug)]
 enum AppError {
@@ -26,14 +26,14 @@ impl From<DeadlineExceeded> for AppError {
     }
 }
 
-#[policy::resilient(breaker = "search")]
+#[velocity_policy::resilient(breaker = "search")]
 async fn find_documents(fail: bool) -> Result<u32, AppError> {
     if fail { Err(AppError::Search) } else { Ok(1) }
 }
 
 #[test]
 fn an_annotated_call_is_one_span_named_after_its_operation() {
-    let logs = policy_testkit::captured::Captured::default();
+    let logs = velocity_policy_testkit::captured::Captured::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(move || writer.clone())

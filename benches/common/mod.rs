@@ -17,10 +17,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::WorkClass;
-use policy::{Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder};
 use tokio::sync::Semaphore;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+use velocity_policy::WorkClass;
+use velocity_policy::{Breaker, Bulkhead, CallError, Deadline, Idempotent, RetryPolicy, Shedder};
 
 /// The request's budget: long enough never to expire during a bench.
 pub(crate) const REQUEST_BUDGET: Duration = Duration::from_secs(3600);
@@ -150,7 +150,7 @@ impl Ours {
         op: Op,
         x: u64,
     ) -> Result<u64, CallError<std::io::Error>> {
-        policy::retry_within(
+        velocity_policy::retry_within(
             request,
             &self.retry,
             Idempotent::claim(|_attempt| async move { op.run(x).await.map_err(CallError::Failed) }),
@@ -218,7 +218,7 @@ impl Ours {
 
 /// The attribute macros' expansions, written by hand.
 ///
-/// The sequences the macros expand to, as the facade's attributes guide (`policy::guide::attributes`) and `policy-macros`'
+/// The sequences the macros expand to, as the facade's attributes guide (`velocity_policy::guide::attributes`) and `velocity-policy-macros`'
 /// `expand` module document them (the runtime's `tests/alloc.rs` composes the same
 /// `#[resilient]` sequence), written by hand; the macro-annotated functions are here too, side
 /// by side with them, under their own bench names (`resilient_macro`, `critical_macro`).
@@ -230,44 +230,50 @@ pub(crate) mod expansion {
     #[derive(Debug)]
     pub(crate) enum BenchError {
         Op(#[expect(dead_code, reason = "carried for the caller")] std::io::Error),
-        Refused(#[expect(dead_code, reason = "carried for the caller")] policy::ResilienceError),
-        Expired(#[expect(dead_code, reason = "carried for the caller")] policy::DeadlineExceeded),
+        Refused(
+            #[expect(dead_code, reason = "carried for the caller")]
+            velocity_policy::ResilienceError,
+        ),
+        Expired(
+            #[expect(dead_code, reason = "carried for the caller")]
+            velocity_policy::DeadlineExceeded,
+        ),
     }
 
-    impl From<policy::ResilienceError> for BenchError {
-        fn from(e: policy::ResilienceError) -> Self {
+    impl From<velocity_policy::ResilienceError> for BenchError {
+        fn from(e: velocity_policy::ResilienceError) -> Self {
             Self::Refused(e)
         }
     }
 
-    impl From<policy::DeadlineExceeded> for BenchError {
-        fn from(e: policy::DeadlineExceeded) -> Self {
+    impl From<velocity_policy::DeadlineExceeded> for BenchError {
+        fn from(e: velocity_policy::DeadlineExceeded) -> Self {
             Self::Expired(e)
         }
     }
 
-    impl policy::Transient for BenchError {
+    impl velocity_policy::Transient for BenchError {
         fn is_transient(&self) -> bool {
             !matches!(self, Self::Refused(_))
         }
     }
 
-    /// What users get from `#[policy::resilient]`: the macro's own expansion, with the same
+    /// What users get from `#[velocity_policy::resilient]`: the macro's own expansion, with the same
     /// settings as [`Ours`] (64 slots, a 1 s attempt timeout, 3 attempts, a 2 s call budget).
-    #[policy::resilient(
+    #[velocity_policy::resilient(
         breaker(failures = 5, within = "30s", cooldown = "20s"),
         bulkhead(max_concurrent = 64),
         retry(attempts = 3, base = "50ms", cap = "1s", attempt_timeout = "1s"),
         deadline = "2s",
         min_budget = "10ms"
     )]
-    #[policy::idempotent]
+    #[velocity_policy::idempotent]
     pub(crate) async fn resilient_macro(op: Op, x: u64) -> Result<u64, BenchError> {
         op.run(x).await.map_err(BenchError::Op)
     }
 
-    /// What users get from `#[policy::critical]` with a deadline.
-    #[policy::critical(deadline = "2s", min_budget = "10ms")]
+    /// What users get from `#[velocity_policy::critical]` with a deadline.
+    #[velocity_policy::critical(deadline = "2s", min_budget = "10ms")]
     pub(crate) async fn critical_macro(op: Op, x: u64) -> Result<u64, BenchError> {
         op.run(x).await.map_err(BenchError::Op)
     }
@@ -290,7 +296,7 @@ pub(crate) mod expansion {
             &deadline,
             Duration::ZERO,
         )?;
-        policy::retry_within(
+        velocity_policy::retry_within(
             &deadline,
             &ours.retry,
             Idempotent::claim(|attempt| async move {
@@ -376,7 +382,7 @@ pub(crate) mod what_if {
                 Duration::ZERO,
             )?;
         }
-        policy::retry_within(
+        velocity_policy::retry_within(
             &deadline,
             &ours.retry,
             Idempotent::claim(|attempt| async move {

@@ -5,7 +5,7 @@
 //!   budget and the caller's `grpc-timeout`. B starts nothing with less than 200 ms.
 //! - A calls B through `PropagateDeadlineLayer` on its channel: B is told what A has left,
 //!   minus 100 ms A keeps for itself.
-//! - B's method is under `#[policy::resilient]` and returns `Result<Response<_>, Status>`: a
+//! - B's method is under `#[velocity_policy::resilient]` and returns `Result<Response<_>, Status>`: a
 //!   refusal reaches the caller as gRPC's status for it, with `grpc-retry-pushback-ms`.
 //!
 //! The services are written by hand in `wire.rs` (what `tonic-build` generates), so the build
@@ -16,10 +16,10 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::Registry;
-use policy::layer::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status};
+use velocity_policy::Registry;
+use velocity_policy::layer::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
 use wire::{Answer, Ask, Handler, Reply};
 
 /// The dependency.
@@ -27,7 +27,7 @@ struct B;
 
 impl B {
     /// What B has left of the deadline its caller sent, behind a breaker.
-    #[policy::resilient(
+    #[velocity_policy::resilient(
         breaker(failures = 5, within = "30s", cooldown = "10s"),
         deadline = "1s"
     )]

@@ -132,7 +132,7 @@ where
 pub(crate) fn told_ms<T>(request: &Request<T>) -> u64 {
     request
         .metadata()
-        .get(policy::layer::deadline::DEADLINE_MS_HEADER)
+        .get(velocity_policy::layer::deadline::DEADLINE_MS_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
@@ -140,7 +140,7 @@ pub(crate) fn told_ms<T>(request: &Request<T>) -> u64 {
 
 /// What is left of the deadline in scope, in milliseconds (0 outside any).
 pub(crate) fn remaining_ms() -> u64 {
-    policy::Deadline::current().map_or(0, |d| {
+    velocity_policy::Deadline::current().map_or(0, |d| {
         u64::try_from(d.remaining().as_millis()).unwrap_or(u64::MAX)
     })
 }

@@ -39,8 +39,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use policy::background::BackgroundPool;
-use policy::{CallError, DeadlineExceeded, Registry, ResilienceError};
+use velocity_policy::background::BackgroundPool;
+use velocity_policy::{CallError, DeadlineExceeded, Registry, ResilienceError};
 
 const ROUNDS: u64 = 10;
 
@@ -74,7 +74,7 @@ impl From<DeadlineExceeded> for SoakError {
     }
 }
 
-impl policy::Transient for SoakError {
+impl velocity_policy::Transient for SoakError {
     fn is_transient(&self) -> bool {
         matches!(self, Self::Down | Self::TimedOut)
     }
@@ -82,12 +82,12 @@ impl policy::Transient for SoakError {
 
 // ---- the functions the phases call --------------------------------------------------------
 
-#[policy::resilient(breaker = "tripped", deadline = "1s")]
+#[velocity_policy::resilient(breaker = "tripped", deadline = "1s")]
 async fn behind_tripped(n: u64) -> Result<u64, SoakError> {
     Ok(n)
 }
 
-#[policy::resilient(bulkhead = "full", deadline = "1s")]
+#[velocity_policy::resilient(bulkhead = "full", deadline = "1s")]
 async fn behind_full(n: u64) -> Result<u64, SoakError> {
     Ok(n)
 }
@@ -96,14 +96,14 @@ fn default_price(n: &u64, _why: CallError<SoakError>) -> Result<u64, SoakError> 
     Ok(*n % 7)
 }
 
-#[policy::critical(breaker = "tripped", deadline = "1s", fallback = "default_price")]
+#[velocity_policy::critical(breaker = "tripped", deadline = "1s", fallback = "default_price")]
 async fn price(n: u64) -> Result<u64, SoakError> {
     Ok(n)
 }
 
 static PROFILES_DOWN: AtomicBool = AtomicBool::new(false);
 
-#[policy::critical(deadline = "1s", stale_if_error = "10m")]
+#[velocity_policy::critical(deadline = "1s", stale_if_error = "10m")]
 async fn profile(user: u64) -> Result<String, SoakError> {
     if PROFILES_DOWN.load(Ordering::Relaxed) {
         Err(SoakError::Down)
@@ -114,8 +114,8 @@ async fn profile(user: u64) -> Result<String, SoakError> {
 
 static ATTEMPTS: AtomicU32 = AtomicU32::new(0);
 
-#[policy::resilient(retry = "quick", deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry = "quick", deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn flaky(n: u64) -> Result<u64, SoakError> {
     // The first attempt of each call fails, the second succeeds.
     if ATTEMPTS.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
@@ -127,22 +127,22 @@ async fn flaky(n: u64) -> Result<u64, SoakError> {
 
 static OPTIONAL_RAN: AtomicU64 = AtomicU64::new(0);
 
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 async fn optional_work(n: u64) {
     let _ = n;
     OPTIONAL_RAN.fetch_add(1, Ordering::Relaxed);
 }
 
-#[policy::resilient(breaker = "flappy", deadline = "1s")]
+#[velocity_policy::resilient(breaker = "flappy", deadline = "1s")]
 async fn flap(fail: bool) -> Result<(), SoakError> {
     if fail { Err(SoakError::Down) } else { Ok(()) }
 }
 
 static COUNTED: AtomicU64 = AtomicU64::new(0);
 
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 async fn count_view(n: u64) {
     COUNTED.fetch_add(n % 2 + 1, Ordering::Relaxed);
 }
@@ -179,7 +179,7 @@ fn schedule(call: impl FnOnce()) {
 async fn settle() {
     let want = SCHEDULED.load(Ordering::Relaxed);
     for _ in 0..10_000_000u64 {
-        let d = policy::defer::snapshot();
+        let d = velocity_policy::defer::snapshot();
         if d.finished + d.abandoned >= want {
             return;
         }
@@ -187,7 +187,7 @@ async fn settle() {
     }
     panic!(
         "deferred work did not settle: {:?}, {want} scheduled",
-        policy::defer::snapshot()
+        velocity_policy::defer::snapshot()
     );
 }
 
@@ -509,12 +509,12 @@ async fn soak(calls: u64) -> bool {
     phases.push(flapping);
 
     // Deferred work: scheduled, run and finished.
-    let before = policy::defer::snapshot().finished;
+    let before = velocity_policy::defer::snapshot().finished;
     let mut deferred = phase("deferred work", calls, |n| async move {
         schedule(|| count_view(n));
     })
     .await;
-    let after = policy::defer::snapshot();
+    let after = velocity_policy::defer::snapshot();
     deferred.counted = format!(
         "{} deferred tasks finished, {} abandoned",
         after.finished - before,

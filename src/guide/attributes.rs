@@ -7,7 +7,7 @@
 //!
 //! ```rust
 //! use std::time::Duration;
-//! use policy::{DeadlineExceeded, ResilienceError};
+//! use velocity_policy::{DeadlineExceeded, ResilienceError};
 //!
 //! #[derive(Debug)]
 //! enum AppError {
@@ -24,25 +24,25 @@
 //! impl std::fmt::Display for AppError {
 //!     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{self:?}") }
 //! }
-//! impl policy::Transient for AppError {
+//! impl velocity_policy::Transient for AppError {
 //!     fn is_transient(&self) -> bool { matches!(self, Self::Unavailable | Self::TimedOut(_)) }
 //! }
 //!
 //! /// Behind a breaker and a bulkhead, retried with full jitter, all inside one 2 s budget.
-//! #[policy::resilient(
+//! #[velocity_policy::resilient(
 //!     breaker(failures = 5, within = "30s", cooldown = "20s"),
 //!     bulkhead(max_concurrent = 4, max_queued = 2),
 //!     retry(attempts = 3, base = "50ms", cap = "1s", attempt_timeout = "500ms"),
 //!     deadline = "2s"
 //! )]
-//! #[policy::idempotent]
+//! #[velocity_policy::idempotent]
 //! async fn push_to_index(id: u64) -> Result<(), AppError> {
 //!     # let _ = id;
 //!     Ok(())
 //! }
 //!
 //! /// Critical: the user waits for this, and only for this.
-//! #[policy::critical(deadline = "3s", min_budget = "200ms")]
+//! #[velocity_policy::critical(deadline = "3s", min_budget = "200ms")]
 //! async fn save_document(id: u64) -> Result<u64, AppError> {
 //!     // ...the canonical write...
 //!     index_later(id); // schedules the indexing and returns at once
@@ -50,8 +50,8 @@
 //! }
 //!
 //! /// Deferred: runs after the response is finished; delivered at least once, so idempotent.
-//! #[policy::deferred(deadline = "5s")]
-//! #[policy::idempotent]
+//! #[velocity_policy::deferred(deadline = "5s")]
+//! #[velocity_policy::idempotent]
 //! async fn index_later(id: u64) -> Result<(), AppError> {
 //!     push_to_index(id).await
 //! }
@@ -60,7 +60,7 @@
 //! # async fn main() {
 //! assert_eq!(save_document(7).await.unwrap(), 7);
 //! // At shutdown, deferred work in flight is drained and counted: nothing is lost silently.
-//! let report = policy::defer::shutdown(Duration::from_secs(1)).await;
+//! let report = velocity_policy::defer::shutdown(Duration::from_secs(1)).await;
 //! assert_eq!((report.finished, report.abandoned), (1, 0));
 //! # }
 //! ```
@@ -80,16 +80,16 @@
 //! `#[background]` hands it to the bounded background pool, shed first under pressure
 //! (`#[background(queue = "embeddings")]`: to a durable queue on Redis once one is installed, see
 //! [the queue guide](crate::guide::queue)).
-//! `#[policy::operation("charge_card")]` binds a function to an operation of the `.policy` files.
+//! `#[velocity_policy::operation("charge_card")]` binds a function to an operation of the `.policy` files.
 //!
 //! Unsafe combinations are compile errors at the offending token, with the fix:
 //!
 //! ```text
 //! error: operation `push_to_index` is retried but not marked `idempotent` [policy::retry-not-idempotent]
-//!        help: add `#[policy::idempotent]` if running it twice is safe, or remove the retry: a network timeout is exactly when the first attempt may have succeeded unseen
+//!        help: add `#[velocity_policy::idempotent]` if running it twice is safe, or remove the retry: a network timeout is exactly when the first attempt may have succeeded unseen
 //!  --> src/search.rs:3:29
 //!   |
-//! 3 | #[policy::resilient(retry = "transient", deadline = "1s")]
+//! 3 | #[velocity_policy::resilient(retry = "transient", deadline = "1s")]
 //!   |                             ^^^^^^^^^^^
 //! ```
 //!
@@ -107,12 +107,12 @@
 //! call allocates nothing (measured in `tests/macro_alloc.rs`).
 //!
 //! Attributes and files: a function binds to the `.policy` operation of its own name, or to
-//! the one `#[policy::operation("...")]` names (an unknown name is a compile error with a
+//! the one `#[velocity_policy::operation("...")]` names (an unknown name is a compile error with a
 //! suggestion). A crate that wants every binding written out says so in its `Cargo.toml`:
 //!
 //! ```toml
 //! [package.metadata.policy]
-//! bind = "explicit" # only #[policy::operation("...")] binds; a function's own name binds nothing
+//! bind = "explicit" # only #[velocity_policy::operation("...")] binds; a function's own name binds nothing
 //! ```
 //!
 //! `tests/explicit-binding` is such a crate: its `fetch_price` shares its name with the file's

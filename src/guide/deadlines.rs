@@ -3,7 +3,7 @@
 //!
 //! # One request, one deadline
 //!
-//! A `DeadlineLayer` (feature `http`, in `policy::layer`) stamps one deadline per
+//! A `DeadlineLayer` (feature `http`, in `velocity_policy::layer`) stamps one deadline per
 //! request (the `request { deadline }` budget, which an incoming `grpc-timeout` or
 //! `x-deadline-ms` header can only shorten) and puts it in scope for the whole request. Every
 //! annotated function and every layer below takes a *child* of the deadline in scope: the
@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use policy::{Deadline, DeadlineExceeded, RefusalKind, ResilienceError};
+//! use velocity_policy::{Deadline, DeadlineExceeded, RefusalKind, ResilienceError};
 //!
 //! #[derive(Debug)]
 //! enum AppError { Refused(ResilienceError), TimedOut(DeadlineExceeded) }
@@ -23,7 +23,7 @@
 //! impl From<DeadlineExceeded> for AppError { fn from(e: DeadlineExceeded) -> Self { Self::TimedOut(e) } }
 //!
 //! /// Asks for 10 s, but gets no more than the request has left.
-//! #[policy::critical(deadline = "10s", min_budget = "100ms")]
+//! #[velocity_policy::critical(deadline = "10s", min_budget = "100ms")]
 //! async fn lookup() -> Result<Duration, AppError> {
 //!     Ok(Deadline::current().expect("in scope").remaining())
 //! }
@@ -42,7 +42,7 @@
 //! # }
 //! ```
 //!
-//! `policy::Deadline` itself (`child`, `run`, `scope`, `current`) is documented in
+//! `velocity_policy::Deadline` itself (`child`, `run`, `scope`, `current`) is documented in
 //! [`Deadline`](crate::Deadline); a tower service reads the request's deadline with the same
 //! type as an axum extractor ([`guide::layers`](crate::guide::layers)).
 //!

@@ -3,7 +3,7 @@
 //! # Work the user does not wait for
 //!
 //! Saving a document must not make the user wait for indexing, analytics or notifications.
-//! `policy::defer(name, work)` (what `#[deferred]` calls) hands such work over with its failure
+//! `velocity_policy::defer(name, work)` (what `#[deferred]` calls) hands such work over with its failure
 //! handling attached first: an `Err` is logged with the task's name, a panic is caught and logged,
 //! nothing reaches the response. Behind the `http` feature, `AfterResponseLayer` holds a request's
 //! deferred work until the response body's last byte was handed to the connection, not when the
@@ -14,15 +14,15 @@
 //! work is at-least-once: make it idempotent. The drain's report says what the drain waited for
 //! (`finished`, `abandoned`) and, in `deferred` and `background`, every task since the process
 //! started by how it ended (finished, failed, panicked, refused, shed, abandoned, still in flight);
-//! `policy::defer::totals(class)` reads the same totals at any time. Deferred work is bounded
+//! `velocity_policy::defer::totals(class)` reads the same totals at any time. Deferred work is bounded
 //! like the background pool: at most 128 tasks per request, 512 running and 4,096 waiting in the
-//! process by default (`policy::defer::set_limits`); a task past a bound is refused, counted and
+//! process by default (`velocity_policy::defer::set_limits`); a task past a bound is refused, counted and
 //! logged, never silently queued.
 //!
 //! ```rust
 //! use std::sync::{Arc, Mutex};
 //! use std::time::Duration;
-//! use policy::defer::{self, AfterResponse, ContainerPlatform, RequestId};
+//! use velocity_policy::defer::{self, AfterResponse, ContainerPlatform, RequestId};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {

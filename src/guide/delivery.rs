@@ -75,16 +75,16 @@
 //! (with the images and fonts each page downloads). Ceilings come from an `assets` stanza
 //! (`assets web { dir = "web/dist"; max_image = 200kb }`), or defaults without one; `policy gate`
 //! runs the audit of every `assets` stanza too. A 40-page site takes about 13 ms (`cargo bench -p
-//! policy-delivery --features audit --bench assets`), where Lighthouse takes 15 to 70 s a page. At run time,
+//! velocity-policy-delivery --features audit --bench assets`), where Lighthouse takes 15 to 70 s a page. At run time,
 //! `ImageDimensionsLayer` (feature `delivery`) fills in the missing `width`/`height` of
 //! `<img>` in HTML responses from a manifest of image sizes read at startup, so served pages stop
 //! shifting before their templates are fixed (about 80 µs per 40 KiB page; `BENCHMARKS.md`).
 //!
 //! How often it agrees with Lighthouse, rule by rule (the rules, their Lighthouse audits and where
-//! they differ on purpose are in `policy-delivery/src/assets/mod.rs`):
+//! they differ on purpose are in `velocity-policy-delivery/src/assets/mod.rs`):
 //!
-//! <!-- agreement: computed by policy-delivery/tests/lighthouse.rs -->
-//! Measured on the 9 pages of `policy-delivery/tests/fixtures/lighthouse` against Lighthouse 12.8 (mobile, headless Chromium), by `tests/lighthouse.rs`:
+//! <!-- agreement: computed by velocity-policy-delivery/tests/lighthouse.rs -->
+//! Measured on the 9 pages of `velocity-policy-delivery/tests/fixtures/lighthouse` against Lighthouse 12.8 (mobile, headless Chromium), by `tests/lighthouse.rs`:
 //!
 //! | rule | Lighthouse audit | agree | ours only | Lighthouse only | false positives |
 //! |---|---|---|---|---|---|

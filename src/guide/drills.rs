@@ -19,7 +19,7 @@
 //! //   }
 //! //   operation search: critical, idempotent { breaker = search; deadline = 1s; chaos = search_drill }
 //!
-//! #[policy::critical(breaker = "search", chaos = "search_drill", deadline = "1s")]
+//! #[velocity_policy::critical(breaker = "search", chaos = "search_drill", deadline = "1s")]
 //! async fn search(query: String) -> Result<Hits, AppError> { /* ... */ }
 //! ```
 //!
@@ -36,7 +36,7 @@
 //! and layer that names it shares (`enable`, `disable`, `set_rate`, `set`); when it is off the
 //! call path pays one relaxed atomic load. `enabled = false` in the stanza declares it off until
 //! someone switches it on. Nothing injects until the service arms drills at run time with
-//! `policy::chaos::arm()` (off by default, even with the feature); an injected opening is never
+//! `velocity_policy::chaos::arm()` (off by default, even with the feature); an injected opening is never
 //! shared with the fleet.
 //!
 //! ```rust
@@ -44,8 +44,8 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! use std::time::Duration;
-//! use policy::chaos::{Fault, FaultKind, Latency};
-//! use policy::{Breaker, CallError, Deadline, Registry};
+//! use velocity_policy::chaos::{Fault, FaultKind, Latency};
+//! use velocity_policy::{Breaker, CallError, Deadline, Registry};
 //!
 //! #[derive(Debug, PartialEq)]
 //! enum SearchError { Injected }
@@ -53,9 +53,9 @@
 //! let drill = Registry::global().chaos("readme_drill");
 //! drill.set(Fault::Latency(Latency::Fixed { delay: Duration::from_secs(2) }), 1.0);
 //! drill.set(Fault::Error, 1.0);
-//! policy::Registry::global().chaos_error_for("readme_drill", || SearchError::Injected);
+//! velocity_policy::Registry::global().chaos_error_for("readme_drill", || SearchError::Injected);
 //! drill.enable();
-//! policy::chaos::arm(); // off by default: the service arms drills at run time
+//! velocity_policy::chaos::arm(); // off by default: the service arms drills at run time
 //!
 //! // One attempt, as the expansion writes it: check, draw, run under the deadline, observe.
 //! let breaker = Breaker::builder("readme_search")

@@ -7,12 +7,12 @@
 //! its refusals and expiries, or its own failures too with `fallback_on_failure`. It takes the
 //! function's arguments by reference and the reason; a mismatched signature is a compile error at
 //! the attribute that says what was expected. Graceful degradation only ever drops privileges:
-//! `policy::fallback::degrade` checks an answer against the most the caller could have had and
+//! `velocity_policy::fallback::degrade` checks an answer against the most the caller could have had and
 //! fails a debug assertion when a fallback widens it.
 //!
 //! ```rust
-//! use policy::{CallError, DeadlineExceeded, ResilienceError};
-//! use policy::fallback::{Privileges, degrade};
+//! use velocity_policy::{CallError, DeadlineExceeded, ResilienceError};
+//! use velocity_policy::fallback::{Privileges, degrade};
 //!
 //! #[derive(Debug, Clone, PartialEq)]
 //! enum Session { Anonymous, User(u64) }
@@ -31,7 +31,7 @@
 //!     Ok(degrade(Session::Anonymous, &Session::User(*claimed_user)))
 //! }
 //!
-//! #[policy::critical(deadline = "50ms", fallback = "anonymous")]
+//! #[velocity_policy::critical(deadline = "50ms", fallback = "anonymous")]
 //! async fn lookup_session(claimed_user: u64) -> Result<Session, AuthError> {
 //!     tokio::time::sleep(std::time::Duration::from_secs(1)).await; // the store hangs
 //!     Ok(Session::User(claimed_user))
@@ -48,7 +48,7 @@
 //! signs in again, which cannot help. Let the fallback's answer say it is degraded and why (a
 //! variant of its own, such as `Session::Degraded { because }`, granting what anonymous grants),
 //! and where work needs the privilege answer 503 with the reason and a `Retry-After` for it, 401 or
-//! 403 only for a caller the store said no to (the `policy::fallback` docs show it; the demo's
+//! 403 only for a caller the store said no to (the `velocity_policy::fallback` docs show it; the demo's
 //! saves answer `503` with `x-degraded: anonymous` and `x-degraded-reason: deadline_exceeded`).
 //!
 //! `stale_if_error = "5m"` (feature `stale`) serves the last good result for the same arguments,

@@ -9,7 +9,7 @@
 //! # #[cfg(feature = "redis")]
 //! # async fn startup() -> Result<(), Box<dyn std::error::Error>> {
 //! # use std::sync::Arc;
-//! policy::Registry::global().set_breaker_store(Arc::new(policy::redis_store::RedisStore::connect(&std::env::var("REDIS_URL")?).await?));
+//! velocity_policy::Registry::global().set_breaker_store(Arc::new(velocity_policy::redis_store::RedisStore::connect(&std::env::var("REDIS_URL")?).await?));
 //! # Ok(())
 //! # }
 //! ```
@@ -23,7 +23,7 @@
 //! `on_timeout` and `on_error` as separate decisions (`open`, `closed`, or by default `local`: an
 //! outage degrades the fleet's rate to a per-instance one, and after one failed call no caller
 //! waits on Redis until a background probe finds it again). Details and
-//! key names: `policy_runtime::redis_store`.
+//! key names: `velocity_policy_runtime::redis_store`.
 //!
 //! The same store runs on a Redis Cluster (`RedisStore::builder().connect_cluster(nodes)`: every
 //! breaker's keys share a hash slot, openings travel on sharded pub/sub) and behind Redis Sentinel
@@ -49,7 +49,7 @@
 //! ```rust,no_run
 //! # #[cfg(feature = "redis")]
 //! # async fn startup() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = policy::redis_store::RedisStore::builder()
+//! let store = velocity_policy::redis_store::RedisStore::builder()
 //!     .shared_secret(std::env::var("POLICY_REDIS_SECRET")?) // never sent to Redis, never printed
 //!     .connect(&std::env::var("REDIS_URL")?)
 //!     .await?;
@@ -61,7 +61,7 @@
 //! # One set for the whole fleet
 //!
 //! With the features `overrides` and `redis`, a set published once reaches every instance through
-//! the Redis store. `policy::overrides::publish(&store, dir)` stores the directory's files (names
+//! the Redis store. `velocity_policy::overrides::publish(&store, dir)` stores the directory's files (names
 //! and texts) under one key, `<prefix>:overrides:{fleet}`, and announces it on a channel; each
 //! instance that follows validates the set against its own compiled policy, then applies it through
 //! the reload's path or refuses it with the same diagnostic and keeps its set. The key is the
@@ -77,18 +77,18 @@
 //! # async fn fleet() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //!
-//! let store = policy::redis_store::RedisStore::builder()
+//! let store = velocity_policy::redis_store::RedisStore::builder()
 //!     .shared_secret(std::env::var("POLICY_REDIS_SECRET")?)
 //!     .connect(&std::env::var("REDIS_URL")?)
 //!     .await?;
-//! let overrides = Arc::new(policy::overrides::load("policies")?);
+//! let overrides = Arc::new(velocity_policy::overrides::load("policies")?);
 //! // Every instance: the latest published set now, then each one published later.
 //! let _following = overrides.follow(&store).await;
 //! // One instance (or an admin binary), once `policy check --against` passed:
-//! policy::overrides::publish(&store, "policies/production").await?;
+//! velocity_policy::overrides::publish(&store, "policies/production").await?;
 //! # Ok(())
 //! # }
 //! # fn main() {}
 //! ```
 //!
-//! `policy-runtime/tests/overrides_fleet.rs` runs two instances against a real `redis-server`.
+//! `velocity-policy-runtime/tests/overrides_fleet.rs` runs two instances against a real `redis-server`.

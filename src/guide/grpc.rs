@@ -12,7 +12,7 @@
 //! # #[cfg(feature = "tonic")]
 //! # mod example {
 //! use std::time::Duration;
-//! use policy::layer::{DeadlineLayer, PropagateDeadlineLayer};
+//! use velocity_policy::layer::{DeadlineLayer, PropagateDeadlineLayer};
 //! use tonic::transport::{Endpoint, Server};
 //! use tonic::{Request, Response, Status};
 //! use tower::ServiceBuilder;
@@ -38,7 +38,7 @@
 //! // `RESOURCE_EXHAUSTED`; too little budget left, or an expiry: `DEADLINE_EXCEEDED`.
 //! #[tonic::async_trait]
 //! impl Quotes for QuoteService {
-//!     #[policy::resilient(
+//!     #[velocity_policy::resilient(
 //!         breaker(failures = 5, within = "30s", cooldown = "10s"),
 //!         bulkhead(max_concurrent = 8, max_queued = 4),
 //!         deadline = "1s"
@@ -83,9 +83,9 @@
 //! `tests/grpc.rs`.
 //!
 //! **Other clients.** hyper-util's client (feature `http`) takes `PropagateDeadlineLayer` and
-//! `policy::client::TripLayer`; reqwest (feature `reqwest`) takes
-//! `policy::client::reqwest::DeadlineMiddleware` and `BreakerMiddleware` through
+//! `velocity_policy::client::TripLayer`; reqwest (feature `reqwest`) takes
+//! `velocity_policy::client::reqwest::DeadlineMiddleware` and `BreakerMiddleware` through
 //! `reqwest-middleware`. Either way a `429` or `503` with `Retry-After` opens the named breaker for
-//! exactly that long (`policy::client::RetryAfter`, the documented classifier), and the next calls
-//! are refused without a request until it is over (`policy-runtime/tests/client.rs`, against a
+//! exactly that long (`velocity_policy::client::RetryAfter`, the documented classifier), and the next calls
+//! are refused without a request until it is over (`velocity-policy-runtime/tests/client.rs`, against a
 //! real axum server).

@@ -12,8 +12,8 @@
 //! //   hedge tail { after = p95; max = 2 }
 //! //   operation lookup: critical, idempotent { retry = transient; hedge = tail; deadline = 1s }
 //!
-//! #[policy::critical(hedge(after = "p95", max = 2), deadline = "1s")]
-//! #[policy::idempotent]
+//! #[velocity_policy::critical(hedge(after = "p95", max = 2), deadline = "1s")]
+//! #[velocity_policy::idempotent]
 //! async fn price(sku: u64) -> Result<u64, AppError> { /* ... */ }
 //! ```
 //!
@@ -35,8 +35,8 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! use std::time::Duration;
-//! use policy::Registry;
-//! use policy::layer::{BoxError, HedgeLayer, IdempotentLayer};
+//! use velocity_policy::Registry;
+//! use velocity_policy::layer::{BoxError, HedgeLayer, IdempotentLayer};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! // The entry `hedge = "tail"` and `operation { hedge = tail }` use.

@@ -11,11 +11,11 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! use std::time::Duration;
-//! use policy::layer::{BoxError, BreakerLayer, BulkheadLayer, DeadlineLayer};
-//! use policy::{Registry, ResilienceError};
+//! use velocity_policy::layer::{BoxError, BreakerLayer, BulkheadLayer, DeadlineLayer};
+//! use velocity_policy::{Registry, ResilienceError};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
-//! // The entries `#[policy::resilient(breaker = "search", bulkhead = "search")]` uses.
+//! // The entries `#[velocity_policy::resilient(breaker = "search", bulkhead = "search")]` uses.
 //! let registry = Registry::global();
 //! let mut search = ServiceBuilder::new()
 //!     // One deadline per request: the `request { deadline }` budget, tightened by the caller's
@@ -39,10 +39,10 @@
 //! # fn main() {}
 //! ```
 //!
-//! A whole `.policy` operation is one layer, `policy::operation_layer!("name")`: the macro reads
+//! A whole `.policy` operation is one layer, `velocity_policy::operation_layer!("name")`: the macro reads
 //! the crate's `.policy` files at compile time as the attributes do (an unknown name is a compile
 //! error naming the files searched and the closest name) and builds an `OperationLayer` over the
-//! same registry entries, so the layer and any `#[policy::resilient]` function naming its breaker
+//! same registry entries, so the layer and any `#[velocity_policy::resilient]` function naming its breaker
 //! share one breaker (tested in `tests/operation_layer.rs`):
 //!
 //! ```rust,ignore
@@ -53,7 +53,7 @@
 //! let index = ServiceBuilder::new()
 //!     // Deadline, then per attempt (retried: the service must be claimed idempotent, as the
 //!     // file claims the operation is) the breaker, a bulkhead slot, the call.
-//!     .layer(policy::operation_layer!("index_document"))
+//!     .layer(velocity_policy::operation_layer!("index_document"))
 //!     .service(Idempotent::service(tower::service_fn(index_document)));
 //! ```
 //!
@@ -62,7 +62,7 @@
 //! `PropagateDeadlineLayer` puts what is left of the deadline (minus a reserve) on outgoing
 //! requests, for hyper's client, tonic channels or any tower HTTP client (`only_to_hosts` keeps it
 //! from third parties). An axum handler reads the request's deadline with the `Deadline` extractor.
-//! See `policy::layer`.
+//! See `velocity_policy::layer`.
 //!
 //! # How much a request matters
 //!
@@ -73,7 +73,7 @@
 //! take a slot the levels above it are measured to need and could not otherwise get, never at a
 //! fixed fraction; it never waits in the queue, so a slot that frees goes to work that matters.
 //! Mark a route with `CriticalityLayer::new(Criticality::Sheddable)`, or a call with
-//! `policy::criticality::scope(Criticality::Sheddable, fut)`. A caller's `x-criticality` header
+//! `velocity_policy::criticality::scope(Criticality::Sheddable, fut)`. A caller's `x-criticality` header
 //! can lower its own request's level, and raise it only up to the route's ceiling
 //! (`CriticalityLayer::at_most`), from callers you trust (`trust_headers`, as for deadlines);
-//! `PropagateDeadlineLayer` carries the level on. See `policy::criticality`.
+//! `PropagateDeadlineLayer` carries the level on. See `velocity_policy::criticality`.

@@ -36,7 +36,7 @@ feature says which (it compiles to nothing without it).
 | [`fleet`] | Redis: breaker openings shared across instances, fleet rate limits, one set of overrides |
 | [`queue`] | background work on a durable Redis stream |
 | [`delivery`] | `policy locality`, `policy assets`, `policy gate` |
-| [`testing`] | `policy-testkit`: a fake dependency, a registry per test, assertions on the paused clock |
+| [`testing`] | `velocity-policy-testkit`: a fake dependency, a registry per test, assertions on the paused clock |
 | [`threat_model`] | what a request, or whoever can write to the fleet's Redis, cannot make the engine do |
 
 # The crates
@@ -44,14 +44,14 @@ feature says which (it compiles to nothing without it).
 | crate | what it holds |
 |---|---|
 | `policy` | the facade users depend on: the attribute macros and the runtime's public types, and these guides |
-| `policy-runtime` | the mechanisms alone: `deadline`, `breaker`, `bulkhead`, `shedding`, `retry`, `defer`, `background`, `isolate`, `fallback`, `limiter`, the registry and its snapshot; behind a feature, the Redis store |
-| `policy-delivery` | what the build and the edge deliver: the locality probe and the image-dimensions layer, which the facade's feature `delivery` brings in; and, for the command only, the asset audit (`audit`), the gate (`gate`) and the locality hops (`hops`) |
-| `policy-lang` | the `.policy` language: grammar, model, the one validator and its diagnostics |
-| `policy-macros` | the attribute macros `#[critical]`, `#[deferred]`, `#[background]`, `#[resilient]`, `#[idempotent]`, `#[operation]`, `#[isolate]` |
-| `policy-cli` | the `policy` command, a thin front over `policy-lang` and `policy-delivery`: `check`, `explain`, `fmt`, `gate`, `assets`, `locality` |
-| `policy-testkit` | the test kit, for your dev-dependencies ([`testing`]) |
+| `velocity-policy-runtime` | the mechanisms alone: `deadline`, `breaker`, `bulkhead`, `shedding`, `retry`, `defer`, `background`, `isolate`, `fallback`, `limiter`, the registry and its snapshot; behind a feature, the Redis store |
+| `velocity-policy-delivery` | what the build and the edge deliver: the locality probe and the image-dimensions layer, which the facade's feature `delivery` brings in; and, for the command only, the asset audit (`audit`), the gate (`gate`) and the locality hops (`hops`) |
+| `velocity-policy-lang` | the `.policy` language: grammar, model, the one validator and its diagnostics |
+| `velocity-policy-macros` | the attribute macros `#[critical]`, `#[deferred]`, `#[background]`, `#[resilient]`, `#[idempotent]`, `#[operation]`, `#[isolate]` |
+| `velocity-policy-cli` | the `policy` command, a thin front over `velocity-policy-lang` and `velocity-policy-delivery`: `check`, `explain`, `fmt`, `gate`, `assets`, `locality` |
+| `velocity-policy-testkit` | the test kit, for your dev-dependencies ([`testing`]) |
 
-Design notes live in the crate docs of `policy-runtime`: every timeout is bounded, a child
+Design notes live in the crate docs of `velocity-policy-runtime`: every timeout is bounded, a child
 deadline never outlives its parent, a retry spends the same budget as the attempt it replaces, a
 closed breaker's check is one atomic load, and a bulkhead bounds one instance (the fleet-wide
 bound is the platform's concurrency and the dependency's connection limit). The demo's own

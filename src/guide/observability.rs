@@ -3,7 +3,7 @@
 //! With the `metrics` feature every mechanism also records through the `metrics` facade, for any
 //! exporter: call durations per operation and outcome, attempts, breaker state and openings,
 //! refusals, bulkhead slots and queue, shed decisions, retries and the retry allowance's balance,
-//! and deferred and background tasks (every name, label and unit is in `policy::observe`'s
+//! and deferred and background tasks (every name, label and unit is in `velocity_policy::observe`'s
 //! "Metrics"). Install the recorder before the first call (a mechanism registers its metrics when
 //! it is built); with `metrics-exporter-prometheus`, for example:
 //!
@@ -14,7 +14,7 @@
 //!
 //! The demo serves its metrics that way at `/metrics` (`examples/demo/src/metrics.rs`).
 //!
-//! **OpenTelemetry** (feature `metrics`): `policy::otel::OtelRecorder` hands the same instruments to
+//! **OpenTelemetry** (feature `metrics`): `velocity_policy::otel::OtelRecorder` hands the same instruments to
 //! an OTel meter in OTel's spelling (`policy.call.duration` in `s` with the duration buckets the
 //! semantic conventions advise, `policy.refusals` with the refusal's kind as `error.type`), and
 //! `tracing-opentelemetry` makes each annotated call's span an OTel span, the mechanisms' events
@@ -25,7 +25,7 @@
 //! let meters = SdkMeterProvider::builder()
 //!     .with_reader(PeriodicReader::builder(MetricExporter::builder().with_tonic().build()?).build())
 //!     .build();
-//! policy::otel::OtelRecorder::new(meters.meter("policy")).install()?;
+//! velocity_policy::otel::OtelRecorder::new(meters.meter("policy")).install()?;
 //! let tracers = SdkTracerProvider::builder()
 //!     .with_batch_exporter(SpanExporter::builder().with_tonic().build()?)
 //!     .build();
@@ -48,19 +48,19 @@
 //! # use axum::{Router, routing::get};
 //! let app: Router = Router::new()
 //!     .route("/", get(|| async { "hello" }))
-//!     .merge(policy::dashboard::router()); // GET /dashboard (the page), GET /policy (its JSON)
+//!     .merge(velocity_policy::dashboard::router()); // GET /dashboard (the page), GET /policy (its JSON)
 //! # let _ = app;
 //! # }
 //! # #[cfg(not(feature = "dashboard"))]
 //! # fn main() {}
 //! ```
 //!
-//! `.nest("/ops", policy::dashboard::router())` puts the same two routes under `/ops`. The page is
+//! `.nest("/ops", velocity_policy::dashboard::router())` puts the same two routes under `/ops`. The page is
 //! embedded in the binary and reads the JSON every second. Every row is named by its policy or by
 //! the operation's own name, never a module path; the JSON is versioned (`"version": 1`) and every
 //! duration in it is milliseconds under a name ending in `_ms`; the shape is documented in
-//! `policy::dashboard`. The feature adds only axum without its default features (and
-//! `policy-lang`, which composes the trees). The demo mounts it this way
+//! `velocity_policy::dashboard`. The feature adds only axum without its default features (and
+//! `velocity-policy-lang`, which composes the trees). The demo mounts it this way
 //! (`examples/demo/src/dashboard.rs`).
 //!
 //! Above the tables, the page draws each entry point's tree of operations as this instance called

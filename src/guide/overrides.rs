@@ -31,7 +31,7 @@
 //! use std::sync::Arc;
 //!
 //! // Before the first call: POLICY_ENV's overrides, checked with the compiled policy.
-//! let overrides = Arc::new(policy::overrides::load("policies")?);
+//! let overrides = Arc::new(velocity_policy::overrides::load("policies")?);
 //! // An operator edits the file, then `kill -HUP <pid>`: the next call of `search` uses it.
 //! let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
 //! tokio::spawn(async move {
@@ -75,7 +75,7 @@
 //! Overrides tables, and `/policy`'s `operations` and `overrides`, show each value in force next to
 //! its compiled value, with the file, line and column it came from and when it was applied.
 //! `Overrides::watch` reloads when the files change.
-//! `tests/overrides.rs` runs this example end to end; `policy::overrides` has the details.
+//! `tests/overrides.rs` runs this example end to end; `velocity_policy::overrides` has the details.
 //!
 //! With `redis` too, one set published once reaches every instance: see
 //! [`guide::fleet`](crate::guide::fleet#one-set-for-the-whole-fleet).

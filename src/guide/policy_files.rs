@@ -35,7 +35,7 @@
 //! `durable` (a write that must be acknowledged). One word, one meaning: a *budget* is time,
 //! what is left of a deadline (`min_budget`); a retry's `allowance = 20% + 10/s` is the share of
 //! traffic its retries may add; a `ceilings` stanza holds the most a build may weigh. The crate
-//! docs of `policy-lang` list every setting and every diagnostic code with its fix.
+//! docs of `velocity-policy-lang` list every setting and every diagnostic code with its fix.
 //!
 //! ```sh
 //! policy check policies/            # every problem of every file; exit 1 on errors; --format json for tools

@@ -12,8 +12,8 @@
 //! the same function runs on the in-process pool, unchanged:
 //!
 //! ```text
-//! #[policy::background(queue = "embeddings", deadline = "30s")]
-//! #[policy::idempotent]
+//! #[velocity_policy::background(queue = "embeddings", deadline = "30s")]
+//! #[velocity_policy::idempotent]
 //! async fn embed_document(id: u64, text: String) -> Result<(), EmbedError> { .. }
 //!
 //! embed_document(7, text); // enqueued (its arguments as JSON); whichever instance takes it runs it
@@ -52,9 +52,9 @@
 //! # #[cfg(feature = "redis")]
 //! # async fn startup() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use policy::queue::{self, Handler, TaskQueue};
+//! use velocity_policy::queue::{self, Handler, TaskQueue};
 //!
-//! let store = policy::redis_store::RedisStore::connect(&std::env::var("REDIS_URL")?).await?;
+//! let store = velocity_policy::redis_store::RedisStore::connect(&std::env::var("REDIS_URL")?).await?;
 //! // With a `queue embeddings { ... }` stanza: `TaskQueue::configured(embed_document::queue_settings())`.
 //! let embeddings = TaskQueue::builder("embeddings").max_len(100_000).build(&store);
 //! queue::install(embeddings.clone()); // `#[background(queue = "embeddings")]` enqueues here now
@@ -76,12 +76,12 @@
 //! # }
 //! ```
 //!
-//! Each task carries an id (`policy::queue::current()` inside the work) to deduplicate with. What
+//! Each task carries an id (`velocity_policy::queue::current()` inside the work) to deduplicate with. What
 //! Redis acknowledged survives a restart of `redis-server` only with persistence: run it with
 //! `appendonly yes`. The dashboard's `queues` table and the `policy_queue_*` metrics show each
 //! queue's length, pending tasks per consumer, the age of its oldest task, redeliveries and dead
 //! letters. Why direct stream commands rather than a job-queue crate, the encoding and the keys:
-//! `policy_runtime::queue`.
+//! `velocity_policy_runtime::queue`.
 //!
 //! **Durability.** An enqueue returns once the Redis primary has the task; it survives a restart of
 //! `redis-server` only with persistence (`appendonly yes`). Replication is asynchronous, so a
@@ -91,5 +91,5 @@
 //! that had finished since, and they run again: work that must not repeat records the task ids it
 //! finished. Run Redis with `maxmemory-policy noeviction` (a worker warns otherwise), and set a
 //! shared secret wherever anything but this service can write to the Redis: without one, whoever
-//! can write to it can run any handler with any arguments (details: `policy_runtime::queue`,
+//! can write to it can run any handler with any arguments (details: `velocity_policy_runtime::queue`,
 //! "Durability").

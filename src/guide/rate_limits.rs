@@ -12,11 +12,11 @@
 //! //   operation sign_up: critical { ratelimit = signups; deadline = 2s }
 //!
 //! /// Bound to the file's operation of the same name: its rate limit applies.
-//! #[policy::critical]
+//! #[velocity_policy::critical]
 //! async fn sign_up(email: String) -> Result<UserId, AppError> { /* ... */ }
 //!
 //! /// Or named from the attribute.
-//! #[policy::critical(ratelimit = "signups", deadline = "2s")]
+//! #[velocity_policy::critical(ratelimit = "signups", deadline = "2s")]
 //! async fn invite(email: String) -> Result<UserId, AppError> { /* ... */ }
 //! ```
 //!
@@ -31,8 +31,8 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! use std::time::Duration;
-//! use policy::layer::{BoxError, RateLimitLayer};
-//! use policy::{RefusalKind, Registry, ResilienceError};
+//! use velocity_policy::layer::{BoxError, RateLimitLayer};
+//! use velocity_policy::{RefusalKind, Registry, ResilienceError};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //!
 //! // The entry `ratelimit = "signups"` and `operation { ratelimit = signups }` use.

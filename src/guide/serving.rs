@@ -7,14 +7,14 @@
 //! Containers, Kubernetes and systemd stop a process with SIGTERM, and SIGKILL it after a grace
 //! period (30 s by default in Kubernetes, 90 s in systemd); Ctrl-C is SIGINT. A process that
 //! listens only for Ctrl-C dies on SIGTERM at once: no drain, no report, the deferred work in
-//! flight lost. With the `http` feature, `policy::defer::ShutdownSignals` listens for both from
+//! flight lost. With the `http` feature, `velocity_policy::defer::ShutdownSignals` listens for both from
 //! the moment it is installed, and the shutdown is three steps in this order:
 //!
 //! ```rust,no_run
 //! # #[cfg(feature = "http")]
 //! # async fn run() -> std::io::Result<()> {
 //! use std::time::Duration;
-//! use policy::defer::{self, ShutdownSignals};
+//! use velocity_policy::defer::{self, ShutdownSignals};
 //! # async fn serve_until(_stop: impl std::future::Future<Output = ()>) {}
 //!
 //! // At startup, before the first request: from now on SIGINT and SIGTERM are ours to handle.

@@ -24,7 +24,7 @@
 //! wait inside it and everyone gets slower, while the bulkhead lets as many in as before. An
 //! adaptive bulkhead moves its slot count between a `min` and a `max`, following the latency of
 //! the calls it admits (Netflix's Vegas, adapted to small limits: the runtime's
-//! `policy::bulkhead::adaptive` docs say how and why). Past its limit it is a bulkhead like any
+//! `velocity_policy::bulkhead::adaptive` docs say how and why). Past its limit it is a bulkhead like any
 //! other: a small queue, then a refusal.
 //!
 //! ```rust,ignore
@@ -33,11 +33,11 @@
 //! //   operation call_partner: critical { bulkhead = partners; deadline = 1s }
 //!
 //! /// Bound to the file's operation: its adaptive bulkhead applies.
-//! #[policy::critical]
+//! #[velocity_policy::critical]
 //! async fn call_partner(id: u64) -> Result<Reply, AppError> { /* ... */ }
 //!
 //! /// Or inline.
-//! #[policy::critical(bulkhead(adaptive(min = 4, max = 64), max_queued = 8), deadline = "1s")]
+//! #[velocity_policy::critical(bulkhead(adaptive(min = 4, max = 64), max_queued = 8), deadline = "1s")]
 //! async fn call_other(id: u64) -> Result<Reply, AppError> { /* ... */ }
 //! ```
 //!
@@ -52,8 +52,8 @@
 //! ```rust
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
-//! use policy::Registry;
-//! use policy::bulkhead::AdaptiveLimit;
+//! use velocity_policy::Registry;
+//! use velocity_policy::bulkhead::AdaptiveLimit;
 //!
 //! // The entry `bulkhead partners { adaptive(min = 4, max = 64) }` registers.
 //! let partners = Registry::global().bulkhead("partners", |b| b.adaptive(AdaptiveLimit::new(4, 64)));

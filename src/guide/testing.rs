@@ -1,27 +1,27 @@
-//! Testing your policies with `policy-testkit`: a fake dependency, a registry per test, assertions on the paused clock.
+//! Testing your policies with `velocity-policy-testkit`: a fake dependency, a registry per test, assertions on the paused clock.
 //!
 //! # Testing your policies
 //!
-//! `policy-testkit` is a test kit for your own tests of your own annotated functions: add it to
+//! `velocity-policy-testkit` is a test kit for your own tests of your own annotated functions: add it to
 //! your `[dev-dependencies]` with only the features you use.
 //!
 //! ```toml
 //! [dev-dependencies]
-//! policy-testkit = { version = "0.1", features = ["fake", "isolation", "assert", "store"] } # "fake-http" for the HTTP server
+//! velocity-policy-testkit = { version = "0.1", features = ["fake", "isolation", "assert", "store"] } # "fake-http" for the HTTP server
 //! tokio = { version = "1", features = ["macros", "rt", "time", "test-util"] }
 //! ```
 //!
 //! A test that injects a slow dependency and asserts the latency bound and the breaker opening,
-//! on tokio's paused clock (no real time passes), as `policy-testkit/tests/testing_your_policies.rs` runs it:
+//! on tokio's paused clock (no real time passes), as `velocity-policy-testkit/tests/testing_your_policies.rs` runs it:
 //!
 //! ```rust
 //! # use std::time::Duration;
-//! use policy_testkit::assert::{breaker_opens_after, no_call_outlives};
+//! use velocity_policy_testkit::assert::{breaker_opens_after, no_call_outlives};
 //! # #[derive(Debug)] enum Error { Refused, TimedOut }
-//! # impl From<policy::ResilienceError> for Error { fn from(_: policy::ResilienceError) -> Self { Self::Refused } }
-//! # impl From<policy::DeadlineExceeded> for Error { fn from(_: policy::DeadlineExceeded) -> Self { Self::TimedOut } }
+//! # impl From<velocity_policy::ResilienceError> for Error { fn from(_: velocity_policy::ResilienceError) -> Self { Self::Refused } }
+//! # impl From<velocity_policy::DeadlineExceeded> for Error { fn from(_: velocity_policy::DeadlineExceeded) -> Self { Self::TimedOut } }
 //!
-//! #[policy::resilient(breaker(failures = 3, within = "30s", cooldown = "10s"), deadline = "200ms")]
+//! #[velocity_policy::resilient(breaker(failures = 3, within = "30s", cooldown = "10s"), deadline = "200ms")]
 //! async fn quote_price() -> Result<u32, Error> {
 //!     tokio::time::sleep(Duration::from_secs(5)).await; // the slow dependency
 //!     Ok(42)
@@ -29,10 +29,10 @@
 //!
 //! // #[tokio::test(start_paused = true)]
 //! async fn a_slow_dependency_is_bounded_and_opens_its_breaker() {
-//!     let _test = policy_testkit::isolation::isolate(); // a registry of its own
+//!     let _test = velocity_policy_testkit::isolation::isolate(); // a registry of its own
 //!     let latency = no_call_outlives(Duration::from_secs(1), 2, quote_price).await;
 //!     assert_eq!(latency.max, Duration::from_millis(200)); // the function's deadline, not 5 s
-//!     policy_testkit::isolation::reset(); // forget those two timeouts
+//!     velocity_policy_testkit::isolation::reset(); // forget those two timeouts
 //!     let breaker = breaker_opens_after("quote_price", 3, Duration::from_secs(30), quote_price).await;
 //!     assert_eq!(breaker.open_for, Some(Duration::from_secs(10)));
 //! }
@@ -42,7 +42,7 @@
 //!
 //! ## A fake dependency
 //!
-//! `policy_testkit::fake::FakeDependency` is a dependency your test scripts and switches while it
+//! `velocity_policy_testkit::fake::FakeDependency` is a dependency your test scripts and switches while it
 //! runs: healthy (with a latency), slow (a fixed delay or a range), down (a 503), rate limited (a
 //! 429 with its `Retry-After`), flaky at a rate (which calls fail is fixed by a seed, so a run
 //! repeats), or a script of phases ("healthy for 10 calls, then down for 5 s, then healthy"). It
@@ -57,8 +57,8 @@
 //!
 //! ```rust
 //! use std::time::Duration;
-//! use policy::{DeadlineExceeded, RefusalKind, ResilienceError};
-//! use policy_testkit::fake::{Behaviour, FakeDependency, FakeError};
+//! use velocity_policy::{DeadlineExceeded, RefusalKind, ResilienceError};
+//! use velocity_policy_testkit::fake::{Behaviour, FakeDependency, FakeError};
 //!
 //! #[derive(Debug, thiserror::Error)]
 //! enum SearchError {
@@ -70,7 +70,7 @@
 //!     TimedOut(#[from] DeadlineExceeded),
 //! }
 //!
-//! #[policy::resilient(breaker(failures = 3, within = "30s", cooldown = "10s"), deadline = "500ms")]
+//! #[velocity_policy::resilient(breaker(failures = 3, within = "30s", cooldown = "10s"), deadline = "500ms")]
 //! async fn search(search: &FakeDependency) -> Result<u64, SearchError> {
 //!     Ok(search.call().await?.call)
 //! }
@@ -93,7 +93,7 @@
 //! }
 //! ```
 //!
-//! With feature `fake-http`, `policy_testkit::fake::http::FakeHttpDependency::start("search")`
+//! With feature `fake-http`, `velocity_policy_testkit::fake::http::FakeHttpDependency::start("search")`
 //! serves the same dependency on a free loopback port (`url()`): a 200 after its latency, a 503
 //! while down, a 429 with a `Retry-After` header, `POST /_mode` with `slow 800ms` to switch it
 //! from outside. It also counts calls per caller (the `x-caller` header) and records the budgets
@@ -105,18 +105,18 @@
 //!
 //! Named mechanisms are process-global: every function naming the breaker `search` shares one
 //! breaker, and the test harness runs a binary's tests in parallel. So a test that opens it would
-//! open it for every test running at that moment. `policy_testkit::isolation::isolate()` (feature
+//! open it for every test running at that moment. `velocity_policy_testkit::isolation::isolate()` (feature
 //! `isolation`) gives the calling test a registry of its own until the guard drops: the
 //! attributes' mechanisms, `Registry::global()` and what reads it (`find_breaker`, the snapshot,
 //! layers and overrides built in the test) resolve to it.
 //!
 //! ```rust
 //! # use std::time::Duration;
-//! use policy::{Registry, breaker::BreakerState};
+//! use velocity_policy::{Registry, breaker::BreakerState};
 //!
 //! // #[tokio::test(start_paused = true)]
 //! async fn trips_only_its_own_breaker() {
-//!     let test = policy_testkit::isolation::isolate();
+//!     let test = velocity_policy_testkit::isolation::isolate();
 //!     Registry::global().breaker("search", |b| b).trip(Duration::from_secs(30), "429");
 //!     assert_eq!(test.registry().find_breaker("search").unwrap().state(), BreakerState::Open);
 //! }
@@ -127,24 +127,24 @@
 //! # }
 //! ```
 //!
-//! - It rests on `policy-runtime`'s feature `test-registry`, which only the test kit turns on, as a
+//! - It rests on `velocity-policy-runtime`'s feature `test-registry`, which only the test kit turns on, as a
 //!   dev-dependency: your service's build has none of it (a handle stays one atomic load), and
-//!   `policy-testkit/tests/isolation.rs` checks that the default build of `policy` resolves without it.
+//!   `velocity-policy-testkit/tests/isolation.rs` checks that the default build of `policy` resolves without it.
 //! - The scope is the test's thread. `#[tokio::test]` runs a current-thread runtime there, so the
 //!   test and every task it spawns see it. On a multi-thread runtime a bare `tokio::spawn` runs on
-//!   a worker thread and does not: spawn with `policy_testkit::isolation::spawn`, which carries it.
+//!   a worker thread and does not: spawn with `velocity_policy_testkit::isolation::spawn`, which carries it.
 //!   `isolated(async { .. })` isolates one future instead of a thread.
 //! - What the registry does not hold stays process-wide: deferred work's and background pools'
 //!   counts, a stale-if-error cache, a metrics recorder.
 //! - Each test's registry is leaked (mechanisms are borrowed for `'static`): a few kilobytes per
 //!   test, in test binaries only.
 //! - Tests that run one after another can share the process's registry and call
-//!   `policy_testkit::isolation::reset()` (`Registry::reset_state`): every breaker closed, its
+//!   `velocity_policy_testkit::isolation::reset()` (`Registry::reset_state`): every breaker closed, its
 //!   window and counters empty.
 //!
 //! ## Assertions on the paused clock
 //!
-//! `policy_testkit::assert` (feature `assert`) drives your functions and reads what the
+//! `velocity_policy_testkit::assert` (feature `assert`) drives your functions and reads what the
 //! mechanisms did from the registry; each returns a report of the numbers it saw, and panics with
 //! the numbers and the fix when the mechanism does not do what it asserts:
 //!
@@ -161,7 +161,7 @@
 //!
 //! ## Fleet behaviour without Redis
 //!
-//! `policy_testkit::store::SharedMemory` (feature `store`) is one in-memory "Redis" for several
+//! `velocity_policy_testkit::store::SharedMemory` (feature `store`) is one in-memory "Redis" for several
 //! instances: `SharedMemory::instance("a")` is instance `a`'s `BreakerStore`, and openings and
 //! fleet failure counts travel between them by the Redis store's rules (what each breaker's
 //! `Sharing` shares, the quorum, the receiver's own bound on what it accepts, the status counters
@@ -172,8 +172,8 @@
 //!
 //! ```rust
 //! # use std::time::Duration;
-//! use policy::{Breaker, Sharing, breaker::BreakerState};
-//! use policy_testkit::store::SharedMemory;
+//! use velocity_policy::{Breaker, Sharing, breaker::BreakerState};
+//! use velocity_policy_testkit::store::SharedMemory;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
@@ -185,6 +185,6 @@
 //! # }
 //! ```
 //!
-//! For integration tests against a real server, `policy_testkit::RedisServer::start()` runs a
+//! For integration tests against a real server, `velocity_policy_testkit::RedisServer::start()` runs a
 //! private `redis-server` on a unix socket in a temporary folder (`RedisCluster` and
 //! `RedisSentinel` a cluster and a Sentinel set), so the same test can run on `RedisStore`.

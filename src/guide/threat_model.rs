@@ -8,7 +8,7 @@
 //! service keeps to itself. A caller may shorten its own wait, never make the service refuse
 //! others. What comes from outside is bounded by the local configuration, size-checked before it is
 //! read, and dropped and counted when malformed. Each row is a test that fails without its defence
-//! (`policy-runtime/tests/` unless another path is given).
+//! (`velocity-policy-runtime/tests/` unless another path is given).
 //!
 //! **From a request**
 //!
@@ -30,10 +30,10 @@
 //! | make the dead-letter stream another type so a task vanishes | one script, the dead letter written first; the task stays pending, the failure logged and counted | `queue.rs::a_dead_letter_redis_refuses_leaves_the_task_pending_logged_and_counted` |
 //! | a late acknowledgement deletes a task another worker now runs | ownership checked in the script; the task deadline at most 4/5 of the visibility timeout (refused in `.policy`, lowered and warned at run time) | `queue.rs::a_delivery_that_ends_after_another_worker_claimed_its_task_leaves_it_to_that_worker`, `queue.rs::the_task_deadline_is_kept_within_four_fifths_of_the_visibility_timeout` |
 //! | an operation name with a newline forges a log line | messages are constant; operation and error are fields | `queue.rs::an_operation_name_from_the_stream_is_a_field_and_cannot_forge_a_log_line` |
-//! | a failover or eviction loses acknowledged tasks | `wait_for_replicas` (Redis `WAIT`); a warning unless `maxmemory-policy` is `noeviction`; the durability section of `policy::queue` | `queue.rs::an_enqueue_can_wait_for_a_replica_without_holding_up_the_rest`, `queue.rs::a_server_that_may_evict_keys_is_warned_about_once` |
-//! | an override set with `deadline = 1ms`, `cooldown = 1000h`, `max_retry_after = 8760h` | every override stays within its envelope (¼ to 4× the compiled value; `cooldown` and `max_retry_after` never above it; widened only by the compiled `envelope` stanza) | `overrides_fleet.rs::the_fleets_set_moves_numbers_only_within_their_envelope_and_never_arms_a_drill`, `policy-lang/tests/overrides.rs::an_override_moves_a_number_only_within_its_envelope` |
+//! | a failover or eviction loses acknowledged tasks | `wait_for_replicas` (Redis `WAIT`); a warning unless `maxmemory-policy` is `noeviction`; the durability section of `velocity_policy::queue` | `queue.rs::an_enqueue_can_wait_for_a_replica_without_holding_up_the_rest`, `queue.rs::a_server_that_may_evict_keys_is_warned_about_once` |
+//! | an override set with `deadline = 1ms`, `cooldown = 1000h`, `max_retry_after = 8760h` | every override stays within its envelope (¼ to 4× the compiled value; `cooldown` and `max_retry_after` never above it; widened only by the compiled `envelope` stanza) | `overrides_fleet.rs::the_fleets_set_moves_numbers_only_within_their_envelope_and_never_arms_a_drill`, `velocity-policy-lang/tests/overrides.rs::an_override_moves_a_number_only_within_its_envelope` |
 //! | replay an older signed set with a higher version | version and publication time are signed; an older or stale set is refused | `overrides_fleet.rs::an_older_signed_set_cannot_be_replayed_as_a_newer_one` |
-//! | arm a drill from the fleet | a fleet set may not name `chaos`; drills inject only after `chaos::arm()` in the process | `chaos_armed.rs::a_drill_injects_nothing_until_the_process_arms_drills`, `policy-lang/tests/overrides.rs::the_fleets_set_may_not_touch_a_drill` |
+//! | arm a drill from the fleet | a fleet set may not name `chaos`; drills inject only after `chaos::arm()` in the process | `chaos_armed.rs::a_drill_injects_nothing_until_the_process_arms_drills`, `velocity-policy-lang/tests/overrides.rs::the_fleets_set_may_not_touch_a_drill` |
 //! | an injected 429 opens the fleet's breaker | injected openings and failures are never shared | `redis.rs::an_injected_opening_is_never_shared_with_the_fleet` |
 //! | forged failure records make a quorum, or a forged probation makes one failure open the fleet | signed reports counted by the reporting instance; probation bounded by the local window | `redis.rs::forged_failure_records_do_not_make_a_quorum`, `redis.rs::a_forged_probation_cannot_make_one_failure_open_the_fleet` |
 //! | one `SET` of a far-future value holds the fleet limiter shut | a state beyond now plus the period is reset and counted; no wait is longer than the period | `redis.rs::a_far_future_state_cannot_hold_the_fleet_limiter_shut` |

@@ -1,24 +1,24 @@
 // Shared by the trybuild cases: an error type that can carry refusals and expiries.
 #[derive(Debug)]
 pub enum AppError {
-    Refused(policy::ResilienceError),
-    TimedOut(policy::DeadlineExceeded),
+    Refused(velocity_policy::ResilienceError),
+    TimedOut(velocity_policy::DeadlineExceeded),
     Failed,
 }
 
-impl From<policy::ResilienceError> for AppError {
-    fn from(e: policy::ResilienceError) -> Self {
+impl From<velocity_policy::ResilienceError> for AppError {
+    fn from(e: velocity_policy::ResilienceError) -> Self {
         Self::Refused(e)
     }
 }
 
-impl From<policy::DeadlineExceeded> for AppError {
-    fn from(e: policy::DeadlineExceeded) -> Self {
+impl From<velocity_policy::DeadlineExceeded> for AppError {
+    fn from(e: velocity_policy::DeadlineExceeded) -> Self {
         Self::TimedOut(e)
     }
 }
 
-impl policy::Transient for AppError {
+impl velocity_policy::Transient for AppError {
     fn is_transient(&self) -> bool {
         !matches!(self, Self::Refused(_))
     }

@@ -10,7 +10,7 @@ use axum::extract::Path;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Json, Response};
 use axum::routing::get;
-use policy::locality::LocalityMap;
+use velocity_policy::locality::LocalityMap;
 
 const INDEX: &str = include_str!("../static/index.html");
 const LATENCY_PNG: &[u8] = include_bytes!("../static/latency.png");
@@ -25,7 +25,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/{file}", get(asset))
         .route("/locality", get(locality))
         // `/policy` and `/dashboard`, from the runtime (feature `dashboard`).
-        .merge(policy::dashboard::router())
+        .merge(velocity_policy::dashboard::router())
 }
 
 async fn locality() -> Json<LocalityMap> {

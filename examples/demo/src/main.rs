@@ -148,7 +148,7 @@ const SERVE_DRAIN: Duration = Duration::from_secs(10);
 
 async fn serve(port: u16, db: Option<PathBuf>) -> Result<(), DemoError> {
     // First: from here on SIGINT and SIGTERM are ours to handle, not a kill.
-    let mut signals = policy::defer::ShutdownSignals::install()?;
+    let mut signals = velocity_policy::defer::ShutdownSignals::install()?;
     EventLog::install()?;
     let db = stack::prepare_database(db.as_deref(), scenario::SEED_DOCUMENTS).await?;
     let providers = Providers::start().await?;
@@ -182,7 +182,7 @@ async fn serve(port: u16, db: Option<PathBuf>) -> Result<(), DemoError> {
     instance.stop().await;
     // The responses are finished, so the work they deferred is in flight: it still calls the
     // providers, so it drains before they stop.
-    let report = policy::defer::shutdown(SERVE_DRAIN).await;
+    let report = velocity_policy::defer::shutdown(SERVE_DRAIN).await;
     providers.stop().await;
     println!(
         "stopped; deferred work still in flight at shutdown: {} finished, {} abandoned",
@@ -256,7 +256,7 @@ async fn instance(
     while stdin.read(&mut buf).await.unwrap_or(0) > 0 {}
     instance.stop().await;
     stack::drain_queue_worker(Duration::from_secs(2)).await;
-    let _ = policy::defer::shutdown(Duration::from_secs(2)).await;
+    let _ = velocity_policy::defer::shutdown(Duration::from_secs(2)).await;
     Ok(())
 }
 

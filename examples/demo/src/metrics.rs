@@ -1,5 +1,5 @@
 //! `GET /metrics`: every mechanism's metrics (the runtime's `metrics` feature, documented in
-//! `policy::observe`) in Prometheus' text format, from `metrics-exporter-prometheus`'s
+//! `velocity_policy::observe`) in Prometheus' text format, from `metrics-exporter-prometheus`'s
 //! recorder (feature `prometheus`, on by default).
 //!
 //! The recorder is installed once per process, by [`install`], before the first mechanism is

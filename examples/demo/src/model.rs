@@ -1,13 +1,13 @@
 //! The demo's policies as a model: `policies/demo.policy`, the same file the attributes of
 //! [`service`](crate::service) bind to at compile time, compiled in and read once with
-//! `policy-lang` for what only the running service needs (the request's deadline, which
+//! `velocity-policy-lang` for what only the running service needs (the request's deadline, which
 //! [`router`](crate::service::router) stamps on every request with a `DeadlineLayer`).
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use policy::layer::DeadlineLayer;
-use policy_lang::PolicySet;
+use velocity_policy::layer::DeadlineLayer;
+use velocity_policy_lang::PolicySet;
 
 use crate::DemoError;
 
@@ -43,26 +43,29 @@ pub fn request_min_budget() -> Option<Duration> {
     SET.spec().request_min_budget()
 }
 
-/// The numbers of `policies/demo.policy` for the request's bound (`policy_lang::bound`): each
+/// The numbers of `policies/demo.policy` for the request's bound (`velocity_policy_lang::bound`): each
 /// operation's deadline, minimum budget, retry and hedge, and the request's budget.
-pub fn bound_model() -> policy_lang::bound::Model {
-    policy_lang::bound::Model::from_spec(SET.spec())
+pub fn bound_model() -> velocity_policy_lang::bound::Model {
+    velocity_policy_lang::bound::Model::from_spec(SET.spec())
 }
 
 /// The tree of `entry` as this process ran it: the calls between annotated operations the
 /// registry observed, composed with `demo.policy`'s numbers (and, for an operation only an
 /// attribute declares, such as `push_to_index`, the numbers in force in the registry). `None`
 /// when `entry` was never called.
-pub fn observed_tree(registry: &policy::Registry, entry: &str) -> Option<policy_lang::bound::Tree> {
+pub fn observed_tree(
+    registry: &velocity_policy::Registry,
+    entry: &str,
+) -> Option<velocity_policy_lang::bound::Tree> {
     let snapshot = registry.snapshot();
-    let (in_force, graph) = policy::dashboard::observed(&snapshot, registry);
+    let (in_force, graph) = velocity_policy::dashboard::observed(&snapshot, registry);
     let mut model = bound_model();
     for budget in in_force.budgets() {
         if model.get(&budget.operation).is_none() {
             model.insert(budget.clone());
         }
     }
-    policy_lang::bound::compose(&model, &graph)
+    velocity_policy_lang::bound::compose(&model, &graph)
         .trees
         .into_iter()
         .find(|tree| tree.entry() == entry)

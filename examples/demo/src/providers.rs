@@ -1,6 +1,6 @@
 //! The service's dependencies, faked as real HTTP servers on loopback: the search provider, the
 //! notifier and the session store, each a thin wrapper over the test kit's fake dependency
-//! ([`policy_testkit::fake::http`]) with its name, its usual latency and its routes (the session
+//! ([`velocity_policy_testkit::fake::http`]) with its name, its usual latency and its routes (the session
 //! store answers `GET /sessions/{user}`). Each one's behaviour can be switched while it runs
 //! ([`Mode`]), and each counts the requests it received, per calling instance (the `x-caller`
 //! header), the most it ever had in flight at once, and the budgets its callers gave it (the
@@ -15,14 +15,14 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use policy_testkit::fake::http::{CallerCounts, Deadlines, FakeHttp};
-use policy_testkit::fake::{Behaviour, FakeDependency};
 use serde::Serialize;
 use tokio::net::TcpListener;
+use velocity_policy_testkit::fake::http::{CallerCounts, Deadlines, FakeHttp};
+use velocity_policy_testkit::fake::{Behaviour, FakeDependency};
 
 use crate::server::{ServeLimits, Server};
 
-pub use policy_testkit::fake::http::{MAX_CALLER_LEN, MAX_CALLERS, OTHER_CALLERS};
+pub use velocity_policy_testkit::fake::http::{MAX_CALLER_LEN, MAX_CALLERS, OTHER_CALLERS};
 
 /// The shortest delay of [`Mode::Slow`].
 pub const SLOWEST_FLOOR: Duration = Duration::from_millis(50);

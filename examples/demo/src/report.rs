@@ -636,7 +636,7 @@ pub const SAVE_ROUTE_SLACK: Duration = Duration::from_millis(250);
 
 /// The save's tree, named by its operations: `` `save_document` > `authenticate`, ... ``, its
 /// calls by name (the run observes who called whom, not in which order).
-fn tree_names(tree: &policy_lang::bound::Tree) -> String {
+fn tree_names(tree: &velocity_policy_lang::bound::Tree) -> String {
     let children: Vec<String> = tree
         .root
         .children
@@ -649,7 +649,7 @@ fn tree_names(tree: &policy_lang::bound::Tree) -> String {
 fn bound_text(bound: Option<Duration>) -> String {
     bound.map_or_else(
         || "unbounded".to_owned(),
-        policy_lang::units::format_duration,
+        velocity_policy_lang::units::format_duration,
     )
 }
 

@@ -34,7 +34,7 @@ use tower_http::timeout::RequestBodyDeadlineLayer;
 /// What a server allows one client: how long it may take to send a request's headers and its
 /// body, and how many connections may be open at once.
 ///
-/// The defaults are the service's; the facade's serving guide (`policy::guide::serving`) says
+/// The defaults are the service's; the facade's serving guide (`velocity_policy::guide::serving`) says
 /// what a production service should choose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServeLimits {

@@ -28,11 +28,11 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use axum::{Router, middleware};
-use policy::fallback::{Privileges, degrade};
-use policy::layer::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
-use policy::{AfterResponseLayer, CallError, DeadlineExceeded, Registry, ResilienceError};
 use serde::{Deserialize, Serialize};
 use tower::Layer as _;
+use velocity_policy::fallback::{Privileges, degrade};
+use velocity_policy::layer::{DeadlineLayer, PropagateDeadline, PropagateDeadlineLayer};
+use velocity_policy::{AfterResponseLayer, CallError, DeadlineExceeded, Registry, ResilienceError};
 
 use crate::client::{self, HttpClient};
 use crate::dashboard;
@@ -148,7 +148,7 @@ impl From<DeadlineExceeded> for ProviderError {
     }
 }
 
-impl policy::Transient for ProviderError {
+impl velocity_policy::Transient for ProviderError {
     /// Worth repeating: a 5xx, a lost connection, an attempt that timed out. Not a 429: the
     /// breaker is tripped, so asking again inside this request would only be refused.
     fn is_transient(&self) -> bool {
@@ -430,7 +430,7 @@ pub fn token_for(user: u64) -> String {
 // ---- critical ----------------------------------------------------------------------------------
 
 /// Authentication: the token names a user and carries that user's signature.
-#[policy::critical]
+#[velocity_policy::critical]
 pub async fn authenticate(token: Option<String>) -> Result<u64, ServiceError> {
     let token = token.ok_or(ServiceError::Unauthenticated("no bearer token"))?;
     let (user, sig) = token
@@ -456,7 +456,7 @@ struct SessionRecord {
 /// or [`Session::Anonymous`] when the store says the session ended (a 404). When the store
 /// fails, is too slow, or its breaker is open, the request degrades to
 /// [`Session::Degraded`]: never wider than what the token claims ([`anonymous`]).
-#[policy::critical(fallback_on_failure)]
+#[velocity_policy::critical(fallback_on_failure)]
 pub async fn lookup_session(sessions: Dependency, user: u64) -> Result<Session, SessionError> {
     let body = match sessions
         .call(Method::GET, &format!("/sessions/{user}"), Bytes::new())
@@ -512,7 +512,7 @@ pub fn anonymous(
 /// always "not allowed": a session that ended is (401, sign in again), a signed-in user
 /// without the right is (403), but a session the store could not confirm is "not now" (503,
 /// retry).
-#[policy::critical]
+#[velocity_policy::critical]
 pub async fn authorize(session: Session) -> Result<u64, ServiceError> {
     match session {
         Session::User {
@@ -532,7 +532,7 @@ pub async fn authorize(session: Session) -> Result<u64, ServiceError> {
 }
 
 /// Validation.
-#[policy::critical]
+#[velocity_policy::critical]
 pub async fn validate(doc: NewDocument) -> Result<NewDocument, ServiceError> {
     let title = doc.title.trim().chars().count();
     if title == 0 || title > 200 {
@@ -559,14 +559,14 @@ where
 }
 
 /// Creates the tables. Run once at startup, through the `database` bulkhead like every write.
-#[policy::critical(bulkhead = "database", deadline = "10s")]
+#[velocity_policy::critical(bulkhead = "database", deadline = "10s")]
 pub async fn create_schema(db: Arc<Database>) -> Result<(), ServiceError> {
     blocking(move || db.create_schema()).await
 }
 
 /// The canonical write: durable, so critical. The `database` bulkhead lets a few writes in
 /// and refuses the rest at once (a 503), rather than queueing latency nobody can see.
-#[policy::critical]
+#[velocity_policy::critical]
 pub async fn write_document(
     db: Arc<Database>,
     author: u64,
@@ -576,7 +576,7 @@ pub async fn write_document(
 }
 
 /// Saving a document: the user waits for the critical steps, and only for them.
-#[policy::critical]
+#[velocity_policy::critical]
 pub async fn save_document(
     app: Services,
     token: Option<String>,
@@ -598,7 +598,7 @@ pub async fn save_document(
 }
 
 /// Reading a document: the unrelated route. Its own compartment (`reads`), no provider.
-#[policy::critical]
+#[velocity_policy::critical]
 pub async fn read_document(db: Arc<Database>, id: i64) -> Result<Option<Document>, ServiceError> {
     blocking(move || db.document(id)).await
 }
@@ -606,8 +606,8 @@ pub async fn read_document(db: Arc<Database>, id: i64) -> Result<Option<Document
 // ---- deferred ----------------------------------------------------------------------------------
 
 /// Analytics: counted after the response.
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 pub async fn record_analytics(app: Services, request: String, author: u64) {
     app.timeline.deferred_started(&request, "record_analytics");
     let _ = author;
@@ -616,8 +616,8 @@ pub async fn record_analytics(app: Services, request: String, author: u64) {
 
 /// Search indexing: after the response, through the resilient call to the provider. Hands the
 /// embedding (CPU work) to the background pool first.
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 pub async fn index_document(
     app: Services,
     request: String,
@@ -627,7 +627,7 @@ pub async fn index_document(
     app.timeline.deferred_started(&request, "index_document");
     // Through the Redis stream when the demo shares a store, else on the in-process pool.
     #[cfg(feature = "redis")]
-    if policy::queue::installed("embeddings").is_some() {
+    if velocity_policy::queue::installed("embeddings").is_some() {
         embed_on_queue(id, doc.body.clone());
     } else {
         embed_document(app.clone(), id, doc.body.clone());
@@ -648,14 +648,14 @@ pub async fn index_document(
 /// that is down, and a 429 trips it), the `search` bulkhead (a slow provider holds at most
 /// four calls) and the `search` retry (transient failures, full jitter, inside one deadline).
 /// The `search_drill` chaos (off unless switched on) injects its faults inside each attempt.
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker = "search",
     bulkhead = "search",
     retry = "search",
     chaos = "search_drill",
     deadline = "4s"
 )]
-#[policy::idempotent]
+#[velocity_policy::idempotent]
 pub async fn push_to_index(
     search: Dependency,
     id: i64,
@@ -674,8 +674,8 @@ pub async fn push_to_index(
 
 /// The activity event: a row in the store, after the response. It uses the `database`
 /// compartment, so it is shed (not queued) when critical writes need the room.
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 pub async fn publish_activity(app: Services, request: String, id: i64) -> Result<(), WorkError> {
     app.timeline.deferred_started(&request, "publish_activity");
     let db = app.db.clone();
@@ -687,8 +687,8 @@ pub async fn publish_activity(app: Services, request: String, id: i64) -> Result
 }
 
 /// The notification: after the response, through the resilient call to the notifier.
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 pub async fn notify_followers(
     app: Services,
     request: String,
@@ -702,13 +702,13 @@ pub async fn notify_followers(
 }
 
 /// The call to the notifier, with its own breaker, bulkhead and retry.
-#[policy::resilient(
+#[velocity_policy::resilient(
     breaker = "notifier",
     bulkhead = "notifier",
     retry = "notifier",
     deadline = "4s"
 )]
-#[policy::idempotent]
+#[velocity_policy::idempotent]
 pub async fn send_notification(
     notifier: Dependency,
     id: i64,
@@ -725,8 +725,8 @@ pub async fn send_notification(
 
 /// The embedding: background work, shed first when the `database` compartment is busy; its CPU
 /// part runs on a bounded pool of its own ([`compute_embedding`]), never on an async worker.
-#[policy::background]
-#[policy::idempotent]
+#[velocity_policy::background]
+#[velocity_policy::idempotent]
 pub async fn embed_document(app: Services, id: i64, text: String) -> Result<(), WorkError> {
     let _ = id;
     let vector = compute_embedding(text)
@@ -742,8 +742,8 @@ pub async fn embed_document(app: Services, id: i64, text: String) -> Result<(), 
 /// the call enqueues the document on the Redis stream, and whichever instance's worker takes
 /// it computes it (`embed_on_queue::task()`, started in [`crate::stack::share_breakers`]).
 #[cfg(feature = "redis")]
-#[policy::background(queue = "embeddings", deadline = "5s")]
-#[policy::idempotent]
+#[velocity_policy::background(queue = "embeddings", deadline = "5s")]
+#[velocity_policy::idempotent]
 pub async fn embed_on_queue(id: i64, text: String) -> Result<(), WorkError> {
     let _ = id;
     let vector = compute_embedding(text)
@@ -758,7 +758,7 @@ pub async fn embed_on_queue(id: i64, text: String) -> Result<(), WorkError> {
 
 /// [`embedding`] moved off the async workers: a bulkhead for CPU with two slots and a short
 /// queue, waited for at most until the current deadline.
-#[policy::isolate(max_concurrent = 2, max_queued = 4)]
+#[velocity_policy::isolate(max_concurrent = 2, max_queued = 4)]
 pub fn compute_embedding(text: String) -> Vec<f32> {
     embedding(&text)
 }

@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::Registry;
-use policy::background::BackgroundPool;
 use tokio::net::TcpListener;
+use velocity_policy::Registry;
+use velocity_policy::background::BackgroundPool;
 
 use crate::DemoError;
 use crate::client::http_client;
@@ -22,7 +22,7 @@ use crate::timeline::Timeline;
 /// Redis, with a worker in this process. Call it before the first call builds a breaker.
 #[cfg(feature = "redis")]
 pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(), DemoError> {
-    let store = policy::redis_store::RedisStore::builder()
+    let store = velocity_policy::redis_store::RedisStore::builder()
         .prefix(prefix)
         .instance(instance)
         .connect(url)
@@ -34,9 +34,9 @@ pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(
         })?;
     // The queue's numbers are the `queue embeddings { ... }` stanza of `policies/demo.policy`.
     let embeddings =
-        policy::queue::TaskQueue::configured(service::embed_on_queue::queue_settings())
+        velocity_policy::queue::TaskQueue::configured(service::embed_on_queue::queue_settings())
             .build(&store);
-    policy::queue::install(embeddings.clone());
+    velocity_policy::queue::install(embeddings.clone());
     *lock_worker() = Some(
         embeddings
             .worker()
@@ -49,8 +49,9 @@ pub async fn share_breakers(url: &str, prefix: &str, instance: &str) -> Result<(
 
 /// This process's worker of the `embeddings` queue, while it runs.
 #[cfg(feature = "redis")]
-fn lock_worker() -> std::sync::MutexGuard<'static, Option<policy::queue::Worker>> {
-    static WORKER: std::sync::Mutex<Option<policy::queue::Worker>> = std::sync::Mutex::new(None);
+fn lock_worker() -> std::sync::MutexGuard<'static, Option<velocity_policy::queue::Worker>> {
+    static WORKER: std::sync::Mutex<Option<velocity_policy::queue::Worker>> =
+        std::sync::Mutex::new(None);
     WORKER.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -172,7 +173,7 @@ fn configure_background_pool() {
         .max_queued(4)
         .yield_to(&database)
         .build();
-    let _ = policy::background::set_pool(pool);
+    let _ = velocity_policy::background::set_pool(pool);
 }
 
 /// Text of a few hundred characters, different per `n`.

@@ -2,7 +2,7 @@
 //! memory.
 //!
 //! Two kinds of events meet under one lock: a response body finishing (seen by a middleware
-//! that wraps every response body, inside `policy::AfterResponseLayer`) and a deferred task's
+//! that wraps every response body, inside `velocity_policy::AfterResponseLayer`) and a deferred task's
 //! body starting (recorded by its first line). A start is judged the moment it happens: its
 //! request's response is either finished already (the task started **after** it), or still in
 //! flight (it started **before**: the layer broke its promise), or unknown to the record

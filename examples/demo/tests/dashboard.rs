@@ -22,7 +22,7 @@ use policy_demo::client::{self, http_client};
 use policy_demo::providers::Mode;
 use policy_demo::service::token_for;
 use policy_demo::stack::{self, Instance, Providers};
-use policy_testkit::browser::{self, Chromium};
+use velocity_policy_testkit::browser::{self, Chromium};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_the_search_breaker_open_in_a_real_browser() {

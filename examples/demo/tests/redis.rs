@@ -15,7 +15,7 @@
 
 use std::process::{Command, Stdio};
 
-use policy_testkit::RedisServer;
+use velocity_policy_testkit::RedisServer;
 
 /// The number right after `before` in `text`.
 fn number_after(text: &str, before: &str) -> u64 {

@@ -45,9 +45,9 @@ impl Failure {
 
     /// A boxed error from a tower stack: ours, tower's or the dependency's.
     fn boxed(error: &BoxError) -> Self {
-        let why = if let Some(refusal) = error.downcast_ref::<policy::ResilienceError>() {
+        let why = if let Some(refusal) = error.downcast_ref::<velocity_policy::ResilienceError>() {
             refusal.kind().as_str()
-        } else if error.is::<policy::DeadlineExceeded>() {
+        } else if error.is::<velocity_policy::DeadlineExceeded>() {
             "deadline_exceeded"
         } else if error.is::<tower::load_shed::error::Overloaded>() {
             "load_shed"
@@ -349,19 +349,19 @@ pub enum CallFailed {
     /// The dependency failed.
     Dependency(DepError),
     /// A breaker, bulkhead, shedder or the budget refused: the work never ran.
-    Refused(policy::ResilienceError),
+    Refused(velocity_policy::ResilienceError),
     /// We stopped waiting.
-    TimedOut(policy::DeadlineExceeded),
+    TimedOut(velocity_policy::DeadlineExceeded),
 }
 
-impl From<policy::ResilienceError> for CallFailed {
-    fn from(e: policy::ResilienceError) -> Self {
+impl From<velocity_policy::ResilienceError> for CallFailed {
+    fn from(e: velocity_policy::ResilienceError) -> Self {
         Self::Refused(e)
     }
 }
 
-impl From<policy::DeadlineExceeded> for CallFailed {
-    fn from(e: policy::DeadlineExceeded) -> Self {
+impl From<velocity_policy::DeadlineExceeded> for CallFailed {
+    fn from(e: velocity_policy::DeadlineExceeded) -> Self {
         Self::TimedOut(e)
     }
 }
@@ -376,7 +376,7 @@ impl std::fmt::Display for CallFailed {
     }
 }
 
-impl policy::Transient for CallFailed {
+impl velocity_policy::Transient for CallFailed {
     /// A 5xx, a lost connection, an attempt that timed out: worth repeating. Not a 429 (the
     /// breaker is tripped for its Retry-After, as `guide::layers`' example does), nor a
     /// refusal.
@@ -393,7 +393,7 @@ impl policy::Transient for CallFailed {
 /// `guide::layers` example: `registry.find_breaker("search").unwrap().trip(Duration::from_secs(5), "429")`).
 fn trip_on_429(error: &DepError) {
     if let DepError::TooManyRequests(pause) = error
-        && let Some(breaker) = policy::Registry::global().find_breaker("dependency")
+        && let Some(breaker) = velocity_policy::Registry::global().find_breaker("dependency")
     {
         breaker.trip(*pause, "429 Too Many Requests");
     }
@@ -407,9 +407,9 @@ fn trip_on_429(error: &DepError) {
 mod attributes {
     use std::sync::{Arc, OnceLock};
 
-    use policy::criticality::{self, Criticality};
-    use policy::layer::{PropagateDeadline, PropagateDeadlineLayer};
     use tower::{BoxError, Layer as _, ServiceExt as _};
+    use velocity_policy::criticality::{self, Criticality};
+    use velocity_policy::layer::{PropagateDeadline, PropagateDeadlineLayer};
 
     use super::{Call, CallFailed, Failure, trip_on_429};
     use crate::client::{DepCall, DepClient, Hyper};
@@ -421,8 +421,8 @@ mod attributes {
 
     /// The dependency, called once; the operation `call_dependency` of the `.policy` file
     /// applies (its breaker, bulkhead, retry and deadline).
-    #[policy::critical]
-    #[policy::idempotent]
+    #[velocity_policy::critical]
+    #[velocity_policy::idempotent]
     async fn call_dependency() -> Result<(), CallFailed> {
         let Some(client) = CLIENT.get() else {
             return Err(CallFailed::Dependency(crate::client::DepError::Transport(
@@ -471,10 +471,12 @@ mod layers {
 
     use axum::Router;
     use axum::routing::get;
-    use policy::Idempotent;
-    use policy::criticality::Criticality;
-    use policy::layer::{BoxError, CriticalityLayer, DeadlineLayer, PropagateDeadlineLayer};
     use tower::{Layer as _, ServiceBuilder, ServiceExt as _};
+    use velocity_policy::Idempotent;
+    use velocity_policy::criticality::Criticality;
+    use velocity_policy::layer::{
+        BoxError, CriticalityLayer, DeadlineLayer, PropagateDeadlineLayer,
+    };
 
     use super::trip_on_429;
     use crate::client::{DepCall, DepClient, Hyper};
@@ -493,7 +495,7 @@ mod layers {
             })
             .service(client);
         let operation = ServiceBuilder::new()
-            .layer(policy::operation_layer!("call_dependency"))
+            .layer(velocity_policy::operation_layer!("call_dependency"))
             .service(Idempotent::service(client));
         let operation = tower::util::BoxCloneSyncService::new(operation);
         let sheddable = operation.clone();

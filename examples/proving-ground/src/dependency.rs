@@ -66,11 +66,11 @@ pub fn router(capacity: Capacity) -> Router {
 /// `DeadlineLayer` ignores it.
 pub fn propagated(headers: &HeaderMap) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    text(policy::layer::deadline::DEADLINE_MS_HEADER)
-        .and_then(policy::layer::deadline::parse_ms_header)
+    text(velocity_policy::layer::deadline::DEADLINE_MS_HEADER)
+        .and_then(velocity_policy::layer::deadline::parse_ms_header)
         .or_else(|| {
-            text(policy::layer::deadline::GRPC_TIMEOUT_HEADER)
-                .and_then(|v| policy::deadline::parse_grpc_timeout(v).ok())
+            text(velocity_policy::layer::deadline::GRPC_TIMEOUT_HEADER)
+                .and_then(|v| velocity_policy::deadline::parse_grpc_timeout(v).ok())
         })
 }
 
@@ -80,7 +80,7 @@ pub fn waits(headers: &HeaderMap) -> Duration {
     headers
         .get(ACCOUNTING_HEADER)
         .and_then(|v| v.to_str().ok())
-        .and_then(policy::layer::deadline::parse_ms_header)
+        .and_then(velocity_policy::layer::deadline::parse_ms_header)
         .map_or(CLIENT_TIMEOUT, |d| d.min(CLIENT_TIMEOUT))
 }
 

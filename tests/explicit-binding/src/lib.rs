@@ -1,5 +1,5 @@
 //! A crate whose `Cargo.toml` says `[package.metadata.policy] bind = "explicit"`: a function
-//! binds to a `.policy` operation only through `#[policy::operation("...")]`, never by its own
+//! binds to a `.policy` operation only through `#[velocity_policy::operation("...")]`, never by its own
 //! name. Its tests show both sides: `fetch_price` shares its name with the file's operation and
 //! runs with only its attribute's values; `fetch_price_bound` names the operation and runs
 //! behind the file's breaker.
@@ -15,7 +15,7 @@
 //! # });
 //! ```
 
-use policy::{DeadlineExceeded, ResilienceError};
+use velocity_policy::{DeadlineExceeded, ResilienceError};
 
 /// What the pricing calls return when they fail.
 #[derive(Debug)]
@@ -45,7 +45,7 @@ impl From<DeadlineExceeded> for PriceError {
 /// # Errors
 ///
 /// [`PriceError::Upstream`] when `fail` is set.
-#[policy::critical(deadline = "500ms")]
+#[velocity_policy::critical(deadline = "500ms")]
 pub async fn fetch_price(fail: bool) -> Result<u32, PriceError> {
     if fail {
         Err(PriceError::Upstream)
@@ -60,8 +60,8 @@ pub async fn fetch_price(fail: bool) -> Result<u32, PriceError> {
 ///
 /// [`PriceError::Upstream`] when `fail` is set, [`PriceError::Refused`] once the breaker is
 /// open.
-#[policy::critical]
-#[policy::operation("fetch_price")]
+#[velocity_policy::critical]
+#[velocity_policy::operation("fetch_price")]
 pub async fn fetch_price_bound(fail: bool) -> Result<u32, PriceError> {
     if fail {
         Err(PriceError::Upstream)

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::resilient(breaker = "search")]
+#[velocity_policy::resilient(breaker = "search")]
 async fn search(query: String) -> Result<Vec<String>, AppError> {
     Ok(vec![query])
 }

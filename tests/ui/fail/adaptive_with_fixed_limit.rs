@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::critical(
+#[velocity_policy::critical(
     deadline = "1s",
     bulkhead(max_concurrent = 16, adaptive(min = 4, max = 64))
 )]
@@ -9,7 +9,7 @@ async fn call_partner(id: u64) -> Result<(), AppError> {
     Ok(())
 }
 
-#[policy::critical(deadline = "1s", bulkhead(adaptive(min = 8, max = 2)))]
+#[velocity_policy::critical(deadline = "1s", bulkhead(adaptive(min = 8, max = 2)))]
 async fn call_other(id: u64) -> Result<(), AppError> {
     let _ = id;
     Ok(())

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::background(deadline = "30s")]
+#[velocity_policy::background(deadline = "30s")]
 async fn embed(text: String) {
     let _ = text;
 }

@@ -2,7 +2,7 @@
 // one error saying how to turn it on, and a default build has no fault injection at all.
 include!("../support.rs");
 
-#[policy::critical(deadline = "1s", chaos = "ui_drill")]
+#[velocity_policy::critical(deadline = "1s", chaos = "ui_drill")]
 async fn search(query: String) -> Result<(), AppError> {
     let _ = query;
     Ok(())

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::critical(deadline = "1s")]
+#[velocity_policy::critical(deadline = "1s")]
 async fn handler() -> impl std::fmt::Display {
     "ok"
 }

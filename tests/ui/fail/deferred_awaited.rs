@@ -2,8 +2,8 @@ include!("../support.rs");
 
 // A deferred call is scheduled, not waited for: it returns `()`, and awaiting it is an error
 // whose first help is the fix (remove the `.await`).
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 async fn send_receipt(order: u64) -> Result<(), AppError> {
     let _ = order;
     Ok(())

@@ -1,23 +1,23 @@
 #[derive(Debug)]
 enum JobError {
-    Refused(policy::ResilienceError),
-    TimedOut(policy::DeadlineExceeded),
+    Refused(velocity_policy::ResilienceError),
+    TimedOut(velocity_policy::DeadlineExceeded),
 }
 
-impl From<policy::ResilienceError> for JobError {
-    fn from(e: policy::ResilienceError) -> Self {
+impl From<velocity_policy::ResilienceError> for JobError {
+    fn from(e: velocity_policy::ResilienceError) -> Self {
         Self::Refused(e)
     }
 }
 
-impl From<policy::DeadlineExceeded> for JobError {
-    fn from(e: policy::DeadlineExceeded) -> Self {
+impl From<velocity_policy::DeadlineExceeded> for JobError {
+    fn from(e: velocity_policy::DeadlineExceeded) -> Self {
         Self::TimedOut(e)
     }
 }
 
-#[policy::deferred(deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::deferred(deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn send_receipt(order: u64) -> Result<(), JobError> {
     let _ = order;
     Ok(())

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::deferred]
+#[velocity_policy::deferred]
 async fn index_document(id: u64) -> Result<(), AppError> {
     let _ = id;
     Ok(())

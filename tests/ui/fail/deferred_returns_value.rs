@@ -1,7 +1,7 @@
 include!("../support.rs");
 
-#[policy::deferred]
-#[policy::idempotent]
+#[velocity_policy::deferred]
+#[velocity_policy::idempotent]
 async fn count_views(page: u64) -> Result<u64, AppError> {
     Ok(page)
 }

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::critical(deadline = "99999999999999999999h")]
+#[velocity_policy::critical(deadline = "99999999999999999999h")]
 async fn save(id: u64) -> Result<(), AppError> {
     let _ = id;
     Ok(())

@@ -1,7 +1,7 @@
 #[derive(Debug)]
 struct ConfigError;
 
-#[policy::critical(deadline = "1s")]
+#[velocity_policy::critical(deadline = "1s")]
 async fn read_config(path: String) -> Result<String, ConfigError> {
     std::fs::read_to_string(path).map_err(|_| ConfigError)
 }

@@ -1,11 +1,11 @@
 include!("../support.rs");
 
-fn skip(_: &u64, _: policy::CallError<AppError>) -> Result<(), AppError> {
+fn skip(_: &u64, _: velocity_policy::CallError<AppError>) -> Result<(), AppError> {
     Ok(())
 }
 
-#[policy::deferred(fallback = "skip")]
-#[policy::idempotent]
+#[velocity_policy::deferred(fallback = "skip")]
+#[velocity_policy::idempotent]
 async fn notify_followers(user: u64) -> Result<(), AppError> {
     let _ = user;
     Ok(())

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::critical(hedge(after = "p95", max = 2), deadline = "1s")]
+#[velocity_policy::critical(hedge(after = "p95", max = 2), deadline = "1s")]
 async fn charge(card: u64) -> Result<(), AppError> {
     let _ = card;
     Ok(())

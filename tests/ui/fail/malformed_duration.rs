@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::critical(deadline = "3 seconds")]
+#[velocity_policy::critical(deadline = "3 seconds")]
 async fn save(id: u64) -> Result<(), AppError> {
     let _ = id;
     Ok(())

@@ -2,5 +2,5 @@
 const NAME: &str = "charge_card";
 
 fn main() {
-    let _layer = policy::operation_layer!(NAME);
+    let _layer = velocity_policy::operation_layer!(NAME);
 }

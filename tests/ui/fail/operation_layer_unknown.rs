@@ -1,5 +1,5 @@
 // An operation the crate's `.policy` files do not declare: the error names it, the files
 // searched and the closest declared name.
 fn main() {
-    let _layer = policy::operation_layer!("charge_crd");
+    let _layer = velocity_policy::operation_layer!("charge_crd");
 }

@@ -1,7 +1,7 @@
 include!("../support.rs");
 
-#[policy::background(queue = "embeddings")]
-#[policy::idempotent]
+#[velocity_policy::background(queue = "embeddings")]
+#[velocity_policy::idempotent]
 async fn embed(text: &'static str) {
     let _ = text;
 }

@@ -1,7 +1,7 @@
 include!("../support.rs");
 
-#[policy::deferred(queue = "embeddings")]
-#[policy::idempotent]
+#[velocity_policy::deferred(queue = "embeddings")]
+#[velocity_policy::idempotent]
 async fn embed(text: String) {
     let _ = text;
 }

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::background(queue = "embeddings")]
+#[velocity_policy::background(queue = "embeddings")]
 async fn embed(text: String) {
     let _ = text;
 }

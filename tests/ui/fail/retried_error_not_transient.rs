@@ -1,23 +1,23 @@
 #[derive(Debug)]
 enum FetchError {
-    Refused(policy::ResilienceError),
-    TimedOut(policy::DeadlineExceeded),
+    Refused(velocity_policy::ResilienceError),
+    TimedOut(velocity_policy::DeadlineExceeded),
 }
 
-impl From<policy::ResilienceError> for FetchError {
-    fn from(e: policy::ResilienceError) -> Self {
+impl From<velocity_policy::ResilienceError> for FetchError {
+    fn from(e: velocity_policy::ResilienceError) -> Self {
         Self::Refused(e)
     }
 }
 
-impl From<policy::DeadlineExceeded> for FetchError {
-    fn from(e: policy::DeadlineExceeded) -> Self {
+impl From<velocity_policy::DeadlineExceeded> for FetchError {
+    fn from(e: velocity_policy::DeadlineExceeded) -> Self {
         Self::TimedOut(e)
     }
 }
 
-#[policy::resilient(retry = "transient", deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry = "transient", deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn fetch(id: u64) -> Result<u64, FetchError> {
     Ok(id)
 }

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::RetryPolicy;
-use policy::layer::{BoxError, RetryLayer};
+use velocity_policy::RetryPolicy;
+use velocity_policy::layer::{BoxError, RetryLayer};
 use tower::ServiceBuilder;
 
 fn main() {

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::resilient(retry = "transient", deadline = "1s")]
+#[velocity_policy::resilient(retry = "transient", deadline = "1s")]
 async fn push_to_index(id: u64) -> Result<(), AppError> {
     let _ = id;
     Ok(())

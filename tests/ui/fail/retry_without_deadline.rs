@@ -1,7 +1,7 @@
 include!("../support.rs");
 
-#[policy::resilient(retry = "transient")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry = "transient")]
+#[velocity_policy::idempotent]
 async fn fetch(id: u64) -> Result<u64, AppError> {
     Ok(id)
 }

@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::critical(deadline = "1s", shed_at = 0.5)]
+#[velocity_policy::critical(deadline = "1s", shed_at = 0.5)]
 async fn sign_in(user: String) -> Result<(), AppError> {
     let _ = user;
     Ok(())

@@ -1,7 +1,7 @@
 include!("../support.rs");
 
-#[policy::critical(deadline = "1s")]
-#[policy::deferred]
+#[velocity_policy::critical(deadline = "1s")]
+#[velocity_policy::deferred]
 async fn save(id: u64) -> Result<(), AppError> {
     let _ = id;
     Ok(())

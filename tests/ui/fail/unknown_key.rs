@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::critical(deadlne = "3s")]
+#[velocity_policy::critical(deadlne = "3s")]
 async fn save(id: u64) -> Result<(), AppError> {
     let _ = id;
     Ok(())

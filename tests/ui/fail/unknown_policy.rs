@@ -1,6 +1,6 @@
 include!("../support.rs");
 
-#[policy::resilient(breaker = "serch", deadline = "1s")]
+#[velocity_policy::resilient(breaker = "serch", deadline = "1s")]
 async fn search(query: String) -> Result<Vec<String>, AppError> {
     Ok(vec![query])
 }

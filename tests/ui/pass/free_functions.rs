@@ -1,25 +1,25 @@
 include!("../support.rs");
 
 /// Critical work with an inline deadline and minimum budget.
-#[policy::critical(deadline = "1s", min_budget = "10ms")]
+#[velocity_policy::critical(deadline = "1s", min_budget = "10ms")]
 pub async fn save_document(body: String) -> Result<usize, AppError> {
     Ok(body.len())
 }
 
 /// Every mechanism named in the policy file, and an inline retry.
-#[policy::resilient(breaker = "search", bulkhead = "search", retry(attempts = 2, base = "1ms", cap = "5ms"), deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::resilient(breaker = "search", bulkhead = "search", retry(attempts = 2, base = "1ms", cap = "5ms"), deadline = "1s")]
+#[velocity_policy::idempotent]
 pub(crate) async fn push_to_index(id: u64) -> Result<u64, AppError> {
     Ok(id)
 }
 
 /// Bound to an operation of the file.
-#[policy::operation("charge_card")]
+#[velocity_policy::operation("charge_card")]
 async fn charge(cents: u64) -> Result<u64, AppError> {
     Ok(cents)
 }
 
-#[policy::idempotent]
+#[velocity_policy::idempotent]
 async fn only_declared_idempotent() -> u8 {
     1
 }

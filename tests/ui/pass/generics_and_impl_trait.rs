@@ -2,7 +2,7 @@ include!("../support.rs");
 
 use std::fmt::Debug;
 
-#[policy::critical(deadline = "1s")]
+#[velocity_policy::critical(deadline = "1s")]
 async fn describe<T>(value: T, label: impl AsRef<str> + Send) -> Result<String, AppError>
 where
     T: Debug + Send,
@@ -10,8 +10,8 @@ where
     Ok(format!("{}={value:?}", label.as_ref()))
 }
 
-#[policy::resilient(retry = "transient", deadline = "1s")]
-#[policy::idempotent]
+#[velocity_policy::resilient(retry = "transient", deadline = "1s")]
+#[velocity_policy::idempotent]
 async fn first<T: Clone + Send + Sync>(items: Vec<T>, (skip, _unused): (usize, u8)) -> Result<Option<T>, AppError> {
     Ok(items.into_iter().nth(skip))
 }

@@ -1,17 +1,17 @@
 include!("../support.rs");
 
 /// CPU work, moved off the async workers.
-#[policy::isolate(max_concurrent = 2, max_queued = 4)]
+#[velocity_policy::isolate(max_concurrent = 2, max_queued = 4)]
 pub fn embed(text: String) -> Vec<f32> {
     text.bytes().map(f32::from).collect()
 }
 
-#[policy::isolate]
+#[velocity_policy::isolate]
 fn checksum<T: AsRef<[u8]> + Send + 'static>(data: T) -> u64 {
     data.as_ref().iter().map(|b| u64::from(*b)).sum()
 }
 
-#[policy::critical(deadline = "1s", poll_budget = "5ms")]
+#[velocity_policy::critical(deadline = "1s", poll_budget = "5ms")]
 async fn index(text: String) -> Result<usize, AppError> {
     let vector = embed(text).await.map_err(|_| AppError::Failed)?;
     Ok(vector.len())

@@ -5,19 +5,19 @@ struct Index {
 }
 
 impl Index {
-    #[policy::critical(deadline = "1s")]
+    #[velocity_policy::critical(deadline = "1s")]
     async fn get(&self, at: usize) -> Result<Option<String>, AppError> {
         Ok(self.docs.get(at).cloned())
     }
 
-    #[policy::critical(deadline = "1s")]
+    #[velocity_policy::critical(deadline = "1s")]
     async fn add(&mut self, doc: String) -> Result<usize, AppError> {
         self.docs.push(doc);
         Ok(self.docs.len())
     }
 
-    #[policy::resilient(retry = "transient", deadline = "1s")]
-    #[policy::idempotent]
+    #[velocity_policy::resilient(retry = "transient", deadline = "1s")]
+    #[velocity_policy::idempotent]
     async fn len(&self) -> Result<usize, AppError> {
         Ok(self.docs.len())
     }
@@ -28,7 +28,7 @@ trait Store {
 }
 
 impl Store for Index {
-    #[policy::critical(deadline = "1s")]
+    #[velocity_policy::critical(deadline = "1s")]
     async fn put(&self, key: u64) -> Result<u64, AppError> {
         Ok(key)
     }

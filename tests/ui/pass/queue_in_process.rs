@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 static EMBEDDED: AtomicU32 = AtomicU32::new(0);
 
 // Without the `redis` feature (and so without an installed queue) the queue form runs on the
-// in-process background pool, as `#[policy::background]` does.
-#[policy::background(queue = "embeddings", deadline = "5s")]
-#[policy::idempotent]
+// in-process background pool, as `#[velocity_policy::background]` does.
+#[velocity_policy::background(queue = "embeddings", deadline = "5s")]
+#[velocity_policy::idempotent]
 async fn embed(text: String, chunks: u32) -> Result<(), AppError> {
     assert_eq!((text.as_str(), chunks), ("report", 3));
     EMBEDDED.fetch_add(1, Ordering::SeqCst);

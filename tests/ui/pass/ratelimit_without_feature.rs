@@ -2,7 +2,7 @@
 // `ratelimit` always on; this case was a compile error saying how to turn it on).
 include!("../support.rs");
 
-#[policy::critical(deadline = "1s", ratelimit = "guarded_signups")]
+#[velocity_policy::critical(deadline = "1s", ratelimit = "guarded_signups")]
 async fn sign_up(user: String) -> Result<usize, AppError> {
     Ok(user.len())
 }
@@ -10,7 +10,7 @@ async fn sign_up(user: String) -> Result<usize, AppError> {
 fn main() {
     runtime().block_on(async {
         assert_eq!(sign_up("ada".to_owned()).await.unwrap(), 3);
-        let snapshot = policy::Registry::global().snapshot();
+        let snapshot = velocity_policy::Registry::global().snapshot();
         let limiter = snapshot.limiters.iter().find(|l| &*l.name == "guarded_signups");
         assert!(limiter.is_some(), "the limiter is registered by name");
     });

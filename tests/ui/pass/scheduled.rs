@@ -3,21 +3,21 @@ include!("../support.rs");
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-#[policy::deferred(deadline = "5s")]
-#[policy::idempotent]
+#[velocity_policy::deferred(deadline = "5s")]
+#[velocity_policy::idempotent]
 async fn count(counter: Arc<AtomicU32>) {
     counter.fetch_add(1, Ordering::SeqCst);
 }
 
-#[policy::deferred(retry = "transient", deadline = "5s")]
-#[policy::idempotent]
+#[velocity_policy::deferred(retry = "transient", deadline = "5s")]
+#[velocity_policy::idempotent]
 async fn count_or_fail(counter: Arc<AtomicU32>) -> Result<(), AppError> {
     counter.fetch_add(1, Ordering::SeqCst);
     Ok(())
 }
 
-#[policy::background(bulkhead = "search", shed_at = 0.9)]
-#[policy::idempotent]
+#[velocity_policy::background(bulkhead = "search", shed_at = 0.9)]
+#[velocity_policy::idempotent]
 async fn embed(counter: Arc<AtomicU32>) -> Result<(), AppError> {
     counter.fetch_add(1, Ordering::SeqCst);
     Ok(())

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use http::Method;
-use policy::Registry;
 use tokio::sync::Semaphore;
+use velocity_policy::Registry;
 
 use super::lock;
 use crate::client::{self, HttpClient, Reply};
@@ -249,7 +249,7 @@ pub(super) async fn warm_up(load: &Arc<Load>, base: &str, second: Option<&str>) 
 /// fleet-wide: its figures read now.
 async fn queue_busy() -> bool {
     #[cfg(feature = "redis")]
-    if let Some(queue) = policy::queue::installed("embeddings") {
+    if let Some(queue) = velocity_policy::queue::installed("embeddings") {
         return queue.refresh().await.is_err() || queue.snapshot().length > 0;
     }
     false

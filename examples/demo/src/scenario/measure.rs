@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use policy::Registry;
-use policy::breaker::BreakerState;
+use velocity_policy::Registry;
+use velocity_policy::breaker::BreakerState;
 
 use super::Stage;
 use super::load::{Load, Outcome, Route, Sample};
@@ -197,7 +197,7 @@ pub struct RunReport {
     pub search_limits: SearchLimits,
     /// The save's tree as the run called it (the registry's observed calls) with
     /// `demo.policy`'s numbers: its operations and both worst cases. `None` if no save ran.
-    pub save_tree: Option<policy_lang::bound::Tree>,
+    pub save_tree: Option<velocity_policy_lang::bound::Tree>,
 }
 
 /// What bounds the calls a sick search provider gets while its breaker counts failures.
@@ -216,7 +216,7 @@ impl SearchLimits {
             registry
                 .find_breaker("search")
                 .map_or(0, |b| match b.snapshot().config.open_after {
-                    policy::breaker::OpenAfter::Failures { count, .. } => count,
+                    velocity_policy::breaker::OpenAfter::Failures { count, .. } => count,
                     _ => 0,
                 });
         let slots = registry
@@ -239,7 +239,7 @@ impl RunReport {
 /// The registry's snapshot and the providers' counts at one moment: a phase's measurements are
 /// what changed between two of these.
 pub(super) struct Reading {
-    snapshot: policy::Snapshot,
+    snapshot: velocity_policy::Snapshot,
     calls: Vec<(&'static str, BTreeMap<String, Calls>)>,
 }
 
@@ -400,7 +400,10 @@ pub(super) fn progress_line(
     );
 }
 
-fn fallbacks_since(before: &policy::Snapshot, after: &policy::Snapshot) -> Vec<FallbackCount> {
+fn fallbacks_since(
+    before: &velocity_policy::Snapshot,
+    after: &velocity_policy::Snapshot,
+) -> Vec<FallbackCount> {
     after
         .fallbacks
         .iter()
@@ -419,8 +422,11 @@ fn fallbacks_since(before: &policy::Snapshot, after: &policy::Snapshot) -> Vec<F
         .collect()
 }
 
-fn queue_since(before: &policy::Snapshot, after: &policy::Snapshot) -> Option<QueueCount> {
-    let pick = |s: &policy::Snapshot| {
+fn queue_since(
+    before: &velocity_policy::Snapshot,
+    after: &velocity_policy::Snapshot,
+) -> Option<QueueCount> {
+    let pick = |s: &velocity_policy::Snapshot| {
         s.queues
             .iter()
             .find(|q| &*q.name == "embeddings")
@@ -447,8 +453,11 @@ fn queue_since(before: &policy::Snapshot, after: &policy::Snapshot) -> Option<Qu
     })
 }
 
-fn background_since(before: &policy::Snapshot, after: &policy::Snapshot) -> BackgroundCount {
-    let pick = |s: &policy::Snapshot| {
+fn background_since(
+    before: &velocity_policy::Snapshot,
+    after: &velocity_policy::Snapshot,
+) -> BackgroundCount {
+    let pick = |s: &velocity_policy::Snapshot| {
         s.background
             .iter()
             .find(|b| &*b.name == "embedding")
@@ -466,7 +475,7 @@ fn background_since(before: &policy::Snapshot, after: &policy::Snapshot) -> Back
     }
 }
 
-fn critical_shed(snapshot: &policy::Snapshot) -> u64 {
+fn critical_shed(snapshot: &velocity_policy::Snapshot) -> u64 {
     snapshot.shedders.iter().map(|s| s.shed_load.critical).sum()
 }
 

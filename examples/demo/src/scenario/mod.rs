@@ -160,8 +160,11 @@ pub async fn run(options: &Options) -> Result<RunReport, DemoError> {
         shared,
         skipped: load.skipped.load(Ordering::Relaxed),
         request_budget: crate::model::request_deadline()?,
-        search_limits: SearchLimits::of(policy::Registry::global()),
-        save_tree: crate::model::observed_tree(policy::Registry::global(), "save_document"),
+        search_limits: SearchLimits::of(velocity_policy::Registry::global()),
+        save_tree: crate::model::observed_tree(
+            velocity_policy::Registry::global(),
+            "save_document",
+        ),
     })
 }
 
@@ -199,16 +202,16 @@ async fn run_phase(
     // A drill is switched at run time through the registry, like an operator would.
     let drill = phase
         .chaos
-        .map(|name| policy::Registry::global().chaos(name));
+        .map(|name| velocity_policy::Registry::global().chaos(name));
     if let Some(drill) = &drill {
         // The scenario is a drill run on purpose: it arms drills for the phase.
-        policy::chaos::arm();
+        velocity_policy::chaos::arm();
         drill.enable();
     }
     let b_window = phases::drive_phase(stage, index, phase).await;
     if let Some(drill) = &drill {
         drill.disable();
-        policy::chaos::disarm();
+        velocity_policy::chaos::disarm();
     }
     let after = Reading::now(providers);
     let counts = stage.log.counts(index);
@@ -232,10 +235,10 @@ async fn wait_for_cooldown(stage: &Stage<'_>, breaker: &str) -> Duration {
     for p in stage.providers.all() {
         p.set_mode(crate::providers::Mode::Healthy);
     }
-    let Some(breaker) = policy::Registry::global().find_breaker(breaker) else {
+    let Some(breaker) = velocity_policy::Registry::global().find_breaker(breaker) else {
         return Duration::ZERO;
     };
-    while breaker.state() == policy::breaker::BreakerState::Open
+    while breaker.state() == velocity_policy::breaker::BreakerState::Open
         && started.elapsed() < MAX_COOLDOWN_WAIT
     {
         tokio::time::sleep(Duration::from_millis(20)).await;

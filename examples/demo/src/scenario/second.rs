@@ -7,10 +7,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use policy::Registry;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
+use velocity_policy::Registry;
 
 use super::Options;
 use super::load::{Load, Route, Sample};

@@ -10,11 +10,11 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Json;
 use axum::routing::get;
-use policy::WorkClass;
-use policy::defer::{ContainerPlatform, DrainReport};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt as _;
 use tokio::net::TcpListener;
+use velocity_policy::WorkClass;
+use velocity_policy::defer::{ContainerPlatform, DrainReport};
 
 use crate::DemoError;
 use crate::events::EventLog;
@@ -56,7 +56,7 @@ pub struct Hello {
 pub struct WorkCounts {
     /// Tasks scheduled, counted by the demo.
     pub scheduled: u64,
-    /// Tasks scheduled, counted by the runtime (`policy::defer::totals`): the two counts must
+    /// Tasks scheduled, counted by the runtime (`velocity_policy::defer::totals`): the two counts must
     /// agree.
     pub runtime_scheduled: u64,
     /// Ran to their end without an error.
@@ -146,8 +146,8 @@ impl Probe {
     /// is wrong.
     fn stats(&self) -> ServiceStats {
         let metrics = tokio::runtime::Handle::current().metrics();
-        let deferred = policy::defer::totals(WorkClass::Deferred);
-        let background = policy::defer::totals(WorkClass::Background);
+        let deferred = velocity_policy::defer::totals(WorkClass::Deferred);
+        let background = velocity_policy::defer::totals(WorkClass::Background);
         let deferred_shed: u64 = self
             .log
             .counts(0)
@@ -217,7 +217,8 @@ pub async fn run() -> Result<(), DemoError> {
     count_panics();
     let log = EventLog::install()?;
     let platform = ContainerPlatform::new();
-    policy::defer::set_platform(platform.clone()).map_err(|e| DemoError::Setup(e.to_string()))?;
+    velocity_policy::defer::set_platform(platform.clone())
+        .map_err(|e| DemoError::Setup(e.to_string()))?;
     let db = stack::prepare_database(None, scenario::SEED_DOCUMENTS).await?;
     let providers = Providers::start().await?;
     let instance = Instance::start("a", &providers.urls(), db, 0).await?;

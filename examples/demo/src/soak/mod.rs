@@ -22,7 +22,7 @@
 //!   panicked + abandoned = scheduled, once drained, and never more than scheduled on the way;
 //!   scheduled is counted by the service's own middleware (four tasks per saved document, one
 //!   embedding per indexing start), and must equal the runtime's own count of it
-//!   (`policy::defer::totals`), whose outcomes it checks;
+//!   (`velocity_policy::defer::totals`), whose outcomes it checks;
 //! - **deferred after the response**: no deferred task started before its response finished;
 //! - **panics**: none, anywhere in the service's process, and it exited cleanly;
 //! - **file descriptors**: the most the service held after the warm-up is no more than the most

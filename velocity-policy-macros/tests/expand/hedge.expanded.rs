@@ -1,0 +1,120 @@
+pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
+    const _: &[u8] = ::core::include_bytes!(
+        "$CARGO_MANIFEST_DIR/tests/expand/policies/search.policy"
+    );
+    let carrier = ::velocity_policy::__privateN::carrier::<Result<Doc, SearchError>>();
+    let (breaker, bulkhead, retry, hedge, operation) = {
+        use ::core::time::Duration;
+        use ::velocity_policy::__privateN::Handle;
+        use ::velocity_policy::__privateN::config;
+        const BY: &str = ::core::concat!(::core::module_path!(), "::", "lookup");
+        static BREAKER: Handle<::velocity_policy::__privateN::Breaker> = Handle::breaker(
+            "search",
+            BY,
+            config::BreakerConfig::new(
+                    config::OpenAfter::failures(5, Duration::from_secs(30)),
+                    Duration::from_secs(20),
+                )
+                .with_sharing(config::Sharing::Openings {
+                    quorum: 1,
+                }),
+        );
+        static BULKHEAD: Handle<::velocity_policy::__privateN::Bulkhead> = Handle::bulkhead(
+            "search",
+            BY,
+            config::BulkheadConfig::new(4).with_max_queued(2),
+        );
+        static RETRY: Handle<::velocity_policy::__privateN::RetryPolicy> = Handle::retry(
+                "transient",
+                BY,
+            )
+            .attempts(3)
+            .backoff(Duration::from_millis(50), Duration::from_secs(1))
+            .attempt_timeout(Duration::from_millis(500));
+        static HEDGE: Handle<::velocity_policy::__privateN::hedge::Hedge> = Handle::hedge(
+                "tail",
+                BY,
+            )
+            .percentile(95.0)
+            .max(2);
+        static OPERATION: Handle<
+            ::velocity_policy::__privateN::deadline::OperationDeadline,
+        > = Handle::operation(
+                ::core::concat!(::core::module_path!(), "::", "lookup"),
+                BY,
+            )
+            .deadline(Duration::from_secs(2));
+        (&*BREAKER, &*BULKHEAD, &*RETRY, &*HEDGE, &*OPERATION)
+    };
+    ::velocity_policy::__privateN::traced(
+            {
+                static CALLS: ::velocity_policy::__privateN::Calls = ::velocity_policy::__privateN::Calls::new(
+                    "lookup",
+                );
+                &CALLS
+            },
+            ::velocity_policy::__privateN::tracing::info_span!(
+                target : "policy", "lookup", operation = "lookup", class = "critical",
+                "otel.status_code" =
+                ::velocity_policy::__privateN::tracing::field::Empty, "error.type" =
+                ::velocity_policy::__privateN::tracing::field::Empty,
+            ),
+            carrier
+                .body(async move {
+                    let deadline = ::velocity_policy::__privateN::Deadline::for_named(
+                            operation,
+                        )
+                        .map_err(carrier.refused)?;
+                    let outcome = ::velocity_policy::__privateN::retry::retry_within_self_bounded(
+                            &deadline,
+                            retry,
+                            ::velocity_policy::__privateN::classifier::<
+                                Result<Doc, SearchError>,
+                            >(),
+                            ::velocity_policy::__privateN::Idempotent::claim(|
+                                ::velocity_policy::__privateN::retry::Attempt {
+                                    deadline,
+                                    ..
+                                }|
+                            {
+                                let id = ::velocity_policy::__privateN::RetryArg::for_attempt(
+                                    &id,
+                                );
+                                carrier
+                                    .attempt(async move {
+                                        ::velocity_policy::__privateN::hedge::hedge_within_retry(
+                                                &deadline,
+                                                hedge,
+                                                retry,
+                                                ::velocity_policy::__privateN::Idempotent::claim(|
+                                                    ::velocity_policy::__privateN::retry::Attempt {
+                                                        deadline,
+                                                        ..
+                                                    }|
+                                                {
+                                                    let id = ::velocity_policy::__privateN::RetryArg::for_attempt(
+                                                        &id,
+                                                    );
+                                                    carrier
+                                                        .attempt(async move {
+                                                            breaker.check()?;
+                                                            let slot = bulkhead.acquire(&deadline).await?;
+                                                            let ran = deadline
+                                                                .run_in_scope(
+                                                                    carrier.body(async move { search_client().get(id).await }),
+                                                                )
+                                                                .await;
+                                                            breaker.observe(ran)
+                                                        })
+                                                }),
+                                            )
+                                            .await
+                                    })
+                            }),
+                        )
+                        .await;
+                    carrier.outcome(outcome)
+                }),
+        )
+        .await
+}
