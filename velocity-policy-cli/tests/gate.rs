@@ -536,12 +536,12 @@ fn crate_count_matches_cargo_tree_on_this_workspace() {
     let dir = scratch("self");
     let policy = write(
         &dir.join("gate.policy"),
-        "ceilings build {\n    crates \"policy\" at most 1000 measured 1 headroom 10%\n    crates \"velocity-policy-cli\" at most 1000 measured 1 headroom 10%\n}\n",
+        "ceilings build {\n    crates \"velocity-policy\" at most 1000 measured 1 headroom 10%\n    crates \"velocity-policy-cli\" at most 1000 measured 1 headroom 10%\n}\n",
     );
     let output = gate_in(repository, &["--format", "json", policy.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let document = json(&output);
-    for package in ["policy", "velocity-policy-cli"] {
+    for package in ["velocity-policy", "velocity-policy-cli"] {
         let tree = cargo_tree(repository, &["-p", package, "--prefix", "none"]);
         let unique: std::collections::BTreeSet<&str> = tree
             .lines()

@@ -91,7 +91,7 @@ fn documented_codes() -> BTreeSet<String> {
     include_str!("../src/lib.rs")
         .lines()
         .take_while(|line| *line != "//! ## Checked against an environment")
-        .filter(|line| line.starts_with("//! | `velocity_policy::"))
+        .filter(|line| line.starts_with("//! | `policy::"))
         .filter_map(|line| line.split('`').nth(1).map(str::to_owned))
         .collect()
 }
@@ -144,7 +144,7 @@ fn each_rule_file_reports_its_own_code() {
             continue;
         }
         let (_, report) = check(&path);
-        let code = format!("velocity_policy::{stem}");
+        let code = format!("policy::{stem}");
         assert!(
             report
                 .all()

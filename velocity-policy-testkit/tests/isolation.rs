@@ -210,7 +210,7 @@ async fn reset_closes_the_breakers_and_forgets_their_counts() {
 /// service's build resolves, inverted to what turns `velocity-policy-runtime`'s features on.
 fn runtime_features_in_the_build_of_policy(features: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO"))
-        .args(["tree", "--offline", "-p", "policy"])
+        .args(["tree", "--offline", "-p", "velocity-policy"])
         .args(features)
         .args([
             "-e",
