@@ -26,19 +26,22 @@ pub use velocity_policy_macros::operation_layer;
 
 // The request's budget, and the errors that say whether the work ran.
 pub use velocity_policy_runtime::{
-    CallError, Deadline, DeadlineExceeded, OpenCause, RefusalKind, RefusalReason, ResilienceError,
-    ShedReason,
+    CallError, Deadline, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError, ShedReason,
 };
+// Shortcuts to items documented in their modules: one item, one page (the count is of items).
+#[doc(no_inline)]
+pub use velocity_policy_runtime::{AfterResponse, OpenCause, RetryAllowance, Sharing};
 // Each mechanism's type (its builder, settings and snapshot are in its module), and the
 // registry they share with the layers.
 pub use velocity_policy_runtime::{
-    Breaker, Bulkhead, Idempotent, Registry, RetryAllowance, RetryPolicy, Sharing, Shedder,
-    Snapshot, Transient, WorkClass, retry_within,
+    Breaker, Bulkhead, Idempotent, Registry, RetryPolicy, Shedder, Snapshot, Transient, WorkClass,
+    retry_within,
 };
 // Work the caller does not wait for: each a function and a module of the same name.
 #[cfg(feature = "http")]
+#[doc(no_inline)]
 pub use velocity_policy_runtime::AfterResponseLayer;
-pub use velocity_policy_runtime::{AfterResponse, background, defer};
+pub use velocity_policy_runtime::{background, defer};
 
 // One module per mechanism.
 pub use velocity_policy_runtime::{

@@ -69,6 +69,7 @@ pub mod adaptive;
 mod levels;
 
 use adaptive::Adaptation;
+#[doc(no_inline)]
 pub use adaptive::{AdaptiveLimit, AdaptiveSnapshot};
 use levels::Levels;
 /// A bulkhead's settings, defined once in `velocity-policy-model`.
