@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::source::Located;
 use crate::spec::{
-    Backoff, FailMode, HedgeAfter, OperationSpec, PoolKind, QueueSpec, Rate, RetryAllowance, Spec,
+    AllowanceConfig, Backoff, FailMode, HedgeAfter, OperationSpec, PoolKind, QueueSpec, Rate, Spec,
     WorkClass,
 };
 use crate::units::{format_duration, format_ratio};
@@ -105,7 +105,7 @@ pub enum Step {
         shares_with: Option<String>,
         /// Its own allowance, when set and the operation does not retry (the runtime's
         /// default, 20% + 10/s, otherwise).
-        allowance: Option<RetryAllowance>,
+        allowance: Option<AllowanceConfig>,
     },
     /// The breaker refuses while open.
     BreakerCheck {
@@ -277,8 +277,8 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     if let Some(retry) = retry {
         steps.push(Step::Retry {
             name: retry.name.value.clone(),
-            attempts: retry.attempts.value,
-            backoff: retry.backoff.value,
+            attempts: retry.config.attempts,
+            backoff: retry.config.backoff,
         });
     }
     let hedge = operation
@@ -327,7 +327,7 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
             off: chaos.enabled.as_ref().is_some_and(|on| !on.value),
         });
     }
-    let attempt_timeout = retry.and_then(|retry| retry.attempt_timeout.as_ref().map(|d| d.value));
+    let attempt_timeout = retry.and_then(|retry| retry.config.attempt_timeout);
     let deadline = spec.effective_deadline(operation);
     steps.push(Step::Run {
         attempt_timeout,
@@ -347,10 +347,10 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
         });
     }
 
-    let attempts = retry.map_or(1, |retry| retry.attempts.value);
+    let attempts = retry.map_or(1, |retry| retry.config.attempts);
     let backoffs: Vec<Duration> = retry.map_or_else(Vec::new, |retry| {
         (1..attempts)
-            .map(|k| retry.backoff.value.max_delay_after(k))
+            .map(|k| retry.config.backoff.max_delay_after(k))
             .collect()
     });
     let per_attempt = attempt_timeout
@@ -486,12 +486,11 @@ impl fmt::Display for Step {
                 attempts,
                 backoff,
             } => {
-                let Backoff::FullJitter { base, cap } = backoff;
                 write!(
                     f,
                     "retry `{name}`: up to {attempts} attempts, full jitter backoff (base {}, cap {}); each attempt:",
-                    format_duration(*base),
-                    format_duration(*cap)
+                    format_duration(backoff.base()),
+                    format_duration(backoff.cap())
                 )
             }
             Step::Hedge {

@@ -323,7 +323,7 @@ fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
     for handle in [
         "Handle::breaker(\"search\", BY, config::BreakerConfig::new(",
         "Handle::bulkhead(\"search\", BY, config::BulkheadConfig::new(4)",
-        "Handle::retry(\"transient\", BY)",
+        "Handle::retry(\"transient\", BY, config::RetryConfig::new(3)",
     ] {
         assert!(
             squashed(&out).contains(&squashed(handle)),
@@ -561,7 +561,10 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: critical, idempotent { retry = r; deadline = 1s }",
             used: Expanded(
                 AttrKind::Critical,
-                &[".attempts(3)", "retry_within_self_bounded"],
+                &[
+                    "config::RetryConfig::new(3).with_backoff(config::Backoff::full_jitter(",
+                    "retry_within_self_bounded",
+                ],
             ),
         },
         Sample {

@@ -37,9 +37,11 @@ pub mod breaker;
 pub mod bulkhead;
 #[cfg(feature = "serde")]
 mod json;
+pub mod retry;
 
 pub use breaker::{BreakerConfig, OpenAfter, Sharing};
 pub use bulkhead::{AdaptiveLimit, BulkheadConfig};
+pub use retry::{AllowanceConfig, Backoff, RetryConfig};
 
 /// The three classes of work, in the order they are dropped last to first.
 ///

@@ -18,6 +18,7 @@ pub use std::sync::LazyLock;
 pub mod config {
     pub use crate::breaker::{BreakerConfig, OpenAfter, Sharing};
     pub use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+    pub use crate::retry::{AllowanceConfig, Backoff, RetryConfig};
 }
 
 use crate::breaker::{Breaker, BreakerConfig};
@@ -29,7 +30,7 @@ use crate::hedge::{Hedge, HedgeDelay};
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
 use crate::limiter::FailMode;
 use crate::registry::Registry;
-use crate::retry::{ByTransient, RetryAllowance, RetryPolicy, Transient};
+use crate::retry::{ByTransient, RetryAllowance, RetryConfig, RetryPolicy, Transient};
 use crate::shedding::{Shedder, Thresholds};
 
 /// Pins a future's output type, so `?` inside the user's body converts to the declared
@@ -264,75 +265,20 @@ impl Handle<IsolatedPool> {
     }
 }
 
-/// What an expansion declares of a retry policy.
-#[derive(Debug, Clone, Copy)]
-pub struct RetrySettings {
-    attempts: Option<u32>,
-    backoff: Option<(Duration, Duration)>,
-    attempt_timeout: Option<Duration>,
-    /// `R% + N/s`: the share and the floor per second.
-    allowance: Option<(f64, u32)>,
-}
-
 impl Register for RetryPolicy {
     const KIND: &'static str = "retry policy";
-    type Settings = RetrySettings;
-    const NONE: RetrySettings = RetrySettings {
-        attempts: None,
-        backoff: None,
-        attempt_timeout: None,
-        allowance: None,
-    };
+    type Settings = RetryConfig;
+    const NONE: RetryConfig = RetryConfig::DEFAULT;
     type Handle = Arc<RetryPolicy>;
-    fn register(name: &'static str, settings: RetrySettings) -> Arc<RetryPolicy> {
-        Registry::global().retry(name, |mut retry| {
-            if let Some(attempts) = settings.attempts {
-                retry = retry.attempts(attempts);
-            }
-            if let Some((base, cap)) = settings.backoff {
-                retry = retry.backoff(base, cap);
-            }
-            if let Some(timeout) = settings.attempt_timeout {
-                retry = retry.attempt_timeout(timeout);
-            }
-            if let Some((ratio, floor_per_second)) = settings.allowance {
-                retry = retry.allowance(retry_allowance(ratio, floor_per_second));
-            }
-            retry
-        })
+    fn register(name: &'static str, config: RetryConfig) -> Arc<RetryPolicy> {
+        Registry::global().retry(name, |retry| retry.config(config))
     }
 }
 
-/// The settings of a [`RetryPolicyBuilder`](crate::retry::RetryPolicyBuilder), declared in a
-/// `static`.
 impl Handle<RetryPolicy> {
-    /// The retry policy `name`, declared by `origin`.
-    pub const fn retry(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// [`RetryPolicyBuilder::attempts`](crate::retry::RetryPolicyBuilder::attempts).
-    pub const fn attempts(mut self, attempts: u32) -> Self {
-        self.settings.attempts = Some(attempts);
-        self
-    }
-
-    /// [`RetryPolicyBuilder::backoff`](crate::retry::RetryPolicyBuilder::backoff).
-    pub const fn backoff(mut self, base: Duration, cap: Duration) -> Self {
-        self.settings.backoff = Some((base, cap));
-        self
-    }
-
-    /// [`RetryPolicyBuilder::attempt_timeout`](crate::retry::RetryPolicyBuilder::attempt_timeout).
-    pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.attempt_timeout = Some(timeout);
-        self
-    }
-
-    /// A `.policy` file's `allowance = R% + N/s`: [`retry_allowance`].
-    pub const fn allowance(mut self, ratio: f64, floor_per_second: u32) -> Self {
-        self.settings.allowance = Some((ratio, floor_per_second));
-        self
+    /// The retry policy `name`, declared by `origin` with `config`.
+    pub const fn retry(name: &'static str, origin: &'static str, config: RetryConfig) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 

@@ -184,11 +184,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use velocity_policy_lang::overrides::{Applied, Origin, Overridden, PolicyFile, overridden_from};
-use velocity_policy_lang::{Backoff, Spec, WorkClass};
+use velocity_policy_lang::{Spec, WorkClass};
 
 use crate::deadline::Deadline;
 use crate::registry::{Registry, Tunings};
-use crate::retry::RetryNumbers;
 use crate::shedding::Thresholds;
 use crate::tuning::{FleetOrigin, OverriddenSetting, RefusedOverrides, unix_ms};
 
@@ -630,18 +629,9 @@ impl Tunings {
             if !touched.contains(&("retry", retry.name.value.clone())) {
                 continue;
             }
-            let Backoff::FullJitter { base, cap } = retry.backoff.value else {
-                continue;
-            };
-            tunings.retries.insert(
-                retry.name.value.clone(),
-                RetryNumbers::new(
-                    retry.attempts.value,
-                    base,
-                    cap,
-                    retry.attempt_timeout.as_ref().map(|timeout| timeout.value),
-                ),
-            );
+            tunings
+                .retries
+                .insert(retry.name.value.clone(), retry.config);
         }
         for bulkhead in &spec.bulkheads {
             if touched.contains(&("bulkhead", bulkhead.name.value.clone())) {

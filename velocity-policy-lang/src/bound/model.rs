@@ -90,13 +90,13 @@ impl Budget {
             })
             .map(|(reference, retry)| RetryBudget {
                 name: retry.name.value.clone(),
-                attempts: retry.attempts.value,
-                attempt_timeout: retry.attempt_timeout.as_ref().map(|d| d.value),
-                backoffs: (1..retry.attempts.value)
-                    .map(|k| retry.backoff.value.max_delay_after(k))
+                attempts: retry.config.attempts,
+                attempt_timeout: retry.config.attempt_timeout,
+                backoffs: (1..retry.config.attempts)
+                    .map(|k| retry.config.backoff.max_delay_after(k))
                     .collect(),
                 loc: reference.loc,
-                attempts_loc: retry.attempts.loc,
+                attempts_loc: retry.at.attempts,
             });
         let hedge = operation
             .hedge

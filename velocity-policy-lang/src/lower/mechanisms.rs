@@ -6,8 +6,9 @@ use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
-    AdaptiveSpec, Backoff, BreakerSpec, BulkheadSpec, HedgeAfter, HedgeSpec, OpenAfter, QueueSpec,
-    Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
+    AdaptiveSpec, AllowanceConfig, Backoff, BreakerSpec, BulkheadSpec, HedgeAfter, HedgeSpec,
+    OpenAfter, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetrySpec, Sharing, SheddingSpec,
+    allowance_as_written,
 };
 use crate::suggest;
 
@@ -478,8 +479,12 @@ pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             allowance @ (None | Some(Some(_))),
         ) => {
             let mut retry = RetrySpec::new(name, attempts, backoff, stanza.loc);
-            retry.attempt_timeout = attempt_timeout.flatten();
-            retry.allowance = allowance.flatten();
+            if let Some(timeout) = attempt_timeout.flatten() {
+                retry.set_attempt_timeout(timeout);
+            }
+            if let Some(allowance) = allowance.flatten() {
+                retry.set_allowance(allowance);
+            }
             insert(&mut lowering.spec.retries, retry, &mut lowering.diagnostics);
         }
         (name, ..) => lowering.drop_item("retry", name),
@@ -659,7 +664,7 @@ fn lower_allowance(
     lowering: &mut Lowering<'_>,
     key: &str,
     value: &Value,
-) -> Option<Located<RetryAllowance>> {
+) -> Option<Located<AllowanceConfig>> {
     let (ratio, floor) = match value.terms.as_slice() {
         [Term::Quantity(ratio)] => (ratio, None),
         [Term::Quantity(ratio), Term::Plus(_), Term::Quantity(floor)]
@@ -684,7 +689,7 @@ fn lower_allowance(
         None => 0,
     };
     Some(Located::new(
-        RetryAllowance::new(ratio.value, floor),
+        allowance_as_written(ratio.value, floor),
         value.loc,
     ))
 }

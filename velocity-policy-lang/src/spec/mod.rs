@@ -25,7 +25,10 @@ pub use velocity_policy_model::{FailMode, WorkClass, queue_defaults};
 
 /// Each mechanism's settings, described once in `velocity-policy-model`: the spec wraps them with the
 /// locations they were written at.
-pub use velocity_policy_model::{AdaptiveLimit, BreakerConfig, BulkheadConfig, OpenAfter, Sharing};
+pub use velocity_policy_model::{
+    AdaptiveLimit, AllowanceConfig, Backoff, BreakerConfig, BulkheadConfig, OpenAfter, RetryConfig,
+    Sharing,
+};
 
 mod delivery;
 
@@ -608,71 +611,34 @@ impl Named for QueueSpec {
     }
 }
 
-/// How long to wait between attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backoff {
-    /// `full_jitter(base = 50ms, cap = 1s)`: before attempt `k + 1`, wait a random time in
-    /// `[0, min(cap, base × 2^(k-1))]`.
-    FullJitter {
-        /// The first delay's ceiling.
-        base: Duration,
-        /// The largest delay's ceiling.
-        cap: Duration,
-    },
-}
-
-impl Backoff {
-    /// The longest wait after attempt `attempt` (1-based) failed.
-    #[must_use]
-    pub fn max_delay_after(&self, attempt: u32) -> Duration {
-        match self {
-            Backoff::FullJitter { base, cap } => {
-                let doublings = attempt.saturating_sub(1).min(32);
-                base.saturating_mul(1u32 << doublings.min(31)).min(*cap)
-            }
-        }
-    }
-}
-
-/// `allowance = 20% + 10/s`: how much retry traffic may add, across requests (the request's
-/// deadline bounds each request's retries; this bounds what they add to the dependency's load).
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub struct RetryAllowance {
-    /// Share of recent calls that retries may add, in (0, 1].
-    pub ratio: f64,
-    /// Retries always allowed per second, whatever the ratio says.
-    pub floor_per_second: u32,
-}
-
-impl RetryAllowance {
-    /// An allowance.
-    #[must_use]
-    pub fn new(ratio: f64, floor_per_second: u32) -> Self {
-        RetryAllowance {
-            ratio,
-            floor_per_second,
-        }
-    }
-}
-
-/// `retry NAME { attempts = 3; backoff = full_jitter(...); attempt_timeout = 2s; allowance = ... }`.
+/// `retry NAME { attempts = 3; backoff = full_jitter(...); attempt_timeout = 2s; allowance = ... }`:
+/// the model's [`RetryConfig`] (where each setting and its default is described), and where
+/// each setting was written.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RetrySpec {
     /// Its name.
     pub name: Located<String>,
-    /// Total attempts, the first included (at least 1).
-    pub attempts: Located<u32>,
-    /// The wait between attempts.
-    pub backoff: Located<Backoff>,
-    /// The most one attempt may take (clamped to what the deadline has left).
-    pub attempt_timeout: Option<Located<Duration>>,
-    /// The share of traffic its retries may add.
-    pub allowance: Option<Located<RetryAllowance>>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    pub config: RetryConfig,
+    /// Where each setting was written.
+    pub at: RetryLocs,
     /// The stanza.
     pub loc: Loc,
+}
+
+/// Where each setting of a [`RetrySpec`] was written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RetryLocs {
+    /// `attempts`.
+    pub attempts: Loc,
+    /// `backoff`.
+    pub backoff: Loc,
+    /// `attempt_timeout`; `None` when not written (no attempt timeout).
+    pub attempt_timeout: Option<Loc>,
+    /// `allowance`; `None` when not written (the runtime's default allowance).
+    pub allowance: Option<Loc>,
 }
 
 impl RetrySpec {
@@ -684,15 +650,68 @@ impl RetrySpec {
         backoff: Located<Backoff>,
         loc: Loc,
     ) -> Self {
+        let mut config = RetryConfig::DEFAULT.with_backoff(backoff.value);
+        config.attempts = attempts.value;
         RetrySpec {
             name,
-            attempts,
-            backoff,
-            attempt_timeout: None,
-            allowance: None,
+            config,
+            at: RetryLocs {
+                attempts: attempts.loc,
+                backoff: backoff.loc,
+                attempt_timeout: None,
+                allowance: None,
+            },
             loc,
         }
     }
+
+    /// Bounds each attempt by `timeout`, written there.
+    pub fn set_attempt_timeout(&mut self, timeout: Located<Duration>) {
+        self.config.attempt_timeout = Some(timeout.value);
+        self.at.attempt_timeout = Some(timeout.loc);
+    }
+
+    /// Draws its retries from an allowance of its own, `allowance`, written there.
+    pub fn set_allowance(&mut self, allowance: Located<AllowanceConfig>) {
+        self.config.allowance = Some(allowance.value);
+        self.at.allowance = Some(allowance.loc);
+    }
+
+    /// Its attempts, and where they were written.
+    #[must_use]
+    pub fn attempts(&self) -> Located<u32> {
+        Located::new(self.config.attempts, self.at.attempts)
+    }
+
+    /// Its backoff, and where it was written.
+    #[must_use]
+    pub fn backoff(&self) -> Located<Backoff> {
+        Located::new(self.config.backoff, self.at.backoff)
+    }
+
+    /// Its attempt timeout, and where it was written; `None` when not written.
+    #[must_use]
+    pub fn attempt_timeout(&self) -> Option<Located<Duration>> {
+        let timeout = self.config.attempt_timeout?;
+        Some(Located::new(timeout, self.at.attempt_timeout?))
+    }
+
+    /// Its own allowance, and where it was written; `None` when not written.
+    #[must_use]
+    pub fn allowance(&self) -> Option<Located<AllowanceConfig>> {
+        let allowance = self.config.allowance?;
+        Some(Located::new(allowance, self.at.allowance?))
+    }
+}
+
+/// An allowance as written: `ratio` of recent calls plus `floor_per_second`, over the
+/// runtime's window, with the numbers kept as written (the validator checks the ranges).
+#[must_use]
+pub(crate) fn allowance_as_written(ratio: f64, floor_per_second: u32) -> AllowanceConfig {
+    let mut allowance = AllowanceConfig::DEFAULT;
+    allowance.ratio = ratio;
+    allowance.floor_per_second = floor_per_second;
+    allowance
 }
 
 /// When a hedge starts: `after = 50ms` or `after = p95`.
@@ -727,7 +746,7 @@ pub struct HedgeSpec {
     pub max: Located<u32>,
     /// The share of traffic its hedges may add, when the operation does not retry (with a
     /// retry policy the hedges draw from the retry's allowance).
-    pub allowance: Option<Located<RetryAllowance>>,
+    pub allowance: Option<Located<AllowanceConfig>>,
     /// The stanza.
     pub loc: Loc,
 }

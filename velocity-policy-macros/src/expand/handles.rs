@@ -27,8 +27,8 @@ use std::time::Duration;
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::quote;
 use velocity_policy_lang::{
-    Backoff, BreakerSpec, BulkheadSpec, FailMode, HedgeAfter, HedgeSpec, OpenAfter, RatelimitSpec,
-    RetrySpec, Sharing, WorkClass,
+    AllowanceConfig, BreakerSpec, BulkheadSpec, FailMode, HedgeAfter, HedgeSpec, OpenAfter,
+    RatelimitSpec, RetrySpec, Sharing, WorkClass,
 };
 
 use super::{local, operation_name};
@@ -147,26 +147,30 @@ fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
     }
 }
 
+/// `config::AllowanceConfig::new(0.2, 10)`: the language does not set its window.
+fn allowance(allowance: AllowanceConfig) -> TokenStream {
+    let (share, floor) = (ratio(allowance.ratio), count(allowance.floor_per_second));
+    quote!(config::AllowanceConfig::new(#share, #floor))
+}
+
 fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let attempts = count(spec.attempts.value);
-    let backoff = match spec.backoff.value {
-        Backoff::FullJitter { base, cap } => {
-            let (base, cap) = (duration(base), duration(cap));
-            quote!(.backoff(#base, #cap))
-        }
-        _ => quote!(),
-    };
-    let timeout = spec.attempt_timeout.as_ref().map(|t| {
-        let t = duration(t.value);
-        quote!(.attempt_timeout(#t))
+    let config = &spec.config;
+    let attempts = count(config.attempts);
+    let (base, cap) = (
+        duration(config.backoff.base()),
+        duration(config.backoff.cap()),
+    );
+    let timeout = config.attempt_timeout.map(|t| {
+        let t = duration(t);
+        quote!(.with_attempt_timeout(#t))
     });
-    let allowance = spec.allowance.as_ref().map(|a| {
-        let (share, floor) = (ratio(a.value.ratio), count(a.value.floor_per_second));
-        quote!(.allowance(#share, #floor))
+    let allowance = config.allowance.map(|a| {
+        let a = allowance(a);
+        quote!(.with_allowance(#a))
     });
     quote! {
-        Handle<#private::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
+        Handle<#private::RetryPolicy> = Handle::retry(#name, BY, config::RetryConfig::new(#attempts).with_backoff(config::Backoff::full_jitter(#base, #cap)) #timeout #allowance)
     }
 }
 

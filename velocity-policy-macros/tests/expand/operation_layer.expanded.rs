@@ -27,12 +27,17 @@ fn layer() {
                 config::BulkheadConfig::new(4).with_max_queued(2),
             );
             static RETRY: Handle<::velocity_policy::__privateN::RetryPolicy> = Handle::retry(
-                    "transient",
-                    BY,
-                )
-                .attempts(3)
-                .backoff(Duration::from_millis(50), Duration::from_secs(1))
-                .attempt_timeout(Duration::from_millis(500));
+                "transient",
+                BY,
+                config::RetryConfig::new(3)
+                    .with_backoff(
+                        config::Backoff::full_jitter(
+                            Duration::from_millis(50),
+                            Duration::from_secs(1),
+                        ),
+                    )
+                    .with_attempt_timeout(Duration::from_millis(500)),
+            );
             static OPERATION: Handle<
                 ::velocity_policy::__privateN::deadline::OperationDeadline,
             > = Handle::operation(

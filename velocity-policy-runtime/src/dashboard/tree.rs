@@ -11,7 +11,6 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use velocity_policy_lang::Backoff;
 use velocity_policy_lang::bound::{
     Budget, Composition, Finding, Graph, HedgeBudget, Model, NOWHERE, Node, RetryBudget, Tree,
     compose,
@@ -89,10 +88,7 @@ fn budget_of(operation: &str, snapshot: &Snapshot, registry: &Registry) -> Budge
             .and_then(|name| registry.find_retry(name))
         {
             let numbers = retry.numbers();
-            let backoff = Backoff::FullJitter {
-                base: numbers.base,
-                cap: numbers.cap,
-            };
+            let backoff = numbers.backoff;
             budget = budget.retry(RetryBudget::new(
                 retry.name(),
                 numbers.attempts,

@@ -9,7 +9,7 @@ use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::deadline::OperationDeadline;
 use crate::observe::short_name;
-use crate::retry::{RetryNumbers, RetryPolicy};
+use crate::retry::{RetryConfig, RetryPolicy};
 use crate::shedding::{Shedder, Thresholds};
 
 /// The numbers a valid set puts in force, per mechanism: applied to those built now
@@ -18,7 +18,8 @@ use crate::shedding::{Shedder, Thresholds};
 pub(crate) struct Tunings {
     /// A breaker's configuration in force (its sharing is not tuned: the breaker keeps its own).
     pub(crate) breakers: BTreeMap<String, BreakerConfig>,
-    pub(crate) retries: BTreeMap<String, RetryNumbers>,
+    /// A retry policy's configuration in force (its allowance is not tuned: it keeps its own).
+    pub(crate) retries: BTreeMap<String, RetryConfig>,
     /// A bulkhead's configuration in force (of which a running bulkhead changes its slot count).
     pub(crate) bulkheads: BTreeMap<String, BulkheadConfig>,
     /// By the operation's own name.
@@ -54,8 +55,8 @@ impl Tunings {
     }
 
     pub(crate) fn apply_to_retry(&self, retry: &RetryPolicy) {
-        if let Some(&numbers) = self.retries.get(retry.name()) {
-            retry.retune(numbers);
+        if let Some(&config) = self.retries.get(retry.name()) {
+            retry.retune(config);
         }
     }
 
