@@ -461,11 +461,8 @@ impl Code {
                     if let Some(hedge) = spec.hedges.get(name) {
                         budget = budget.hedge(HedgeBudget::new(
                             name.clone(),
-                            hedge.max.value,
-                            match hedge.after.value {
-                                velocity_policy_lang::HedgeAfter::Fixed(after) => Some(after),
-                                velocity_policy_lang::HedgeAfter::Percentile(_) => None,
-                            },
+                            hedge.config.max,
+                            hedge.config.after.fixed(),
                         ));
                     }
                 }

@@ -10,8 +10,7 @@ use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
 use crate::spec::{
-    Backoff, HedgeAfter, HedgeSpec, Items, Named, OpenAfter, OperationSpec, Sharing, Spec,
-    WorkClass,
+    Backoff, HedgeSpec, Items, Named, OpenAfter, OperationSpec, Sharing, Spec, WorkClass,
 };
 use crate::suggest;
 use crate::units::{format_duration, format_ratio, format_size};
@@ -308,7 +307,7 @@ fn chaos_well_formed(spec: &Spec, out: &mut Vec<Diagnostic>) {
 
 fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for hedge in &spec.hedges {
-        let max = hedge.max.value;
+        let max = hedge.config.max;
         if !(2..=HedgeSpec::MAX_IN_FLIGHT).contains(&max) {
             out.push(Diagnostic::new(
                 Kind::HedgeMaxOutOfRange {
@@ -316,7 +315,7 @@ fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
                     found: max,
                     most: HedgeSpec::MAX_IN_FLIGHT,
                 },
-                hedge.max.loc,
+                hedge.at.max,
                 "out of range",
             ));
         }
@@ -507,8 +506,8 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         durations.push(("cap", backoff.value.cap(), backoff.loc));
     }
     for hedge in &spec.hedges {
-        if let HedgeAfter::Fixed(after) = hedge.after.value {
-            durations.push(("after", after, hedge.after.loc));
+        if let Some(after) = hedge.config.after.fixed() {
+            durations.push(("after", after, hedge.at.after));
         }
     }
     for breaker in &spec.breakers {
@@ -697,7 +696,7 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     }
     for hedge in &spec.hedges {
-        if let Some(allowance) = &hedge.allowance {
+        if let Some(allowance) = &hedge.allowance() {
             check("allowance", allowance.value.ratio, allowance.loc);
         }
     }

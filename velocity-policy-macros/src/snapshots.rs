@@ -160,12 +160,14 @@ fn a_hedge_runs_each_attempt_again_through_the_breaker_and_bulkhead_inside_the_r
     assert!(at("breaker.check()") < at("bulkhead.acquire"));
     assert!(
         squashed(&out).contains(&squashed(
-            "Handle<::velocity_policy::__privateN::hedge::Hedge> = Handle::hedge(\"tail\", BY)"
+            "Handle<::velocity_policy::__privateN::hedge::Hedge> = Handle::hedge(\"tail\", BY, config::HedgeConfig::new("
         )),
         "{out}"
     );
     assert!(
-        squashed(&out).contains(&squashed(".percentile(95.0)\n            .max(2)")),
+        squashed(&out).contains(&squashed(
+            "config::HedgeDelay::Percentile(95.0)).with_max(2)"
+        )),
         "{out}"
     );
     check("hedge", &out);
@@ -232,7 +234,12 @@ fn an_inline_hedge_without_retry_is_the_whole_attempt() {
         out.contains("::velocity_policy::__privateN::hedge::hedge_within("),
         "{out}"
     );
-    assert!(out.contains(".after(Duration::from_millis(40))"), "{out}");
+    assert!(
+        squashed(&out).contains(&squashed(
+            "config::HedgeDelay::After(Duration::from_millis(40))"
+        )),
+        "{out}"
+    );
     assert!(!out.contains("retry_within"), "{out}");
     let out = expand(
         AttrKind::Critical,
@@ -573,8 +580,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             used: Expanded(
                 AttrKind::Critical,
                 &[
-                    ".after(Duration::from_millis(25))",
-                    ".max(3)",
+                    "config::HedgeConfig::new(config::HedgeDelay::After(Duration::from_millis(25))).with_max(3)",
                     "hedge_within(",
                 ],
             ),

@@ -35,12 +35,14 @@ use std::fmt;
 
 pub mod breaker;
 pub mod bulkhead;
+pub mod hedge;
 #[cfg(feature = "serde")]
 mod json;
 pub mod retry;
 
 pub use breaker::{BreakerConfig, OpenAfter, Sharing};
 pub use bulkhead::{AdaptiveLimit, BulkheadConfig};
+pub use hedge::{HedgeConfig, HedgeDelay};
 pub use retry::{AllowanceConfig, Backoff, RetryConfig};
 
 /// The three classes of work, in the order they are dropped last to first.

@@ -18,6 +18,7 @@ pub use std::sync::LazyLock;
 pub mod config {
     pub use crate::breaker::{BreakerConfig, OpenAfter, Sharing};
     pub use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+    pub use crate::hedge::{HedgeConfig, HedgeDelay};
     pub use crate::retry::{AllowanceConfig, Backoff, RetryConfig};
 }
 
@@ -26,11 +27,11 @@ use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::deadline::{Deadline, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
-use crate::hedge::{Hedge, HedgeDelay};
+use crate::hedge::{Hedge, HedgeConfig};
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
 use crate::limiter::FailMode;
 use crate::registry::Registry;
-use crate::retry::{ByTransient, RetryAllowance, RetryConfig, RetryPolicy, Transient};
+use crate::retry::{ByTransient, RetryConfig, RetryPolicy, Transient};
 use crate::shedding::{Shedder, Thresholds};
 
 /// Pins a future's output type, so `?` inside the user's body converts to the declared
@@ -282,69 +283,20 @@ impl Handle<RetryPolicy> {
     }
 }
 
-/// What an expansion declares of a hedging policy.
-#[derive(Debug, Clone, Copy)]
-pub struct HedgeSettings {
-    delay: Option<HedgeDelay>,
-    max: Option<u32>,
-    /// `R% + N/s`, for a hedge without a retry policy.
-    allowance: Option<(f64, u32)>,
-}
-
 impl Register for Hedge {
     const KIND: &'static str = "hedge";
-    type Settings = HedgeSettings;
-    const NONE: HedgeSettings = HedgeSettings {
-        delay: None,
-        max: None,
-        allowance: None,
-    };
+    type Settings = HedgeConfig;
+    const NONE: HedgeConfig = HedgeConfig::DEFAULT;
     type Handle = Arc<Hedge>;
-    fn register(name: &'static str, settings: HedgeSettings) -> Arc<Hedge> {
-        Registry::global().hedge(name, |mut hedge| {
-            if let Some(delay) = settings.delay {
-                hedge = hedge.delay(delay);
-            }
-            if let Some(max) = settings.max {
-                hedge = hedge.max(max);
-            }
-            if let Some((ratio, floor_per_second)) = settings.allowance {
-                hedge = hedge.allowance(retry_allowance(ratio, floor_per_second));
-            }
-            hedge
-        })
+    fn register(name: &'static str, config: HedgeConfig) -> Arc<Hedge> {
+        Registry::global().hedge(name, |hedge| hedge.config(config))
     }
 }
 
-/// The settings of a [`HedgeBuilder`](crate::hedge::HedgeBuilder), declared in a `static`.
 impl Handle<Hedge> {
-    /// The hedging policy `name`, declared by `origin`.
-    pub const fn hedge(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// [`HedgeBuilder::after`](crate::hedge::HedgeBuilder::after).
-    pub const fn after(mut self, delay: Duration) -> Self {
-        self.settings.delay = Some(HedgeDelay::After(delay));
-        self
-    }
-
-    /// [`HedgeBuilder::percentile`](crate::hedge::HedgeBuilder::percentile).
-    pub const fn percentile(mut self, percentile: f64) -> Self {
-        self.settings.delay = Some(HedgeDelay::Percentile(percentile));
-        self
-    }
-
-    /// [`HedgeBuilder::max`](crate::hedge::HedgeBuilder::max).
-    pub const fn max(mut self, max: u32) -> Self {
-        self.settings.max = Some(max);
-        self
-    }
-
-    /// A `.policy` file's `allowance = R% + N/s`: [`retry_allowance`].
-    pub const fn allowance(mut self, ratio: f64, floor_per_second: u32) -> Self {
-        self.settings.allowance = Some((ratio, floor_per_second));
-        self
+    /// The hedging policy `name`, declared by `origin` with `config`.
+    pub const fn hedge(name: &'static str, origin: &'static str, config: HedgeConfig) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 
@@ -838,16 +790,6 @@ where
     K: StaleFeature,
 {
     StaleCache(std::marker::PhantomData)
-}
-
-/// A retry allowance from a `.policy` file's `allowance = R% + N/s`, over the runtime's
-/// [window](RetryAllowance::DEFAULT_WINDOW) (the language does not set one).
-pub fn retry_allowance(ratio: f64, floor_per_second: u32) -> Arc<RetryAllowance> {
-    Arc::new(RetryAllowance::new(
-        RetryAllowance::DEFAULT_WINDOW,
-        floor_per_second,
-        ratio,
-    ))
 }
 
 /// `tracing`, for the call's span in the expansion (`::velocity_policy::__private::tracing::info_span!`).

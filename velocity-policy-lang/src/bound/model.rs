@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::source::{Loc, Located};
-use crate::spec::{HedgeAfter, OperationSpec, Spec, WorkClass};
+use crate::spec::{HedgeDelay, OperationSpec, Spec, WorkClass};
 
 /// A location for numbers that come from no text (a running registry's).
 pub const NOWHERE: Loc = Loc::External(u32::MAX);
@@ -104,10 +104,10 @@ impl Budget {
             .and_then(|name| spec.hedges.get(&name.value))
             .map(|hedge| HedgeBudget {
                 name: hedge.name.value.clone(),
-                max: hedge.max.value,
-                after: match hedge.after.value {
-                    HedgeAfter::Fixed(after) => Some(after),
-                    HedgeAfter::Percentile(_) => None,
+                max: hedge.config.max,
+                after: match hedge.config.after {
+                    HedgeDelay::After(after) => Some(after),
+                    HedgeDelay::Percentile(_) => None,
                 },
             });
         Self {

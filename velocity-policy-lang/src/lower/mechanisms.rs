@@ -6,7 +6,7 @@ use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
-    AdaptiveSpec, AllowanceConfig, Backoff, BreakerSpec, BulkheadSpec, HedgeAfter, HedgeSpec,
+    AdaptiveSpec, AllowanceConfig, Backoff, BreakerSpec, BulkheadSpec, HedgeDelay, HedgeSpec,
     OpenAfter, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetrySpec, Sharing, SheddingSpec,
     allowance_as_written,
 };
@@ -524,7 +524,9 @@ pub(super) fn lower_hedge(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         ) => {
             let max = max.flatten().unwrap_or(Located::new(2, stanza.loc));
             let mut hedge = HedgeSpec::new(name, after, max, stanza.loc);
-            hedge.allowance = allowance.flatten();
+            if let Some(allowance) = allowance.flatten() {
+                hedge.set_allowance(allowance);
+            }
             insert(&mut lowering.spec.hedges, hedge, &mut lowering.diagnostics);
         }
         (name, ..) => lowering.drop_item("hedge", name),
@@ -536,7 +538,7 @@ fn lower_hedge_after(
     lowering: &mut Lowering<'_>,
     key: &str,
     value: &Value,
-) -> Option<Located<HedgeAfter>> {
+) -> Option<Located<HedgeDelay>> {
     const EXPECTED: &str = "a percentile like `p95` or a duration like `50ms`";
     match value.terms.as_slice() {
         [Term::Word(word)] => {
@@ -546,7 +548,7 @@ fn lower_hedge_after(
                 .and_then(|digits| digits.parse::<u32>().ok())
                 .filter(|p| (1..=99).contains(p));
             match percentile {
-                Some(p) => Some(Located::new(HedgeAfter::Percentile(p), word.loc)),
+                Some(p) => Some(Located::new(HedgeDelay::Percentile(f64::from(p)), word.loc)),
                 None => {
                     lowering.invalid(
                         key,
@@ -562,7 +564,7 @@ fn lower_hedge_after(
         }
         [Term::Quantity(quantity)] => lowering
             .quantity_duration(key, quantity)
-            .map(|d| Located::new(HedgeAfter::Fixed(d.value), d.loc)),
+            .map(|d| Located::new(HedgeDelay::After(d.value), d.loc)),
         _ => {
             lowering.invalid(
                 key,

@@ -26,8 +26,8 @@ pub use velocity_policy_model::{FailMode, WorkClass, queue_defaults};
 /// Each mechanism's settings, described once in `velocity-policy-model`: the spec wraps them with the
 /// locations they were written at.
 pub use velocity_policy_model::{
-    AdaptiveLimit, AllowanceConfig, Backoff, BreakerConfig, BulkheadConfig, OpenAfter, RetryConfig,
-    Sharing,
+    AdaptiveLimit, AllowanceConfig, Backoff, BreakerConfig, BulkheadConfig, HedgeConfig,
+    HedgeDelay, OpenAfter, RetryConfig, Sharing,
 };
 
 mod delivery;
@@ -714,62 +714,83 @@ pub(crate) fn allowance_as_written(ratio: f64, floor_per_second: u32) -> Allowan
     allowance
 }
 
-/// When a hedge starts: `after = 50ms` or `after = p95`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum HedgeAfter {
-    /// After a fixed time without an answer.
-    Fixed(Duration),
-    /// After the operation's own latency at this percentile (1 to 99), as the runtime
-    /// records it.
-    Percentile(u32),
-}
-
-impl fmt::Display for HedgeAfter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Fixed(d) => f.write_str(&crate::units::format_duration(*d)),
-            Self::Percentile(p) => write!(f, "p{p}"),
-        }
-    }
-}
-
-/// `hedge NAME { after = p95; max = 2; allowance = 10% + 5/s }`.
+/// `hedge NAME { after = p95; max = 2; allowance = 10% + 5/s }`: the model's [`HedgeConfig`]
+/// (where each setting and its default is described), and where each setting was written.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HedgeSpec {
     /// Its name.
     pub name: Located<String>,
-    /// When a hedge starts.
-    pub after: Located<HedgeAfter>,
-    /// Attempts in flight at most, the first included (2 is one hedge; at most
-    /// [`HedgeSpec::MAX_IN_FLIGHT`]).
-    pub max: Located<u32>,
-    /// The share of traffic its hedges may add, when the operation does not retry (with a
-    /// retry policy the hedges draw from the retry's allowance).
-    pub allowance: Option<Located<AllowanceConfig>>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    pub config: HedgeConfig,
+    /// Where each setting was written.
+    pub at: HedgeLocs,
     /// The stanza.
     pub loc: Loc,
 }
 
+/// Where each setting of a [`HedgeSpec`] was written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct HedgeLocs {
+    /// `after`.
+    pub after: Loc,
+    /// `max`, or the stanza when it is not written (2).
+    pub max: Loc,
+    /// `allowance`; `None` when not written.
+    pub allowance: Option<Loc>,
+}
+
 impl HedgeSpec {
-    /// The most attempts in flight a hedge may have, the first included (the runtime's bound).
-    pub const MAX_IN_FLIGHT: u32 = 3;
+    /// The most attempts in flight a hedge may have, the first included (the runtime's bound,
+    /// [`HedgeConfig::MAX_IN_FLIGHT`]).
+    pub const MAX_IN_FLIGHT: u32 = HedgeConfig::MAX_IN_FLIGHT;
 
     /// A hedging policy with no allowance of its own.
     #[must_use]
     pub fn new(
         name: Located<String>,
-        after: Located<HedgeAfter>,
+        after: Located<HedgeDelay>,
         max: Located<u32>,
         loc: Loc,
     ) -> Self {
+        let mut config = HedgeConfig::new(after.value);
+        config.max = max.value;
         HedgeSpec {
             name,
-            after,
-            max,
-            allowance: None,
+            config,
+            at: HedgeLocs {
+                after: after.loc,
+                max: max.loc,
+                allowance: None,
+            },
             loc,
         }
+    }
+
+    /// Draws its hedges from an allowance of its own, `allowance`, written there.
+    pub fn set_allowance(&mut self, allowance: Located<AllowanceConfig>) {
+        self.config.allowance = Some(allowance.value);
+        self.at.allowance = Some(allowance.loc);
+    }
+
+    /// When a hedge starts, and where that was written.
+    #[must_use]
+    pub fn after(&self) -> Located<HedgeDelay> {
+        Located::new(self.config.after, self.at.after)
+    }
+
+    /// Attempts in flight at most, and where that was written (the stanza, when not written).
+    #[must_use]
+    pub fn max(&self) -> Located<u32> {
+        Located::new(self.config.max, self.at.max)
+    }
+
+    /// Its own allowance, and where it was written; `None` when not written.
+    #[must_use]
+    pub fn allowance(&self) -> Option<Located<AllowanceConfig>> {
+        let allowance = self.config.allowance?;
+        Some(Located::new(allowance, self.at.allowance?))
     }
 }
 

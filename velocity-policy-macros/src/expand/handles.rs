@@ -27,7 +27,7 @@ use std::time::Duration;
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::quote;
 use velocity_policy_lang::{
-    AllowanceConfig, BreakerSpec, BulkheadSpec, FailMode, HedgeAfter, HedgeSpec, OpenAfter,
+    AllowanceConfig, BreakerSpec, BulkheadSpec, FailMode, HedgeDelay, HedgeSpec, OpenAfter,
     RatelimitSpec, RetrySpec, Sharing, WorkClass,
 };
 
@@ -176,23 +176,24 @@ fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
 
 fn hedge(spec: &HedgeSpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let after = match spec.after.value {
-        HedgeAfter::Fixed(d) => {
+    let config = &spec.config;
+    let after = match config.after {
+        HedgeDelay::After(d) => {
             let d = duration(d);
-            quote!(.after(#d))
+            quote!(config::HedgeDelay::After(#d))
         }
-        HedgeAfter::Percentile(p) => {
-            let p = Literal::f64_unsuffixed(f64::from(p));
-            quote!(.percentile(#p))
+        HedgeDelay::Percentile(p) => {
+            let p = Literal::f64_unsuffixed(p);
+            quote!(config::HedgeDelay::Percentile(#p))
         }
     };
-    let max = count(spec.max.value);
-    let allowance = spec.allowance.as_ref().map(|a| {
-        let (share, floor) = (ratio(a.value.ratio), count(a.value.floor_per_second));
-        quote!(.allowance(#share, #floor))
+    let max = count(config.max);
+    let allowance = config.allowance.map(|a| {
+        let a = allowance(a);
+        quote!(.with_allowance(#a))
     });
     quote! {
-        Handle<#private::hedge::Hedge> = Handle::hedge(#name, BY) #after .max(#max) #allowance
+        Handle<#private::hedge::Hedge> = Handle::hedge(#name, BY, config::HedgeConfig::new(#after).with_max(#max) #allowance)
     }
 }
 

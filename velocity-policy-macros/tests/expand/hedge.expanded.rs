@@ -37,11 +37,10 @@ pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
                 .with_attempt_timeout(Duration::from_millis(500)),
         );
         static HEDGE: Handle<::velocity_policy::__privateN::hedge::Hedge> = Handle::hedge(
-                "tail",
-                BY,
-            )
-            .percentile(95.0)
-            .max(2);
+            "tail",
+            BY,
+            config::HedgeConfig::new(config::HedgeDelay::Percentile(95.0)).with_max(2),
+        );
         static OPERATION: Handle<
             ::velocity_policy::__privateN::deadline::OperationDeadline,
         > = Handle::operation(

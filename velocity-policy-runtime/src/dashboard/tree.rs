@@ -18,7 +18,6 @@ use velocity_policy_lang::bound::{
 use velocity_policy_model::WorkClass;
 
 use crate::Deadline;
-use crate::hedge::HedgeDelay;
 use crate::registry::{Registry, Snapshot};
 
 /// The calls `snapshot` saw, as a graph of observed calls and entry points, and the numbers in
@@ -103,10 +102,7 @@ fn budget_of(operation: &str, snapshot: &Snapshot, registry: &Registry) -> Budge
             .first()
             .and_then(|name| registry.find_hedge(name))
         {
-            let after = match hedge.configured_delay() {
-                HedgeDelay::After(after) => Some(after),
-                HedgeDelay::Percentile(_) => None,
-            };
+            let after = hedge.configured_delay().fixed();
             budget = budget.hedge(HedgeBudget::new(hedge.name(), hedge.max(), after));
         }
     }
