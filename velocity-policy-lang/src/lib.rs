@@ -227,10 +227,10 @@ pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
     AdaptiveSpec, AllowanceConfig, Amount, AssetsSpec, Backoff, BreakerConfig, BreakerLocs,
     BreakerSpec, BulkheadConfig, BulkheadLocs, BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault,
-    ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, EnvelopeSpec, FailMode, HedgeConfig,
-    HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind,
-    QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryConfig, RetryLocs, RetrySpec,
-    Sharing, SheddingSpec, Spec, WebMetric, WorkClass,
+    ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, DeadlineConfig, EnvelopeSpec, FailMode,
+    HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
+    PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryConfig, RetryLocs,
+    RetrySpec, Sharing, SheddingSpec, Spec, WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

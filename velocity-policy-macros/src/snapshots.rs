@@ -603,7 +603,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             used: Expanded(
                 AttrKind::Critical,
                 &[
-                    ".deadline(Duration::from_secs(7))",
+                    "config::DeadlineConfig::new(Duration::from_secs(7))",
                     "Deadline::for_named(operation)",
                 ],
             ),
@@ -613,7 +613,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: critical { deadline = 1s; min_budget = 13ms }",
             used: Expanded(
                 AttrKind::Critical,
-                &[".min_budget(Duration::from_millis(13))"],
+                &[".with_min_budget(Duration::from_millis(13))"],
             ),
         },
         Sample {
@@ -707,7 +707,10 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
         Sample {
             setting: "request",
             policy: "request { deadline = 9s }\noperation sample: critical {}",
-            used: Expanded(AttrKind::Critical, &[".deadline(Duration::from_secs(9))"]),
+            used: Expanded(
+                AttrKind::Critical,
+                &["config::DeadlineConfig::new(Duration::from_secs(9))"],
+            ),
         },
         Sample {
             setting: "shedding",

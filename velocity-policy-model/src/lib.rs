@@ -35,6 +35,7 @@ use std::fmt;
 
 pub mod breaker;
 pub mod bulkhead;
+pub mod deadline;
 pub mod hedge;
 #[cfg(feature = "serde")]
 mod json;
@@ -42,6 +43,7 @@ pub mod retry;
 
 pub use breaker::{BreakerConfig, OpenAfter, Sharing};
 pub use bulkhead::{AdaptiveLimit, BulkheadConfig};
+pub use deadline::DeadlineConfig;
 pub use hedge::{HedgeConfig, HedgeDelay};
 pub use retry::{AllowanceConfig, Backoff, RetryConfig};
 

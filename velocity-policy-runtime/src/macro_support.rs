@@ -18,13 +18,14 @@ pub use std::sync::LazyLock;
 pub mod config {
     pub use crate::breaker::{BreakerConfig, OpenAfter, Sharing};
     pub use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+    pub use crate::deadline::DeadlineConfig;
     pub use crate::hedge::{HedgeConfig, HedgeDelay};
     pub use crate::retry::{AllowanceConfig, Backoff, RetryConfig};
 }
 
 use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
-use crate::deadline::{Deadline, OperationDeadline};
+use crate::deadline::{DeadlineConfig, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
 use crate::hedge::{Hedge, HedgeConfig};
@@ -449,32 +450,23 @@ impl Handle<PollMonitor> {
 
 impl Register for OperationDeadline {
     const KIND: &'static str = "operation";
-    /// The deadline and the minimum budget.
-    type Settings = (Duration, Duration);
-    const NONE: (Duration, Duration) = (Deadline::MAX_BUDGET, Duration::ZERO);
+    type Settings = DeadlineConfig;
+    const NONE: DeadlineConfig = DeadlineConfig::DEFAULT;
     type Handle = Arc<OperationDeadline>;
-    fn register(name: &'static str, (deadline, min_budget): (Duration, Duration)) -> Self::Handle {
-        Registry::global().operation_deadline(name, deadline, min_budget)
+    fn register(name: &'static str, config: DeadlineConfig) -> Self::Handle {
+        Registry::global().operation_deadline(name, config.deadline, config.min_budget)
     }
 }
 
-/// The deadline and minimum budget of an [`OperationDeadline`], declared in a `static`.
 impl Handle<OperationDeadline> {
-    /// The operation `name` (made unique by its module path), declared by `origin`.
-    pub const fn operation(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// Its deadline ([`Deadline::MAX_BUDGET`] when not set).
-    pub const fn deadline(mut self, deadline: Duration) -> Self {
-        self.settings.0 = deadline;
-        self
-    }
-
-    /// Its minimum budget (zero when not set).
-    pub const fn min_budget(mut self, min_budget: Duration) -> Self {
-        self.settings.1 = min_budget;
-        self
+    /// The operation `name` (made unique by its module path), declared by `origin` with
+    /// `config`.
+    pub const fn operation(
+        name: &'static str,
+        origin: &'static str,
+        config: DeadlineConfig,
+    ) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 

@@ -26,8 +26,8 @@ pub use velocity_policy_model::{FailMode, WorkClass, queue_defaults};
 /// Each mechanism's settings, described once in `velocity-policy-model`: the spec wraps them with the
 /// locations they were written at.
 pub use velocity_policy_model::{
-    AdaptiveLimit, AllowanceConfig, Backoff, BreakerConfig, BulkheadConfig, HedgeConfig,
-    HedgeDelay, OpenAfter, RetryConfig, Sharing,
+    AdaptiveLimit, AllowanceConfig, Backoff, BreakerConfig, BulkheadConfig, DeadlineConfig,
+    HedgeConfig, HedgeDelay, OpenAfter, RetryConfig, Sharing,
 };
 
 mod delivery;
@@ -133,6 +133,20 @@ impl Spec {
     pub fn effective_deadline(&self, operation: &OperationSpec) -> Option<Duration> {
         self.governing_deadline(operation)
             .map(|deadline| deadline.value)
+    }
+
+    /// The operation's deadline settings as the runtime takes them: the
+    /// [governing deadline](Spec::governing_deadline) ([`DeadlineConfig::MAX_BUDGET`] when
+    /// none is written) and its `min_budget` (zero when not written).
+    #[must_use]
+    pub fn deadline_config(&self, operation: &OperationSpec) -> DeadlineConfig {
+        let config = self
+            .effective_deadline(operation)
+            .map_or(DeadlineConfig::DEFAULT, DeadlineConfig::new);
+        match &operation.min_budget {
+            Some(min_budget) => config.with_min_budget(min_budget.value),
+            None => config,
+        }
     }
 
     /// The shedding thresholds in force (declared or default).

@@ -317,17 +317,20 @@ impl Handles {
             h.shedder = Some(h.add("shedder", shedder(plan)));
         }
         let name = operation_name(&plan.op);
-        let deadline = plan.deadline.map(|deadline| {
-            let deadline = duration(deadline);
-            quote!(.deadline(#deadline))
-        });
+        let deadline = match plan.deadline {
+            Some(deadline) => {
+                let deadline = duration(deadline);
+                quote!(config::DeadlineConfig::new(#deadline))
+            }
+            None => quote!(config::DeadlineConfig::DEFAULT),
+        };
         let min_budget = plan.min_budget.filter(|min| !min.is_zero()).map(|min| {
             let min = duration(min);
-            quote!(.min_budget(#min))
+            quote!(.with_min_budget(#min))
         });
         h.operation = Some(h.add(
             "operation",
-            quote!(Handle<#private::deadline::OperationDeadline> = Handle::operation(#name, BY) #deadline #min_budget),
+            quote!(Handle<#private::deadline::OperationDeadline> = Handle::operation(#name, BY, #deadline #min_budget)),
         ));
         if let Some(budget) = plan.poll_budget {
             let (name, budget) = (operation_name(&plan.op), duration(budget));

@@ -44,10 +44,10 @@ pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
         static OPERATION: Handle<
             ::velocity_policy::__privateN::deadline::OperationDeadline,
         > = Handle::operation(
-                ::core::concat!(::core::module_path!(), "::", "lookup"),
-                BY,
-            )
-            .deadline(Duration::from_secs(2));
+            ::core::concat!(::core::module_path!(), "::", "lookup"),
+            BY,
+            config::DeadlineConfig::new(Duration::from_secs(2)),
+        );
         (&*BREAKER, &*BULKHEAD, &*RETRY, &*HEDGE, &*OPERATION)
     };
     ::velocity_policy::__privateN::traced(

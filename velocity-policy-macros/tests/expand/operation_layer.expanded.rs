@@ -41,11 +41,11 @@ fn layer() {
             static OPERATION: Handle<
                 ::velocity_policy::__privateN::deadline::OperationDeadline,
             > = Handle::operation(
-                    ::core::concat!(::core::module_path!(), "::", "reindex_all"),
-                    BY,
-                )
-                .deadline(Duration::from_secs(1))
-                .min_budget(Duration::from_millis(50));
+                ::core::concat!(::core::module_path!(), "::", "reindex_all"),
+                BY,
+                config::DeadlineConfig::new(Duration::from_secs(1))
+                    .with_min_budget(Duration::from_millis(50)),
+            );
             (&*BREAKER, &*BULKHEAD, &*RETRY, &*OPERATION)
         };
         ::velocity_policy::__privateN::layer::OperationLayer::new(

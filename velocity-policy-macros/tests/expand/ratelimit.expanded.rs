@@ -35,10 +35,10 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
         static OPERATION: Handle<
             ::velocity_policy::__privateN::deadline::OperationDeadline,
         > = Handle::operation(
-                ::core::concat!(::core::module_path!(), "::", "sign_up"),
-                BY,
-            )
-            .deadline(Duration::from_secs(2));
+            ::core::concat!(::core::module_path!(), "::", "sign_up"),
+            BY,
+            config::DeadlineConfig::new(Duration::from_secs(2)),
+        );
         (&*BREAKER, &*RATELIMIT, &*SHEDDER, &*OPERATION)
     };
     ::velocity_policy::__privateN::traced(

@@ -40,10 +40,10 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
         static OPERATION: Handle<
             ::velocity_policy::__privateN::deadline::OperationDeadline,
         > = Handle::operation(
-                ::core::concat!(::core::module_path!(), "::", "push_to_index"),
-                BY,
-            )
-            .deadline(Duration::from_secs(2));
+            ::core::concat!(::core::module_path!(), "::", "push_to_index"),
+            BY,
+            config::DeadlineConfig::new(Duration::from_secs(2)),
+        );
         (&*BREAKER, &*BULKHEAD, &*RETRY, &*OPERATION)
     };
     ::velocity_policy::__privateN::traced(

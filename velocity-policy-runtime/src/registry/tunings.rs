@@ -3,11 +3,10 @@
 //! overrides work them out from the merged `.policy` set; the registry only applies them.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
-use crate::deadline::OperationDeadline;
+use crate::deadline::{DeadlineConfig, OperationDeadline};
 use crate::observe::short_name;
 use crate::retry::{RetryConfig, RetryPolicy};
 use crate::shedding::{Shedder, Thresholds};
@@ -23,7 +22,7 @@ pub(crate) struct Tunings {
     /// A bulkhead's configuration in force (of which a running bulkhead changes its slot count).
     pub(crate) bulkheads: BTreeMap<String, BulkheadConfig>,
     /// By the operation's own name.
-    pub(crate) operations: BTreeMap<String, (Duration, Duration)>,
+    pub(crate) operations: BTreeMap<String, DeadlineConfig>,
     /// By the operation's own name.
     pub(crate) shedders: BTreeMap<String, Thresholds>,
     /// Drills (feature `chaos`), by name: their faults and whether they are on.
@@ -69,8 +68,8 @@ impl Tunings {
     }
 
     pub(crate) fn apply_to_operation(&self, operation: &OperationDeadline) {
-        if let Some(&(deadline, min_budget)) = self.operations.get(operation.display_name()) {
-            operation.retune(deadline, min_budget);
+        if let Some(&config) = self.operations.get(operation.display_name()) {
+            operation.retune(config);
         }
     }
 
