@@ -230,7 +230,7 @@ pub use spec::{
     ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, DeadlineConfig, EnvelopeSpec, FailMode,
     HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
     PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryConfig, RetryLocs,
-    RetrySpec, Sharing, SheddingSpec, Spec, WebMetric, WorkClass,
+    RetrySpec, Sharing, SheddingConfig, SheddingSpec, Spec, WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

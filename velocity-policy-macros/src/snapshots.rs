@@ -629,7 +629,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: deferred, idempotent { bulkhead = k; shed_at = 0.3 }",
             used: Expanded(
                 AttrKind::Deferred,
-                &[".thresholds(0.3, 0.25)", "bulkhead.load()"],
+                &["config::SheddingConfig::new(0.3, 0.25)", "bulkhead.load()"],
             ),
         },
         Sample {
@@ -715,7 +715,10 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
         Sample {
             setting: "shedding",
             policy: "shedding { deferred at load 0.4; background at load 0.2 }\noperation sample: deferred, idempotent { bulkhead = k }",
-            used: Expanded(AttrKind::Deferred, &[".thresholds(0.4, 0.2)"]),
+            used: Expanded(
+                AttrKind::Deferred,
+                &["config::SheddingConfig::new(0.4, 0.2)"],
+            ),
         },
         Sample {
             setting: "chaos",

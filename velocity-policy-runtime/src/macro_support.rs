@@ -21,6 +21,7 @@ pub mod config {
     pub use crate::deadline::DeadlineConfig;
     pub use crate::hedge::{HedgeConfig, HedgeDelay};
     pub use crate::retry::{AllowanceConfig, Backoff, RetryConfig};
+    pub use crate::shedding::SheddingConfig;
 }
 
 use crate::breaker::{Breaker, BreakerConfig};
@@ -33,7 +34,7 @@ use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
 use crate::limiter::FailMode;
 use crate::registry::Registry;
 use crate::retry::{ByTransient, RetryConfig, RetryPolicy, Transient};
-use crate::shedding::{Shedder, Thresholds};
+use crate::shedding::{Shedder, SheddingConfig};
 
 /// Pins a future's output type, so `?` inside the user's body converts to the declared
 /// error.
@@ -376,27 +377,18 @@ impl Handle<RateLimit> {
 
 impl Register for Shedder {
     const KIND: &'static str = "shedder";
-    type Settings = Thresholds;
-    const NONE: Thresholds = Thresholds::DEFAULT;
+    type Settings = SheddingConfig;
+    const NONE: SheddingConfig = SheddingConfig::DEFAULT;
     type Handle = Arc<Shedder>;
-    fn register(name: &'static str, thresholds: Thresholds) -> Arc<Shedder> {
-        Registry::global().shedder(name, thresholds)
+    fn register(name: &'static str, config: SheddingConfig) -> Arc<Shedder> {
+        Registry::global().shedder(name, config)
     }
 }
 
 impl Handle<Shedder> {
-    /// The shedder `name`, declared by `origin`.
-    pub const fn shedder(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// The loads at which deferred and background work are shed.
-    pub const fn thresholds(mut self, deferred: f64, background: f64) -> Self {
-        self.settings = Thresholds {
-            deferred,
-            background,
-        };
-        self
+    /// The shedder `name`, declared by `origin` with `config`.
+    pub const fn shedder(name: &'static str, origin: &'static str, config: SheddingConfig) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 

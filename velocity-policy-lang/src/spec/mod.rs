@@ -27,7 +27,7 @@ pub use velocity_policy_model::{FailMode, WorkClass, queue_defaults};
 /// locations they were written at.
 pub use velocity_policy_model::{
     AdaptiveLimit, AllowanceConfig, Backoff, BreakerConfig, BulkheadConfig, DeadlineConfig,
-    HedgeConfig, HedgeDelay, OpenAfter, RetryConfig, Sharing,
+    HedgeConfig, HedgeDelay, OpenAfter, RetryConfig, Sharing, SheddingConfig,
 };
 
 mod delivery;
@@ -1006,10 +1006,10 @@ pub struct SheddingSpec {
 }
 
 impl SheddingSpec {
-    /// Deferred work is shed from half load by default.
-    pub const DEFAULT_DEFERRED: f64 = 0.5;
-    /// Background work is shed from a quarter load by default.
-    pub const DEFAULT_BACKGROUND: f64 = 0.25;
+    /// Deferred work is shed from half load by default ([`SheddingConfig::DEFAULT`]).
+    pub const DEFAULT_DEFERRED: f64 = SheddingConfig::DEFAULT.deferred;
+    /// Background work is shed from a quarter load by default ([`SheddingConfig::DEFAULT`]).
+    pub const DEFAULT_BACKGROUND: f64 = SheddingConfig::DEFAULT.background;
 
     /// The default thresholds, located at `loc`.
     #[must_use]

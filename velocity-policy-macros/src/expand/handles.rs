@@ -282,7 +282,7 @@ fn shedder(plan: &Plan) -> TokenStream {
     }
     let (deferred, background) = (ratio(deferred), ratio(background));
     quote! {
-        Handle<#private::Shedder> = Handle::shedder(#name, BY).thresholds(#deferred, #background)
+        Handle<#private::Shedder> = Handle::shedder(#name, BY, config::SheddingConfig::new(#deferred, #background))
     }
 }
 
