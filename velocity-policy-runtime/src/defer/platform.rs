@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::runtime::Handle;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -148,7 +147,8 @@ impl<P: Platform + ?Sized> Platform for Arc<P> {
 /// assert!(report.accounted_for());
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct DrainReport {
     /// Tasks that ran to their end (whatever their outcome) before the drain deadline.
@@ -182,7 +182,8 @@ impl DrainReport {
 /// [`succeeded`](Self::succeeded) is the rest. Read while work runs, the counters are read one
 /// after another and may be a few tasks apart; read when the process is quiet (after a drain)
 /// they are exact, and a drain that waited for everything leaves `in_flight` at 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct TaskTotals {
     /// Work scheduled: every call to [`defer`](super::defer()) (or an annotated deferred
