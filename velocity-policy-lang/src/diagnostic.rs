@@ -18,13 +18,12 @@ pub use excerpt::{Excerpt, LONG_LINE};
 
 /// The rule a diagnostic comes from. Each variant has a stable code (`velocity_policy::...`), a one-line
 /// message and a help text that says the fix; see the table in the crate docs.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Kind {
     // ---- reading the file -------------------------------------------------------------------
     /// The file is not UTF-8.
     #[error("file is not valid UTF-8 (first bad byte at offset {offset})")]
-    #[diagnostic(code("policy::invalid-utf8"), help("save the file as UTF-8 text"))]
     InvalidUtf8 {
         /// Offset of the first byte that is not UTF-8.
         offset: usize,
@@ -32,10 +31,6 @@ pub enum Kind {
 
     /// The file is larger than a policy file may be.
     #[error("file is {len} bytes, more than the {max} a policy file may have")]
-    #[diagnostic(
-        code("policy::too-large"),
-        help("split the policy across several files in the same directory")
-    )]
     TooLarge {
         /// Size of the file.
         len: usize,
@@ -45,7 +40,6 @@ pub enum Kind {
 
     /// The text does not follow the grammar.
     #[error("{message}")]
-    #[diagnostic(code("policy::syntax"), help("{help}"))]
     Syntax {
         /// What was expected and what was found.
         message: String,
@@ -56,7 +50,6 @@ pub enum Kind {
     // ---- the shape of stanzas ---------------------------------------------------------------
     /// A stanza keyword that does not exist.
     #[error("unknown stanza `{keyword}`")]
-    #[diagnostic(code("policy::unknown-stanza"), help("{help}"))]
     UnknownStanza {
         /// The keyword as written.
         keyword: String,
@@ -66,10 +59,6 @@ pub enum Kind {
 
     /// A named stanza without a name.
     #[error("`{keyword}` needs a name")]
-    #[diagnostic(
-        code("policy::missing-name"),
-        help("write it as `{keyword} NAME {{ ... }}`")
-    )]
     MissingName {
         /// The stanza keyword.
         keyword: String,
@@ -77,10 +66,6 @@ pub enum Kind {
 
     /// A name on a stanza that takes none.
     #[error("`{keyword}` takes no name, found `{name}`")]
-    #[diagnostic(
-        code("policy::unexpected-name"),
-        help("there is one `{keyword}` stanza per policy: write it as `{keyword} {{ ... }}`")
-    )]
     UnexpectedName {
         /// The stanza keyword.
         keyword: String,
@@ -90,10 +75,6 @@ pub enum Kind {
 
     /// Tags (`: critical, idempotent`) on a stanza that takes none.
     #[error("`{keyword}` takes no class or flags")]
-    #[diagnostic(
-        code("policy::unexpected-tags"),
-        help("only an `operation` has a class and flags; remove `: ...` from this header")
-    )]
     UnexpectedTags {
         /// The stanza keyword.
         keyword: String,
@@ -101,7 +82,6 @@ pub enum Kind {
 
     /// A setting a stanza does not have.
     #[error("unknown setting `{key}` in `{keyword}`")]
-    #[diagnostic(code("policy::unknown-setting"), help("{help}"))]
     UnknownSetting {
         /// The stanza keyword.
         keyword: String,
@@ -113,10 +93,6 @@ pub enum Kind {
 
     /// The same setting twice in one stanza.
     #[error("`{key}` is set twice")]
-    #[diagnostic(
-        code("policy::duplicate-setting"),
-        help("keep one `{key}` and remove the other")
-    )]
     DuplicateSetting {
         /// The key.
         key: String,
@@ -124,7 +100,6 @@ pub enum Kind {
 
     /// A required setting is absent.
     #[error("{what} has no `{key}`")]
-    #[diagnostic(code("policy::missing-setting"), help("add `{example}`"))]
     MissingSetting {
         /// The stanza (`breaker `payments``).
         what: String,
@@ -136,7 +111,6 @@ pub enum Kind {
 
     /// A value of the wrong kind: a number where a duration is wanted, an unknown word.
     #[error("`{key}` expects {expected}, found `{found}`")]
-    #[diagnostic(code("policy::invalid-value"), help("{help}"))]
     InvalidValue {
         /// The setting.
         key: String,
@@ -150,12 +124,6 @@ pub enum Kind {
 
     /// An operation without a class.
     #[error("operation `{operation}` has no class")]
-    #[diagnostic(
-        code("policy::missing-class"),
-        help(
-            "give it one after its name: `operation {operation}: critical {{ ... }}` (critical, deferred or background)"
-        )
-    )]
     MissingClass {
         /// The operation.
         operation: String,
@@ -163,10 +131,6 @@ pub enum Kind {
 
     /// An operation with two classes.
     #[error("operation `{operation}` is both `{first}` and `{second}`")]
-    #[diagnostic(
-        code("policy::conflicting-classes"),
-        help("an operation has one class: keep `{first}` or `{second}`")
-    )]
     ConflictingClasses {
         /// The operation.
         operation: String,
@@ -178,7 +142,6 @@ pub enum Kind {
 
     /// A tag that is neither a class nor a flag.
     #[error("unknown flag `{flag}` on operation `{operation}`")]
-    #[diagnostic(code("policy::unknown-flag"), help("{help}"))]
     UnknownFlag {
         /// The operation.
         operation: String,
@@ -190,10 +153,6 @@ pub enum Kind {
 
     /// Two items of the same kind with one name.
     #[error("{kind} `{name}` is defined twice")]
-    #[diagnostic(
-        code("policy::duplicate-name"),
-        help("rename one of them, or remove the second definition")
-    )]
     DuplicateName {
         /// `breaker`, `operation`, ...
         kind: String,
@@ -203,10 +162,6 @@ pub enum Kind {
 
     /// A stanza that may appear once appears twice.
     #[error("`{keyword}` is declared twice")]
-    #[diagnostic(
-        code("policy::duplicate-stanza"),
-        help("merge the two `{keyword}` stanzas into one")
-    )]
     DuplicateStanza {
         /// The keyword.
         keyword: String,
@@ -214,7 +169,6 @@ pub enum Kind {
 
     /// A ceiling naming a metric that does not exist.
     #[error("unknown metric `{metric}` in ceilings `{ceilings}`")]
-    #[diagnostic(code("policy::unknown-metric"), help("{help}"))]
     UnknownMetric {
         /// The `ceilings` stanza's name.
         ceilings: String,
@@ -227,7 +181,6 @@ pub enum Kind {
     // ---- validation -------------------------------------------------------------------------
     /// A reference to a breaker, bulkhead, retry, hedge or rate limit that is not defined.
     #[error("unknown {kind} `{name}`")]
-    #[diagnostic(code("policy::unknown-name"), help("{help}"))]
     UnknownName {
         /// `breaker`, `bulkhead`, `retry`, `hedge` or `ratelimit`.
         kind: String,
@@ -240,7 +193,6 @@ pub enum Kind {
     /// An override that changes what only the compiled policy may say: a class, a flag, which
     /// mechanisms an operation uses, a fallback, how a breaker is shared.
     #[error("`{what}` cannot be overridden at run time")]
-    #[diagnostic(code("policy::not-overridable"), help("{help}"))]
     NotOverridable {
         /// The setting or tag, as written.
         what: String,
@@ -251,7 +203,6 @@ pub enum Kind {
     /// An override that moves a compiled number outside its envelope: by default a quarter to
     /// four times the compiled value, and never above it for what keeps a breaker open.
     #[error("`{setting}` in `{stanza}` is outside what an override may set, {range}")]
-    #[diagnostic(code("policy::override-outside-envelope"), help("{help}"))]
     OverrideOutsideEnvelope {
         /// The override as written: `cooldown = 1000h`.
         setting: String,
@@ -266,7 +217,6 @@ pub enum Kind {
     /// An override of a number the compiled policy does not set: there is nothing to move it
     /// from, so nothing bounds it.
     #[error("`{setting}` in `{stanza}` overrides a number the compiled policy does not set")]
-    #[diagnostic(code("policy::override-outside-envelope"), help("{help}"))]
     OverrideNotCompiled {
         /// The override as written: `attempt_timeout = 1ms`.
         setting: String,
@@ -278,12 +228,6 @@ pub enum Kind {
 
     /// Retry on an operation not marked idempotent.
     #[error("operation `{operation}` is retried but not marked `idempotent`")]
-    #[diagnostic(
-        code("policy::retry-not-idempotent"),
-        help(
-            "a network timeout is exactly when the first attempt may have succeeded unseen: mark `{operation}` `idempotent` if running it twice is safe, or remove `retry = {retry}`"
-        )
-    )]
     RetryNotIdempotent {
         /// The operation.
         operation: String,
@@ -293,12 +237,6 @@ pub enum Kind {
 
     /// A hedge on an operation not marked idempotent.
     #[error("operation `{operation}` is hedged but not marked `idempotent`")]
-    #[diagnostic(
-        code("policy::hedge-not-idempotent"),
-        help(
-            "a hedge runs the work a second time while the first may still succeed: mark `{operation}` `idempotent` if running it twice at once is safe, or remove `hedge = {hedge}`"
-        )
-    )]
     HedgeNotIdempotent {
         /// The operation.
         operation: String,
@@ -308,12 +246,6 @@ pub enum Kind {
 
     /// A chaos fault's rate, or its share of instances, outside 0 to 100%.
     #[error("chaos `{chaos}`: `{what}` must be a share from 0 to 100%, found `{found}`")]
-    #[diagnostic(
-        code("policy::chaos-rate-out-of-range"),
-        help(
-            "a rate is the share of attempts the fault is injected into: `error at 5%` or `error at 0.05`; `0%` declares it and injects nothing until a run-time switch raises it"
-        )
-    )]
     ChaosRateOutOfRange {
         /// The chaos.
         chaos: String,
@@ -325,12 +257,6 @@ pub enum Kind {
 
     /// A chaos stanza with no fault.
     #[error("chaos `{chaos}` injects nothing")]
-    #[diagnostic(
-        code("policy::chaos-empty"),
-        help(
-            "give it at least one fault with its rate: `latency = 300ms at 10%`, `error at 5%`, `refuse at 1%` or `status 429 retry_after 5s at 2%`"
-        )
-    )]
     ChaosEmpty {
         /// The chaos.
         chaos: String,
@@ -338,10 +264,6 @@ pub enum Kind {
 
     /// A chaos window that ends before it starts, or a latency range upside down.
     #[error("chaos `{chaos}`: `{what}` ends before it starts")]
-    #[diagnostic(
-        code("policy::chaos-range-reversed"),
-        help("write the smaller first: `{example}`")
-    )]
     ChaosRangeReversed {
         /// The chaos.
         chaos: String,
@@ -353,12 +275,6 @@ pub enum Kind {
 
     /// A hedge whose `max` is not 2 to the runtime's bound.
     #[error("hedge `{hedge}` has `max = {found}`, outside 2 to {most}")]
-    #[diagnostic(
-        code("policy::hedge-max-out-of-range"),
-        help(
-            "`max` counts the attempts in flight, the first included: `max = 2` is one hedge, and at most {most} attempts may run at once"
-        )
-    )]
     HedgeMaxOutOfRange {
         /// The hedging policy.
         hedge: String,
@@ -370,12 +286,6 @@ pub enum Kind {
 
     /// Deferred or background work not marked idempotent.
     #[error("{class} operation `{operation}` is not marked `idempotent`")]
-    #[diagnostic(
-        code("policy::deferred-not-idempotent"),
-        help(
-            "{class} work is delivered at least once and may run twice: make it idempotent and add the flag (`{class}, idempotent`), or make it `critical`"
-        )
-    )]
     DeferredNotIdempotent {
         /// The operation.
         operation: String,
@@ -385,12 +295,6 @@ pub enum Kind {
 
     /// A durable write that is not critical.
     #[error("durable operation `{operation}` is `{class}`, not `critical`")]
-    #[diagnostic(
-        code("policy::durable-not-critical"),
-        help(
-            "a write that must be acknowledged happens before the response: make `{operation}` `critical`, or drop `durable` if losing it is acceptable"
-        )
-    )]
     DurableNotCritical {
         /// The operation.
         operation: String,
@@ -400,12 +304,6 @@ pub enum Kind {
 
     /// Retry with no deadline above it.
     #[error("operation `{operation}` retries with no deadline above it")]
-    #[diagnostic(
-        code("policy::retry-without-deadline"),
-        help(
-            "a retry without a deadline turns a bad minute into an outage: add `deadline = ...` to `{operation}`, or a `request {{ deadline = ... }}` stanza"
-        )
-    )]
     RetryWithoutDeadline {
         /// The operation.
         operation: String,
@@ -416,12 +314,6 @@ pub enum Kind {
     /// `min_budget` larger than the deadline.
     #[error(
         "`min_budget` of operation `{operation}` ({min_budget}) is larger than its deadline ({deadline})"
-    )]
-    #[diagnostic(
-        code("policy::min-budget-exceeds-deadline"),
-        help(
-            "the operation could never start: lower `min_budget` below {deadline}, or raise the deadline"
-        )
     )]
     MinBudgetExceedsDeadline {
         /// The operation.
@@ -436,12 +328,6 @@ pub enum Kind {
     #[error(
         "`attempt_timeout` of retry `{retry}` ({attempt_timeout}) is longer than the deadline of operation `{operation}` ({deadline})"
     )]
-    #[diagnostic(
-        code("policy::attempt-timeout-exceeds-deadline"),
-        help(
-            "an attempt can never run to its timeout: lower `attempt_timeout` to {deadline} or less, or raise the deadline"
-        )
-    )]
     AttemptTimeoutExceedsDeadline {
         /// The retry policy.
         retry: String,
@@ -455,12 +341,6 @@ pub enum Kind {
 
     /// The request's `min_budget` larger than its deadline.
     #[error("the request's `min_budget` ({min_budget}) is larger than its deadline ({deadline})")]
-    #[diagnostic(
-        code("policy::request-min-budget-exceeds-deadline"),
-        help(
-            "every request would be refused before it starts: lower `min_budget` below {deadline}, or raise the deadline"
-        )
-    )]
     RequestMinBudgetExceedsDeadline {
         /// The minimum budget, formatted.
         min_budget: String,
@@ -470,12 +350,6 @@ pub enum Kind {
 
     /// A zero or negative duration.
     #[error("`{key}` must be longer than zero, found `{found}`")]
-    #[diagnostic(
-        code("policy::duration-not-positive"),
-        help(
-            "a zero or negative `{key}` can never be met: give a positive duration such as `100ms`"
-        )
-    )]
     DurationNotPositive {
         /// The setting.
         key: String,
@@ -485,12 +359,6 @@ pub enum Kind {
 
     /// A retry with zero attempts.
     #[error("retry `{retry}` has zero attempts")]
-    #[diagnostic(
-        code("policy::zero-attempts"),
-        help(
-            "`attempts` counts the first attempt too: use `attempts = 1` for no retry, or more to retry"
-        )
-    )]
     ZeroAttempts {
         /// The retry policy.
         retry: String,
@@ -498,7 +366,6 @@ pub enum Kind {
 
     /// A count that must be at least one.
     #[error("`{key}` must be at least 1, found `0`")]
-    #[diagnostic(code("policy::zero-count"), help("{help}"))]
     ZeroCount {
         /// The setting.
         key: String,
@@ -508,10 +375,6 @@ pub enum Kind {
 
     /// A ratio outside (0, 1].
     #[error("`{key}` must be above 0 and at most 100%, found `{found}`")]
-    #[diagnostic(
-        code("policy::ratio-out-of-range"),
-        help("write a share such as `50%` or `0.5`")
-    )]
     RatioOutOfRange {
         /// The setting.
         key: String,
@@ -521,12 +384,6 @@ pub enum Kind {
 
     /// A shedding threshold outside (0, 1).
     #[error("`{class}` shedding threshold must be strictly between 0 and 1, found `{found}`")]
-    #[diagnostic(
-        code("policy::shedding-threshold-out-of-range"),
-        help(
-            "a threshold is the load at which `{class}` work is shed: at 0 it is always shed, at 1 never before the bulkhead refuses; pick a value such as `0.5`"
-        )
-    )]
     SheddingThresholdOutOfRange {
         /// `deferred` or `background`.
         class: String,
@@ -536,12 +393,6 @@ pub enum Kind {
 
     /// A fallback or stale answer on work that nobody waits for.
     #[error("{class} operation `{operation}` has `{setting}`, but nobody waits for its answer")]
-    #[diagnostic(
-        code("policy::fallback-on-scheduled"),
-        help(
-            "a fallback answers a caller in place of the real result; {class} work returns nothing to its caller, so remove `{setting}` (its failures are logged with its name)"
-        )
-    )]
     FallbackOnScheduled {
         /// The operation.
         operation: String,
@@ -555,12 +406,6 @@ pub enum Kind {
     #[error(
         "critical operation `{operation}` sets `shed_at`, but critical work is never shed for load"
     )]
-    #[diagnostic(
-        code("policy::shed-critical"),
-        help(
-            "when there is truly no room, a bulkhead refuses critical work visibly (a 503) instead: remove `shed_at`, or make `{operation}` deferred or background"
-        )
-    )]
     ShedCritical {
         /// The operation.
         operation: String,
@@ -569,12 +414,6 @@ pub enum Kind {
     /// A rate limit guarding critical work that leaves a failure mode of its store implicit.
     #[error(
         "ratelimit `{ratelimit}` guards critical operation `{operation}` but does not choose {missing}"
-    )]
-    #[diagnostic(
-        code("policy::ratelimit-fail-mode-unset"),
-        help(
-            "what critical work does when the limiter's store is slow or down is a decision, not a default: `closed` refuses (a limiter guarding unbounded work), `open` admits (best-effort work), `local` enforces this instance's own rate; for example add {example}"
-        )
     )]
     RatelimitFailModeUnset {
         /// The rate limit.
@@ -589,12 +428,6 @@ pub enum Kind {
 
     /// A bulkhead given both a fixed slot count and adaptive bounds.
     #[error("bulkhead `{bulkhead}` sets both `max_concurrent` and `adaptive`")]
-    #[diagnostic(
-        code("policy::adaptive-with-fixed-limit"),
-        help(
-            "an adaptive bulkhead's slot count moves between `min` and `max`, so it has no fixed one: remove `max_concurrent = {max_concurrent}` (or remove `adaptive(...)` to keep a fixed count)"
-        )
-    )]
     AdaptiveWithFixedLimit {
         /// The bulkhead.
         bulkhead: String,
@@ -604,12 +437,6 @@ pub enum Kind {
 
     /// Adaptive bounds with `min` above `max`.
     #[error("bulkhead `{bulkhead}` adapts between `min = {min}` and a smaller `max = {max}`")]
-    #[diagnostic(
-        code("policy::adaptive-bounds-inverted"),
-        help(
-            "the slot count moves from `min` up to `max`: make `min` at most `max`, for example `adaptive(min = {max}, max = {min})`"
-        )
-    )]
     AdaptiveBoundsInverted {
         /// The bulkhead.
         bulkhead: String,
@@ -621,12 +448,6 @@ pub enum Kind {
 
     /// An isolated operation that also names another mechanism, or is not critical.
     #[error("isolated operation `{operation}` also sets `{other}`")]
-    #[diagnostic(
-        code("policy::isolate-stands-alone"),
-        help(
-            "`isolate` runs a synchronous function on a pool and is waited for within its caller's deadline, so it takes nothing else: remove `{other}`, and put it on the critical or resilient operation that calls `{operation}`"
-        )
-    )]
     IsolateStandsAlone {
         /// The operation.
         operation: String,
@@ -636,12 +457,6 @@ pub enum Kind {
 
     /// A durable queue on work that is not background work.
     #[error("{class} operation `{operation}` is put on queue `{queue}`")]
-    #[diagnostic(
-        code("policy::queue-not-background"),
-        help(
-            "a durable queue runs background work, later and on any instance: make `{operation}` `background`, or remove `queue`"
-        )
-    )]
     QueueNotBackground {
         /// The operation.
         operation: String,
@@ -654,12 +469,6 @@ pub enum Kind {
     /// A queue's task deadline longer than four fifths of its visibility timeout.
     #[error(
         "`task_deadline` of queue `{queue}` ({task_deadline}) is longer than four fifths of its visibility timeout ({visibility})"
-    )]
-    #[diagnostic(
-        code("policy::task-deadline-exceeds-visibility"),
-        help(
-            "a task still running when another worker may claim it runs twice at once, and the last fifth absorbs the acknowledgement's round trip and clock skew (the worker would lower the deadline to {bound}): lower `task_deadline` to {bound} or less, or raise `visibility_timeout`"
-        )
     )]
     TaskDeadlineExceedsVisibility {
         /// The queue.
@@ -674,10 +483,6 @@ pub enum Kind {
 
     /// Background shed later than deferred.
     #[error("`background` is shed at load {background}, later than `deferred` at {deferred}")]
-    #[diagnostic(
-        code("policy::shedding-thresholds-inverted"),
-        help("background work is the first to go: set its threshold at or below {deferred}")
-    )]
     SheddingThresholdsInverted {
         /// The background threshold, formatted.
         background: String,
@@ -687,10 +492,6 @@ pub enum Kind {
 
     /// Backoff base above its cap.
     #[error("backoff of retry `{retry}` starts at {base}, above its cap of {cap}")]
-    #[diagnostic(
-        code("policy::backoff-base-above-cap"),
-        help("`base` is the first delay and `cap` the largest: make `base` at most {cap}")
-    )]
     BackoffBaseAboveCap {
         /// The retry policy.
         retry: String,
@@ -702,7 +503,6 @@ pub enum Kind {
 
     /// A size ceiling of zero in an `assets` stanza.
     #[error("`{key}` is a ceiling of zero bytes")]
-    #[diagnostic(code("policy::zero-size"), help("{help}"))]
     ZeroSize {
         /// The setting.
         key: String,
@@ -712,17 +512,10 @@ pub enum Kind {
 
     /// A `locality` stanza that declares no hop.
     #[error("`locality` declares no hop")]
-    #[diagnostic(
-        code("policy::empty-locality"),
-        help(
-            "declare each call a request makes, one per line, such as `database = blocking env DATABASE_URL`; or remove the stanza"
-        )
-    )]
     EmptyLocality,
 
     /// A hop kind that is neither `blocking` nor `async`.
     #[error("unknown hop kind `{kind}` for `{hop}`")]
-    #[diagnostic(code("policy::unknown-hop-kind"), help("{help}"))]
     UnknownHopKind {
         /// The hop.
         hop: String,
@@ -734,12 +527,6 @@ pub enum Kind {
 
     /// Two hops located by one variable.
     #[error("hops `{first}` and `{second}` are both located by `{variable}`")]
-    #[diagnostic(
-        code("policy::duplicate-variable"),
-        help(
-            "one variable locates one service, so these are one hop: declare it once (`blocking` if the request ever waits for it), or name the variable of the other service"
-        )
-    )]
     DuplicateVariable {
         /// The variable.
         variable: String,
@@ -752,13 +539,6 @@ pub enum Kind {
     // ---- warnings ---------------------------------------------------------------------------
     /// An operation's queue is not declared, but a declared one has a close name.
     #[error("queue `{queue}` of operation `{operation}` is not declared, but `{declared}` is")]
-    #[diagnostic(
-        code("policy::undeclared-queue"),
-        severity(Warning),
-        help(
-            "did you mean `{declared}`? an undeclared queue runs with the runtime's defaults, not the numbers of `queue {declared}`"
-        )
-    )]
     UndeclaredQueue {
         /// The operation.
         operation: String,
@@ -772,13 +552,6 @@ pub enum Kind {
     #[error(
         "deadline of operation `{operation}` ({deadline}) is longer than the request deadline ({request})"
     )]
-    #[diagnostic(
-        code("policy::deadline-clamped"),
-        severity(Warning),
-        help(
-            "a child never outlives its parent, so it will be clamped to {request}: lower it to say what will happen"
-        )
-    )]
     DeadlineClamped {
         /// The operation.
         operation: String,
@@ -791,13 +564,6 @@ pub enum Kind {
     /// Retry attempts that cannot start within the deadline.
     #[error(
         "operation `{operation}` allows {attempts} attempts but only {reachable} can start within {deadline} when attempts time out"
-    )]
-    #[diagnostic(
-        code("policy::unreachable-attempts"),
-        severity(Warning),
-        help(
-            "attempt timeouts and backoff use up the deadline first: lower `attempts` to {reachable}, shorten `attempt_timeout`, or raise the deadline"
-        )
     )]
     UnreachableAttempts {
         /// The operation.
@@ -813,13 +579,6 @@ pub enum Kind {
     /// `large_image` at or above `max_image`: the large-image rules cannot fire on an image that
     /// passes the ceiling.
     #[error("`large_image` ({large_image}) is not below `max_image` ({max_image})")]
-    #[diagnostic(
-        code("policy::large-image-above-max"),
-        severity(Warning),
-        help(
-            "every large image is already over the ceiling, so the `srcset` and lazy-loading rules only repeat it: lower `large_image` below {max_image}"
-        )
-    )]
     LargeImageAboveMax {
         /// The large-image threshold, formatted.
         large_image: String,
@@ -829,13 +588,6 @@ pub enum Kind {
 
     /// A bulkhead queue that stores a backlog.
     #[error("bulkhead `{bulkhead}` queues up to {max_queued} callers for {max_concurrent} slots")]
-    #[diagnostic(
-        code("policy::queue-stores-backlog"),
-        severity(Warning),
-        help(
-            "a queue absorbs a burst, it does not store a backlog: callers past the cap should be refused; keep `max_queued` at most {limit}"
-        )
-    )]
     QueueStoresBacklog {
         /// The bulkhead.
         bulkhead: String,
@@ -852,12 +604,6 @@ pub enum Kind {
     #[error(
         "blocking hop `{hop}` crosses regions: the compute runs in `{compute}`, the service in `{service}`"
     )]
-    #[diagnostic(
-        code("policy::cross-region-hop"),
-        help(
-            "the request pays the distance on every round trip: move the compute to `{service}` or the service to `{compute}`, or make the hop `async` if the request need not wait for it"
-        )
-    )]
     CrossRegionHop {
         /// The hop.
         hop: String,
@@ -869,12 +615,6 @@ pub enum Kind {
 
     /// A hop whose variable locates no service in the environment checked.
     #[error("hop `{hop}` cannot be located: {why}")]
-    #[diagnostic(
-        code("policy::hop-not-located"),
-        help(
-            "set `{variable}` to the service's connection string in the environment checked (or in the `--env-file`), or name the variable that holds it"
-        )
-    )]
     HopNotLocated {
         /// The hop.
         hop: String,
@@ -887,7 +627,6 @@ pub enum Kind {
     /// A blocking hop whose relation to the compute the environment does not reveal: the
     /// compute's region or the service's is unknown, or the two are in different clouds.
     #[error("cannot tell whether blocking hop `{hop}` crosses regions: {reason}")]
-    #[diagnostic(code("policy::unknown-region"), severity(Warning), help("{help}"))]
     UnknownRegion {
         /// The hop.
         hop: String,
@@ -902,21 +641,128 @@ impl Kind {
     /// The stable code, such as `policy::retry-not-idempotent`.
     #[must_use]
     pub fn code(&self) -> String {
-        miette::Diagnostic::code(self)
-            .map(|code| code.to_string())
-            .unwrap_or_default()
+        self.rule().code.to_owned()
     }
 
     /// Whether this is an error or a warning.
     #[must_use]
     pub fn severity(&self) -> Severity {
-        miette::Diagnostic::severity(self).unwrap_or(Severity::Error)
+        self.rule().severity
     }
 
     /// The help text: the fix, or a "did you mean".
     #[must_use]
     pub fn help(&self) -> Option<String> {
-        miette::Diagnostic::help(self).map(|help| help.to_string())
+        Some(self.rule().help)
+    }
+
+    /// Each rule's code, severity and help, beside its message (the `#[error]` above).
+    ///
+    /// Written out rather than derived with `miette::Diagnostic`: miette's derive is built on
+    /// syn 2, while these attributes' macros and tokio's are on syn 3, so the derive would put a
+    /// second syn into every user's first build (see BENCHMARKS.md, "First build").
+    fn rule(&self) -> Rule {
+        match self {
+            Kind::InvalidUtf8 { .. } => Rule::error("policy::invalid-utf8", "save the file as UTF-8 text".to_owned()),
+            Kind::TooLarge { .. } => Rule::error("policy::too-large", "split the policy across several files in the same directory".to_owned()),
+            Kind::Syntax { help, .. } => Rule::error("policy::syntax", help.clone()),
+            Kind::UnknownStanza { help, .. } => Rule::error("policy::unknown-stanza", help.clone()),
+            Kind::MissingName { keyword, .. } => Rule::error("policy::missing-name", format!("write it as `{keyword} NAME {{ ... }}`")),
+            Kind::UnexpectedName { keyword, .. } => Rule::error("policy::unexpected-name", format!("there is one `{keyword}` stanza per policy: write it as `{keyword} {{ ... }}`")),
+            Kind::UnexpectedTags { .. } => Rule::error("policy::unexpected-tags", "only an `operation` has a class and flags; remove `: ...` from this header".to_owned()),
+            Kind::UnknownSetting { help, .. } => Rule::error("policy::unknown-setting", help.clone()),
+            Kind::DuplicateSetting { key, .. } => Rule::error("policy::duplicate-setting", format!("keep one `{key}` and remove the other")),
+            Kind::MissingSetting { example, .. } => Rule::error("policy::missing-setting", format!("add `{example}`")),
+            Kind::InvalidValue { help, .. } => Rule::error("policy::invalid-value", help.clone()),
+            Kind::MissingClass { operation, .. } => Rule::error("policy::missing-class", format!("give it one after its name: `operation {operation}: critical {{ ... }}` (critical, deferred or background)")),
+            Kind::ConflictingClasses { first, second, .. } => Rule::error("policy::conflicting-classes", format!("an operation has one class: keep `{first}` or `{second}`")),
+            Kind::UnknownFlag { help, .. } => Rule::error("policy::unknown-flag", help.clone()),
+            Kind::DuplicateName { .. } => Rule::error("policy::duplicate-name", "rename one of them, or remove the second definition".to_owned()),
+            Kind::DuplicateStanza { keyword, .. } => Rule::error("policy::duplicate-stanza", format!("merge the two `{keyword}` stanzas into one")),
+            Kind::UnknownMetric { help, .. } => Rule::error("policy::unknown-metric", help.clone()),
+            Kind::UnknownName { help, .. } => Rule::error("policy::unknown-name", help.clone()),
+            Kind::NotOverridable { help, .. } => Rule::error("policy::not-overridable", help.clone()),
+            Kind::OverrideOutsideEnvelope { help, .. } => Rule::error("policy::override-outside-envelope", help.clone()),
+            Kind::OverrideNotCompiled { help, .. } => Rule::error("policy::override-outside-envelope", help.clone()),
+            Kind::RetryNotIdempotent { operation, retry, .. } => Rule::error("policy::retry-not-idempotent", format!("a network timeout is exactly when the first attempt may have succeeded unseen: mark `{operation}` `idempotent` if running it twice is safe, or remove `retry = {retry}`")),
+            Kind::HedgeNotIdempotent { operation, hedge, .. } => Rule::error("policy::hedge-not-idempotent", format!("a hedge runs the work a second time while the first may still succeed: mark `{operation}` `idempotent` if running it twice at once is safe, or remove `hedge = {hedge}`")),
+            Kind::ChaosRateOutOfRange { .. } => Rule::error("policy::chaos-rate-out-of-range", "a rate is the share of attempts the fault is injected into: `error at 5%` or `error at 0.05`; `0%` declares it and injects nothing until a run-time switch raises it".to_owned()),
+            Kind::ChaosEmpty { .. } => Rule::error("policy::chaos-empty", "give it at least one fault with its rate: `latency = 300ms at 10%`, `error at 5%`, `refuse at 1%` or `status 429 retry_after 5s at 2%`".to_owned()),
+            Kind::ChaosRangeReversed { example, .. } => Rule::error("policy::chaos-range-reversed", format!("write the smaller first: `{example}`")),
+            Kind::HedgeMaxOutOfRange { most, .. } => Rule::error("policy::hedge-max-out-of-range", format!("`max` counts the attempts in flight, the first included: `max = 2` is one hedge, and at most {most} attempts may run at once")),
+            Kind::DeferredNotIdempotent { class, .. } => Rule::error("policy::deferred-not-idempotent", format!("{class} work is delivered at least once and may run twice: make it idempotent and add the flag (`{class}, idempotent`), or make it `critical`")),
+            Kind::DurableNotCritical { operation, .. } => Rule::error("policy::durable-not-critical", format!("a write that must be acknowledged happens before the response: make `{operation}` `critical`, or drop `durable` if losing it is acceptable")),
+            Kind::RetryWithoutDeadline { operation, .. } => Rule::error("policy::retry-without-deadline", format!("a retry without a deadline turns a bad minute into an outage: add `deadline = ...` to `{operation}`, or a `request {{ deadline = ... }}` stanza")),
+            Kind::MinBudgetExceedsDeadline { deadline, .. } => Rule::error("policy::min-budget-exceeds-deadline", format!("the operation could never start: lower `min_budget` below {deadline}, or raise the deadline")),
+            Kind::AttemptTimeoutExceedsDeadline { deadline, .. } => Rule::error("policy::attempt-timeout-exceeds-deadline", format!("an attempt can never run to its timeout: lower `attempt_timeout` to {deadline} or less, or raise the deadline")),
+            Kind::RequestMinBudgetExceedsDeadline { deadline, .. } => Rule::error("policy::request-min-budget-exceeds-deadline", format!("every request would be refused before it starts: lower `min_budget` below {deadline}, or raise the deadline")),
+            Kind::DurationNotPositive { key, .. } => Rule::error("policy::duration-not-positive", format!("a zero or negative `{key}` can never be met: give a positive duration such as `100ms`")),
+            Kind::ZeroAttempts { .. } => Rule::error("policy::zero-attempts", "`attempts` counts the first attempt too: use `attempts = 1` for no retry, or more to retry".to_owned()),
+            Kind::ZeroCount { help, .. } => Rule::error("policy::zero-count", help.clone()),
+            Kind::RatioOutOfRange { .. } => Rule::error("policy::ratio-out-of-range", "write a share such as `50%` or `0.5`".to_owned()),
+            Kind::SheddingThresholdOutOfRange { class, .. } => Rule::error("policy::shedding-threshold-out-of-range", format!("a threshold is the load at which `{class}` work is shed: at 0 it is always shed, at 1 never before the bulkhead refuses; pick a value such as `0.5`")),
+            Kind::FallbackOnScheduled { class, setting, .. } => Rule::error("policy::fallback-on-scheduled", format!("a fallback answers a caller in place of the real result; {class} work returns nothing to its caller, so remove `{setting}` (its failures are logged with its name)")),
+            Kind::ShedCritical { operation, .. } => Rule::error("policy::shed-critical", format!("when there is truly no room, a bulkhead refuses critical work visibly (a 503) instead: remove `shed_at`, or make `{operation}` deferred or background")),
+            Kind::RatelimitFailModeUnset { example, .. } => Rule::error("policy::ratelimit-fail-mode-unset", format!("what critical work does when the limiter's store is slow or down is a decision, not a default: `closed` refuses (a limiter guarding unbounded work), `open` admits (best-effort work), `local` enforces this instance's own rate; for example add {example}")),
+            Kind::AdaptiveWithFixedLimit { max_concurrent, .. } => Rule::error("policy::adaptive-with-fixed-limit", format!("an adaptive bulkhead's slot count moves between `min` and `max`, so it has no fixed one: remove `max_concurrent = {max_concurrent}` (or remove `adaptive(...)` to keep a fixed count)")),
+            Kind::AdaptiveBoundsInverted { max, min, .. } => Rule::error("policy::adaptive-bounds-inverted", format!("the slot count moves from `min` up to `max`: make `min` at most `max`, for example `adaptive(min = {max}, max = {min})`")),
+            Kind::IsolateStandsAlone { other, operation, .. } => Rule::error("policy::isolate-stands-alone", format!("`isolate` runs a synchronous function on a pool and is waited for within its caller's deadline, so it takes nothing else: remove `{other}`, and put it on the critical or resilient operation that calls `{operation}`")),
+            Kind::QueueNotBackground { operation, .. } => Rule::error("policy::queue-not-background", format!("a durable queue runs background work, later and on any instance: make `{operation}` `background`, or remove `queue`")),
+            Kind::TaskDeadlineExceedsVisibility { bound, .. } => Rule::error("policy::task-deadline-exceeds-visibility", format!("a task still running when another worker may claim it runs twice at once, and the last fifth absorbs the acknowledgement's round trip and clock skew (the worker would lower the deadline to {bound}): lower `task_deadline` to {bound} or less, or raise `visibility_timeout`")),
+            Kind::SheddingThresholdsInverted { deferred, .. } => Rule::error("policy::shedding-thresholds-inverted", format!("background work is the first to go: set its threshold at or below {deferred}")),
+            Kind::BackoffBaseAboveCap { cap, .. } => Rule::error("policy::backoff-base-above-cap", format!("`base` is the first delay and `cap` the largest: make `base` at most {cap}")),
+            Kind::ZeroSize { help, .. } => Rule::error("policy::zero-size", help.clone()),
+            Kind::EmptyLocality => Rule::error("policy::empty-locality", "declare each call a request makes, one per line, such as `database = blocking env DATABASE_URL`; or remove the stanza".to_owned()),
+            Kind::UnknownHopKind { help, .. } => Rule::error("policy::unknown-hop-kind", help.clone()),
+            Kind::DuplicateVariable { .. } => Rule::error("policy::duplicate-variable", "one variable locates one service, so these are one hop: declare it once (`blocking` if the request ever waits for it), or name the variable of the other service".to_owned()),
+            Kind::UndeclaredQueue { declared, .. } => Rule::warning("policy::undeclared-queue", format!("did you mean `{declared}`? an undeclared queue runs with the runtime's defaults, not the numbers of `queue {declared}`")),
+            Kind::DeadlineClamped { request, .. } => Rule::warning("policy::deadline-clamped", format!("a child never outlives its parent, so it will be clamped to {request}: lower it to say what will happen")),
+            Kind::UnreachableAttempts { reachable, .. } => Rule::warning("policy::unreachable-attempts", format!("attempt timeouts and backoff use up the deadline first: lower `attempts` to {reachable}, shorten `attempt_timeout`, or raise the deadline")),
+            Kind::LargeImageAboveMax { max_image, .. } => Rule::warning("policy::large-image-above-max", format!("every large image is already over the ceiling, so the `srcset` and lazy-loading rules only repeat it: lower `large_image` below {max_image}")),
+            Kind::QueueStoresBacklog { limit, .. } => Rule::warning("policy::queue-stores-backlog", format!("a queue absorbs a burst, it does not store a backlog: callers past the cap should be refused; keep `max_queued` at most {limit}")),
+            Kind::CrossRegionHop { service, compute, .. } => Rule::error("policy::cross-region-hop", format!("the request pays the distance on every round trip: move the compute to `{service}` or the service to `{compute}`, or make the hop `async` if the request need not wait for it")),
+            Kind::HopNotLocated { variable, .. } => Rule::error("policy::hop-not-located", format!("set `{variable}` to the service's connection string in the environment checked (or in the `--env-file`), or name the variable that holds it")),
+            Kind::UnknownRegion { help, .. } => Rule::warning("policy::unknown-region", help.clone()),
+        }
+    }
+}
+
+/// What [`miette::Diagnostic`] asks of a [`Kind`] or a [`FindingKind`](crate::bound::FindingKind).
+pub(crate) struct Rule {
+    pub(crate) code: &'static str,
+    pub(crate) severity: Severity,
+    pub(crate) help: String,
+}
+
+impl Rule {
+    pub(crate) fn error(code: &'static str, help: String) -> Self {
+        Rule {
+            code,
+            severity: Severity::Error,
+            help,
+        }
+    }
+
+    pub(crate) fn warning(code: &'static str, help: String) -> Self {
+        Rule {
+            code,
+            severity: Severity::Warning,
+            help,
+        }
+    }
+}
+
+impl miette::Diagnostic for Kind {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.rule().code))
+    }
+
+    fn severity(&self) -> Option<Severity> {
+        Some(self.rule().severity)
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.rule().help))
     }
 }
 

@@ -16,7 +16,7 @@ fn expand(kind: AttrKind, args: TokenStream, item: TokenStream) -> String {
     // As if written in tests/expand/: its `policies/` directory is the one read.
     let source = Path::new(manifest).join("tests/expand/input.rs");
     let tokens = attribute(kind, args, item, Some(&source));
-    let file = syn::parse2::<syn::File>(tokens).expect("the expansion parses as items");
+    let file = syn2::parse2::<syn2::File>(tokens).expect("the expansion parses as items");
     versionless(prettyplease::unparse(&file).replace(manifest, "$CARGO_MANIFEST_DIR"))
 }
 
@@ -324,7 +324,7 @@ fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
     let tokens = crate::layer::operation_layer(quote!("reindex_all"), Some(&source));
     let expr = syn::parse2::<syn::Expr>(tokens).expect("the expansion parses as an expression");
     // As a `let`, so prettyplease prints it as code.
-    let file: syn::File = syn::parse_quote!(fn layer() { let layer = #expr; });
+    let file: syn2::File = syn2::parse_quote!(fn layer() { let layer = #expr; });
     let out = versionless(prettyplease::unparse(&file).replace(manifest, "$CARGO_MANIFEST_DIR"));
     // The same statics an attribute naming these mechanisms declares.
     for handle in [
@@ -858,7 +858,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
                 assert!(text.contains(code), "{}: {code} in {text}", sample.setting);
             }
             None => {
-                let file = syn::parse2::<syn::File>(tokens.clone()).unwrap_or_else(|_| {
+                let file = syn2::parse2::<syn2::File>(tokens.clone()).unwrap_or_else(|_| {
                     panic!("{}: the expansion parses: {tokens}", sample.setting)
                 });
                 let out = versionless(prettyplease::unparse(&file));

@@ -179,7 +179,9 @@ fn function_fits_its_class(args: &Args, func: &Func, errors: &mut Errors) {
             ),
         );
     }
-    let borrows_self = func.receiver().is_some_and(|r| r.reference.is_some());
+    let borrows_self = func
+        .receiver()
+        .is_some_and(|r| matches!(r.kind, syn::ReceiverKind::Reference(..)));
     match class {
         Some(WorkClass::Deferred | WorkClass::Background) => {
             let what = attr_name;
@@ -533,16 +535,16 @@ fn per_attempt_copies(
     let mut copies = Vec::new();
     for param in func.params() {
         match param {
-            Param::Receiver(receiver) => match (&receiver.reference, &receiver.mutability) {
-                (None, _) => errors.at(
-                    receiver.span(),
-                    "a retried method takes `&self`: each attempt needs its own access, and `self` by value can be used only once",
-                ),
-                (Some(_), Some(_)) if !scheduled => errors.at(
+            Param::Receiver(receiver) => match &receiver.kind {
+                syn::ReceiverKind::Reference(_, _, Some(_)) if !scheduled => errors.at(
                     retry,
                     "a retried method cannot take `&mut self`: each attempt needs its own access\nhelp: take `&self` (with interior mutability where needed), or remove the retry",
                 ),
-                (Some(_), _) => {}
+                syn::ReceiverKind::Reference(..) => {}
+                _ => errors.at(
+                    receiver.span(),
+                    "a retried method takes `&self`: each attempt needs its own access, and `self` by value can be used only once",
+                ),
             },
             Param::Typed(pat, ty) => {
                 let mut idents = Vec::new();

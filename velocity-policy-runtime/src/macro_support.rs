@@ -803,9 +803,12 @@ where
     label = "these arguments are encoded (serde, JSON) and run later by whichever instance takes the task",
     note = "derive `serde::Serialize` and `serde::Deserialize` for each argument's type, and make them owned (`String` for `&str`)"
 )]
-pub trait QueueArgs: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
+pub trait QueueArgs:
+    serde_core::Serialize + serde_core::de::DeserializeOwned + Send + 'static
+{
+}
 
-impl<A: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> QueueArgs for A {}
+impl<A: serde_core::Serialize + serde_core::de::DeserializeOwned + Send + 'static> QueueArgs for A {}
 
 /// The queue of one `#[background(queue = "...")]` function: looked up among the
 /// [installed](crate::queue::install) queues until one is found, then kept.

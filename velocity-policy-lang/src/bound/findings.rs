@@ -7,7 +7,7 @@ use miette::Severity;
 
 use super::model::NOWHERE;
 use super::{Builder, Graph, Model, Node, Seen, Tree};
-use crate::diagnostic::{Label, Renderable};
+use crate::diagnostic::{Label, Renderable, Rule};
 use crate::source::{Loc, Sources};
 use crate::spec::WorkClass;
 use crate::units::format_duration;
@@ -17,16 +17,11 @@ const SLIVER: Duration = Duration::from_millis(1);
 
 /// The rule a finding comes from. Each has a stable code (`policy::explain::...`), a one-line
 /// message and a help that says the fix; see the table in the [module docs](super).
-#[derive(Debug, Clone, PartialEq, thiserror::Error, miette::Diagnostic)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FindingKind {
     /// A child asks for more than any parent that calls it can ever give it.
     #[error("`{child}`'s {what} never fits in `{parent}`, which can give it at most {capacity}")]
-    #[diagnostic(
-        code("policy::explain::child-never-fits"),
-        severity(Warning),
-        help("{help}")
-    )]
     ChildNeverFits {
         /// The child.
         child: String,
@@ -43,13 +38,6 @@ pub enum FindingKind {
     /// A retry whose attempts times its attempt timeout exceed its operation's deadline.
     #[error(
         "retry `{retry}` makes {attempts} attempts of up to {attempt_timeout} ({total}), more than `{operation}`'s deadline of {deadline}"
-    )]
-    #[diagnostic(
-        code("policy::explain::attempts-exceed-deadline"),
-        severity(Warning),
-        help(
-            "the last attempts never get their full {attempt_timeout}: make attempts × attempt_timeout at most {deadline} (fewer attempts or a shorter `attempt_timeout`), or raise the deadline"
-        )
     )]
     AttemptsExceedDeadline {
         /// The operation.
@@ -71,13 +59,6 @@ pub enum FindingKind {
     #[error(
         "`{operation}` has no minimum useful budget, and {parent} can leave it a fraction of a millisecond: {why}"
     )]
-    #[diagnostic(
-        code("policy::explain::no-min-budget"),
-        severity(Warning),
-        help(
-            "give `{operation}` a `min_budget` (the least time worth starting with, such as `10ms`): with less left it is refused at once, visibly, instead of starting work it cannot finish"
-        )
-    )]
     NoMinBudget {
         /// The operation.
         operation: String,
@@ -89,11 +70,6 @@ pub enum FindingKind {
 
     /// Critical work at an entry point with no request deadline above it.
     #[error("no request deadline above `{operation}`: {why}")]
-    #[diagnostic(
-        code("policy::explain::no-request-deadline"),
-        severity(Warning),
-        help("{help}")
-    )]
     NoRequestDeadline {
         /// The entry point.
         operation: String,
@@ -105,19 +81,40 @@ pub enum FindingKind {
 
     /// An operation that calls itself, directly or through others.
     #[error("`{operation}` calls itself{through}")]
-    #[diagnostic(
-        code("policy::explain::call-cycle"),
-        severity(Warning),
-        help(
-            "with deadline propagation every round takes a child of the same deadline, so the bound holds; each timeout alone, the rounds add up without end: break the cycle, or make sure every round runs under the first one's deadline"
-        )
-    )]
     CallCycle {
         /// The operation.
         operation: String,
         /// ` through `b``, or empty for a direct call.
         through: String,
     },
+}
+
+impl FindingKind {
+    /// Each rule's code, severity and help, beside its message (the `#[error]` above); written
+    /// out for the reason [`Kind`](crate::diagnostic::Kind)'s are.
+    fn rule(&self) -> Rule {
+        match self {
+            FindingKind::ChildNeverFits { help, .. } => Rule::warning("policy::explain::child-never-fits", help.clone()),
+            FindingKind::AttemptsExceedDeadline { attempt_timeout, deadline, .. } => Rule::warning("policy::explain::attempts-exceed-deadline", format!("the last attempts never get their full {attempt_timeout}: make attempts × attempt_timeout at most {deadline} (fewer attempts or a shorter `attempt_timeout`), or raise the deadline")),
+            FindingKind::NoMinBudget { operation, .. } => Rule::warning("policy::explain::no-min-budget", format!("give `{operation}` a `min_budget` (the least time worth starting with, such as `10ms`): with less left it is refused at once, visibly, instead of starting work it cannot finish")),
+            FindingKind::NoRequestDeadline { help, .. } => Rule::warning("policy::explain::no-request-deadline", help.clone()),
+            FindingKind::CallCycle { .. } => Rule::warning("policy::explain::call-cycle", "with deadline propagation every round takes a child of the same deadline, so the bound holds; each timeout alone, the rounds add up without end: break the cycle, or make sure every round runs under the first one's deadline".to_owned()),
+        }
+    }
+}
+
+impl miette::Diagnostic for FindingKind {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(self.rule().code))
+    }
+
+    fn severity(&self) -> Option<Severity> {
+        Some(self.rule().severity)
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        Some(Box::new(self.rule().help))
+    }
 }
 
 /// One finding: the rule, the operation it concerns, and labels on every place involved that

@@ -229,7 +229,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
+use serde_core::de::DeserializeOwned;
 
 use crate::defer::DeferredOutcome;
 
