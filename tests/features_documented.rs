@@ -14,6 +14,7 @@ const CRATES: &[&str] = &[
     "velocity-policy-runtime",
     "velocity-policy-delivery",
     "velocity-policy-model",
+    "velocity-policy-lang",
     "velocity-policy-testkit",
 ];
 

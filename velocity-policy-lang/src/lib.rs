@@ -195,20 +195,43 @@
 //! [`PolicySet::check`]: the same validator runs, and each [`Diagnostic`]'s labels carry either
 //! a file location ([`PolicySet::render`] gives `file:line:col` and the snippet) or the external
 //! token to map back to a span.
+//!
+//! # Feature flags
+//!
+#![doc = include_str!("features.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // pest is built without `std` (see the workspace's Cargo.toml), so the parser it generates
 // names `crate::alloc`.
 extern crate alloc;
 
+// The tree keeps what only the formatter and the overrides read (comments, exact locations),
+// and the parser's items are public for `fmt`: without `tools`, parts of both go unused.
+#[cfg_attr(
+    not(feature = "tools"),
+    allow(
+        dead_code,
+        unreachable_pub,
+        reason = "read by `fmt` and `overrides`, which are `tools`'"
+    )
+)]
 mod ast;
+#[cfg(feature = "tools")]
 pub mod bound;
 pub mod diagnostic;
+#[cfg(feature = "tools")]
 pub mod explain;
 #[cfg(feature = "files")]
 pub mod files;
+#[cfg(feature = "tools")]
 pub mod fmt;
 mod lower;
+#[cfg(feature = "tools")]
 pub mod overrides;
+#[cfg_attr(
+    not(feature = "tools"),
+    allow(unreachable_pub, reason = "public for `fmt`, which is `tools`'")
+)]
 mod parse;
 pub mod source;
 pub mod spec;
@@ -260,6 +283,7 @@ impl PolicySet {
 
     /// A set over `sources` (already read) holding `diagnostics` found reading them, before
     /// any file is lowered: the overrides' merge builds one.
+    #[cfg(feature = "tools")]
     fn with_sources(sources: Sources, diagnostics: Vec<Diagnostic>) -> Self {
         Self {
             sources,
@@ -269,6 +293,7 @@ impl PolicySet {
     }
 
     /// Lowers a file already parsed into this set's sources.
+    #[cfg(feature = "tools")]
     fn add_file(&mut self, file: &ast::File) {
         let lowered = lower::lower(file, &mut self.spec);
         self.diagnostics.extend(lowered.diagnostics);
@@ -411,4 +436,25 @@ impl PolicySet {
     pub fn render(&self, diagnostic: &Diagnostic) -> String {
         render_plain(diagnostic, &self.sources)
     }
+}
+
+/// The crate docs' "Feature flags" table is checked in (`src/features.md`) as the other crates'
+/// are, and kept what `document_features!()` renders from the `## ` comments in `Cargo.toml`.
+/// `POLICY_BLESS=1 cargo test -p velocity-policy-lang --lib features_table` rewrites it.
+#[cfg(test)]
+#[test]
+fn the_features_table_is_what_cargo_toml_says() {
+    let rendered = document_features::document_features!();
+    if std::env::var_os("POLICY_BLESS").is_some() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/features.md");
+        assert!(
+            std::fs::write(path, rendered).is_ok(),
+            "cannot write {path}"
+        );
+    }
+    assert_eq!(
+        include_str!("features.md"),
+        rendered,
+        "src/features.md is not the table Cargo.toml's `## ` comments give: rerun with POLICY_BLESS=1"
+    );
 }
