@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use crate::retry::AllowanceConfig;
+use crate::setting::{Access, Setting};
 
 /// When a hedge starts: `after = 50ms` or `after = p95`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,6 +82,19 @@ pub struct HedgeConfig {
 impl HedgeConfig {
     /// The most attempts in flight a hedge may have, the first included.
     pub const MAX_IN_FLIGHT: u32 = 3;
+
+    /// Its optional numbers, each described once (see [`Setting`]): `max`. `after` and
+    /// `allowance` are read by hand.
+    pub const SETTINGS: &'static [Setting<Self>] = &[Setting {
+        key: "max",
+        builder: "with_max",
+        example: "2",
+        overridable: false,
+        access: Access::Count {
+            get: |c| Some(c.max),
+            set: |c, n| c.max = n,
+        },
+    }];
 
     /// A hedge after 50 ms, at most 2 attempts in flight, the default allowance, 20 calls
     /// before a percentile hedges.
