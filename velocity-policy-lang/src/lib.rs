@@ -228,9 +228,10 @@ pub use spec::{
     AdaptiveSpec, AllowanceConfig, Amount, AssetsSpec, Backoff, BreakerConfig, BreakerLocs,
     BreakerSpec, BulkheadConfig, BulkheadLocs, BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault,
     ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, DeadlineConfig, EnvelopeSpec, FailMode,
-    HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
-    PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryConfig, RetryLocs,
-    RetrySpec, Sharing, SheddingConfig, SheddingSpec, Spec, WebMetric, WorkClass,
+    HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, MechanismSpec, Metric, Number,
+    OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec,
+    RequestSpec, RetryConfig, RetryLocs, RetrySpec, Setting, Sharing, SheddingConfig, SheddingSpec,
+    Spec, Unit, WebMetric, WorkClass, Written,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;
