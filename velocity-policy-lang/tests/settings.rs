@@ -112,3 +112,15 @@ fn a_setting_not_written_keeps_its_default_and_no_location() {
     // Located at the stanza, for a diagnostic about the default.
     assert_eq!(hedge.max().loc, hedge.loc);
 }
+
+#[test]
+fn a_hedges_min_delay_is_read_from_its_stanza() {
+    let set = set_of("hedge tail { after = p95; min_delay = 20ms }");
+    assert!(!set.check().has_errors());
+    let hedge = set.spec().hedges.get("tail").expect("lowered");
+    assert_eq!(hedge.config.min_delay, std::time::Duration::from_millis(20));
+    assert!(hedge.setting("min_delay").is_some());
+    let negative = set_of("hedge tail { after = p95; min_delay = -5ms }");
+    let codes: Vec<String> = negative.check().errors.iter().map(|e| e.code()).collect();
+    assert_eq!(codes, ["policy::duration-not-positive"]);
+}

@@ -367,6 +367,27 @@ fn every_row_of_every_table_is_an_inline_key_emitted_as_its_builder() {
 }
 
 #[test]
+fn an_inline_hedges_min_delay_is_part_of_its_declared_config() {
+    let out = expand(
+        AttrKind::Critical,
+        quote!(hedge(after = "p95", min_delay = "20ms"), deadline = "1s"),
+        quote! {
+            #[velocity_policy::idempotent]
+            async fn price(sku: u64) -> Result<u64, AppError> {
+                pricing().get(sku).await
+            }
+        },
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(
+        squashed(&out).contains(&squashed(
+            "config::HedgeConfig::new(config::HedgeDelay::Percentile(95.0)).with_min_delay(Duration::from_millis(20))"
+        )),
+        "{out}"
+    );
+}
+
+#[test]
 fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
     let out = expand(
         AttrKind::Critical,
