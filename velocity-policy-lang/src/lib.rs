@@ -76,7 +76,7 @@
 //! | `breaker NAME` | `open_after = N failures within D` or `= P% of at least N calls within D`; `cooldown`; optional `shared`, `shared(quorum = N)` or `shared(trips_only)` (default: not shared); optional `max_retry_after` (the longest opening a `Retry-After` may ask for; default 5m); optional `probation` (how long after an opening one failure reopens it; default one window) |
 //! | `bulkhead NAME` | `max_concurrent` (≥ 1), or `adaptive(min = N, max = N)` (the slot count follows the dependency's latency between the two, from `min`; Netflix's Vegas, adapted), `max_queued` (default 0) |
 //! | `retry NAME` | `attempts` (the first included), `backoff = full_jitter(base = D, cap = D)`, optional `attempt_timeout`, optional `allowance = P% + N/s` (the share of recent calls its retries may add, across requests, and a floor per second) |
-//! | `hedge NAME` | `after = pN` (the operation's own latency at percentile N, 1 to 99, as the runtime records it) or `after = D` (fixed); optional `max` (attempts in flight, the first included: 2, the default, is one hedge; at most 3); optional `allowance = P% + N/s` (what its hedges may add when the operation does not retry; with a retry, hedges draw from the retry's allowance) |
+//! | `hedge NAME` | `after = pN` (the operation's own latency at percentile N, 1 to 99, as the runtime records it) or `after = D` (fixed); optional `max` (attempts in flight, the first included: 2, the default, is one hedge; at most 3); optional `min_delay` (the shortest a hedge waits, whatever the percentile says: a floor under a p95 that fast calls pulled down to where nearly every call would be hedged; default none); optional `allowance = P% + N/s` (what its hedges may add when the operation does not retry; with a retry, hedges draw from the retry's allowance) |
 //! | `shedding` | `deferred at load R`, `background at load R` (defaults 0.5 and 0.25) |
 //! | `ratelimit NAME` | `N per D` (on each instance, or across the fleet with a limiter store); for the fleet's store, `on_timeout = open\|closed\|local` and `on_error = open\|closed\|local` (`local`, the default: this instance enforces a rate of its own while the store fails; a limiter guarding critical work must choose both), optional `local_rate = N per D` (default: the fleet's rate) |
 //! | `queue NAME` | all optional, each the runtime's default when absent: `max_len` (unfinished tasks the Redis stream may hold, ≥ 1, default 10000; an enqueue past it is refused), `visibility_timeout` (how long a delivered task may stay unacknowledged before another worker claims it, default 30s), `max_deliveries` (after which an unfinished task is dead-lettered, ≥ 1, default 5), `task_deadline` (the bound on one delivery, at most four fifths of the visibility timeout, default 10s), `concurrency` (tasks one instance's worker runs at once, ≥ 1, default 4). Declaring a queue is optional: an operation's `queue = NAME` with no stanza runs with the defaults. The attribute's expansion hands the numbers to the runtime as `fn_name::queue_settings()` |
@@ -251,9 +251,10 @@ pub use spec::{
     AdaptiveSpec, AllowanceConfig, Amount, AssetsSpec, Backoff, BreakerConfig, BreakerLocs,
     BreakerSpec, BulkheadConfig, BulkheadLocs, BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault,
     ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, DeadlineConfig, EnvelopeSpec, FailMode,
-    HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
-    PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryConfig, RetryLocs,
-    RetrySpec, Sharing, SheddingConfig, SheddingSpec, Spec, WebMetric, WorkClass,
+    HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, MechanismSpec, Metric, Number,
+    OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec,
+    RequestSpec, RetryConfig, RetryLocs, RetrySpec, Setting, Sharing, SheddingConfig, SheddingSpec,
+    Spec, Unit, WebMetric, WorkClass, Written,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

@@ -4,7 +4,7 @@
 //! The compiled policy stays the baseline and keeps every structural rule: which operations
 //! are idempotent, their classes, which mechanisms an operation uses, its fallback, how a
 //! breaker is shared. An override file uses the language's own stanzas, naming what it tunes,
-//! and sets only numbers ([`OVERRIDABLE`]): each of its settings replaces the compiled
+//! and sets only numbers ([`overridable`]): each of its settings replaces the compiled
 //! stanza's setting of that key (or adds it), then the merged policy is lowered and validated
 //! as one. So an override that makes an unsafe combination (an `attempt_timeout` above its
 //! operation's deadline, a `min_budget` above the deadline, `shed_at` on critical work, zero
@@ -82,10 +82,10 @@ use crate::ast::{Ident, Stanza, Statement, StatementKind, Term};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::diagnostic::{Label, Report};
 use crate::source::{Loc, SourceId, Sources};
-use crate::spec::{EnvelopeSpec, OpenAfter, Spec, WorkClass};
+use crate::spec::{EnvelopeSpec, MechanismSpec, OpenAfter, Setting, Spec, WorkClass};
 use crate::units::format_duration;
 
-pub use crate::spec::OVERRIDABLE;
+pub use crate::spec::overridable;
 use crate::{PolicySet, parse, suggest};
 
 /// Where a set of overrides comes from. Both are checked by the same validator, within the
@@ -489,20 +489,23 @@ fn numbers(
                     _ => return None,
                 },
                 "cooldown" => duration("cooldown", breaker.config.cooldown),
-                "max_retry_after" => duration("max_retry_after", breaker.config.max_retry_after),
-                "probation" => duration("probation", breaker.config.probation_or_window()),
-                _ => return None,
+                _ => in_table(breaker, key)?,
             }
         }
-        ("bulkhead", "max_concurrent") => {
+        ("bulkhead", _) => {
             let bulkhead = spec.bulkheads.get(name)?;
-            if bulkhead.config.adaptive.is_some() {
-                return None;
+            match key {
+                "max_concurrent" => {
+                    if bulkhead.config.adaptive.is_some() {
+                        return None;
+                    }
+                    vec![(
+                        "max_concurrent",
+                        Number::Count(bulkhead.max_concurrent().value),
+                    )]
+                }
+                _ => in_table(bulkhead, key)?,
             }
-            vec![(
-                "max_concurrent",
-                Number::Count(bulkhead.max_concurrent().value),
-            )]
         }
         ("retry", _) => {
             let retry = spec.retries.get(name)?;
@@ -512,8 +515,7 @@ fn numbers(
                     ("base", Number::Duration(retry.config.backoff.base())),
                     ("cap", Number::Duration(retry.config.backoff.cap())),
                 ],
-                "attempt_timeout" => duration("attempt_timeout", retry.config.attempt_timeout?),
-                _ => return None,
+                _ => in_table(retry, key)?,
             }
         }
         ("shedding", "deferred") => vec![("deferred", Number::Share(spec.shedding_thresholds().0))],
@@ -540,6 +542,18 @@ fn numbers(
         }
         _ => return None,
     })
+}
+
+/// The number in force of `key`, a row of the mechanism's table; `None` when the table has no
+/// such row or nothing is in force (an attempt timeout not set).
+fn in_table<S: MechanismSpec>(mechanism: &S, key: &str) -> Option<Vec<(&'static str, Number)>> {
+    let setting = Setting::find(S::SETTINGS, key)?;
+    let number = match setting.get(mechanism.config())? {
+        crate::spec::Number::Duration(d) => Number::Duration(d),
+        crate::spec::Number::Count(n) => Number::Count(n),
+        crate::spec::Number::Share(share) => Number::Share(share),
+    };
+    Some(vec![(setting.key, number)])
 }
 
 /// The key of a statement: its setting's key, a phrase's first word, or `rate`.
@@ -633,13 +647,14 @@ fn merge(
     applied: &mut Vec<Applied>,
 ) {
     let keyword = stanza.keyword.text.as_str();
-    let Some((_, keys)) = OVERRIDABLE.iter().find(|(known, _)| *known == keyword) else {
+    let overridable = overridable();
+    let Some((_, keys)) = overridable.iter().find(|(known, _)| *known == keyword) else {
         diagnostics.push(Diagnostic::new(
             Kind::NotOverridable {
                 what: keyword.to_owned(),
                 help: format!(
                     "an override tunes the numbers of {}",
-                    OVERRIDABLE
+                    overridable
                         .iter()
                         .map(|(keyword, _)| format!("`{keyword}`"))
                         .collect::<Vec<_>>()

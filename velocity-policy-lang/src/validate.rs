@@ -315,7 +315,7 @@ fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
                     found: max,
                     most: HedgeSpec::MAX_IN_FLIGHT,
                 },
-                hedge.at.max,
+                hedge.max().loc,
                 "out of range",
             ));
         }

@@ -307,7 +307,7 @@ fn a_breakers_probation_is_overridden_within_its_envelope_of_one_window() {
     assert!(!merged.check().has_errors());
     let breaker = merged.set.spec().breakers.get("search").unwrap();
     assert_eq!(breaker.config.probation, Some(Duration::from_secs(10)));
-    assert!(breaker.at.probation.is_some());
+    assert!(breaker.at.settings.get("probation").is_some());
     assert_eq!(merged.applied[0].key, "probation");
     assert!(
         merge("breaker search { probation = 1s }")

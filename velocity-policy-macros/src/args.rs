@@ -12,6 +12,9 @@ use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned as _;
 use syn::{Attribute, LitFloat, LitInt, LitStr, Token};
+use velocity_policy_lang::{
+    BreakerConfig, BulkheadConfig, HedgeConfig, Number, RetryConfig, Setting, Unit,
+};
 
 /// Which attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,8 +121,12 @@ pub(crate) enum Ref<I> {
     Inline(I, Span),
 }
 
+/// The settings of a mechanism's table ([`Setting`]) an inline mechanism wrote, by key.
+pub(crate) type Written = Vec<(&'static str, Spanned<Number>)>;
+
 /// `breaker(failures = 5, within = "30s", cooldown = "20s")`, or with `ratio = 0.5,
-/// min_calls = 20` instead of `failures`; `quorum = 2` or `trips_only` to share; `probation`.
+/// min_calls = 20` instead of `failures`; `quorum = 2` or `trips_only` to share; the settings
+/// of [`BreakerConfig::SETTINGS`] (`probation = "5s"`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineBreaker {
     pub(crate) failures: Option<Spanned<u32>>,
@@ -129,16 +136,16 @@ pub(crate) struct InlineBreaker {
     pub(crate) cooldown: Option<Spanned<Duration>>,
     pub(crate) quorum: Option<Spanned<u32>>,
     pub(crate) trips_only: Option<Span>,
-    pub(crate) probation: Option<Spanned<Duration>>,
+    pub(crate) settings: Written,
 }
 
 /// `bulkhead(max_concurrent = 4, max_queued = 2)`, or `adaptive(min = 4, max = 64)` instead
-/// of `max_concurrent`.
+/// of `max_concurrent`; the settings of [`BulkheadConfig::SETTINGS`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineBulkhead {
     pub(crate) max_concurrent: Option<Spanned<u32>>,
-    pub(crate) max_queued: Option<Spanned<u32>>,
     pub(crate) adaptive: Option<Spanned<InlineAdaptive>>,
+    pub(crate) settings: Written,
 }
 
 /// `adaptive(min = 4, max = 64)`, inside `bulkhead(...)`.
@@ -148,20 +155,22 @@ pub(crate) struct InlineAdaptive {
     pub(crate) max: Option<Spanned<u32>>,
 }
 
-/// `retry(attempts = 3, base = "50ms", cap = "1s", attempt_timeout = "2s")`.
+/// `retry(attempts = 3, base = "50ms", cap = "1s", attempt_timeout = "2s")`: the settings of
+/// [`RetryConfig::SETTINGS`] besides the attempts and the backoff.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineRetry {
     pub(crate) attempts: Option<Spanned<u32>>,
     pub(crate) base: Option<Spanned<Duration>>,
     pub(crate) cap: Option<Spanned<Duration>>,
-    pub(crate) attempt_timeout: Option<Spanned<Duration>>,
+    pub(crate) settings: Written,
 }
 
-/// `hedge(after = "p95", max = 2)`, or `after = "50ms"`.
+/// `hedge(after = "p95", max = 2)`, or `after = "50ms"`: the settings of
+/// [`HedgeConfig::SETTINGS`] besides the delay.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineHedge {
     pub(crate) after: Option<Spanned<velocity_policy_lang::HedgeDelay>>,
-    pub(crate) max: Option<Spanned<u32>>,
+    pub(crate) settings: Written,
 }
 
 /// Everything the policy attributes on one function say.
@@ -299,6 +308,62 @@ fn name(meta: &ParseNestedMeta<'_>) -> syn::Result<Spanned<String>> {
     })
 }
 
+/// An inline mechanism's keys in the order its messages list them: `before`, the rows of
+/// `table`, then `after`.
+fn keys<C>(
+    before: &[&'static str],
+    table: &[Setting<C>],
+    after: &[&'static str],
+) -> Vec<&'static str> {
+    let mut keys = before.to_vec();
+    keys.extend(Setting::keys(table));
+    keys.extend_from_slice(after);
+    keys
+}
+
+/// Reads the value of `setting` as its unit says (`"5s"`, `4`, `0.5`) into `written`, unless
+/// it was set already, which is an error at the key.
+fn table_setting<C>(
+    meta: &ParseNestedMeta<'_>,
+    setting: &Setting<C>,
+    written: &mut Written,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let key_span = meta.path.span();
+    let value = match setting.unit() {
+        Unit::Duration => {
+            let d = duration(meta)?;
+            Spanned {
+                value: Number::Duration(d.value),
+                span: d.span,
+            }
+        }
+        Unit::Count => {
+            let n = count(meta)?;
+            Spanned {
+                value: Number::Count(n.value),
+                span: n.span,
+            }
+        }
+        Unit::Share => {
+            let r = ratio(meta)?;
+            Spanned {
+                value: Number::Share(r.value),
+                span: r.span,
+            }
+        }
+    };
+    if written.iter().any(|(key, _)| *key == setting.key) {
+        errors.at(
+            key_span,
+            format!("`{}` is set twice: keep one", setting.key),
+        );
+    } else {
+        written.push((setting.key, value));
+    }
+    Ok(())
+}
+
 /// Skips whatever follows an unknown key (`= value` or `(...)`), so parsing can go on.
 fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     if meta.input.peek(Token![=]) {
@@ -336,16 +401,20 @@ fn nested(
 }
 
 fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineBreaker> {
-    const KEYS: &[&str] = &[
-        "failures",
-        "ratio",
-        "min_calls",
-        "within",
-        "cooldown",
-        "quorum",
-        "trips_only",
-        "probation",
-    ];
+    const TABLE: &[Setting<BreakerConfig>] = BreakerConfig::SETTINGS;
+    let known = keys(
+        &[
+            "failures",
+            "ratio",
+            "min_calls",
+            "within",
+            "cooldown",
+            "quorum",
+            "trips_only",
+        ],
+        TABLE,
+        &[],
+    );
     let mut b = InlineBreaker::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();
@@ -357,14 +426,16 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
             "cooldown" => set_once(&mut b.cooldown, duration(inner)?, span, key, errors),
             "quorum" => set_once(&mut b.quorum, count(inner)?, span, key, errors),
             "trips_only" => b.trips_only = Some(span),
-            "probation" => set_once(&mut b.probation, duration(inner)?, span, key, errors),
-            _ => {
-                errors.at(
-                    span,
-                    format!("unknown breaker key `{key}`: {}", suggestion(key, KEYS)),
-                );
-                return Ok(false);
-            }
+            _ => match Setting::find(TABLE, key) {
+                Some(setting) => table_setting(inner, setting, &mut b.settings, errors)?,
+                None => {
+                    errors.at(
+                        span,
+                        format!("unknown breaker key `{key}`: {}", suggestion(key, &known)),
+                    );
+                    return Ok(false);
+                }
+            },
         }
         Ok(true)
     })?;
@@ -372,24 +443,27 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
 }
 
 fn inline_bulkhead(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineBulkhead> {
-    const KEYS: &[&str] = &["max_concurrent", "max_queued", "adaptive"];
+    const TABLE: &[Setting<BulkheadConfig>] = BulkheadConfig::SETTINGS;
+    let known = keys(&["max_concurrent"], TABLE, &["adaptive"]);
     let mut b = InlineBulkhead::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();
         match key {
             "max_concurrent" => set_once(&mut b.max_concurrent, count(inner)?, span, key, errors),
-            "max_queued" => set_once(&mut b.max_queued, count(inner)?, span, key, errors),
             "adaptive" => {
                 let value = inline_adaptive(inner, errors)?;
                 set_once(&mut b.adaptive, Spanned { value, span }, span, key, errors);
             }
-            _ => {
-                errors.at(
-                    span,
-                    format!("unknown bulkhead key `{key}`: {}", suggestion(key, KEYS)),
-                );
-                return Ok(false);
-            }
+            _ => match Setting::find(TABLE, key) {
+                Some(setting) => table_setting(inner, setting, &mut b.settings, errors)?,
+                None => {
+                    errors.at(
+                        span,
+                        format!("unknown bulkhead key `{key}`: {}", suggestion(key, &known)),
+                    );
+                    return Ok(false);
+                }
+            },
         }
         Ok(true)
     })?;
@@ -418,7 +492,8 @@ fn inline_adaptive(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resu
 }
 
 fn inline_retry(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineRetry> {
-    const KEYS: &[&str] = &["attempts", "base", "cap", "attempt_timeout"];
+    const TABLE: &[Setting<RetryConfig>] = RetryConfig::SETTINGS;
+    let known = keys(&["attempts", "base", "cap"], TABLE, &[]);
     let mut r = InlineRetry::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();
@@ -426,16 +501,16 @@ fn inline_retry(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<
             "attempts" => set_once(&mut r.attempts, count(inner)?, span, key, errors),
             "base" => set_once(&mut r.base, duration(inner)?, span, key, errors),
             "cap" => set_once(&mut r.cap, duration(inner)?, span, key, errors),
-            "attempt_timeout" => {
-                set_once(&mut r.attempt_timeout, duration(inner)?, span, key, errors);
-            }
-            _ => {
-                errors.at(
-                    span,
-                    format!("unknown retry key `{key}`: {}", suggestion(key, KEYS)),
-                );
-                return Ok(false);
-            }
+            _ => match Setting::find(TABLE, key) {
+                Some(setting) => table_setting(inner, setting, &mut r.settings, errors)?,
+                None => {
+                    errors.at(
+                        span,
+                        format!("unknown retry key `{key}`: {}", suggestion(key, &known)),
+                    );
+                    return Ok(false);
+                }
+            },
         }
         Ok(true)
     })?;
@@ -474,20 +549,23 @@ fn hedge_after(
 }
 
 fn inline_hedge(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineHedge> {
-    const KEYS: &[&str] = &["after", "max"];
+    const TABLE: &[Setting<HedgeConfig>] = HedgeConfig::SETTINGS;
+    let known = keys(&["after"], TABLE, &[]);
     let mut h = InlineHedge::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();
         match key {
             "after" => set_once(&mut h.after, hedge_after(inner)?, span, key, errors),
-            "max" => set_once(&mut h.max, count(inner)?, span, key, errors),
-            _ => {
-                errors.at(
-                    span,
-                    format!("unknown hedge key `{key}`: {}", suggestion(key, KEYS)),
-                );
-                return Ok(false);
-            }
+            _ => match Setting::find(TABLE, key) {
+                Some(setting) => table_setting(inner, setting, &mut h.settings, errors)?,
+                None => {
+                    errors.at(
+                        span,
+                        format!("unknown hedge key `{key}`: {}", suggestion(key, &known)),
+                    );
+                    return Ok(false);
+                }
+            },
         }
         Ok(true)
     })?;

@@ -11,11 +11,11 @@ use std::time::Duration;
 use proc_macro2::Span;
 use velocity_policy_lang::{
     AdaptiveSpec, Backoff, BreakerSpec, BulkheadSpec, HedgeSpec, IsolateSpec, Loc, Located,
-    OpenAfter, OperationSpec, PolicySet, PoolKind, RetrySpec, Sharing, WorkClass,
+    MechanismSpec, OpenAfter, OperationSpec, PolicySet, PoolKind, RetrySpec, Sharing, WorkClass,
 };
 
 use crate::args::{
-    Args, Errors, InlineBreaker, InlineBulkhead, InlineHedge, InlineRetry, Ref, Spanned,
+    Args, Errors, InlineBreaker, InlineBulkhead, InlineHedge, InlineRetry, Ref, Spanned, Written,
 };
 use crate::files::Loaded;
 
@@ -62,6 +62,13 @@ impl Locs {
         T: Clone,
     {
         Located::new(spanned.value.clone(), self.at(spanned.span))
+    }
+}
+
+/// Sets the table settings an inline mechanism wrote on its spec, each at its own token.
+fn set_written(spec: &mut impl MechanismSpec, written: &Written, locs: &mut Locs) {
+    for (key, value) in written {
+        spec.set_setting(key, locs.located(value));
     }
 }
 
@@ -148,9 +155,7 @@ fn inline_breaker(
         loc,
     );
     spec.set_sharing(sharing);
-    if let Some(probation) = &b.probation {
-        spec.set_probation(locs.located(probation));
-    }
+    set_written(&mut spec, &b.settings, locs);
     Some(spec)
 }
 
@@ -196,9 +201,7 @@ fn inline_bulkhead(
             return None;
         }
     };
-    if let Some(q) = &b.max_queued {
-        spec.set_max_queued(locs.located(q));
-    }
+    set_written(&mut spec, &b.settings, locs);
     Some(spec)
 }
 
@@ -236,9 +239,7 @@ fn inline_retry(
         Located::new(Backoff::FullJitter { base, cap }, backoff_loc),
         loc,
     );
-    if let Some(timeout) = &r.attempt_timeout {
-        spec.set_attempt_timeout(locs.located(timeout));
-    }
+    set_written(&mut spec, &r.settings, locs);
     Some(spec)
 }
 
@@ -260,16 +261,9 @@ fn inline_hedge(
         );
         return None;
     };
-    let max = h
-        .max
-        .as_ref()
-        .map_or(Located::new(2, loc), |m| locs.located(m));
-    Some(HedgeSpec::new(
-        Located::new(name.to_owned(), loc),
-        locs.located(after),
-        max,
-        loc,
-    ))
+    let mut spec = HedgeSpec::new(Located::new(name.to_owned(), loc), locs.located(after), loc);
+    set_written(&mut spec, &h.settings, locs);
+    Some(spec)
 }
 
 /// Builds the model for the function `fn_name` (spanned at `fn_span`) from `args` and the

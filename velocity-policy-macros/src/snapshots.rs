@@ -297,6 +297,96 @@ fn an_inline_breakers_probation_is_part_of_its_declared_config() {
     );
 }
 
+/// Every row of a mechanism's settings table is an inline key, written with its example as
+/// an attribute writes it (`"5s"` for a duration), and emitted as its builder; a second one is
+/// refused at the key.
+#[test]
+fn every_row_of_every_table_is_an_inline_key_emitted_as_its_builder() {
+    use velocity_policy_lang::{
+        BreakerConfig, BulkheadConfig, HedgeConfig, RetryConfig, Setting, Unit,
+    };
+
+    fn rows<C>(table: &[Setting<C>]) -> Vec<(&'static str, &'static str, String)> {
+        table
+            .iter()
+            .map(|setting| {
+                let value = match setting.unit() {
+                    Unit::Duration => format!("{:?}", setting.example),
+                    Unit::Count | Unit::Share => setting.example.to_owned(),
+                };
+                (setting.key, setting.builder, value)
+            })
+            .collect()
+    }
+    let mechanisms = [
+        (
+            "breaker(failures = 3, within = \"10m\", cooldown = \"20s\", KEY)",
+            rows(BreakerConfig::SETTINGS),
+        ),
+        (
+            "bulkhead(max_concurrent = 4, KEY)",
+            rows(BulkheadConfig::SETTINGS),
+        ),
+        ("retry(attempts = 3, KEY)", rows(RetryConfig::SETTINGS)),
+        ("hedge(after = \"p95\", KEY)", rows(HedgeConfig::SETTINGS)),
+    ];
+    for (inline, rows) in mechanisms {
+        for (key, builder, value) in rows {
+            let written = format!("{key} = {value}");
+            let args = |written: &str| -> TokenStream {
+                format!("{}, deadline = \"1s\"", inline.replace("KEY", written))
+                    .parse()
+                    .expect("tokens")
+            };
+            let out = expand(
+                AttrKind::Critical,
+                args(&written),
+                quote! {
+                    #[velocity_policy::idempotent]
+                    async fn call_partner(id: u64) -> Result<u64, AppError> {
+                        partner().get(id).await
+                    }
+                },
+            );
+            assert!(!out.contains("compile_error"), "{written}:\n{out}");
+            assert!(out.contains(&format!(".{builder}(")), "{written}:\n{out}");
+            let twice = expand(
+                AttrKind::Critical,
+                args(&format!("{written}, {written}")),
+                quote! {
+                    #[velocity_policy::idempotent]
+                    async fn call_partner(id: u64) -> Result<u64, AppError> { Ok(id) }
+                },
+            );
+            assert!(
+                twice.contains(&format!("`{key}` is set twice: keep one")),
+                "{written} twice:\n{twice}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_inline_hedges_min_delay_is_part_of_its_declared_config() {
+    let out = expand(
+        AttrKind::Critical,
+        quote!(hedge(after = "p95", min_delay = "20ms"), deadline = "1s"),
+        quote! {
+            #[velocity_policy::idempotent]
+            async fn price(sku: u64) -> Result<u64, AppError> {
+                pricing().get(sku).await
+            }
+        },
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(
+        squashed(&out).contains(&squashed(
+            "config::HedgeConfig::new(config::HedgeDelay::Percentile(95.0)).with_min_delay(Duration::from_millis(20))"
+        )),
+        "{out}"
+    );
+}
+
 #[test]
 fn an_adaptive_bulkhead_declares_its_bounds_instead_of_a_slot_count() {
     let out = expand(

@@ -17,6 +17,8 @@
 
 use std::time::Duration;
 
+use crate::setting::{Access, Setting};
+
 /// When a breaker opens on its own counting: `open_after = 5 failures within 30s` or
 /// `open_after = 50% of at least 20 calls within 30s`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -154,6 +156,31 @@ pub struct BreakerConfig {
 }
 
 impl BreakerConfig {
+    /// Its optional numbers, each described once (see [`Setting`]): `max_retry_after` and
+    /// `probation`. `open_after`, `cooldown` and `shared` have structure, and are read by hand.
+    pub const SETTINGS: &'static [Setting<Self>] = &[
+        Setting {
+            key: "max_retry_after",
+            builder: "with_max_retry_after",
+            example: "5m",
+            overridable: true,
+            access: Access::Duration {
+                get: |c| Some(c.max_retry_after),
+                set: |c, d| c.max_retry_after = d,
+            },
+        },
+        Setting {
+            key: "probation",
+            builder: "with_probation",
+            example: "5s",
+            overridable: true,
+            access: Access::Duration {
+                get: |c| Some(c.probation_or_window()),
+                set: |c, d| c.probation = Some(d),
+            },
+        },
+    ];
+
     /// The longest `Retry-After` a breaker accepts unless told otherwise: 5 minutes.
     pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(5 * 60);
 

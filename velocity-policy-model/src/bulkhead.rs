@@ -15,6 +15,8 @@
 
 use std::time::Duration;
 
+use crate::setting::{Access, Setting};
+
 /// The bounds and pace of an adaptive slot count (`adaptive(min = 4, max = 64)`): it follows
 /// the dependency's measured latency, never below `min` nor above `max`, starting at `min`.
 ///
@@ -114,6 +116,20 @@ pub struct BulkheadConfig {
 }
 
 impl BulkheadConfig {
+    /// Its optional numbers, each described once (see [`Setting`]): `max_queued`.
+    /// `max_concurrent` and `adaptive(..)` are the slots, read by hand.
+    pub const SETTINGS: &'static [Setting<Self>] = &[Setting {
+        key: "max_queued",
+        builder: "with_max_queued",
+        example: "2",
+        // A bulkhead's queue is built once; an override resizes its slots only.
+        overridable: false,
+        access: Access::Count {
+            get: |c| Some(c.max_queued),
+            set: |c, n| c.max_queued = n,
+        },
+    }];
+
     /// 10 slots, no queue.
     pub const DEFAULT: Self = Self::new(10);
 

@@ -4,9 +4,10 @@
 //! use std::time::Duration;
 //! use velocity_policy_model::{AllowanceConfig, HedgeConfig, HedgeDelay};
 //!
-//! // `hedge fanout { after = p95; max = 3; allowance = 10% + 5/s }`
+//! // `hedge fanout { after = p95; max = 3; min_delay = 5ms; allowance = 10% + 5/s }`
 //! const FANOUT: HedgeConfig = HedgeConfig::new(HedgeDelay::Percentile(95.0))
 //!     .with_max(3)
+//!     .with_min_delay(Duration::from_millis(5))
 //!     .with_allowance(AllowanceConfig::new(0.1, 5));
 //! assert_eq!(FANOUT.max, 3);
 //!
@@ -18,6 +19,7 @@
 use std::time::Duration;
 
 use crate::retry::AllowanceConfig;
+use crate::setting::{Access, Setting};
 
 /// When a hedge starts: `after = 50ms` or `after = p95`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,6 +75,15 @@ pub struct HedgeConfig {
     /// default `None`: [`AllowanceConfig::DEFAULT`]). With a retry policy, hedges draw from the
     /// retry's allowance: one budget for both.
     pub allowance: Option<AllowanceConfig>,
+    /// The shortest a hedge waits (`min_delay`; default zero: no floor). A percentile delay
+    /// follows the operation's latency down: where most calls answer in a millisecond (a cache
+    /// in front), a p95 of a millisecond would hedge nearly every call that misses it, at once,
+    /// doubling the load the tail already strains. A fixed `after` below it waits this long.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "min_delay_ms", serialize_with = "crate::json::millis")
+    )]
+    pub min_delay: Duration,
     /// Calls recorded before a percentile delay hedges at all (default 20; not written in the
     /// language).
     pub min_samples: u64,
@@ -81,6 +92,31 @@ pub struct HedgeConfig {
 impl HedgeConfig {
     /// The most attempts in flight a hedge may have, the first included.
     pub const MAX_IN_FLIGHT: u32 = 3;
+
+    /// Its optional numbers, each described once (see [`Setting`]): `max`, `min_delay`. `after` and
+    /// `allowance` are read by hand.
+    pub const SETTINGS: &'static [Setting<Self>] = &[
+        Setting {
+            key: "max",
+            builder: "with_max",
+            example: "2",
+            overridable: false,
+            access: Access::Count {
+                get: |c| Some(c.max),
+                set: |c, n| c.max = n,
+            },
+        },
+        Setting {
+            key: "min_delay",
+            builder: "with_min_delay",
+            example: "20ms",
+            overridable: false,
+            access: Access::Duration {
+                get: |c| Some(c.min_delay),
+                set: |c, d| c.min_delay = d,
+            },
+        },
+    ];
 
     /// A hedge after 50 ms, at most 2 attempts in flight, the default allowance, 20 calls
     /// before a percentile hedges.
@@ -93,6 +129,7 @@ impl HedgeConfig {
             after,
             max: 2,
             allowance: None,
+            min_delay: Duration::ZERO,
             min_samples: 20,
         }
     }
@@ -122,6 +159,13 @@ impl HedgeConfig {
     #[must_use]
     pub const fn with_allowance(mut self, allowance: AllowanceConfig) -> Self {
         self.allowance = Some(allowance);
+        self
+    }
+
+    /// Never hedging sooner than `min_delay` after an attempt started.
+    #[must_use]
+    pub const fn with_min_delay(mut self, min_delay: Duration) -> Self {
+        self.min_delay = min_delay;
         self
     }
 
@@ -169,5 +213,6 @@ mod tests {
             HedgeDelay::After(Duration::from_millis(50))
         );
         assert_eq!(HedgeConfig::default().min_samples, 20);
+        assert_eq!(HedgeConfig::default().min_delay, Duration::ZERO);
     }
 }

@@ -4,8 +4,9 @@
 //! runtime (`velocity-policy-runtime`, in every service) each need a few of the same concepts: the class
 //! of a piece of work, what a rate limiter decides when its store fails, a durable queue's
 //! default numbers ([`queue_defaults`]), and one configuration type per mechanism
-//! ([`BreakerConfig`], ...), whose fields and defaults are documented once, here. Each is one type,
-//! here, with one name and one spelling in the language ([`WorkClass::as_str`],
+//! ([`BreakerConfig`], ...), whose fields and defaults are documented once, here, with a table
+//! of its optional numbers ([`Setting`]) that both front ends and the overrides read. Each is one
+//! type, here, with one name and one spelling in the language ([`WorkClass::as_str`],
 //! [`FailMode::as_str`]), so the two crates cannot drift apart.
 //!
 //! This crate has no dependencies (with the `serde` feature, the runtime's snapshots serialize
@@ -40,6 +41,7 @@ pub mod hedge;
 #[cfg(feature = "serde")]
 mod json;
 pub mod retry;
+pub mod setting;
 pub mod shedding;
 
 pub use breaker::{BreakerConfig, OpenAfter, Sharing};
@@ -47,6 +49,7 @@ pub use bulkhead::{AdaptiveLimit, BulkheadConfig};
 pub use deadline::DeadlineConfig;
 pub use hedge::{HedgeConfig, HedgeDelay};
 pub use retry::{AllowanceConfig, Backoff, RetryConfig};
+pub use setting::{Number, Setting, Unit};
 pub use shedding::SheddingConfig;
 
 /// The three classes of work, in the order they are dropped last to first.

@@ -17,6 +17,8 @@
 
 use std::time::Duration;
 
+use crate::setting::{Access, Setting};
+
 /// How long to wait between attempts: `backoff = full_jitter(base = 50ms, cap = 1s)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -185,6 +187,19 @@ pub struct RetryConfig {
 }
 
 impl RetryConfig {
+    /// Its optional numbers, each described once (see [`Setting`]): `attempt_timeout`.
+    /// `attempts`, `backoff` and `allowance` are read by hand.
+    pub const SETTINGS: &'static [Setting<Self>] = &[Setting {
+        key: "attempt_timeout",
+        builder: "with_attempt_timeout",
+        example: "500ms",
+        overridable: true,
+        access: Access::Duration {
+            get: |c| c.attempt_timeout,
+            set: |c, d| c.attempt_timeout = Some(d),
+        },
+    }];
+
     /// 3 attempts, full jitter from 50 ms capped at 1 s, no attempt timeout, the default
     /// allowance.
     pub const DEFAULT: Self = Self::new(3);

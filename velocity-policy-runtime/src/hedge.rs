@@ -33,6 +33,9 @@
 //! policy), halved whenever it holds 2 × [`HISTORY`] calls so it follows the recent traffic. The
 //! percentile is recomputed every 16 calls and read from one atomic. Until
 //! [`HedgeBuilder::min_samples`] calls were recorded there is no percentile and no hedge.
+//! Either delay is at least the config's [`min_delay`](HedgeConfig::min_delay) (`min_delay =
+//! 20ms`; zero unless set): a floor under a percentile that a fast majority of calls pulled
+//! down to where nearly every call would be hedged at once.
 //!
 //! `hdrhistogram` was the other candidate: precise, but recording takes `&mut`, so every call
 //! would take one shared lock (or its `sync` feature's per-thread recorders and channel); the
@@ -281,13 +284,17 @@ impl Hedge {
     }
 
     /// How long a call waits now before its first hedge: the fixed delay, or the recorded
-    /// percentile; `None` while a percentile has fewer than `min_samples` calls recorded.
+    /// percentile, at least [`min_delay`](HedgeConfig::min_delay); `None` while a percentile
+    /// has fewer than `min_samples` calls recorded.
     pub fn delay(&self) -> Option<Duration> {
-        match self.config.after {
-            HedgeDelay::After(d) => Some(d),
-            HedgeDelay::Percentile(_) if self.latency.recorded() < self.config.min_samples => None,
-            HedgeDelay::Percentile(_) => Some(self.latency.cached()),
-        }
+        let delay = match self.config.after {
+            HedgeDelay::After(d) => d,
+            HedgeDelay::Percentile(_) if self.latency.recorded() < self.config.min_samples => {
+                return None;
+            }
+            HedgeDelay::Percentile(_) => self.latency.cached(),
+        };
+        Some(delay.max(self.config.min_delay))
     }
 
     /// Records one call's latency for a percentile delay (a fixed delay records nothing). The
@@ -1060,5 +1067,58 @@ mod tests {
             took >= delay + Duration::from_millis(5) && took <= delay + Duration::from_millis(6),
             "{took:?} after a delay of {delay:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn min_delay_is_a_floor_under_a_tiny_percentile() {
+        let floor = Duration::from_millis(30);
+        let hedge = Hedge::builder("h")
+            .config(
+                HedgeConfig::new(HedgeDelay::Percentile(95.0))
+                    .with_min_samples(3)
+                    .with_min_delay(floor),
+            )
+            .build();
+        // A fast majority: the p95 is about a millisecond, below the floor.
+        for _ in 0..3 {
+            hedge.record(Duration::from_millis(1));
+        }
+        assert_eq!(hedge.delay(), Some(floor));
+        let deadline = Deadline::after(Duration::from_secs(5));
+        let (alive, started) = counters();
+        let mut call = Box::pin(hedge_within(
+            &deadline,
+            &hedge,
+            Idempotent::claim(slow(&[1000, 5], &alive, &started)),
+        ));
+        let at = Instant::now();
+        tokio::select! {
+            _ = &mut call => panic!("answered early"),
+            () = tokio::time::sleep(Duration::from_millis(29)) => {}
+        }
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            1,
+            "no hedge under the floor"
+        );
+        assert_eq!(call.await.unwrap(), 2, "the hedge answered first");
+        // Started at the floor (on tokio's millisecond grid, up to a tick later), took 5 ms.
+        let took = at.elapsed();
+        assert!(
+            took >= floor + Duration::from_millis(5) && took <= floor + Duration::from_millis(6),
+            "{took:?}"
+        );
+        // A fixed delay below the floor waits the floor; one above it is its own.
+        let fixed = |after: u64| {
+            Hedge::builder("fixed")
+                .config(
+                    HedgeConfig::new(HedgeDelay::After(Duration::from_millis(after)))
+                        .with_min_delay(floor),
+                )
+                .build()
+                .delay()
+        };
+        assert_eq!(fixed(10), Some(floor));
+        assert_eq!(fixed(50), Some(Duration::from_millis(50)));
     }
 }

@@ -13,7 +13,7 @@
 //! | stanza | what an override may set |
 //! |---|---|
 //! | `operation NAME` | `deadline`, `min_budget`, `shed_at` |
-//! | `breaker NAME` | `open_after`, `cooldown`, `max_retry_after` |
+//! | `breaker NAME` | `open_after`, `cooldown`, `max_retry_after`, `probation` |
 //! | `retry NAME` | `attempts`, `backoff`, `attempt_timeout` |
 //! | `bulkhead NAME` | `max_concurrent` |
 //! | `shedding` | `deferred at load R`, `background at load R` |

@@ -18,7 +18,7 @@
 use crate::ast::{Stanza, Term};
 use crate::source::Located;
 use crate::spec::EnvelopeSpec;
-use crate::spec::OVERRIDABLE;
+use crate::spec::overridable;
 
 use super::{Lowering, word};
 
@@ -79,12 +79,13 @@ pub(super) fn lower_envelope(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             );
             continue;
         };
-        let tunable: Vec<&str> = OVERRIDABLE
+        let overridable = overridable();
+        let tunable: Vec<&str> = overridable
             .iter()
             .map(|(known, _)| *known)
             .filter(|known| *known != "chaos")
             .collect();
-        let Some((_, keys)) = OVERRIDABLE
+        let Some((_, keys)) = overridable
             .iter()
             .find(|(known, _)| *known == keyword.text && *known != "chaos")
         else {

@@ -1,13 +1,14 @@
 //! Lowering the resilience mechanisms: `request` (the deadline), `breaker`, `bulkhead`, `retry`,
 //! `hedge`, `shedding`, `ratelimit` and `queue`.
 
-use super::{Lowering, insert, word};
+use super::{Lowering, insert, keys, word};
 use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
-    AdaptiveSpec, AllowanceConfig, Backoff, BreakerSpec, BulkheadSpec, HedgeDelay, HedgeSpec,
-    OpenAfter, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetrySpec, Sharing, SheddingSpec,
+    AdaptiveSpec, AllowanceConfig, Backoff, BreakerConfig, BreakerSpec, BulkheadConfig,
+    BulkheadSpec, HedgeConfig, HedgeDelay, HedgeSpec, MechanismSpec, OpenAfter, QueueSpec, Rate,
+    RatelimitSpec, RequestSpec, RetryConfig, RetrySpec, Sharing, SheddingSpec,
     allowance_as_written,
 };
 use crate::suggest;
@@ -48,9 +49,9 @@ const OPEN_AFTER_FORMS: &str =
     "`N failures within DURATION` or `P% of at least N calls within DURATION`";
 
 pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["open_after", "cooldown", "max_retry_after", "probation"];
+    let table = BreakerConfig::SETTINGS;
     let name = lowering.named(stanza);
-    let body = lowering.body(stanza, KEYS);
+    let body = lowering.body(stanza, &keys(&["open_after", "cooldown"], table, &[]));
     let mut sharing = None;
     for phrase in &body.phrases {
         match lower_sharing(lowering, phrase) {
@@ -74,13 +75,7 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None => lowering.unknown_phrase(
                 stanza,
                 phrase,
-                &[
-                    "open_after",
-                    "cooldown",
-                    "shared",
-                    "max_retry_after",
-                    "probation",
-                ],
+                &keys(&["open_after", "cooldown", "shared"], table, &[]),
             ),
         }
     }
@@ -108,27 +103,15 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         }
     };
     let mut complete = true;
-    let max_retry_after = body.get("max_retry_after").and_then(|(key, value)| {
-        let duration = lowering.duration(&key.text, value);
-        complete &= duration.is_some();
-        duration
-    });
-    let probation = body.get("probation").and_then(|(key, value)| {
-        let duration = lowering.duration(&key.text, value);
-        complete &= duration.is_some();
-        duration
-    });
+    let settings = lowering.table_settings(&body, table, &mut complete);
     match (name, open_after, cooldown) {
         (Some(name), Some(open_after), Some(cooldown)) if complete => {
             let mut breaker = BreakerSpec::new(name, open_after, cooldown, stanza.loc);
             if let Some(sharing) = sharing {
                 breaker.set_sharing(sharing);
             }
-            if let Some(max) = max_retry_after {
-                breaker.set_max_retry_after(max);
-            }
-            if let Some(probation) = probation {
-                breaker.set_probation(probation);
+            for (key, value) in settings {
+                breaker.set_setting(key, value);
             }
             insert(
                 &mut lowering.spec.breakers,
@@ -237,9 +220,9 @@ fn lower_open_after(
 }
 
 pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["max_concurrent", "max_queued"];
+    let table = BulkheadConfig::SETTINGS;
     let name = lowering.named(stanza);
-    let body = lowering.body(stanza, KEYS);
+    let body = lowering.body(stanza, &keys(&["max_concurrent"], table, &[]));
     // `None`: not written; `Some(None)`: written wrong (and reported).
     let mut adaptive: Option<Option<AdaptiveSpec>> = None;
     for phrase in &body.phrases {
@@ -263,7 +246,7 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None => lowering.unknown_phrase(
                 stanza,
                 phrase,
-                &["max_concurrent", "max_queued", "adaptive"],
+                &keys(&["max_concurrent"], table, &["adaptive"]),
             ),
         }
     }
@@ -279,9 +262,8 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             Some(None)
         }
     };
-    let max_queued = body
-        .get("max_queued")
-        .map(|(key, value)| lowering.count(&key.text, value));
+    let mut complete = true;
+    let settings = lowering.table_settings(&body, table, &mut complete);
     let slots = match (adaptive, max_concurrent) {
         (Some(Some(adaptive)), None) => Some((None, Some(adaptive))),
         // Both written: kept, so that the validator names the fix
@@ -292,8 +274,8 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         (None, Some(Some(max_concurrent))) => Some((Some(max_concurrent), None)),
         _ => None,
     };
-    match (name, slots, max_queued) {
-        (Some(name), Some((max_concurrent, adaptive)), max_queued @ (None | Some(Some(_)))) => {
+    match (name, slots) {
+        (Some(name), Some((max_concurrent, adaptive))) if complete => {
             let mut bulkhead = match (max_concurrent, adaptive) {
                 (max_concurrent, Some(adaptive)) => {
                     let mut bulkhead = BulkheadSpec::adaptive(name, adaptive, stanza.loc);
@@ -305,8 +287,8 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
                 (Some(max_concurrent), None) => BulkheadSpec::new(name, max_concurrent, stanza.loc),
                 (None, None) => return,
             };
-            if let Some(Some(max_queued)) = max_queued {
-                bulkhead.set_max_queued(max_queued);
+            for (key, value) in settings {
+                bulkhead.set_setting(key, value);
             }
             insert(
                 &mut lowering.spec.bulkheads,
@@ -435,11 +417,12 @@ pub(super) fn lower_queue(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 }
 
 pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["attempts", "backoff", "attempt_timeout", "allowance"];
+    let table = RetryConfig::SETTINGS;
+    let known = keys(&["attempts", "backoff"], table, &["allowance"]);
     let name = lowering.named(stanza);
-    let body = lowering.body(stanza, KEYS);
+    let body = lowering.body(stanza, &known);
     for phrase in &body.phrases {
-        lowering.unknown_phrase(stanza, phrase, KEYS);
+        lowering.unknown_phrase(stanza, phrase, &known);
     }
     let what = name.as_ref().map_or_else(
         || "retry".to_owned(),
@@ -464,23 +447,18 @@ pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None
         }
     };
-    let attempt_timeout = body
-        .get("attempt_timeout")
-        .map(|(key, value)| lowering.duration(&key.text, value));
+    let mut complete = true;
+    let settings = lowering.table_settings(&body, table, &mut complete);
     let allowance = body
         .get("allowance")
         .map(|(key, value)| lower_allowance(lowering, &key.text, value));
-    match (name, attempts, backoff, attempt_timeout, allowance) {
-        (
-            Some(name),
-            Some(attempts),
-            Some(backoff),
-            attempt_timeout @ (None | Some(Some(_))),
-            allowance @ (None | Some(Some(_))),
-        ) => {
+    match (name, attempts, backoff, allowance) {
+        (Some(name), Some(attempts), Some(backoff), allowance @ (None | Some(Some(_))))
+            if complete =>
+        {
             let mut retry = RetrySpec::new(name, attempts, backoff, stanza.loc);
-            if let Some(timeout) = attempt_timeout.flatten() {
-                retry.set_attempt_timeout(timeout);
+            for (key, value) in settings {
+                retry.set_setting(key, value);
             }
             if let Some(allowance) = allowance.flatten() {
                 retry.set_allowance(allowance);
@@ -492,11 +470,12 @@ pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 }
 
 pub(super) fn lower_hedge(lowering: &mut Lowering<'_>, stanza: &Stanza) {
-    const KEYS: &[&str] = &["after", "max", "allowance"];
+    let table = HedgeConfig::SETTINGS;
+    let known = keys(&["after"], table, &["allowance"]);
     let name = lowering.named(stanza);
-    let body = lowering.body(stanza, KEYS);
+    let body = lowering.body(stanza, &known);
     for phrase in &body.phrases {
-        lowering.unknown_phrase(stanza, phrase, KEYS);
+        lowering.unknown_phrase(stanza, phrase, &known);
     }
     let what = name.as_ref().map_or_else(
         || "hedge".to_owned(),
@@ -509,21 +488,17 @@ pub(super) fn lower_hedge(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None
         }
     };
-    let max = body
-        .get("max")
-        .map(|(key, value)| lowering.count(&key.text, value));
+    let mut complete = true;
+    let settings = lowering.table_settings(&body, table, &mut complete);
     let allowance = body
         .get("allowance")
         .map(|(key, value)| lower_allowance(lowering, &key.text, value));
-    match (name, after, max, allowance) {
-        (
-            Some(name),
-            Some(after),
-            max @ (None | Some(Some(_))),
-            allowance @ (None | Some(Some(_))),
-        ) => {
-            let max = max.flatten().unwrap_or(Located::new(2, stanza.loc));
-            let mut hedge = HedgeSpec::new(name, after, max, stanza.loc);
+    match (name, after, allowance) {
+        (Some(name), Some(after), allowance @ (None | Some(Some(_)))) if complete => {
+            let mut hedge = HedgeSpec::new(name, after, stanza.loc);
+            for (key, value) in settings {
+                hedge.set_setting(key, value);
+            }
             if let Some(allowance) = allowance.flatten() {
                 hedge.set_allowance(allowance);
             }

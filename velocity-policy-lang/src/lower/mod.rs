@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::ast::{File, Ident, Quantity, Stanza, StatementKind, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
-use crate::spec::{FailMode, Items, Named, Rate, Spec, WorkClass};
+use crate::spec::{FailMode, Items, Named, Number, Rate, Setting, Spec, Unit, WorkClass};
 use crate::suggest;
 use crate::units::{DURATION_UNITS, QuantityError};
 
@@ -156,6 +156,19 @@ impl<'s> Body<'s> {
             .find(|(ident, _)| ident.text == key)
             .copied()
     }
+}
+
+/// A stanza's keys in the order its messages list them: `before`, the rows of `table`, then
+/// `after`.
+fn keys<C>(
+    before: &[&'static str],
+    table: &[Setting<C>],
+    after: &[&'static str],
+) -> Vec<&'static str> {
+    let mut keys = before.to_vec();
+    keys.extend(Setting::keys(table));
+    keys.extend_from_slice(after);
+    keys
 }
 
 fn insert<T: Named>(items: &mut Items<T>, item: T, diagnostics: &mut Vec<Diagnostic>) {
@@ -494,6 +507,38 @@ impl Lowering<'_> {
                 None
             }
         }
+    }
+
+    /// The settings of `table` written in `body`, each read as its unit says; `complete`
+    /// becomes false when one is wrong (and reported).
+    fn table_settings<C>(
+        &mut self,
+        body: &Body<'_>,
+        table: &[Setting<C>],
+        complete: &mut bool,
+    ) -> Vec<(&'static str, Located<Number>)> {
+        let mut written = Vec::new();
+        for setting in table {
+            let Some((key, value)) = body.get(setting.key) else {
+                continue;
+            };
+            let number = match setting.unit() {
+                Unit::Duration => self
+                    .duration(&key.text, value)
+                    .map(|d| Located::new(Number::Duration(d.value), d.loc)),
+                Unit::Count => self
+                    .count(&key.text, value)
+                    .map(|n| Located::new(Number::Count(n.value), n.loc)),
+                Unit::Share => self
+                    .ratio(&key.text, value)
+                    .map(|r| Located::new(Number::Share(r.value), r.loc)),
+            };
+            match number {
+                Some(number) => written.push((setting.key, number)),
+                None => *complete = false,
+            }
+        }
+        written
     }
 
     /// An optional string setting of `body`; `complete` becomes false when it is set but not a

@@ -30,6 +30,11 @@ pub use velocity_policy_model::{
     HedgeConfig, HedgeDelay, OpenAfter, RetryConfig, Sharing, SheddingConfig,
 };
 
+/// A mechanism's optional numbers are rows of a table beside its configuration
+/// ([`BreakerConfig::SETTINGS`], ...): the lowering, the attributes, the expansion and the
+/// overrides read them through [`MechanismSpec`].
+pub use velocity_policy_model::{Number, Setting, Unit};
+
 mod delivery;
 
 pub use delivery::{
@@ -261,6 +266,70 @@ impl<'a, T> IntoIterator for &'a Items<T> {
     }
 }
 
+/// Where each of a mechanism's table settings ([`Setting`]) was written, by key. A setting
+/// not written is absent: its default is in force.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    at: Vec<(&'static str, Loc)>,
+}
+
+impl Written {
+    /// Where `key` was written; `None` when it was not.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<Loc> {
+        self.at
+            .iter()
+            .find(|(written, _)| *written == key)
+            .map(|(_, loc)| *loc)
+    }
+
+    /// Records `key` as written at `loc`.
+    fn insert(&mut self, key: &'static str, loc: Loc) {
+        match self.at.iter_mut().find(|(written, _)| *written == key) {
+            Some(slot) => slot.1 = loc,
+            None => self.at.push((key, loc)),
+        }
+    }
+}
+
+/// A mechanism's spec: its model configuration, whose optional numbers are the rows of
+/// [`SETTINGS`](Self::SETTINGS), and where each of them was written. Both front ends set
+/// them through [`set_setting`](Self::set_setting); the expansion emits those written.
+pub trait MechanismSpec {
+    /// The model's configuration.
+    type Config: 'static;
+    /// Its table (`BreakerConfig::SETTINGS`, ...).
+    const SETTINGS: &'static [Setting<Self::Config>];
+    /// Its configuration.
+    fn config(&self) -> &Self::Config;
+    /// Where its table settings were written.
+    fn written(&self) -> &Written;
+    /// Both, to change them.
+    fn parts_mut(&mut self) -> (&mut Self::Config, &mut Written);
+
+    /// Sets the table setting `key` to `value` (as written: the validator checks the range),
+    /// written there; `false`, and nothing changed, when the table has no such key or the
+    /// value is of another unit.
+    fn set_setting(&mut self, key: &str, value: Located<Number>) -> bool {
+        let Some(setting) = Setting::find(Self::SETTINGS, key) else {
+            return false;
+        };
+        let (config, written) = self.parts_mut();
+        let set = setting.set(config, value.value);
+        if set {
+            written.insert(setting.key, value.loc);
+        }
+        set
+    }
+
+    /// The table setting `key` as written, and where; `None` when it was not written.
+    fn setting(&self, key: &str) -> Option<Located<Number>> {
+        let loc = self.written().get(key)?;
+        let setting = Setting::find(Self::SETTINGS, key)?;
+        Some(Located::new(setting.get(self.config())?, loc))
+    }
+}
+
 /// `request { deadline = 10s; min_budget = 50ms }`: the budget every request starts with, and
 /// the least one worth starting (a request that arrives with less left is answered at once).
 #[derive(Debug, Clone)]
@@ -303,7 +372,7 @@ pub struct BreakerSpec {
 }
 
 /// Where each setting of a [`BreakerSpec`] was written.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct BreakerLocs {
     /// `open_after`.
@@ -312,10 +381,8 @@ pub struct BreakerLocs {
     pub cooldown: Loc,
     /// `shared`, or the stanza when it is not written.
     pub sharing: Loc,
-    /// `max_retry_after`; `None` when not written (the default applies).
-    pub max_retry_after: Option<Loc>,
-    /// `probation`; `None` when not written (one window).
-    pub probation: Option<Loc>,
+    /// Each setting of [`BreakerConfig::SETTINGS`] written (`max_retry_after`, `probation`).
+    pub settings: Written,
 }
 
 impl BreakerSpec {
@@ -334,8 +401,7 @@ impl BreakerSpec {
                 open_after: open_after.loc,
                 cooldown: cooldown.loc,
                 sharing: loc,
-                max_retry_after: None,
-                probation: None,
+                settings: Written::default(),
             },
             loc,
         }
@@ -345,18 +411,6 @@ impl BreakerSpec {
     pub fn set_sharing(&mut self, sharing: Located<Sharing>) {
         self.config.sharing = sharing.value;
         self.at.sharing = sharing.loc;
-    }
-
-    /// Honours a `Retry-After` up to `max`, written there.
-    pub fn set_max_retry_after(&mut self, max: Located<Duration>) {
-        self.config.max_retry_after = max.value;
-        self.at.max_retry_after = Some(max.loc);
-    }
-
-    /// Reopens on one failure for `probation` after an opening, written there.
-    pub fn set_probation(&mut self, probation: Located<Duration>) {
-        self.config.probation = Some(probation.value);
-        self.at.probation = Some(probation.loc);
     }
 
     /// When it opens, and where that was written.
@@ -382,8 +436,23 @@ impl BreakerSpec {
     #[must_use]
     pub fn max_retry_after(&self) -> Option<Located<Duration>> {
         self.at
-            .max_retry_after
+            .settings
+            .get("max_retry_after")
             .map(|loc| Located::new(self.config.max_retry_after, loc))
+    }
+}
+
+impl MechanismSpec for BreakerSpec {
+    type Config = BreakerConfig;
+    const SETTINGS: &'static [Setting<BreakerConfig>] = BreakerConfig::SETTINGS;
+    fn config(&self) -> &BreakerConfig {
+        &self.config
+    }
+    fn written(&self) -> &Written {
+        &self.at.settings
+    }
+    fn parts_mut(&mut self) -> (&mut BreakerConfig, &mut Written) {
+        (&mut self.config, &mut self.at.settings)
     }
 }
 
@@ -418,13 +487,13 @@ pub struct BulkheadSpec {
 }
 
 /// Where each setting of a [`BulkheadSpec`] was written.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct BulkheadLocs {
     /// `max_concurrent` (an adaptive bulkhead's `max`, unless it was written).
     pub max_concurrent: Loc,
-    /// `max_queued`, or the stanza when it is not written.
-    pub max_queued: Loc,
+    /// Each setting of [`BulkheadConfig::SETTINGS`] written (`max_queued`).
+    pub settings: Written,
     /// `adaptive(min = .., max = ..)`: the bound `min`, the bound `max` and the setting.
     pub adaptive: Option<(Loc, Loc, Loc)>,
 }
@@ -440,7 +509,7 @@ impl BulkheadSpec {
             config,
             at: BulkheadLocs {
                 max_concurrent: max_concurrent.loc,
-                max_queued: loc,
+                settings: Written::default(),
                 adaptive: None,
             },
             loc,
@@ -465,12 +534,6 @@ impl BulkheadSpec {
         self.at.max_concurrent = max_concurrent.loc;
     }
 
-    /// Sets `max_queued`, written there.
-    pub fn set_max_queued(&mut self, max_queued: Located<u32>) {
-        self.config.max_queued = max_queued.value;
-        self.at.max_queued = max_queued.loc;
-    }
-
     /// Its slots, and where they were written.
     #[must_use]
     pub fn max_concurrent(&self) -> Located<u32> {
@@ -480,7 +543,10 @@ impl BulkheadSpec {
     /// Its queue places, and where they were written (the stanza, when not written).
     #[must_use]
     pub fn max_queued(&self) -> Located<u32> {
-        Located::new(self.config.max_queued, self.at.max_queued)
+        Located::new(
+            self.config.max_queued,
+            self.at.settings.get("max_queued").unwrap_or(self.loc),
+        )
     }
 
     /// Its adaptive bounds as written, when it has them.
@@ -522,6 +588,20 @@ impl AdaptiveSpec {
     #[must_use]
     pub fn new(min: Located<u32>, max: Located<u32>, loc: Loc) -> Self {
         AdaptiveSpec { min, max, loc }
+    }
+}
+
+impl MechanismSpec for BulkheadSpec {
+    type Config = BulkheadConfig;
+    const SETTINGS: &'static [Setting<BulkheadConfig>] = BulkheadConfig::SETTINGS;
+    fn config(&self) -> &BulkheadConfig {
+        &self.config
+    }
+    fn written(&self) -> &Written {
+        &self.at.settings
+    }
+    fn parts_mut(&mut self) -> (&mut BulkheadConfig, &mut Written) {
+        (&mut self.config, &mut self.at.settings)
     }
 }
 
@@ -642,15 +722,15 @@ pub struct RetrySpec {
 }
 
 /// Where each setting of a [`RetrySpec`] was written.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct RetryLocs {
     /// `attempts`.
     pub attempts: Loc,
     /// `backoff`.
     pub backoff: Loc,
-    /// `attempt_timeout`; `None` when not written (no attempt timeout).
-    pub attempt_timeout: Option<Loc>,
+    /// Each setting of [`RetryConfig::SETTINGS`] written (`attempt_timeout`).
+    pub settings: Written,
     /// `allowance`; `None` when not written (the runtime's default allowance).
     pub allowance: Option<Loc>,
 }
@@ -672,17 +752,11 @@ impl RetrySpec {
             at: RetryLocs {
                 attempts: attempts.loc,
                 backoff: backoff.loc,
-                attempt_timeout: None,
+                settings: Written::default(),
                 allowance: None,
             },
             loc,
         }
-    }
-
-    /// Bounds each attempt by `timeout`, written there.
-    pub fn set_attempt_timeout(&mut self, timeout: Located<Duration>) {
-        self.config.attempt_timeout = Some(timeout.value);
-        self.at.attempt_timeout = Some(timeout.loc);
     }
 
     /// Draws its retries from an allowance of its own, `allowance`, written there.
@@ -707,7 +781,10 @@ impl RetrySpec {
     #[must_use]
     pub fn attempt_timeout(&self) -> Option<Located<Duration>> {
         let timeout = self.config.attempt_timeout?;
-        Some(Located::new(timeout, self.at.attempt_timeout?))
+        Some(Located::new(
+            timeout,
+            self.at.settings.get("attempt_timeout")?,
+        ))
     }
 
     /// Its own allowance, and where it was written; `None` when not written.
@@ -744,13 +821,13 @@ pub struct HedgeSpec {
 }
 
 /// Where each setting of a [`HedgeSpec`] was written.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct HedgeLocs {
     /// `after`.
     pub after: Loc,
-    /// `max`, or the stanza when it is not written (2).
-    pub max: Loc,
+    /// Each setting of [`HedgeConfig::SETTINGS`] written (`max`).
+    pub settings: Written,
     /// `allowance`; `None` when not written.
     pub allowance: Option<Loc>,
 }
@@ -760,22 +837,16 @@ impl HedgeSpec {
     /// [`HedgeConfig::MAX_IN_FLIGHT`]).
     pub const MAX_IN_FLIGHT: u32 = HedgeConfig::MAX_IN_FLIGHT;
 
-    /// A hedging policy with no allowance of its own.
+    /// A hedging policy with the default settings of [`HedgeConfig::SETTINGS`] (set them
+    /// with [`MechanismSpec::set_setting`]) and no allowance of its own.
     #[must_use]
-    pub fn new(
-        name: Located<String>,
-        after: Located<HedgeDelay>,
-        max: Located<u32>,
-        loc: Loc,
-    ) -> Self {
-        let mut config = HedgeConfig::new(after.value);
-        config.max = max.value;
+    pub fn new(name: Located<String>, after: Located<HedgeDelay>, loc: Loc) -> Self {
         HedgeSpec {
             name,
-            config,
+            config: HedgeConfig::new(after.value),
             at: HedgeLocs {
                 after: after.loc,
-                max: max.loc,
+                settings: Written::default(),
                 allowance: None,
             },
             loc,
@@ -797,7 +868,10 @@ impl HedgeSpec {
     /// Attempts in flight at most, and where that was written (the stanza, when not written).
     #[must_use]
     pub fn max(&self) -> Located<u32> {
-        Located::new(self.config.max, self.at.max)
+        Located::new(
+            self.config.max,
+            self.at.settings.get("max").unwrap_or(self.loc),
+        )
     }
 
     /// Its own allowance, and where it was written; `None` when not written.
@@ -805,6 +879,20 @@ impl HedgeSpec {
     pub fn allowance(&self) -> Option<Located<AllowanceConfig>> {
         let allowance = self.config.allowance?;
         Some(Located::new(allowance, self.at.allowance?))
+    }
+}
+
+impl MechanismSpec for HedgeSpec {
+    type Config = HedgeConfig;
+    const SETTINGS: &'static [Setting<HedgeConfig>] = HedgeConfig::SETTINGS;
+    fn config(&self) -> &HedgeConfig {
+        &self.config
+    }
+    fn written(&self) -> &Written {
+        &self.at.settings
+    }
+    fn parts_mut(&mut self) -> (&mut HedgeConfig, &mut Written) {
+        (&mut self.config, &mut self.at.settings)
     }
 }
 
@@ -928,6 +1016,20 @@ impl Named for ChaosSpec {
     }
 }
 
+impl MechanismSpec for RetrySpec {
+    type Config = RetryConfig;
+    const SETTINGS: &'static [Setting<RetryConfig>] = RetryConfig::SETTINGS;
+    fn config(&self) -> &RetryConfig {
+        &self.config
+    }
+    fn written(&self) -> &Written {
+        &self.at.settings
+    }
+    fn parts_mut(&mut self) -> (&mut RetryConfig, &mut Written) {
+        (&mut self.config, &mut self.at.settings)
+    }
+}
+
 impl Named for RetrySpec {
     const KIND: &'static str = "retry";
     fn name(&self) -> &Located<String> {
@@ -939,13 +1041,37 @@ impl Named for RetrySpec {
 /// under a running service. A phrase's key is its first word (`deferred at load 0.5` is
 /// `deferred`). The request's deadline belongs to the `DeadlineLayer` the service builds, and a
 /// rate limit's rate and a retry's allowance to state built once; they stay compiled.
-pub const OVERRIDABLE: &[(&str, &[&str])] = &[
-    (
-        "breaker",
-        &["open_after", "cooldown", "max_retry_after", "probation"],
-    ),
+///
+/// A mechanism's keys are those with structure, here, then the rows of its table (`breaker`:
+/// [`BreakerConfig::SETTINGS`], ...) marked [`overridable`](Setting::overridable).
+#[must_use]
+pub fn overridable() -> Vec<(&'static str, Vec<&'static str>)> {
+    fn live<C>(table: &[Setting<C>]) -> impl Iterator<Item = &'static str> + '_ {
+        table
+            .iter()
+            .filter(|setting| setting.overridable)
+            .map(|setting| setting.key)
+    }
+    OVERRIDABLE_BY_HAND
+        .iter()
+        .map(|&(keyword, keys)| {
+            let mut keys = keys.to_vec();
+            match keyword {
+                "breaker" => keys.extend(live(BreakerConfig::SETTINGS)),
+                "bulkhead" => keys.extend(live(BulkheadConfig::SETTINGS)),
+                "retry" => keys.extend(live(RetryConfig::SETTINGS)),
+                _ => {}
+            }
+            (keyword, keys)
+        })
+        .collect()
+}
+
+/// The keys of [`overridable`] the tables do not give.
+const OVERRIDABLE_BY_HAND: &[(&str, &[&str])] = &[
+    ("breaker", &["open_after", "cooldown"]),
     ("bulkhead", &["max_concurrent"]),
-    ("retry", &["attempts", "backoff", "attempt_timeout"]),
+    ("retry", &["attempts", "backoff"]),
     ("shedding", &["deferred", "background"]),
     ("operation", &["deadline", "min_budget", "shed_at"]),
     // A drill on or off per environment, and its faults' rates (the runtime's `chaos`).

@@ -25,10 +25,10 @@
 use std::time::Duration;
 
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
-use quote::quote;
+use quote::{ToTokens as _, quote};
 use velocity_policy_lang::{
-    AllowanceConfig, BreakerSpec, BulkheadSpec, FailMode, HedgeDelay, HedgeSpec, OpenAfter,
-    RatelimitSpec, RetrySpec, Sharing, WorkClass,
+    AllowanceConfig, BreakerSpec, BulkheadSpec, FailMode, HedgeDelay, HedgeSpec, MechanismSpec,
+    Number, OpenAfter, RatelimitSpec, RetrySpec, Sharing, WorkClass,
 };
 
 use super::{local, operation_name};
@@ -78,6 +78,23 @@ fn ratio(r: f64) -> Literal {
     Literal::f64_unsuffixed(r)
 }
 
+/// `.with_probation(Duration::from_secs(5))`: the builder of each setting of the mechanism's
+/// table that was written, in the table's order (one not written keeps its default).
+fn written<S: MechanismSpec>(spec: &S) -> TokenStream {
+    S::SETTINGS
+        .iter()
+        .filter_map(|setting| {
+            let value = match spec.setting(setting.key)?.value {
+                Number::Duration(d) => duration(d),
+                Number::Count(n) => count(n).into_token_stream(),
+                Number::Share(share) => ratio(share).into_token_stream(),
+            };
+            let builder = Ident::new(setting.builder, Span::call_site());
+            Some(quote!(.#builder(#value)))
+        })
+        .collect()
+}
+
 /// The registry name of a named mechanism: its name in the files, or for an inline one, a name
 /// made unique by the module path.
 fn runtime_name(name: &str, inline: bool) -> TokenStream {
@@ -115,16 +132,9 @@ fn breaker(spec: &BreakerSpec, inline: bool) -> TokenStream {
         Sharing::TripsOnly => quote!(.with_sharing(config::Sharing::TripsOnly)),
         _ => quote!(),
     };
-    let max_retry_after = spec.max_retry_after().map(|max| {
-        let max = duration(max.value);
-        quote!(.with_max_retry_after(#max))
-    });
-    let probation = config.probation.map(|probation| {
-        let probation = duration(probation);
-        quote!(.with_probation(#probation))
-    });
+    let settings = written(spec);
     quote! {
-        Handle<#private::Breaker> = Handle::breaker(#name, BY, config::BreakerConfig::new(#open_after, #cooldown) #sharing #max_retry_after #probation)
+        Handle<#private::Breaker> = Handle::breaker(#name, BY, config::BreakerConfig::new(#open_after, #cooldown) #sharing #settings)
     }
 }
 
@@ -141,9 +151,9 @@ fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
             quote!(config::BulkheadConfig::new(#max_concurrent))
         }
     };
-    let max_queued = count(config.max_queued);
+    let settings = written(spec);
     quote! {
-        Handle<#private::Bulkhead> = Handle::bulkhead(#name, BY, #slots.with_max_queued(#max_queued))
+        Handle<#private::Bulkhead> = Handle::bulkhead(#name, BY, #slots #settings)
     }
 }
 
@@ -161,16 +171,13 @@ fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
         duration(config.backoff.base()),
         duration(config.backoff.cap()),
     );
-    let timeout = config.attempt_timeout.map(|t| {
-        let t = duration(t);
-        quote!(.with_attempt_timeout(#t))
-    });
+    let settings = written(spec);
     let allowance = config.allowance.map(|a| {
         let a = allowance(a);
         quote!(.with_allowance(#a))
     });
     quote! {
-        Handle<#private::RetryPolicy> = Handle::retry(#name, BY, config::RetryConfig::new(#attempts).with_backoff(config::Backoff::full_jitter(#base, #cap)) #timeout #allowance)
+        Handle<#private::RetryPolicy> = Handle::retry(#name, BY, config::RetryConfig::new(#attempts).with_backoff(config::Backoff::full_jitter(#base, #cap)) #settings #allowance)
     }
 }
 
@@ -187,13 +194,13 @@ fn hedge(spec: &HedgeSpec, inline: bool) -> TokenStream {
             quote!(config::HedgeDelay::Percentile(#p))
         }
     };
-    let max = count(config.max);
+    let settings = written(spec);
     let allowance = config.allowance.map(|a| {
         let a = allowance(a);
         quote!(.with_allowance(#a))
     });
     quote! {
-        Handle<#private::hedge::Hedge> = Handle::hedge(#name, BY, config::HedgeConfig::new(#after).with_max(#max) #allowance)
+        Handle<#private::hedge::Hedge> = Handle::hedge(#name, BY, config::HedgeConfig::new(#after) #settings #allowance)
     }
 }
 

@@ -1,0 +1,126 @@
+//! Every row of a mechanism's settings table (`BreakerConfig::SETTINGS`, ...) is a key of its
+//! stanza, with nothing else to write: its example is read and kept with its location, a second
+//! one is a duplicate, a typo of it is suggested, and an override may set it when the row says
+//! so.
+#![expect(
+    clippy::expect_used,
+    reason = "test helper: a failure should stop the test"
+)]
+
+use velocity_policy_lang::overrides::overridable;
+use velocity_policy_lang::{
+    BreakerConfig, BulkheadConfig, HedgeConfig, Loc, MechanismSpec, PolicySet, RetryConfig,
+    Setting, Spec,
+};
+
+fn set_of(text: &str) -> PolicySet {
+    let mut set = PolicySet::new();
+    set.add_source("settings.policy", text.as_bytes());
+    set
+}
+
+/// Checks every row of `table` in `stanza`, whose `KEY` is replaced by the setting; `keyword`
+/// names the stanza, `find` its item in the spec.
+fn every_row<S: MechanismSpec>(
+    keyword: &str,
+    stanza: &str,
+    table: &[Setting<S::Config>],
+    find: impl Fn(&Spec) -> Option<&S>,
+) {
+    let overridable = overridable();
+    let live = overridable
+        .iter()
+        .find(|(known, _)| *known == keyword)
+        .map(|(_, keys)| keys.clone())
+        .unwrap_or_default();
+    for setting in table {
+        let written = format!("{} = {}", setting.key, setting.example);
+        let set = set_of(&stanza.replace("KEY", &written));
+        let report = set.check();
+        assert!(!report.has_errors(), "{written}: {:?}", report.errors);
+        let item = find(set.spec()).expect("the stanza is lowered");
+        let value = item.setting(setting.key).expect("written, so kept");
+        assert!(matches!(value.loc, Loc::Source { .. }), "{written}");
+        assert_eq!(setting.get(item.config()), Some(value.value), "{written}");
+
+        let twice = set_of(&stanza.replace("KEY", &format!("{written}; {written}")));
+        let codes: Vec<String> = twice.check().errors.iter().map(|e| e.code()).collect();
+        assert_eq!(codes, ["policy::duplicate-setting"], "{written} twice");
+
+        let typo = &setting.key[..setting.key.len() - 1];
+        let misspelled = set_of(&stanza.replace("KEY", &format!("{typo} = {}", setting.example)));
+        let report = misspelled.check();
+        let unknown = report
+            .errors
+            .iter()
+            .find(|e| e.code() == "policy::unknown-setting")
+            .expect("an unknown key");
+        let help = unknown.help().unwrap_or_default();
+        assert!(
+            help.contains(&format!("`{}`", setting.key)),
+            "{typo}: {help}"
+        );
+
+        assert_eq!(
+            live.contains(&setting.key),
+            setting.overridable,
+            "{keyword} {}",
+            setting.key
+        );
+    }
+}
+
+#[test]
+fn every_row_of_every_table_is_a_key_of_its_stanza() {
+    every_row(
+        "breaker",
+        "breaker b { open_after = 5 failures within 30s; cooldown = 20s; KEY }",
+        BreakerConfig::SETTINGS,
+        |spec| spec.breakers.get("b"),
+    );
+    every_row(
+        "bulkhead",
+        "bulkhead k { max_concurrent = 4; KEY }",
+        BulkheadConfig::SETTINGS,
+        |spec| spec.bulkheads.get("k"),
+    );
+    every_row(
+        "retry",
+        "retry r { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s); KEY }",
+        RetryConfig::SETTINGS,
+        |spec| spec.retries.get("r"),
+    );
+    every_row(
+        "hedge",
+        "hedge h { after = p95; KEY }",
+        HedgeConfig::SETTINGS,
+        |spec| spec.hedges.get("h"),
+    );
+}
+
+#[test]
+fn a_setting_not_written_keeps_its_default_and_no_location() {
+    let set = set_of(
+        "breaker b { open_after = 5 failures within 30s; cooldown = 20s }\n\
+         hedge h { after = p95 }",
+    );
+    let breaker = set.spec().breakers.get("b").expect("lowered");
+    assert_eq!(breaker.config, BreakerConfig::DEFAULT);
+    assert!(breaker.setting("probation").is_none());
+    let hedge = set.spec().hedges.get("h").expect("lowered");
+    assert_eq!(hedge.config.max, HedgeConfig::DEFAULT.max);
+    // Located at the stanza, for a diagnostic about the default.
+    assert_eq!(hedge.max().loc, hedge.loc);
+}
+
+#[test]
+fn a_hedges_min_delay_is_read_from_its_stanza() {
+    let set = set_of("hedge tail { after = p95; min_delay = 20ms }");
+    assert!(!set.check().has_errors());
+    let hedge = set.spec().hedges.get("tail").expect("lowered");
+    assert_eq!(hedge.config.min_delay, std::time::Duration::from_millis(20));
+    assert!(hedge.setting("min_delay").is_some());
+    let negative = set_of("hedge tail { after = p95; min_delay = -5ms }");
+    let codes: Vec<String> = negative.check().errors.iter().map(|e| e.code()).collect();
+    assert_eq!(codes, ["policy::duration-not-positive"]);
+}

@@ -1,0 +1,229 @@
+//! A mechanism's optional numbers, described once: [`Setting`], one row of a table kept beside
+//! each configuration type ([`BreakerConfig::SETTINGS`](crate::BreakerConfig::SETTINGS), ...).
+//!
+//! A row says everything a front end or a back end needs to know of one optional number with
+//! a default (a duration, a count or a share): its key, as the `.policy` language and the
+//! attributes write it; how to read it from a configuration and write it into one; the
+//! `const fn with_...` builder the attribute macros emit for it; an example value; and whether
+//! an override may move it under a running service. The language's lowering, the attributes'
+//! arguments, the macros' emission and the overrides are generic over the table, so a new
+//! number of this kind is its field, its builder and its row, here. Numbers with structure
+//! (a breaker's `open_after`, a retry's `backoff`, a bulkhead's `adaptive(..)`) are read by
+//! hand.
+//!
+//! ```
+//! use std::time::Duration;
+//! use velocity_policy_model::{BreakerConfig, Number, Setting};
+//!
+//! let probation = Setting::find(BreakerConfig::SETTINGS, "probation").unwrap();
+//! assert_eq!(probation.builder, "with_probation");
+//! let mut config = BreakerConfig::DEFAULT;
+//! // Not set: one window of the rule is in force.
+//! assert_eq!(probation.get(&config), Some(Number::Duration(Duration::from_secs(30))));
+//! assert!(probation.set(&mut config, Number::Duration(Duration::from_secs(5))));
+//! assert_eq!(config.probation, Some(Duration::from_secs(5)));
+//! // A count is not a probation: refused, the configuration unchanged.
+//! assert!(!probation.set(&mut config, Number::Count(5)));
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+/// What kind of number a [`Setting`] holds, which says how it is written: `30s`, `4`, `0.5`
+/// (`"30s"`, `4`, `0.5` in an attribute).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A duration.
+    Duration,
+    /// A whole number from 0 to `u32::MAX`.
+    Count,
+    /// A share: a plain number or a percentage.
+    Share,
+}
+
+/// One setting's value, of its [`Unit`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    /// A duration.
+    Duration(Duration),
+    /// A count.
+    Count(u32),
+    /// A share.
+    Share(f64),
+}
+
+impl Number {
+    /// The unit of this value.
+    #[must_use]
+    pub const fn unit(&self) -> Unit {
+        match self {
+            Self::Duration(_) => Unit::Duration,
+            Self::Count(_) => Unit::Count,
+            Self::Share(_) => Unit::Share,
+        }
+    }
+}
+
+/// How a [`Setting`] of a configuration `C` is read and written, by its unit.
+///
+/// `get` gives the value in force (a default included; `None` when nothing is in force, as
+/// for a retry with no attempt timeout); `set` writes a value as given, unclamped (a front end
+/// keeps what was written, for the validator to judge).
+pub enum Access<C> {
+    /// A duration.
+    Duration {
+        /// The value in force.
+        get: fn(&C) -> Option<Duration>,
+        /// Writes it.
+        set: fn(&mut C, Duration),
+    },
+    /// A count.
+    Count {
+        /// The value in force.
+        get: fn(&C) -> Option<u32>,
+        /// Writes it.
+        set: fn(&mut C, u32),
+    },
+    /// A share.
+    Share {
+        /// The value in force.
+        get: fn(&C) -> Option<f64>,
+        /// Writes it.
+        set: fn(&mut C, f64),
+    },
+}
+
+impl<C> Clone for Access<C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C> Copy for Access<C> {}
+
+impl<C> fmt::Debug for Access<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Duration { .. } => "Access::Duration",
+            Self::Count { .. } => "Access::Count",
+            Self::Share { .. } => "Access::Share",
+        })
+    }
+}
+
+/// One optional number of a mechanism's configuration `C`, with a default: see the
+/// [module](self).
+#[non_exhaustive]
+pub struct Setting<C> {
+    /// The key, as the language and the attributes write it: `probation`.
+    pub key: &'static str,
+    /// The name of `C`'s `const fn` that sets it (`with_probation`), which the attribute
+    /// macros emit.
+    pub builder: &'static str,
+    /// A value of it, as the language writes it (`5s`), for examples and tests.
+    pub example: &'static str,
+    /// Whether an override may move it under a running service.
+    pub overridable: bool,
+    /// How it is read and written.
+    pub access: Access<C>,
+}
+
+impl<C> Clone for Setting<C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C> Copy for Setting<C> {}
+
+impl<C> fmt::Debug for Setting<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Setting")
+            .field("key", &self.key)
+            .field("unit", &self.unit())
+            .field("builder", &self.builder)
+            .field("example", &self.example)
+            .field("overridable", &self.overridable)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> Setting<C> {
+    /// The row of `table` whose key is `key`.
+    #[must_use]
+    pub fn find<'t>(table: &'t [Self], key: &str) -> Option<&'t Self> {
+        table.iter().find(|setting| setting.key == key)
+    }
+
+    /// The keys of `table`, in its order.
+    pub fn keys(table: &[Self]) -> impl Iterator<Item = &'static str> + Clone + '_ {
+        table.iter().map(|setting| setting.key)
+    }
+
+    /// Its unit.
+    #[must_use]
+    pub const fn unit(&self) -> Unit {
+        match self.access {
+            Access::Duration { .. } => Unit::Duration,
+            Access::Count { .. } => Unit::Count,
+            Access::Share { .. } => Unit::Share,
+        }
+    }
+
+    /// Its value in force in `config`; `None` when none is.
+    #[must_use]
+    pub fn get(&self, config: &C) -> Option<Number> {
+        match self.access {
+            Access::Duration { get, .. } => get(config).map(Number::Duration),
+            Access::Count { get, .. } => get(config).map(Number::Count),
+            Access::Share { get, .. } => get(config).map(Number::Share),
+        }
+    }
+
+    /// Writes `value` into `config`, as given; `false` (and `config` unchanged) when it is not
+    /// of this setting's unit.
+    pub fn set(&self, config: &mut C, value: Number) -> bool {
+        match (self.access, value) {
+            (Access::Duration { set, .. }, Number::Duration(d)) => set(config, d),
+            (Access::Count { set, .. }, Number::Count(n)) => set(config, n),
+            (Access::Share { set, .. }, Number::Share(share)) => set(config, share),
+            _ => return false,
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BreakerConfig, BulkheadConfig, HedgeConfig, RetryConfig};
+
+    /// Every row reads back what it wrote, and its key and builder are spelled alike.
+    fn round_trips<C: Copy>(table: &[Setting<C>], config: C) {
+        for setting in table {
+            let value = match setting.unit() {
+                Unit::Duration => Number::Duration(Duration::from_millis(1234)),
+                Unit::Count => Number::Count(3),
+                Unit::Share => Number::Share(0.25),
+            };
+            let mut written = config;
+            assert!(setting.set(&mut written, value), "{}", setting.key);
+            assert_eq!(setting.get(&written), Some(value), "{}", setting.key);
+            assert_eq!(setting.builder, format!("with_{}", setting.key));
+            assert!(!setting.example.is_empty());
+        }
+        let mut keys: Vec<_> = Setting::keys(table).collect();
+        let all = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), all, "a key twice");
+    }
+
+    #[test]
+    fn every_row_reads_back_what_it_wrote() {
+        round_trips(BreakerConfig::SETTINGS, BreakerConfig::DEFAULT);
+        round_trips(BulkheadConfig::SETTINGS, BulkheadConfig::DEFAULT);
+        round_trips(RetryConfig::SETTINGS, RetryConfig::DEFAULT);
+        round_trips(HedgeConfig::SETTINGS, HedgeConfig::DEFAULT);
+    }
+}
