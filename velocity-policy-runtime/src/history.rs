@@ -24,10 +24,13 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::breaker::Breaker;
 use crate::breaker::BreakerSnapshot;
+use crate::bulkhead::Bulkhead;
 use crate::bulkhead::BulkheadSnapshot;
 use crate::calls::{BUCKETS, CallCounts, Calls, REFUSAL_KINDS, bucket_upper_ms};
 use crate::deadline::OperationSnapshot;
+use crate::registry::{Registry, read};
 use crate::shedding::ShedderSnapshot;
 
 /// How often a point is taken.
@@ -141,6 +144,14 @@ pub(crate) struct History {
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("points", &lock(&self.state).at.len())
+            .finish_non_exhaustive()
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -149,6 +160,56 @@ fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The dashboard's history: what `dashboard` adds to [`Registry`].
+impl Registry {
+    /// The breakers', bulkheads', shedders' and operation deadlines' snapshots, for the
+    /// history (feature `dashboard`).
+    fn mechanism_snapshots(&self) -> Mechanisms {
+        (
+            read(&self.breakers)
+                .values()
+                .map(Breaker::snapshot)
+                .collect(),
+            read(&self.bulkheads)
+                .values()
+                .map(Bulkhead::snapshot)
+                .collect(),
+            read(&self.shedders)
+                .values()
+                .map(|s| s.snapshot())
+                .collect(),
+            read(&self.operations)
+                .values()
+                .map(|o| o.snapshot())
+                .collect(),
+        )
+    }
+
+    /// The calls seen of every operation (feature `dashboard`: their counts and latencies).
+    fn calls_seen(&self) -> Vec<&'static Calls> {
+        read(&self.calls).operations().to_vec()
+    }
+
+    /// Takes one sample of the dashboard's history now (feature `dashboard`): the dashboard's
+    /// sampler does every two seconds; a test, or a service with a cadence of its own, may too.
+    pub fn record_history(&self) {
+        self.history
+            .sample(self.mechanism_snapshots(), &self.calls_seen());
+    }
+
+    /// Starts the dashboard's sampler for this registry on the current tokio runtime, once
+    /// (again if the runtime that ran it ended); without a runtime, nothing.
+    pub(crate) fn sample_history_from(&'static self) {
+        self.history.start(move || self.record_history());
+    }
+
+    /// The last few minutes of every breaker, bulkhead, shedder and operation, one point per
+    /// sample: the dashboard serves it as its JSON's `history`.
+    pub fn history(&self) -> HistorySnapshot {
+        self.history.snapshot()
+    }
 }
 
 impl History {

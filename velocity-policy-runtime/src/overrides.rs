@@ -187,7 +187,7 @@ use velocity_policy_lang::overrides::{Applied, Origin, Overridden, PolicyFile, o
 use velocity_policy_lang::{Backoff, Spec, WorkClass};
 
 use crate::deadline::Deadline;
-use crate::registry::{Registry, Tunings};
+use crate::registry::Registry;
 use crate::retry::RetryNumbers;
 use crate::shedding::Thresholds;
 use crate::tuning::{FleetOrigin, OverriddenSetting, RefusedOverrides, unix_ms};
@@ -693,6 +693,9 @@ impl Tunings {
         tunings
     }
 }
+
+mod tunings;
+pub(crate) use tunings::{InForce, Tunings};
 
 mod watch {
     use std::sync::Arc;
