@@ -9,14 +9,9 @@
 
 use std::fmt;
 
-#[cfg(feature = "dashboard")]
-mod stats;
-#[cfg(all(test, feature = "dashboard"))]
-pub(crate) use stats::bucket_of;
-#[cfg(feature = "dashboard")]
-pub(crate) use stats::{
-    BUCKETS, CallCounts, CallStats, REFUSAL_KINDS, bucket_upper_ms, record, recording,
-};
+// The history's counts of each operation (feature `dashboard`), or a stand-in without it.
+#[cfg_attr(not(feature = "dashboard"), path = "calls/no_stats.rs")]
+pub(crate) mod stats;
 
 /// Callers remembered per operation, each in a slot filled once: a call from one of them costs
 /// a load and a comparison per slot; past them, a call from another caller looks its edge up
@@ -31,10 +26,9 @@ const PARENT_SLOTS: usize = 8;
 pub struct Calls {
     operation: &'static str,
     parents: [std::sync::OnceLock<&'static str>; PARENT_SLOTS],
-    #[cfg(feature = "metrics")]
-    metrics: std::sync::OnceLock<crate::instruments::CallMetrics>,
-    #[cfg(feature = "dashboard")]
-    pub(crate) stats: CallStats,
+    /// Its metric handles and its counts for the history (empty without `metrics` and
+    /// `dashboard`).
+    pub(crate) measure: crate::observe::meter::Measure,
 }
 
 /// Whether two callers are the same: the same `static` string, or equal text.
@@ -49,10 +43,7 @@ impl Calls {
         Self {
             operation,
             parents: [const { std::sync::OnceLock::new() }; PARENT_SLOTS],
-            #[cfg(feature = "metrics")]
-            metrics: std::sync::OnceLock::new(),
-            #[cfg(feature = "dashboard")]
-            stats: CallStats::new(),
+            measure: crate::observe::meter::Measure::new(),
         }
     }
 
@@ -92,30 +83,6 @@ impl Calls {
             }
         }
         true
-    }
-
-    /// Whether a call's clock is read: someone listens to its metrics, or the dashboard's
-    /// history records.
-    #[cfg(any(feature = "metrics", feature = "dashboard"))]
-    #[inline]
-    pub(crate) fn measured(&self) -> bool {
-        #[cfg(feature = "metrics")]
-        let metrics = self.metrics().live;
-        #[cfg(not(feature = "metrics"))]
-        let metrics = false;
-        #[cfg(feature = "dashboard")]
-        let history = recording();
-        #[cfg(not(feature = "dashboard"))]
-        let history = false;
-        metrics || history
-    }
-
-    /// The operation's metric handles, registered at its first call.
-    #[cfg(feature = "metrics")]
-    #[inline]
-    pub(crate) fn metrics(&self) -> &crate::instruments::CallMetrics {
-        self.metrics
-            .get_or_init(|| crate::instruments::CallMetrics::new(self.operation))
     }
 }
 

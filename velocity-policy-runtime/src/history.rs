@@ -28,7 +28,8 @@ use crate::breaker::Breaker;
 use crate::breaker::BreakerSnapshot;
 use crate::bulkhead::Bulkhead;
 use crate::bulkhead::BulkheadSnapshot;
-use crate::calls::{BUCKETS, CallCounts, Calls, REFUSAL_KINDS, bucket_upper_ms};
+use crate::calls::Calls;
+use crate::calls::stats::{BUCKETS, CallCounts, REFUSAL_KINDS, bucket_upper_ms};
 use crate::deadline::OperationSnapshot;
 use crate::registry::{Registry, read};
 use crate::shedding::ShedderSnapshot;
@@ -223,7 +224,7 @@ impl History {
         if task.as_ref().is_some_and(|task| !task.is_finished()) {
             return;
         }
-        crate::calls::record();
+        crate::calls::stats::record();
         *task = Some(runtime.spawn(async move {
             let mut tick = tokio::time::interval(SAMPLE_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -240,7 +241,7 @@ impl History {
         let (breakers, bulkheads, shedders, deadlines) = mechanisms;
         let calls: Vec<(&'static str, CallCounts)> = calls
             .iter()
-            .map(|c| (c.operation(), c.stats.counts()))
+            .map(|c| (c.operation(), c.measure.stats.counts()))
             .collect();
         let mut guard = lock(&self.state);
         let state = &mut *guard;
@@ -453,7 +454,7 @@ impl SeriesSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::bucket_of;
+    use crate::calls::stats::bucket_of;
 
     #[test]
     fn a_latency_falls_in_the_bucket_whose_bound_holds_it() {

@@ -191,71 +191,24 @@ impl<T, E> CallOutput for Result<T, E> {
     }
 }
 
-#[cfg(any(feature = "metrics", feature = "dashboard"))]
-pub(crate) mod meter {
-    use std::cell::Cell;
-
-    use crate::error::RefusalKind;
-    use crate::instruments::CallOutcome;
-
-    /// What the mechanisms said about the call being polled on this thread: how its error
-    /// was made (a refusal, an expiry), and how many retries it started.
-    #[derive(Clone, Copy, Default)]
-    pub(crate) struct Mark {
-        pub(crate) outcome: Option<CallOutcome>,
-        pub(crate) retries: u32,
-    }
-
-    thread_local! {
-        pub(crate) static MARK: Cell<Mark> = const { Cell::new(Mark { outcome: None, retries: 0 }) };
-    }
-
-    pub(crate) fn refused(kind: RefusalKind) {
-        MARK.with(|m| {
-            m.set(Mark {
-                outcome: Some(CallOutcome::Refused(kind)),
-                ..m.get()
-            });
-        });
-    }
-
-    pub(crate) fn expired() {
-        MARK.with(|m| {
-            m.set(Mark {
-                outcome: Some(CallOutcome::Expired),
-                ..m.get()
-            });
-        });
-    }
-
-    #[cfg_attr(
-        not(feature = "metrics"),
-        expect(dead_code, reason = "the retries per call are a metric")
-    )]
-    pub(super) fn retried() {
-        MARK.with(|m| {
-            let mark = m.get();
-            m.set(Mark {
-                retries: mark.retries.saturating_add(1),
-                ..mark
-            });
-        });
-    }
-}
+// A call's measure, for its metrics and the dashboard's history: with either feature the
+// meter; with neither, a stand-in of the same names that keeps and reads nothing. Chosen here,
+// once.
+#[cfg_attr(
+    not(any(feature = "metrics", feature = "dashboard")),
+    path = "observe/no_meter.rs"
+)]
+pub(crate) mod meter;
 
 /// A refusal became the error of the call being polled (its metrics' `refused` outcome).
 #[inline]
 pub(crate) fn call_refused(kind: crate::RefusalKind) {
-    #[cfg(any(feature = "metrics", feature = "dashboard"))]
     meter::refused(kind);
-    #[cfg(not(any(feature = "metrics", feature = "dashboard")))]
-    let _ = kind;
 }
 
 /// An expiry became the error of the call being polled (its metrics' `expired` outcome).
 #[inline]
 pub(crate) fn call_expired() {
-    #[cfg(any(feature = "metrics", feature = "dashboard"))]
     meter::expired();
 }
 
@@ -527,7 +480,6 @@ pub(crate) fn retry(
         Human(delay),
         next = attempt + 1
     );
-    #[cfg(feature = "metrics")]
     meter::retried();
 }
 
@@ -559,7 +511,6 @@ pub(crate) fn hedge(name: &str, attempt: u32, delay: Duration) {
         "hedging `{name}`: attempt {attempt} started, no answer after {}",
         Human(delay)
     );
-    #[cfg(feature = "metrics")]
     meter::retried();
 }
 
