@@ -16,6 +16,53 @@ use crate::observe;
 use crate::redis_store::{RedisStore, describe, hash_tag, lock};
 use crate::window::{Clock, saturating_nanos};
 
+/// The fleet's limiter, as a [`RateLimiter`](super::RateLimiter) holds it.
+pub(super) type Fleet = RedisRateLimiter;
+
+/// Where a [`RateLimiterBuilder`](super::RateLimiterBuilder) decides across the fleet.
+pub(super) type Store = RedisStore;
+
+/// The limiter `builder` describes, deciding across the fleet through `store` (`made` puts the
+/// fleet limiter in a [`RateLimiter`](super::RateLimiter)).
+pub(super) fn limiter(
+    store: Store,
+    builder: &super::RateLimiterBuilder,
+    made: impl FnOnce(Fleet) -> super::RateLimiter,
+) -> super::RateLimiter {
+    let (local_limit, local_per) = builder.local.unwrap_or((builder.limit, builder.per));
+    let mut fleet = store
+        .rate_limiter(builder.name.clone(), builder.limit, builder.per)
+        .on_timeout(builder.on_timeout)
+        .on_error(builder.on_error)
+        .local_rate(local_limit, local_per);
+    if let Some(timeout) = builder.timeout {
+        fleet = fleet.timeout(timeout);
+    }
+    made(fleet.build())
+}
+
+/// What `redis` adds to [`RateLimiter`](super::RateLimiter): the fleet limiter behind it.
+impl super::RateLimiter {
+    /// The fleet limiter behind this one, when it decides through the store.
+    pub fn fleet(&self) -> Option<&RedisRateLimiter> {
+        match &self.inner.decides {
+            super::rate_limiter::Decides::Fleet(fleet) => Some(fleet),
+            super::rate_limiter::Decides::InProcess { .. } => None,
+        }
+    }
+}
+
+/// What `redis` adds to [`RateLimiterBuilder`](super::RateLimiterBuilder): deciding across the
+/// fleet.
+impl super::RateLimiterBuilder {
+    /// Decides across the fleet through `store` (feature `redis`), with this builder's fail
+    /// modes and local rate, instead of in this process.
+    pub fn fleet(mut self, store: RedisStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+}
+
 impl RedisStore {
     /// A fleet-wide rate limiter named `name`: `limit` calls per `per`, sharing this store's
     /// connection. When Redis times out or fails it decides from a per-instance rate (the

@@ -5,14 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-#[cfg(feature = "redis")]
-use super::RedisRateLimiter;
+use super::fleet::{self, Fleet, Store};
 use super::{FailMode, LimiterSnapshot, LocalRate};
 use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
 use crate::instruments::Refusals;
 use crate::observe;
-#[cfg(feature = "redis")]
-use crate::redis_store::RedisStore;
 
 /// A named rate limiter: `limit` calls per `per`, in this process or, with a store, across the
 /// fleet; see the [module docs](super).
@@ -22,17 +19,17 @@ use crate::redis_store::RedisStore;
 /// operations and the [layer](crate::layer::RateLimitLayer) that name it share one state.
 #[derive(Clone)]
 pub struct RateLimiter {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     name: Arc<str>,
     limit: u32,
     per: Duration,
-    decides: Decides,
+    pub(super) decides: Decides,
 }
 
-enum Decides {
+pub(super) enum Decides {
     /// GCRA on this instance, with its own counts.
     InProcess {
         rate: LocalRate,
@@ -42,9 +39,9 @@ enum Decides {
         /// `policy_refusals_total` for this limiter (feature `metrics`).
         refusals: Refusals,
     },
-    /// GCRA in Redis, with the fleet limiter's own counts and fail modes.
-    #[cfg(feature = "redis")]
-    Fleet(RedisRateLimiter),
+    /// GCRA in Redis, with the fleet limiter's own counts and fail modes (feature `redis`;
+    /// without it, `Fleet` has no value).
+    Fleet(Fleet),
 }
 
 impl fmt::Debug for RateLimiter {
@@ -71,7 +68,6 @@ impl RateLimiter {
             on_error: FailMode::Local,
             local: None,
             timeout: None,
-            #[cfg(feature = "redis")]
             store: None,
         }
     }
@@ -95,7 +91,6 @@ impl RateLimiter {
     pub fn scope(&self) -> &'static str {
         match &self.inner.decides {
             Decides::InProcess { .. } => "in_process",
-            #[cfg(feature = "redis")]
             Decides::Fleet(_) => "fleet",
         }
     }
@@ -109,13 +104,10 @@ impl RateLimiter {
     pub async fn acquire(&self) -> Result<(), ResilienceError> {
         match self.decide_now() {
             Some(decision) => decision,
-            #[cfg(feature = "redis")]
             None => match &self.inner.decides {
                 Decides::Fleet(fleet) => fleet.acquire().await,
                 Decides::InProcess { .. } => Ok(()),
             },
-            #[cfg(not(feature = "redis"))]
-            None => Ok(()),
         }
     }
 
@@ -149,17 +141,7 @@ impl RateLimiter {
                     Err(refusal)
                 }
             }),
-            #[cfg(feature = "redis")]
             Decides::Fleet(_) => None,
-        }
-    }
-
-    /// The fleet limiter behind this one, when it decides through the store.
-    #[cfg(feature = "redis")]
-    pub fn fleet(&self) -> Option<&RedisRateLimiter> {
-        match &self.inner.decides {
-            Decides::Fleet(fleet) => Some(fleet),
-            Decides::InProcess { .. } => None,
         }
     }
 
@@ -185,7 +167,6 @@ impl RateLimiter {
                 store_resets: 0,
                 degraded: false,
             },
-            #[cfg(feature = "redis")]
             Decides::Fleet(fleet) => fleet.snapshot(),
         }
     }
@@ -201,15 +182,15 @@ impl super::LimiterSource for RateLimiter {
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RateLimiterBuilder {
-    name: Arc<str>,
-    limit: u32,
-    per: Duration,
-    on_timeout: FailMode,
-    on_error: FailMode,
-    local: Option<(u32, Duration)>,
-    timeout: Option<Duration>,
-    #[cfg(feature = "redis")]
-    store: Option<RedisStore>,
+    pub(super) name: Arc<str>,
+    pub(super) limit: u32,
+    pub(super) per: Duration,
+    pub(super) on_timeout: FailMode,
+    pub(super) on_error: FailMode,
+    pub(super) local: Option<(u32, Duration)>,
+    pub(super) timeout: Option<Duration>,
+    /// The fleet's store, when it decides there (feature `redis`).
+    pub(super) store: Option<Store>,
 }
 
 impl RateLimiterBuilder {
@@ -242,36 +223,17 @@ impl RateLimiterBuilder {
         self
     }
 
-    /// Decides across the fleet through `store` (feature `redis`), with this builder's fail
-    /// modes and local rate, instead of in this process.
-    #[cfg(feature = "redis")]
-    pub fn fleet(mut self, store: RedisStore) -> Self {
-        self.store = Some(store);
-        self
-    }
-
     /// Builds the limiter.
-    pub fn build(self) -> RateLimiter {
-        #[cfg(feature = "redis")]
-        if let Some(store) = self.store {
-            let (local_limit, local_per) = self.local.unwrap_or((self.limit, self.per));
-            let mut fleet = store
-                .rate_limiter(self.name.clone(), self.limit, self.per)
-                .on_timeout(self.on_timeout)
-                .on_error(self.on_error)
-                .local_rate(local_limit, local_per);
-            if let Some(timeout) = self.timeout {
-                fleet = fleet.timeout(timeout);
-            }
-            let fleet = fleet.build();
-            return RateLimiter {
+    pub fn build(mut self) -> RateLimiter {
+        if let Some(store) = self.store.take() {
+            return fleet::limiter(store, &self, |fleet| RateLimiter {
                 inner: Arc::new(Inner {
-                    name: self.name,
+                    decides: Decides::Fleet(fleet),
+                    name: self.name.clone(),
                     limit: self.limit,
                     per: self.per,
-                    decides: Decides::Fleet(fleet),
                 }),
-            };
+            });
         }
         // Without a store there is nothing to time out or fail: one rate, on this instance.
         let _ = (self.on_timeout, self.on_error, self.local, self.timeout);
