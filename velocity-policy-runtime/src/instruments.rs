@@ -17,7 +17,7 @@
 // handles are empty and whose methods do nothing when it is off; chosen here, once.
 #[cfg_attr(not(feature = "metrics"), path = "instruments/no_recorder.rs")]
 mod recorder;
-pub(crate) use recorder::{Counter, Gauge, Histogram, ON, counter, recorder_installed};
+pub(crate) use recorder::{Counter, Gauge, Histogram, ON, Since, counter, recorder_installed};
 use recorder::{gauge, histogram};
 
 use velocity_policy_model::WorkClass;

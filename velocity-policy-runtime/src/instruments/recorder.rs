@@ -46,6 +46,23 @@ impl Histogram {
     }
 }
 
+/// When a wait began, for the histogram of how long it lasted: the clock is read.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Since(Option<tokio::time::Instant>);
+
+impl Since {
+    #[inline]
+    pub(crate) fn now() -> Self {
+        Self(Some(tokio::time::Instant::now()))
+    }
+
+    /// How long ago it began, if it was started.
+    #[inline]
+    pub(crate) fn elapsed(self) -> Option<std::time::Duration> {
+        self.0.map(|since| since.elapsed())
+    }
+}
+
 fn labels(pairs: Labels<'_>) -> Vec<metrics::Label> {
     describe();
     pairs
