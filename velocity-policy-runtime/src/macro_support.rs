@@ -262,7 +262,15 @@ impl Handle<IsolatedPool> {
         self.settings.kind = Some(kind);
         self
     }
+
+    /// `pool = "rayon"`: [`PoolKind::Rayon`], which compiles only with the `rayon` feature
+    /// (`F` is `()`, which is a [`RayonFeature`] only then; the error says how to turn it on).
+    pub const fn rayon<F: RayonFeature>(self) -> Self {
+        self.kind(PoolKind::Rayon)
+    }
 }
+
+pub use crate::isolate::dedicated::RayonFeature;
 
 /// What an expansion declares of a retry policy.
 #[derive(Debug, Clone, Copy)]
