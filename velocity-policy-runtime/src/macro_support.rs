@@ -948,12 +948,7 @@ impl<A: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> QueueAr
 #[derive(Debug)]
 pub struct QueueSlot {
     name: &'static str,
-    #[cfg(feature = "redis")]
-    found: std::sync::OnceLock<crate::queue::TaskQueue>,
-    /// One more than the install count at the last lookup that found nothing (0: none yet), so
-    /// that the embedded default (no queue installed) takes no lock per call.
-    #[cfg(feature = "redis")]
-    missed: std::sync::atomic::AtomicU64,
+    lookup: crate::queue::Lookup,
 }
 
 impl QueueSlot {
@@ -961,10 +956,7 @@ impl QueueSlot {
     pub const fn new(name: &'static str) -> Self {
         Self {
             name,
-            #[cfg(feature = "redis")]
-            found: std::sync::OnceLock::new(),
-            #[cfg(feature = "redis")]
-            missed: std::sync::atomic::AtomicU64::new(0),
+            lookup: crate::queue::Lookup::new(),
         }
     }
 
@@ -972,31 +964,7 @@ impl QueueSlot {
     /// counted and logged by the queue), and gives them back when it is not, for the
     /// in-process pool.
     pub fn enqueue<A: QueueArgs>(&'static self, operation: &'static str, args: A) -> Option<A> {
-        #[cfg(feature = "redis")]
-        {
-            use std::sync::atomic::Ordering;
-            let queue = match self.found.get() {
-                Some(queue) => Some(queue),
-                None => {
-                    let installs = crate::queue::installs();
-                    if self.missed.load(Ordering::Acquire) == installs + 1 {
-                        None
-                    } else {
-                        let found = crate::queue::installed(self.name);
-                        if found.is_none() {
-                            self.missed.store(installs + 1, Ordering::Release);
-                        }
-                        found.map(|q| self.found.get_or_init(|| q))
-                    }
-                }
-            };
-            if let Some(queue) = queue {
-                queue.enqueue_detached(operation, &args);
-                return None;
-            }
-        }
-        let _ = (self.name, operation);
-        Some(args)
+        self.lookup.enqueue(self.name, operation, args)
     }
 }
 
