@@ -45,20 +45,21 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// The `[package.metadata.policy]` table of the crate whose `Cargo.toml` is in `manifest_dir`,
-/// if the file reads and has one.
-fn metadata(manifest_dir: &Path) -> Option<toml::Table> {
+/// if the file reads and has one (read with `toml_edit`, the parser the macros already load to
+/// find the facade's name through `proc-macro-crate`: one TOML parser in their build, and no
+/// serde).
+fn metadata(manifest_dir: &Path) -> Option<toml_edit::Table> {
     let text = std::fs::read_to_string(manifest_dir.join("Cargo.toml")).ok()?;
-    let mut table: toml::Table = text.parse().ok()?;
-    match table.remove("package")? {
-        toml::Value::Table(mut package) => match package.remove("metadata")? {
-            toml::Value::Table(mut metadata) => match metadata.remove("policy")? {
-                toml::Value::Table(policy) => Some(policy),
-                _ => None,
-            },
-            _ => None,
-        },
-        _ => None,
-    }
+    let mut manifest: toml_edit::DocumentMut = text.parse().ok()?;
+    let policy = manifest
+        .remove("package")?
+        .into_table()
+        .ok()?
+        .remove("metadata")?
+        .into_table()
+        .ok()?
+        .remove("policy")?;
+    policy.into_table().ok()
 }
 
 /// `[package.metadata.policy] dir` of the crate whose `Cargo.toml` is in `manifest_dir`,
@@ -146,13 +147,13 @@ pub fn binding(manifest_dir: Option<&Path>) -> Result<Binding, String> {
     let bind = metadata(manifest_dir).and_then(|mut policy| policy.remove("bind"));
     match bind {
         None => Ok(Binding::ByName),
-        Some(toml::Value::String(s)) if s == "by-name" => Ok(Binding::ByName),
-        Some(toml::Value::String(s)) if s == "explicit" => Ok(Binding::Explicit),
+        Some(item) if item.as_str() == Some("by-name") => Ok(Binding::ByName),
+        Some(item) if item.as_str() == Some("explicit") => Ok(Binding::Explicit),
         Some(other) => Err(format!(
             "`[package.metadata.policy] bind = {}` in `{}` is not a way to bind [policy::unknown-binding]\nhelp: write `bind = \"explicit\"` (a function binds only to the operation `#[velocity_policy::operation(\"...\")]` names) or `bind = \"by-name\"` (the default: also to the operation of its own name)",
-            match &other {
-                toml::Value::String(s) => format!("{s:?}"),
-                _ => other.type_str().to_owned(),
+            match other.as_str() {
+                Some(s) => format!("{s:?}"),
+                None => other.type_name().to_owned(),
             },
             manifest.display()
         )),

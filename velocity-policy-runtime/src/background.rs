@@ -75,7 +75,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use crate::bulkhead::Bulkhead;
@@ -287,7 +286,8 @@ impl<O: DeferredOutcome> DeferredOutcome for Ran<O> {
 ///
 /// `finished` counts tasks that ran to their end whatever their outcome; `failed` and
 /// `panicked` are the part of them that ended badly.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BackgroundSnapshot {
     /// The pool's name.

@@ -58,7 +58,6 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use serde::Serialize;
 use tokio::time::Instant;
 
 pub use crate::error::OpenCause;
@@ -109,7 +108,8 @@ pub trait BreakerStore: Send + Sync + fmt::Debug + 'static {
 }
 
 /// A breaker store's health and traffic, for dashboards.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct StoreStatus {
     /// `in_process` or `redis`.
@@ -167,8 +167,9 @@ impl BreakerStore for InProcessStore {}
 const SHARED_TOLERANCE_NANOS: u64 = 250_000_000;
 
 /// A breaker's state, as a snapshot reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum BreakerState {
     /// Admitting calls.
     Closed,
@@ -179,7 +180,8 @@ pub enum BreakerState {
 }
 
 /// A point-in-time view of one breaker, for dashboards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BreakerSnapshot {
     /// The breaker's name.
@@ -187,7 +189,10 @@ pub struct BreakerSnapshot {
     /// Its state now.
     pub state: BreakerState,
     /// How long it stays open, when open.
-    #[serde(rename = "open_for_ms", serialize_with = "crate::json::millis_opt")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "open_for_ms", serialize_with = "crate::json::millis_opt")
+    )]
     pub open_for: Option<Duration>,
     /// What opened it last.
     pub last_cause: Option<OpenCause>,

@@ -55,7 +55,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
@@ -295,7 +294,8 @@ impl<'a> std::future::Future for Acquire<'a> {
 }
 
 /// A point-in-time view of one bulkhead, for dashboards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BulkheadSnapshot {
     /// The bulkhead's name.

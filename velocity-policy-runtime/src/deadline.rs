@@ -764,7 +764,8 @@ impl fmt::Debug for OperationDeadline {
 }
 
 /// A point-in-time view of an operation's deadline, for dashboards.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct OperationSnapshot {
     /// The entry's name: for an annotated function's, the operation's name made unique by
@@ -773,21 +774,33 @@ pub struct OperationSnapshot {
     /// The operation's own name, what a dashboard shows.
     pub display_name: std::sync::Arc<str>,
     /// The deadline in use.
-    #[serde(rename = "deadline_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "deadline_ms", serialize_with = "crate::json::millis")
+    )]
     pub deadline: Duration,
     /// The minimum budget in use.
-    #[serde(rename = "min_budget_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "min_budget_ms", serialize_with = "crate::json::millis")
+    )]
     pub min_budget: Duration,
     /// The deadline compiled in.
-    #[serde(
-        rename = "compiled_deadline_ms",
-        serialize_with = "crate::json::millis"
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "compiled_deadline_ms",
+            serialize_with = "crate::json::millis"
+        )
     )]
     pub compiled_deadline: Duration,
     /// The minimum budget compiled in.
-    #[serde(
-        rename = "compiled_min_budget_ms",
-        serialize_with = "crate::json::millis"
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "compiled_min_budget_ms",
+            serialize_with = "crate::json::millis"
+        )
     )]
     pub compiled_min_budget: Duration,
 }

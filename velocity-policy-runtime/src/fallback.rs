@@ -141,8 +141,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
-
 use crate::error::CallError;
 use crate::instruments::FallbackMetrics;
 
@@ -204,7 +202,8 @@ impl fmt::Debug for Fallback {
 }
 
 /// A point-in-time view of one operation's fallbacks, for dashboards.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct FallbackSnapshot {
     /// The operation (an annotated function's, named as the registry knows it: made unique by

@@ -79,7 +79,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::deadline::Deadline;
@@ -221,7 +220,8 @@ impl HedgeBuilder {
 }
 
 /// A point-in-time view of a hedging policy, for dashboards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct HedgeSnapshot {
     /// The policy's name.

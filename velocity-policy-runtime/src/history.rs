@@ -22,8 +22,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::breaker::Breaker;
 use crate::breaker::BreakerSnapshot;
 use crate::bulkhead::Bulkhead;
@@ -412,7 +410,8 @@ fn refused_column(kind: crate::RefusalKind) -> &'static str {
 /// | `bulkheads` | `running`, `queued` (levels at the point), `refused_full`, `refused_queue_timeout` |
 /// | `shedders` | `shed_load`, `shed_budget` (every class) |
 /// | `operations` | `calls`, `ok`, `failed`, `expired`, `refused_<kind>` per refusal kind, `p99_ms` (the interval's p99, an upper bound within a third of a doubling; `null` without calls), `bound_ms` (its deadline in force) |
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct HistorySnapshot {
     /// Between two points, in milliseconds.
@@ -430,16 +429,17 @@ pub struct HistorySnapshot {
 }
 
 /// One series of the history: its name and its columns.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct SeriesSnapshot {
     /// The mechanism's or operation's name.
     pub name: Arc<str>,
     /// A shedder's operation's own name.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub display_name: Option<Arc<str>>,
     /// Each column's values, aligned with the points' times.
-    #[serde(flatten)]
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub columns: BTreeMap<&'static str, Vec<Option<f64>>>,
 }
 

@@ -42,7 +42,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use serde::Serialize;
 
 use crate::bulkhead::Bulkhead;
 use crate::deadline::Deadline;
@@ -68,8 +67,9 @@ impl Panicked {
 pub type IsolateError = CallError<Panicked>;
 
 /// Where isolated work runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum PoolKind {
     /// Tokio's blocking pool (`spawn_blocking`), bounded here by the pool's slots.
@@ -168,7 +168,8 @@ impl IsolatedPoolBuilder {
 }
 
 /// A point-in-time view of an isolated pool, for dashboards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct IsolatedPoolSnapshot {
     /// The pool's name: for an annotated function's, its operation's name made unique by the
@@ -317,7 +318,8 @@ pub struct PollMonitor {
 }
 
 /// A point-in-time view of a poll monitor, for dashboards.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct PollMonitorSnapshot {
     /// What is monitored: for an annotated function, its operation's name made unique by the
@@ -326,14 +328,20 @@ pub struct PollMonitorSnapshot {
     /// The name without the module path (`embed`, the operation): what a dashboard shows.
     pub display_name: Arc<str>,
     /// The budget per poll.
-    #[serde(rename = "budget_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "budget_ms", serialize_with = "crate::json::millis")
+    )]
     pub budget: Duration,
     /// Polls seen.
     pub polls: u64,
     /// Polls that ran longer than the budget.
     pub over_budget: u64,
     /// The longest poll seen.
-    #[serde(rename = "longest_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "longest_ms", serialize_with = "crate::json::millis")
+    )]
     pub longest: Duration,
 }
 
@@ -421,15 +429,22 @@ impl<F: Future> Future for PollBudget<'_, F> {
 }
 
 /// What [`measure_crossover`] found for one input size.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Measurement {
     /// The input's size, as the caller counts it.
     pub size: usize,
     /// Median time of the work inline (the input made, the work done, on the calling thread).
-    #[serde(rename = "inline_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "inline_ms", serialize_with = "crate::json::millis")
+    )]
     pub inline: Duration,
     /// Median time of the same work through the pool: the input moved in, the result moved out.
-    #[serde(rename = "isolated_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "isolated_ms", serialize_with = "crate::json::millis")
+    )]
     pub isolated: Duration,
 }
 

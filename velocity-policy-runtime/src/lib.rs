@@ -175,7 +175,7 @@
 //!
 //! # Feature flags
 //!
-#![doc = document_features::document_features!()]
+#![doc = include_str!("features.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
@@ -204,6 +204,7 @@ pub mod hedge;
 pub mod history;
 mod instruments;
 pub mod isolate;
+#[cfg(feature = "serde")]
 mod json;
 #[cfg(feature = "tower")]
 pub mod layer;
@@ -239,3 +240,26 @@ pub use retry::{
 };
 pub use shedding::Shedder;
 pub use velocity_policy_model::WorkClass;
+
+/// The crate docs' "Feature flags" table is checked in (`src/features.md`) rather than rendered
+/// by `document-features` in every build, whose proc macro would be one more crate in a
+/// user's first build; this keeps it what `document_features!()` renders from the `## `
+/// comments in `Cargo.toml`. `POLICY_BLESS=1 cargo test -p velocity-policy-runtime --lib features_table`
+/// rewrites it.
+#[cfg(test)]
+#[test]
+fn the_features_table_is_what_cargo_toml_says() {
+    let rendered = document_features::document_features!();
+    if std::env::var_os("POLICY_BLESS").is_some() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/features.md");
+        assert!(
+            std::fs::write(path, rendered).is_ok(),
+            "cannot write {path}"
+        );
+    }
+    assert_eq!(
+        include_str!("features.md"),
+        rendered,
+        "src/features.md is not the table Cargo.toml's `## ` comments give: rerun with POLICY_BLESS=1"
+    );
+}

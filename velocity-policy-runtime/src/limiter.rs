@@ -64,8 +64,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-
 #[cfg(feature = "redis")]
 pub use fleet::{RedisRateLimiter, RedisRateLimiterBuilder};
 
@@ -74,7 +72,8 @@ pub use fleet::{RedisRateLimiter, RedisRateLimiterBuilder};
 pub use velocity_policy_model::FailMode;
 
 /// A point-in-time view of a rate limiter, for dashboards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct LimiterSnapshot {
     /// The limiter's name.
@@ -84,7 +83,10 @@ pub struct LimiterSnapshot {
     /// Calls allowed per period.
     pub limit: u32,
     /// The period.
-    #[serde(rename = "per_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "per_ms", serialize_with = "crate::json::millis")
+    )]
     pub per: Duration,
     /// Calls admitted by the rate (in this process, or by the store's decision).
     pub admitted: u64,

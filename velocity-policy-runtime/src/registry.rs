@@ -63,8 +63,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use serde::Serialize;
-
 use crate::background::BackgroundSnapshot;
 use crate::breaker::{
     Breaker, BreakerBuilder, BreakerSnapshot, BreakerStore, InProcessStore, StoreStatus,
@@ -141,7 +139,8 @@ pub struct Registry {
 }
 
 /// Who configured a named mechanism, and how.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Declaration {
     /// Where it was declared: the annotated function's path (`shop::search::push_to_index`),
     /// or whatever the caller of [`Registry::declare`] names.
@@ -151,7 +150,8 @@ pub struct Declaration {
 }
 
 /// A second, different configuration of a named mechanism: refused, the first in use.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Conflict {
     /// `breaker`, `bulkhead`, `retry policy`, ...
     pub kind: &'static str,
@@ -243,7 +243,8 @@ pub(crate) fn get_or_insert<T: Clone>(
 /// under a field name ending in `_ms` (`open_for_ms`, `window_ms`, `cooldown_ms`). Rows are
 /// named by their policy names (a breaker's, a bulkhead's) or, for what the expansion makes
 /// per function, by the operation's own name (the `display_name` of a shedder or a fallback).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Snapshot {
     /// The JSON shape's version: [`Snapshot::VERSION`].

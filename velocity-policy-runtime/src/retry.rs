@@ -77,7 +77,6 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use serde::Serialize;
 use tokio::time::{Instant, Sleep};
 
 use crate::deadline::{Deadline, Run, Scope};
@@ -337,7 +336,8 @@ impl Default for RetryAllowance {
 }
 
 /// A point-in-time view of a retry allowance.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RetryAllowanceSnapshot {
     /// Calls deposited in the window.
     pub calls: u64,
@@ -568,7 +568,8 @@ impl RetryNumbers {
 }
 
 /// A point-in-time view of a retry policy, for dashboards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct RetrySnapshot {
     /// The policy's name.

@@ -41,8 +41,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::deadline::Deadline;
 pub use crate::error::ShedReason;
 use crate::error::{RefusalReason, ResilienceError};
@@ -52,7 +50,8 @@ use crate::tuning::Tuned;
 use velocity_policy_model::WorkClass;
 
 /// Load thresholds at or above which optional work is shed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Thresholds {
     /// Deferred work is shed at or above this load (default 0.5).
     pub deferred: f64,
@@ -84,8 +83,9 @@ impl Thresholds {
 }
 
 /// Why work was admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "signal", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "signal", rename_all = "snake_case"))]
 pub enum AdmitReason {
     /// Critical work within its budget: load is never a reason to shed it.
     Critical,
@@ -99,8 +99,12 @@ pub enum AdmitReason {
 }
 
 /// The outcome of [`decide`], with its reason.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "decision", content = "reason", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(tag = "decision", content = "reason", rename_all = "snake_case")
+)]
 pub enum Decision {
     /// Start the work.
     Admit(AdmitReason),
@@ -195,7 +199,8 @@ impl fmt::Debug for Shedder {
 }
 
 /// Counts per class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PerClass {
     /// Critical work.
     pub critical: u64,
@@ -216,7 +221,8 @@ impl PerClass {
 }
 
 /// A point-in-time view of a shedder, for dashboards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ShedderSnapshot {
     /// The shedder's name: for an annotated function's, its operation's name made unique by

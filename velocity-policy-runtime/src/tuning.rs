@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crossbeam_utils::atomic::AtomicCell;
-use serde::Serialize;
 
 /// Settings published together.
 pub(crate) struct Tuned<T> {
@@ -79,7 +78,8 @@ pub(crate) fn duration(word: u64) -> Duration {
 /// Where the overridden numbers of the snapshot came from: the overrides in force (feature
 /// `overrides`), each value with its file, line and column and when it was applied. A value
 /// not listed is the compiled one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct OverridesSnapshot {
     /// The running environment (`POLICY_ENV`), when overrides were loaded for one.
@@ -102,7 +102,8 @@ pub struct OverridesSnapshot {
 }
 
 /// Where a fleet's override set came from: published through the Redis store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct FleetOrigin {
     /// The set's version in Redis (one more for each set published).
@@ -114,7 +115,8 @@ pub struct FleetOrigin {
 }
 
 /// One value an override file changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct OverriddenSetting {
     /// The stanza: `operation`, `breaker`, `retry`, `bulkhead` or `shedding`.
@@ -136,7 +138,8 @@ pub struct OverriddenSetting {
 }
 
 /// A set of overrides the validator refused: the set in force stayed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct RefusedOverrides {
     /// When it was refused, in milliseconds since the Unix epoch.

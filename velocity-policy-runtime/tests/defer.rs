@@ -164,6 +164,28 @@ async fn a_drain_waits_for_100_tasks_in_flight() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn two_drains_at_once_both_wait_for_the_deadline() {
+    let platform = ContainerPlatform::new();
+    let after = AfterResponse::with_platform(RequestId::next(), platform.clone());
+    after.defer("quick", tokio::time::sleep(Duration::from_millis(10)));
+    after.defer("slow", tokio::time::sleep(Duration::from_secs(60)));
+    after.release();
+    tokio::task::yield_now().await;
+
+    let start = Instant::now();
+    let drain = |platform: ContainerPlatform| async move {
+        let report = platform.shutdown(Duration::from_secs(1)).await;
+        (report.finished, report.abandoned, start.elapsed())
+    };
+    let (a, b) = tokio::join!(drain(platform.clone()), drain(platform.clone()));
+    // Each report counts what ended while it waited, and neither returns before the drain
+    // deadline abandoned the slow task.
+    assert_eq!(a, (1, 1, Duration::from_secs(1)));
+    assert_eq!(b, (1, 1, Duration::from_secs(1)));
+    assert_eq!(platform.in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_drain_deadline_too_short_counts_the_abandoned_exactly_and_logs_each() {
     let (logs, _guard) = common::capture();
     let platform = ContainerPlatform::new();

@@ -78,7 +78,6 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::observe;
@@ -109,7 +108,8 @@ const PROBE_PER_SLOT: u64 = 30;
 pub use velocity_policy_model::AdaptiveLimit;
 
 /// What an adaptive bulkhead measured, in its [`BulkheadSnapshot`](super::BulkheadSnapshot).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct AdaptiveSnapshot {
     /// The fewest slots.

@@ -92,7 +92,6 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering::Re
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::breaker::Breaker;
@@ -184,32 +183,51 @@ impl Registry {
 const MILLION: u32 = 1_000_000;
 
 /// How long an injected latency lasts.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "distribution", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(tag = "distribution", rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum Latency {
     /// Always this long.
     Fixed {
         /// The delay.
-        #[serde(rename = "delay_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "delay_ms", serialize_with = "crate::json::millis")
+        )]
         delay: Duration,
     },
     /// Uniformly between `min` and `max`.
     Uniform {
         /// The shortest delay.
-        #[serde(rename = "min_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "min_ms", serialize_with = "crate::json::millis")
+        )]
         min: Duration,
         /// The longest delay.
-        #[serde(rename = "max_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "max_ms", serialize_with = "crate::json::millis")
+        )]
         max: Duration,
     },
     /// Log-normal with this median and 99th percentile: the long tail of a real dependency.
     LogNormal {
         /// Half of the delays are shorter than this.
-        #[serde(rename = "p50_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "p50_ms", serialize_with = "crate::json::millis")
+        )]
         p50: Duration,
         /// 99% of the delays are shorter than this.
-        #[serde(rename = "p99_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "p99_ms", serialize_with = "crate::json::millis")
+        )]
         p99: Duration,
     },
 }
@@ -263,8 +281,9 @@ fn saturating_nanos(d: Duration) -> u64 {
 }
 
 /// One kind of fault.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "fault", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "fault", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Fault {
     /// The attempt waits this long before the real call (under the attempt's deadline).
@@ -278,10 +297,13 @@ pub enum Fault {
     Refuse,
     /// The dependency answered 429 with `Retry-After`: the breaker (if the operation has one) is
     /// tripped for `retry_after`, and the attempt is refused as rate limited with that wait.
-    #[serde(rename = "status_429")]
+    #[cfg_attr(feature = "serde", serde(rename = "status_429"))]
     TooManyRequests {
         /// The `Retry-After` it answered with.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "retry_after_ms", serialize_with = "crate::json::millis")
+        )]
         retry_after: Duration,
     },
 }
@@ -295,8 +317,9 @@ impl Fault {
 }
 
 /// Which fault, without its settings: what [`Chaos::set_rate`] changes the rate of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum FaultKind {
     /// [`Fault::Latency`].
@@ -306,7 +329,7 @@ pub enum FaultKind {
     /// [`Fault::Refuse`].
     Refuse,
     /// [`Fault::TooManyRequests`].
-    #[serde(rename = "status_429")]
+    #[cfg_attr(feature = "serde", serde(rename = "status_429"))]
     TooManyRequests,
 }
 
@@ -1078,18 +1101,26 @@ fn switched(name: &str, reason: &'static str) {
 }
 
 /// A chaos's window, as offsets after it was built.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ChaosWindow {
     /// From this long after it was built.
-    #[serde(rename = "from_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "from_ms", serialize_with = "crate::json::millis")
+    )]
     pub from: Duration,
     /// Until this long after it was built.
-    #[serde(rename = "until_ms", serialize_with = "crate::json::millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "until_ms", serialize_with = "crate::json::millis")
+    )]
     pub until: Duration,
 }
 
 /// One fault of a chaos, in its snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct FaultSnapshot {
     /// Which fault.
@@ -1103,7 +1134,8 @@ pub struct FaultSnapshot {
 }
 
 /// A chaos's state, in [`Registry::chaos_snapshots`] (the dashboard's `chaos`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ChaosSnapshot {
     /// Its name.

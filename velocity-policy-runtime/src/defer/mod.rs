@@ -110,7 +110,6 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::Serialize;
 use tokio::task::futures::TaskLocalFuture;
 
 use velocity_policy_model::WorkClass;
@@ -440,7 +439,8 @@ fn deferred_stats() -> &'static TaskStats {
 ///
 /// `finished` counts tasks that ran to their end whatever their outcome; `failed` and
 /// `panicked` are the part of them that ended badly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct DeferredSnapshot {
     /// Tasks waiting for their response to finish.

@@ -4,14 +4,12 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::runtime::Handle;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::{Task, class_totals};
 use crate::observe;
@@ -149,7 +147,8 @@ impl<P: Platform + ?Sized> Platform for Arc<P> {
 /// assert!(report.accounted_for());
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct DrainReport {
     /// Tasks that ran to their end (whatever their outcome) before the drain deadline.
@@ -183,7 +182,8 @@ impl DrainReport {
 /// [`succeeded`](Self::succeeded) is the rest. Read while work runs, the counters are read one
 /// after another and may be a few tasks apart; read when the process is quiet (after a drain)
 /// they are exact, and a drain that waited for everything leaves `in_flight` at 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct TaskTotals {
     /// Work scheduled: every call to [`defer`](super::defer()) (or an annotated deferred
@@ -278,10 +278,10 @@ pub fn totals(class: WorkClass) -> TaskTotals {
     }
 }
 
-/// The platform for a long-lived process (a container, a VM): spawns each task on a
-/// [`TaskTracker`], and [drains](ContainerPlatform::shutdown) them on shutdown.
+/// The platform for a long-lived process (a container, a VM): spawns each task on the tokio
+/// runtime, keeps count of them, and [drains](ContainerPlatform::shutdown) them on shutdown.
 ///
-/// Cloning is cheap and clones share the tracker. Tasks are spawned on the runtime given to
+/// Cloning is cheap and clones share the count of tasks in flight. Tasks are spawned on the runtime given to
 /// [`ContainerPlatform::on`], or else on the runtime current at the hand-over; a task handed
 /// over outside any runtime is abandoned and logged.
 ///
@@ -307,12 +307,64 @@ pub struct ContainerPlatform {
 }
 
 struct Container {
-    tracker: TaskTracker,
+    in_flight: Tracked,
     /// Cancelled at the drain deadline: what is still running is abandoned.
     abandon: CancellationToken,
     handle: Option<Handle>,
     finished: AtomicU64,
     abandoned: AtomicU64,
+}
+
+/// The tasks in flight, counted the way tokio's shutdown guide waits for tasks: each task holds
+/// a sender of a channel nobody sends on, and the receiver sees the end once every sender is
+/// gone. The platform keeps one sender of its own until the drain begins, so that until then
+/// the count can never reach its end; during the drain a task handed over joins the count
+/// while any other is still in flight (the drain then waits for it too).
+struct Tracked {
+    /// The platform's own sender, until [`close`](Self::close).
+    keeper: Mutex<Option<mpsc::Sender<()>>>,
+    /// Where each task gets its sender from.
+    join: mpsc::WeakSender<()>,
+    /// Ends (`recv` gives `None`) once every sender is gone; a lock, so that two drains at
+    /// once both wait.
+    ended: tokio::sync::Mutex<mpsc::Receiver<()>>,
+}
+
+impl Tracked {
+    fn new() -> Self {
+        let (keeper, ended) = mpsc::channel(1);
+        Self {
+            join: keeper.downgrade(),
+            keeper: Mutex::new(Some(keeper)),
+            ended: tokio::sync::Mutex::new(ended),
+        }
+    }
+
+    /// A place in the count, held by the task until it ends; `None` once closed with nothing
+    /// left in flight.
+    fn join(&self) -> Option<mpsc::Sender<()>> {
+        self.join.upgrade()
+    }
+
+    /// Tasks holding a place.
+    fn len(&self) -> usize {
+        let keeper = self
+            .keeper
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        self.join.strong_count().saturating_sub(usize::from(keeper))
+    }
+
+    /// Lets the count end: from now on it ends when the last task does.
+    fn close(&self) {
+        drop(
+            self.keeper
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+    }
 }
 
 impl fmt::Debug for ContainerPlatform {
@@ -345,7 +397,7 @@ impl ContainerPlatform {
     fn build(handle: Option<Handle>) -> Self {
         Self {
             inner: Arc::new(Container {
-                tracker: TaskTracker::new(),
+                in_flight: Tracked::new(),
                 abandon: CancellationToken::new(),
                 handle,
                 finished: AtomicU64::new(0),
@@ -356,7 +408,7 @@ impl ContainerPlatform {
 
     /// Tasks handed over and not yet ended.
     pub fn in_flight(&self) -> usize {
-        self.inner.tracker.len()
+        self.inner.in_flight.len()
     }
 
     /// Waits at most `drain_deadline` for the tasks in flight (including tasks handed over
@@ -373,14 +425,16 @@ impl ContainerPlatform {
         let inner = &*self.inner;
         let finished_before = inner.finished.load(Ordering::Acquire);
         let abandoned_before = inner.abandoned.load(Ordering::Acquire);
-        let in_flight = inner.tracker.len();
-        inner.tracker.close();
-        let drained = tokio::time::timeout(drain_deadline, inner.tracker.wait())
+        let in_flight = inner.in_flight.len();
+        inner.in_flight.close();
+        let mut ended = inner.in_flight.ended.lock().await;
+        let drained = tokio::time::timeout(drain_deadline, ended.recv())
             .await
             .is_ok();
         // Also after a complete drain: from now on, nothing new is kept alive.
         inner.abandon.cancel();
-        inner.tracker.wait().await;
+        ended.recv().await;
+        drop(ended);
         let report = DrainReport {
             finished: inner.finished.load(Ordering::Acquire) - finished_before,
             abandoned: inner.abandoned.load(Ordering::Acquire) - abandoned_before,
@@ -418,23 +472,27 @@ impl Platform for ContainerPlatform {
                 }
             },
         };
+        let Some(counted) = inner.in_flight.join() else {
+            // Closed, and nothing is left in flight: the drain is over.
+            inner.abandoned.fetch_add(1, Ordering::AcqRel);
+            task.abandon("handed over after the platform was shut down");
+            return;
+        };
         let container = self.inner.clone();
-        inner.tracker.spawn_on(
-            async move {
-                let mut task = task;
-                tokio::select! {
-                    biased;
-                    () = &mut task => {
-                        container.finished.fetch_add(1, Ordering::AcqRel);
-                    }
-                    () = container.abandon.cancelled() => {
-                        container.abandoned.fetch_add(1, Ordering::AcqRel);
-                        task.abandon("the drain deadline passed");
-                    }
+        handle.spawn(async move {
+            let _counted = counted;
+            let mut task = task;
+            tokio::select! {
+                biased;
+                () = &mut task => {
+                    container.finished.fetch_add(1, Ordering::AcqRel);
                 }
-            },
-            &handle,
-        );
+                () = container.abandon.cancelled() => {
+                    container.abandoned.fetch_add(1, Ordering::AcqRel);
+                    task.abandon("the drain deadline passed");
+                }
+            }
+        });
     }
 
     fn shutdown(

@@ -3,12 +3,11 @@
 use std::fmt;
 use std::io;
 
-use serde::Serialize;
-
 use crate::observe;
 
 /// The signal that asked the process to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum ShutdownSignal {
     /// SIGINT: Ctrl-C in a terminal (on Windows, Ctrl-C or Ctrl-Break).

@@ -13,8 +13,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-
 mod injected;
 mod reason;
 
@@ -59,8 +57,9 @@ impl fmt::Display for Human {
 }
 
 /// Which mechanism refused, as a stable, machine-readable kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum RefusalKind {
     /// A circuit breaker is open: the dependency failed recently or told us to back off.
@@ -128,11 +127,12 @@ impl fmt::Display for RefusalKind {
 pub struct ResilienceError(Arc<Refusal>);
 
 /// What a [`ResilienceError`] holds, behind its one pointer.
-#[derive(PartialEq, Serialize)]
-#[serde(rename = "ResilienceError")]
+#[derive(PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename = "ResilienceError"))]
 struct Refusal {
     name: Arc<str>,
-    #[serde(flatten)]
+    #[cfg_attr(feature = "serde", serde(flatten))]
     reason: RefusalReason,
 }
 
@@ -214,7 +214,8 @@ impl fmt::Debug for ResilienceError {
 }
 
 /// The name and the reason's fields, flattened: `{"name": .., "reason": .., ..}`.
-impl Serialize for ResilienceError {
+#[cfg(feature = "serde")]
+impl serde::Serialize for ResilienceError {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(s)
     }
@@ -242,14 +243,19 @@ impl std::error::Error for ResilienceError {}
 ///     "stopped waiting after the caller's 250ms budget ran out; the work may have run"
 /// );
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DeadlineExceeded {
-    #[serde(rename = "budget_ms", serialize_with = "nanos_as_millis")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "budget_ms", serialize_with = "nanos_as_millis")
+    )]
     budget: u64,
-    #[serde(skip_serializing_if = "is_false")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "is_false"))]
     callers: bool,
 }
 
+#[cfg(feature = "serde")]
 #[expect(
     clippy::trivially_copy_pass_by_ref,
     reason = "the signature serde's `skip_serializing_if` calls"
@@ -321,6 +327,7 @@ impl std::error::Error for DeadlineExceeded {}
 
 /// A budget held in nanoseconds, serialized as [`millis`](crate::json::millis) serializes
 /// the same `Duration`.
+#[cfg(feature = "serde")]
 #[expect(
     clippy::trivially_copy_pass_by_ref,
     reason = "the signature serde's `serialize_with` calls"

@@ -6,20 +6,23 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
 use velocity_policy_model::WorkClass;
 
 use super::{Human, RefusalKind};
 
 /// Why a mechanism refused. The variant decides the [`RefusalKind`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "reason", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "reason", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum RefusalReason {
     /// The breaker is open for `remaining` more, because of `cause`.
     BreakerOpen {
         /// How long the breaker stays open from the moment of the refusal.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "remaining_ms", serialize_with = "crate::json::millis")
+        )]
         remaining: Duration,
         /// What opened it.
         cause: OpenCause,
@@ -40,7 +43,10 @@ pub enum RefusalReason {
     /// The caller waited in the bulkhead's queue until its deadline, and no slot freed.
     BulkheadQueueTimeout {
         /// How long the caller waited in the queue.
-        #[serde(rename = "waited_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "waited_ms", serialize_with = "crate::json::millis")
+        )]
         waited: Duration,
     },
     /// The shedding decision dropped the work.
@@ -48,16 +54,25 @@ pub enum RefusalReason {
     /// Less than the minimum useful budget was left.
     InsufficientBudget {
         /// What was left of the deadline.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "remaining_ms", serialize_with = "crate::json::millis")
+        )]
         remaining: Duration,
         /// The operation's stated minimum useful budget.
-        #[serde(rename = "min_budget_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "min_budget_ms", serialize_with = "crate::json::millis")
+        )]
         min_budget: Duration,
     },
     /// A rate limiter refused; `retry_after` says when a slot frees, when known.
     RateLimited {
         /// When the limiter expects to admit again, if it knows.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis_opt")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "retry_after_ms", serialize_with = "crate::json::millis_opt")
+        )]
         retry_after: Option<Duration>,
         /// Why: over the rate, or the limiter's store failed and it fails closed.
         detail: Arc<str>,
@@ -70,7 +85,10 @@ pub enum RefusalReason {
         /// The fault's kind: `refuse` or `status_429`.
         fault: &'static str,
         /// The injected `Retry-After`, for a 429.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis_opt")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "retry_after_ms", serialize_with = "crate::json::millis_opt")
+        )]
         retry_after: Option<Duration>,
     },
 }
@@ -185,8 +203,9 @@ impl fmt::Display for RefusalReason {
 }
 
 /// What opened a breaker. Refusals carry it, and the opening's tracing event logs it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "cause", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "cause", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum OpenCause {
     /// `count` failures inside `window`.
@@ -194,7 +213,10 @@ pub enum OpenCause {
         /// Failures counted in the window when it opened.
         count: u32,
         /// The window.
-        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "window_ms", serialize_with = "crate::json::millis")
+        )]
         window: Duration,
     },
     /// `failures` of `calls` inside `window`, at or above `ratio`.
@@ -206,7 +228,10 @@ pub enum OpenCause {
         /// The configured ratio.
         ratio: f64,
         /// The window.
-        #[serde(rename = "window_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "window_ms", serialize_with = "crate::json::millis")
+        )]
         window: Duration,
     },
     /// A probe failed right after a cooldown: one failure reopens.
@@ -214,7 +239,10 @@ pub enum OpenCause {
     /// The dependency told us to back off for `retry_after`.
     Tripped {
         /// The instructed pause.
-        #[serde(rename = "retry_after_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "retry_after_ms", serialize_with = "crate::json::millis")
+        )]
         retry_after: Duration,
         /// What the dependency said (say, `429 Too Many Requests`).
         reason: Arc<str>,
@@ -316,8 +344,9 @@ impl fmt::Display for OpenCause {
 }
 
 /// Why work was shed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "signal", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "signal", rename_all = "snake_case"))]
 pub enum ShedReason {
     /// The compartment was at or above the class's threshold.
     Load {
@@ -331,10 +360,16 @@ pub enum ShedReason {
     /// The work's expected cost exceeds what is left of the deadline.
     Budget {
         /// What was left.
-        #[serde(rename = "remaining_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "remaining_ms", serialize_with = "crate::json::millis")
+        )]
         remaining: Duration,
         /// What the work was expected to take.
-        #[serde(rename = "expected_cost_ms", serialize_with = "crate::json::millis")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "expected_cost_ms", serialize_with = "crate::json::millis")
+        )]
         expected_cost: Duration,
     },
     /// A request of a sheddable [criticality](crate::criticality) found the bulkhead's free slots

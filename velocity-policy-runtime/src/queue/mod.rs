@@ -229,7 +229,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::defer::DeferredOutcome;
@@ -253,7 +252,8 @@ pub use worker::{Drained, Worker, WorkerBuilder};
 
 /// A point-in-time view of one queue, for dashboards: this process's counts, and the stream's
 /// figures as last read (every second while a worker runs, or on `TaskQueue::refresh`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct QueueSnapshot {
     /// The queue's name.
@@ -317,7 +317,8 @@ pub struct QueueSnapshot {
 }
 
 /// One consumer's pending tasks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ConsumerPending {
     /// The consumer: an instance id.
     pub consumer: String,

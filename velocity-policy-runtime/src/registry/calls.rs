@@ -12,8 +12,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::calls::Calls;
 
 /// Edges the table holds at most (a program's operations are few; a table past this is a
@@ -140,7 +138,8 @@ impl CallTable {
 /// `under_deadline`: whether a deadline was in scope), `dropped` (edges past [`MAX_EDGES`],
 /// counted, not stored), and `request_budget_ms` and `request_min_budget_ms` (the largest
 /// budget and the smallest minimum of the `DeadlineLayer`s built, `null` with none).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct CallsSnapshot {
     /// Each edge seen, by caller then operation.
@@ -148,21 +147,28 @@ pub struct CallsSnapshot {
     /// Edges seen past [`MAX_EDGES`]: counted, never stored.
     pub dropped: u64,
     /// The largest budget of the `DeadlineLayer`s built in this process (`None`: none).
-    #[serde(
-        rename = "request_budget_ms",
-        serialize_with = "crate::json::millis_opt"
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "request_budget_ms",
+            serialize_with = "crate::json::millis_opt"
+        )
     )]
     pub request_budget: Option<Duration>,
     /// The smallest minimum budget of those layers (`None`: none).
-    #[serde(
-        rename = "request_min_budget_ms",
-        serialize_with = "crate::json::millis_opt"
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "request_min_budget_ms",
+            serialize_with = "crate::json::millis_opt"
+        )
     )]
     pub request_min_budget: Option<Duration>,
 }
 
 /// One edge of the observed tree.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct EdgeSnapshot {
     /// The operation polled around the call when it started (`None`: an entry point).
