@@ -85,7 +85,7 @@ fn a_breakers_probation_is_in_its_config_in_milliseconds_or_null_for_one_window(
 
 /// `Registry::snapshot` is one shape whatever the features: what a feature adds (the
 /// dashboard's `history`, `chaos`'s drills) is served by the feature, not carried here. Run
-/// with no features and with all of them (`cargo hack`, `--all-features`), the keys agree.
+/// with `--features serde` alone and with `--all-features`, the keys agree.
 #[test]
 fn the_snapshot_has_the_same_fields_whatever_the_features() {
     let json = serde_json::to_value(Registry::new().snapshot()).unwrap();
