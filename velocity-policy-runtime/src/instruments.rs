@@ -5,11 +5,14 @@
 //! Names, types, labels and units are documented in [`observe`](crate::observe#metrics); this
 //! module is the one place that spells them.
 
+// `allow`, not `expect`: which names and handles have nothing to record without `metrics`
+// depends on the other features (the calls' handles are read by the meter with `dashboard`,
+// the drills' name with `chaos`).
 #![cfg_attr(
     not(feature = "metrics"),
-    expect(
+    allow(
         dead_code,
-        reason = "without `metrics` the call handles and some names have nothing to record"
+        reason = "without `metrics` some call handles and names have nothing to record"
     )
 )]
 
