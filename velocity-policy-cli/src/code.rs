@@ -439,17 +439,17 @@ impl Code {
                 Some(Mechanism::Inline(retry)) => budget = budget.retry(retry.clone()),
                 Some(Mechanism::Named(name, loc)) => {
                     if let Some(retry) = spec.retries.get(name) {
-                        let backoff = retry.backoff.value;
+                        let config = retry.config;
                         budget = budget.retry(
                             RetryBudget::new(
                                 name.clone(),
-                                retry.attempts.value,
-                                retry.attempt_timeout.as_ref().map(|d| d.value),
-                                (1..retry.attempts.value)
-                                    .map(|k| backoff.max_delay_after(k))
+                                config.attempts,
+                                config.attempt_timeout,
+                                (1..config.attempts)
+                                    .map(|k| config.backoff.max_delay_after(k))
                                     .collect(),
                             )
-                            .at(*loc, retry.attempts.loc),
+                            .at(*loc, retry.at.attempts),
                         );
                     }
                 }
@@ -461,11 +461,8 @@ impl Code {
                     if let Some(hedge) = spec.hedges.get(name) {
                         budget = budget.hedge(HedgeBudget::new(
                             name.clone(),
-                            hedge.max.value,
-                            match hedge.after.value {
-                                velocity_policy_lang::HedgeAfter::Fixed(after) => Some(after),
-                                velocity_policy_lang::HedgeAfter::Percentile(_) => None,
-                            },
+                            hedge.config.max,
+                            hedge.config.after.fixed(),
                         ));
                     }
                 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::source::Located;
 use crate::spec::{
-    Backoff, FailMode, HedgeAfter, OperationSpec, PoolKind, QueueSpec, Rate, RetryAllowance, Spec,
+    AllowanceConfig, Backoff, FailMode, HedgeDelay, OperationSpec, PoolKind, QueueSpec, Rate, Spec,
     WorkClass,
 };
 use crate::units::{format_duration, format_ratio};
@@ -98,14 +98,14 @@ pub enum Step {
         /// Its name.
         name: String,
         /// When a hedge starts.
-        after: HedgeAfter,
+        after: HedgeDelay,
         /// Attempts in flight at most, the first included.
         max: u32,
         /// The retry policy whose allowance the hedges draw from, if the operation retries.
         shares_with: Option<String>,
         /// Its own allowance, when set and the operation does not retry (the runtime's
         /// default, 20% + 10/s, otherwise).
-        allowance: Option<RetryAllowance>,
+        allowance: Option<AllowanceConfig>,
     },
     /// The breaker refuses while open.
     BreakerCheck {
@@ -277,8 +277,8 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     if let Some(retry) = retry {
         steps.push(Step::Retry {
             name: retry.name.value.clone(),
-            attempts: retry.attempts.value,
-            backoff: retry.backoff.value,
+            attempts: retry.config.attempts,
+            backoff: retry.config.backoff,
         });
     }
     let hedge = operation
@@ -288,10 +288,10 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     if let Some(hedge) = hedge {
         steps.push(Step::Hedge {
             name: hedge.name.value.clone(),
-            after: hedge.after.value,
-            max: hedge.max.value,
+            after: hedge.config.after,
+            max: hedge.config.max,
             shares_with: retry.map(|retry| retry.name.value.clone()),
-            allowance: hedge.allowance.as_ref().map(|a| a.value),
+            allowance: hedge.config.allowance,
         });
     }
     let breaker = operation
@@ -327,7 +327,7 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
             off: chaos.enabled.as_ref().is_some_and(|on| !on.value),
         });
     }
-    let attempt_timeout = retry.and_then(|retry| retry.attempt_timeout.as_ref().map(|d| d.value));
+    let attempt_timeout = retry.and_then(|retry| retry.config.attempt_timeout);
     let deadline = spec.effective_deadline(operation);
     steps.push(Step::Run {
         attempt_timeout,
@@ -347,10 +347,10 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
         });
     }
 
-    let attempts = retry.map_or(1, |retry| retry.attempts.value);
+    let attempts = retry.map_or(1, |retry| retry.config.attempts);
     let backoffs: Vec<Duration> = retry.map_or_else(Vec::new, |retry| {
         (1..attempts)
-            .map(|k| retry.backoff.value.max_delay_after(k))
+            .map(|k| retry.config.backoff.max_delay_after(k))
             .collect()
     });
     let per_attempt = attempt_timeout
@@ -358,10 +358,10 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
         .or(deadline);
     // A hedged attempt ends by `t + (M - 1) × H` at worst; a percentile `H` counts as `t`.
     let hedging = hedge
-        .filter(|hedge| hedge.max.value > 1)
-        .map(|hedge| (hedge.max.value - 1, hedge.after.value));
+        .filter(|hedge| hedge.config.max > 1)
+        .map(|hedge| (hedge.config.max - 1, hedge.config.after));
     let hedge_delay = |t: Duration| match hedging {
-        Some((_, HedgeAfter::Fixed(h))) => h,
+        Some((_, HedgeDelay::After(h))) => h,
         _ => t,
     };
     let attempt_bound = |t: Duration| match hedging {
@@ -379,8 +379,8 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
         Some((extra, after)) => {
             let h = format_duration(hedge_delay(t));
             let h = match after {
-                HedgeAfter::Fixed(_) => h,
-                HedgeAfter::Percentile(p) => format!("{h} for p{p}"),
+                HedgeDelay::After(_) => h,
+                HedgeDelay::Percentile(p) => format!("{h} for p{p}"),
             };
             let hedges = if extra == 1 {
                 h
@@ -486,12 +486,11 @@ impl fmt::Display for Step {
                 attempts,
                 backoff,
             } => {
-                let Backoff::FullJitter { base, cap } = backoff;
                 write!(
                     f,
                     "retry `{name}`: up to {attempts} attempts, full jitter backoff (base {}, cap {}); each attempt:",
-                    format_duration(*base),
-                    format_duration(*cap)
+                    format_duration(backoff.base()),
+                    format_duration(backoff.cap())
                 )
             }
             Step::Hedge {
@@ -502,8 +501,8 @@ impl fmt::Display for Step {
                 allowance,
             } => {
                 let when = match after {
-                    HedgeAfter::Fixed(d) => format!("{} without an answer", format_duration(*d)),
-                    HedgeAfter::Percentile(p) => {
+                    HedgeDelay::After(d) => format!("{} without an answer", format_duration(*d)),
+                    HedgeDelay::Percentile(p) => {
                         format!("the operation's p{p} latency without an answer")
                     }
                 };

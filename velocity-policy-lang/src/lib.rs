@@ -225,12 +225,12 @@ pub use lower::{OPERATION_FLAGS, OPERATION_STATEMENTS, stanza_keywords};
 pub use parse::{MAX_SOURCE_LEN, MAX_SYNTAX_ERRORS};
 pub use source::{Loc, Located, SourceId, Sources};
 pub use spec::{
-    AdaptiveSpec, Amount, AssetsSpec, Backoff, BreakerConfig, BreakerLocs, BreakerSpec,
-    BulkheadConfig, BulkheadLocs, BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault, ChaosFaultKind,
-    ChaosLatency, ChaosSpec, Compression, EnvelopeSpec, FailMode, HedgeAfter, HedgeSpec,
-    IsolateSpec, Metric, OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Rate,
-    RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec, Spec, WebMetric,
-    WorkClass,
+    AdaptiveSpec, AllowanceConfig, Amount, AssetsSpec, Backoff, BreakerConfig, BreakerLocs,
+    BreakerSpec, BulkheadConfig, BulkheadLocs, BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault,
+    ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, DeadlineConfig, EnvelopeSpec, FailMode,
+    HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, Metric, OpenAfter, OperationSpec,
+    PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetryConfig, RetryLocs,
+    RetrySpec, Sharing, SheddingConfig, SheddingSpec, Spec, WebMetric, WorkClass,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

@@ -82,7 +82,7 @@ use crate::ast::{Ident, Stanza, Statement, StatementKind, Term};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::diagnostic::{Label, Report};
 use crate::source::{Loc, SourceId, Sources};
-use crate::spec::{Backoff, EnvelopeSpec, OpenAfter, Spec, WorkClass};
+use crate::spec::{EnvelopeSpec, OpenAfter, Spec, WorkClass};
 use crate::units::format_duration;
 
 pub use crate::spec::OVERRIDABLE;
@@ -507,16 +507,12 @@ fn numbers(
         ("retry", _) => {
             let retry = spec.retries.get(name)?;
             match key {
-                "attempts" => vec![("attempts", Number::Count(retry.attempts.value))],
-                "backoff" => match retry.backoff.value {
-                    Backoff::FullJitter { base, cap } => vec![
-                        ("base", Number::Duration(base)),
-                        ("cap", Number::Duration(cap)),
-                    ],
-                },
-                "attempt_timeout" => {
-                    duration("attempt_timeout", retry.attempt_timeout.as_ref()?.value)
-                }
+                "attempts" => vec![("attempts", Number::Count(retry.config.attempts))],
+                "backoff" => vec![
+                    ("base", Number::Duration(retry.config.backoff.base())),
+                    ("cap", Number::Duration(retry.config.backoff.cap())),
+                ],
+                "attempt_timeout" => duration("attempt_timeout", retry.config.attempt_timeout?),
                 _ => return None,
             }
         }

@@ -10,8 +10,7 @@ use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
 use crate::spec::{
-    Backoff, HedgeAfter, HedgeSpec, Items, Named, OpenAfter, OperationSpec, Sharing, Spec,
-    WorkClass,
+    Backoff, HedgeSpec, Items, Named, OpenAfter, OperationSpec, Sharing, Spec, WorkClass,
 };
 use crate::suggest;
 use crate::units::{format_duration, format_ratio, format_size};
@@ -308,7 +307,7 @@ fn chaos_well_formed(spec: &Spec, out: &mut Vec<Diagnostic>) {
 
 fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for hedge in &spec.hedges {
-        let max = hedge.max.value;
+        let max = hedge.config.max;
         if !(2..=HedgeSpec::MAX_IN_FLIGHT).contains(&max) {
             out.push(Diagnostic::new(
                 Kind::HedgeMaxOutOfRange {
@@ -316,7 +315,7 @@ fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
                     found: max,
                     most: HedgeSpec::MAX_IN_FLIGHT,
                 },
-                hedge.max.loc,
+                hedge.at.max,
                 "out of range",
             ));
         }
@@ -431,7 +430,7 @@ fn attempt_timeout_within_deadline(spec: &Spec, out: &mut Vec<Diagnostic>) {
             continue;
         };
         let (Some(timeout), Some(deadline)) =
-            (&retry.attempt_timeout, effective_deadline(spec, operation))
+            (retry.attempt_timeout(), effective_deadline(spec, operation))
         else {
             continue;
         };
@@ -501,14 +500,14 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         durations.extend(optional("task_deadline", &queue.task_deadline));
     }
     for retry in &spec.retries {
-        durations.extend(optional("attempt_timeout", &retry.attempt_timeout));
-        let Backoff::FullJitter { base, cap } = retry.backoff.value;
-        durations.push(("base", base, retry.backoff.loc));
-        durations.push(("cap", cap, retry.backoff.loc));
+        durations.extend(optional("attempt_timeout", &retry.attempt_timeout()));
+        let backoff = retry.backoff();
+        durations.push(("base", backoff.value.base(), backoff.loc));
+        durations.push(("cap", backoff.value.cap(), backoff.loc));
     }
     for hedge in &spec.hedges {
-        if let HedgeAfter::Fixed(after) = hedge.after.value {
-            durations.push(("after", after, hedge.after.loc));
+        if let Some(after) = hedge.config.after.fixed() {
+            durations.push(("after", after, hedge.at.after));
         }
     }
     for breaker in &spec.breakers {
@@ -543,12 +542,12 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::zero-attempts`: `attempts` counts the first attempt too.
 fn attempts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for retry in &spec.retries {
-        if retry.attempts.value == 0 {
+        if retry.config.attempts == 0 {
             out.push(Diagnostic::new(
                 Kind::ZeroAttempts {
                     retry: retry.name.value.clone(),
                 },
-                retry.attempts.loc,
+                retry.at.attempts,
                 "the work would never run",
             ));
         }
@@ -692,12 +691,12 @@ fn ratios_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     }
     for retry in &spec.retries {
-        if let Some(allowance) = &retry.allowance {
+        if let Some(allowance) = &retry.allowance() {
             check("allowance", allowance.value.ratio, allowance.loc);
         }
     }
     for hedge in &spec.hedges {
-        if let Some(allowance) = &hedge.allowance {
+        if let Some(allowance) = &hedge.allowance() {
             check("allowance", allowance.value.ratio, allowance.loc);
         }
     }
@@ -1004,7 +1003,7 @@ fn shedding_thresholds_ordered(spec: &Spec, out: &mut Vec<Diagnostic>) {
 /// `policy::backoff-base-above-cap`: the first delay cannot exceed the largest.
 fn backoff_base_within_cap(spec: &Spec, out: &mut Vec<Diagnostic>) {
     for retry in &spec.retries {
-        let Backoff::FullJitter { base, cap } = retry.backoff.value;
+        let (base, cap) = (retry.config.backoff.base(), retry.config.backoff.cap());
         if base > cap {
             out.push(Diagnostic::new(
                 Kind::BackoffBaseAboveCap {
@@ -1012,7 +1011,7 @@ fn backoff_base_within_cap(spec: &Spec, out: &mut Vec<Diagnostic>) {
                     base: format_duration(base),
                     cap: format_duration(cap),
                 },
-                retry.backoff.loc,
+                retry.at.backoff,
                 "base above cap",
             ));
         }
@@ -1113,15 +1112,15 @@ fn attempts_reachable(spec: &Spec, out: &mut Vec<Diagnostic>) {
             continue;
         };
         let (Some(timeout), Some(deadline)) =
-            (&retry.attempt_timeout, effective_deadline(spec, operation))
+            (retry.attempt_timeout(), effective_deadline(spec, operation))
         else {
             continue;
         };
-        let attempts = retry.attempts.value;
+        let attempts = retry.config.attempts;
         let reachable = reachable_attempts(
             attempts,
             timeout.value,
-            &retry.backoff.value,
+            &retry.config.backoff,
             deadline.value,
         );
         if reachable < attempts {
@@ -1144,7 +1143,7 @@ fn attempts_reachable(spec: &Spec, out: &mut Vec<Diagnostic>) {
                 )
                 .with_label(deadline.loc, "the deadline")
                 .with_label(timeout.loc, "each attempt may take this long")
-                .with_label(retry.attempts.loc, "attempts"),
+                .with_label(retry.at.attempts, "attempts"),
             );
         }
     }

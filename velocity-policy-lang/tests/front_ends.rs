@@ -84,3 +84,27 @@ fn a_duplicate_across_files_points_at_both() {
     assert!(rendered.contains("a.policy:1:10"), "{rendered}");
     assert!(rendered.contains("first defined here"), "{rendered}");
 }
+
+/// What the runtime takes of an operation's deadline: the request's when it is shorter (for
+/// critical work only), a day when none is written, and the `min_budget` as written.
+#[test]
+fn an_operations_deadline_config_is_the_governing_deadline_and_its_min_budget() {
+    use velocity_policy_lang::DeadlineConfig;
+    let mut set = PolicySet::new();
+    set.add_source(
+        "x.policy",
+        b"request { deadline = 2s }\n\
+          operation search: critical { deadline = 5s; min_budget = 50ms }\n\
+          operation index: deferred, idempotent { deadline = 5s }\n\
+          operation free: deferred, idempotent {}\n",
+    );
+    assert!(!set.check().has_errors(), "{:?}", set.check().errors);
+    let spec = set.spec();
+    let config = |name: &str| spec.deadline_config(spec.operations.get(name).unwrap());
+    assert_eq!(
+        config("search"),
+        DeadlineConfig::new(Duration::from_secs(2)).with_min_budget(Duration::from_millis(50))
+    );
+    assert_eq!(config("index"), DeadlineConfig::new(Duration::from_secs(5)));
+    assert_eq!(config("free"), DeadlineConfig::DEFAULT);
+}

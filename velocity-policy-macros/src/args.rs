@@ -160,7 +160,7 @@ pub(crate) struct InlineRetry {
 /// `hedge(after = "p95", max = 2)`, or `after = "50ms"`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InlineHedge {
-    pub(crate) after: Option<Spanned<velocity_policy_lang::HedgeAfter>>,
+    pub(crate) after: Option<Spanned<velocity_policy_lang::HedgeDelay>>,
     pub(crate) max: Option<Spanned<u32>>,
 }
 
@@ -445,12 +445,14 @@ fn inline_retry(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<
 /// `"p95"` (a percentile of the operation's own latency, 1 to 99) or a duration, `"50ms"`.
 fn hedge_after(
     meta: &ParseNestedMeta<'_>,
-) -> syn::Result<Spanned<velocity_policy_lang::HedgeAfter>> {
+) -> syn::Result<Spanned<velocity_policy_lang::HedgeDelay>> {
     let lit: LitStr = meta.value()?.parse()?;
     let text = lit.value();
     let value = match text.strip_prefix('p') {
         Some(digits) => match digits.parse::<u32>() {
-            Ok(p) if (1..=99).contains(&p) => velocity_policy_lang::HedgeAfter::Percentile(p),
+            Ok(p) if (1..=99).contains(&p) => {
+                velocity_policy_lang::HedgeDelay::Percentile(f64::from(p))
+            }
             _ => {
                 return Err(syn::Error::new(
                     lit.span(),
@@ -460,7 +462,7 @@ fn hedge_after(
                 ));
             }
         },
-        None => velocity_policy_lang::HedgeAfter::Fixed(
+        None => velocity_policy_lang::HedgeDelay::After(
             velocity_policy_lang::units::parse_duration(&text)
                 .map_err(|message| syn::Error::new(lit.span(), message))?,
         ),

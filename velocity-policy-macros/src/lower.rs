@@ -236,7 +236,9 @@ fn inline_retry(
         Located::new(Backoff::FullJitter { base, cap }, backoff_loc),
         loc,
     );
-    spec.attempt_timeout = r.attempt_timeout.as_ref().map(|t| locs.located(t));
+    if let Some(timeout) = &r.attempt_timeout {
+        spec.set_attempt_timeout(locs.located(timeout));
+    }
     Some(spec)
 }
 

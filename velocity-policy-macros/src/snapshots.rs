@@ -160,12 +160,14 @@ fn a_hedge_runs_each_attempt_again_through_the_breaker_and_bulkhead_inside_the_r
     assert!(at("breaker.check()") < at("bulkhead.acquire"));
     assert!(
         squashed(&out).contains(&squashed(
-            "Handle<::velocity_policy::__privateN::hedge::Hedge> = Handle::hedge(\"tail\", BY)"
+            "Handle<::velocity_policy::__privateN::hedge::Hedge> = Handle::hedge(\"tail\", BY, config::HedgeConfig::new("
         )),
         "{out}"
     );
     assert!(
-        squashed(&out).contains(&squashed(".percentile(95.0)\n            .max(2)")),
+        squashed(&out).contains(&squashed(
+            "config::HedgeDelay::Percentile(95.0)).with_max(2)"
+        )),
         "{out}"
     );
     check("hedge", &out);
@@ -232,7 +234,12 @@ fn an_inline_hedge_without_retry_is_the_whole_attempt() {
         out.contains("::velocity_policy::__privateN::hedge::hedge_within("),
         "{out}"
     );
-    assert!(out.contains(".after(Duration::from_millis(40))"), "{out}");
+    assert!(
+        squashed(&out).contains(&squashed(
+            "config::HedgeDelay::After(Duration::from_millis(40))"
+        )),
+        "{out}"
+    );
     assert!(!out.contains("retry_within"), "{out}");
     let out = expand(
         AttrKind::Critical,
@@ -323,7 +330,7 @@ fn operation_layer_is_a_builder_chain_over_the_attributes_handles() {
     for handle in [
         "Handle::breaker(\"search\", BY, config::BreakerConfig::new(",
         "Handle::bulkhead(\"search\", BY, config::BulkheadConfig::new(4)",
-        "Handle::retry(\"transient\", BY)",
+        "Handle::retry(\"transient\", BY, config::RetryConfig::new(3)",
     ] {
         assert!(
             squashed(&out).contains(&squashed(handle)),
@@ -561,7 +568,10 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: critical, idempotent { retry = r; deadline = 1s }",
             used: Expanded(
                 AttrKind::Critical,
-                &[".attempts(3)", "retry_within_self_bounded"],
+                &[
+                    "config::RetryConfig::new(3).with_backoff(config::Backoff::full_jitter(",
+                    "retry_within_self_bounded",
+                ],
             ),
         },
         Sample {
@@ -570,8 +580,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             used: Expanded(
                 AttrKind::Critical,
                 &[
-                    ".after(Duration::from_millis(25))",
-                    ".max(3)",
+                    "config::HedgeConfig::new(config::HedgeDelay::After(Duration::from_millis(25))).with_max(3)",
                     "hedge_within(",
                 ],
             ),
@@ -594,7 +603,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             used: Expanded(
                 AttrKind::Critical,
                 &[
-                    ".deadline(Duration::from_secs(7))",
+                    "config::DeadlineConfig::new(Duration::from_secs(7))",
                     "Deadline::for_named(operation)",
                 ],
             ),
@@ -604,7 +613,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: critical { deadline = 1s; min_budget = 13ms }",
             used: Expanded(
                 AttrKind::Critical,
-                &[".min_budget(Duration::from_millis(13))"],
+                &[".with_min_budget(Duration::from_millis(13))"],
             ),
         },
         Sample {
@@ -620,7 +629,7 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             policy: "operation sample: deferred, idempotent { bulkhead = k; shed_at = 0.3 }",
             used: Expanded(
                 AttrKind::Deferred,
-                &[".thresholds(0.3, 0.25)", "bulkhead.load()"],
+                &["config::SheddingConfig::new(0.3, 0.25)", "bulkhead.load()"],
             ),
         },
         Sample {
@@ -698,12 +707,18 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
         Sample {
             setting: "request",
             policy: "request { deadline = 9s }\noperation sample: critical {}",
-            used: Expanded(AttrKind::Critical, &[".deadline(Duration::from_secs(9))"]),
+            used: Expanded(
+                AttrKind::Critical,
+                &["config::DeadlineConfig::new(Duration::from_secs(9))"],
+            ),
         },
         Sample {
             setting: "shedding",
             policy: "shedding { deferred at load 0.4; background at load 0.2 }\noperation sample: deferred, idempotent { bulkhead = k }",
-            used: Expanded(AttrKind::Deferred, &[".thresholds(0.4, 0.2)"]),
+            used: Expanded(
+                AttrKind::Deferred,
+                &["config::SheddingConfig::new(0.4, 0.2)"],
+            ),
         },
         Sample {
             setting: "chaos",

@@ -35,11 +35,19 @@ use std::fmt;
 
 pub mod breaker;
 pub mod bulkhead;
+pub mod deadline;
+pub mod hedge;
 #[cfg(feature = "serde")]
 mod json;
+pub mod retry;
+pub mod shedding;
 
 pub use breaker::{BreakerConfig, OpenAfter, Sharing};
 pub use bulkhead::{AdaptiveLimit, BulkheadConfig};
+pub use deadline::DeadlineConfig;
+pub use hedge::{HedgeConfig, HedgeDelay};
+pub use retry::{AllowanceConfig, Backoff, RetryConfig};
+pub use shedding::SheddingConfig;
 
 /// The three classes of work, in the order they are dropped last to first.
 ///

@@ -50,6 +50,10 @@ use tokio::time::{Instant, Sleep};
 
 use crate::error::{DeadlineExceeded, RefusalReason, ResilienceError};
 
+/// An operation's deadline settings: defined once, in `velocity-policy-model`, for the
+/// `.policy` language, the attribute macros, this runtime and its overrides.
+pub use velocity_policy_model::deadline::DeadlineConfig;
+
 thread_local! {
     /// The deadline in scope while a [`Scope`] future is being polled on this thread: two
     /// thread-local writes to enter and leave a scope.
@@ -145,8 +149,9 @@ impl fmt::Debug for Deadline {
 
 impl Deadline {
     /// The longest budget a deadline can hold. Every timeout is bounded: there is no infinite
-    /// deadline, and [`Deadline::after`] clamps anything longer to this (24 hours).
-    pub const MAX_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
+    /// deadline, and [`Deadline::after`] clamps anything longer to this (24 hours,
+    /// [`DeadlineConfig::MAX_BUDGET`]).
+    pub const MAX_BUDGET: Duration = DeadlineConfig::MAX_BUDGET;
 
     /// A deadline `budget` from now (at most [`Deadline::MAX_BUDGET`]).
     #[inline]
@@ -733,6 +738,12 @@ mod tests {
     }
 }
 
+/// The two numbers of an operation's one tuned cell.
+fn words(config: DeadlineConfig) -> [u64; 2] {
+    use crate::tuning::word;
+    [word(config.deadline), word(config.min_budget)]
+}
+
 /// The deadline and minimum budget of one named operation: the registry's entry an annotated
 /// function reads on every call ([`Deadline::for_named`]), so an override can change them while
 /// the service runs. Both numbers are published together (one cell, read with no lock):
@@ -748,7 +759,7 @@ mod tests {
 /// ```
 pub struct OperationDeadline {
     name: std::sync::Arc<str>,
-    compiled: (Duration, Duration),
+    compiled: DeadlineConfig,
     numbers: crate::tuning::Tuned<[u64; 2]>,
 }
 
@@ -813,11 +824,18 @@ impl OperationDeadline {
         deadline: Duration,
         min_budget: Duration,
     ) -> Self {
-        use crate::tuning::word;
+        let mut config = DeadlineConfig::DEFAULT.with_min_budget(min_budget);
+        config.deadline = deadline;
+        Self::with_config(name, config)
+    }
+
+    /// The operation `name` (its last `::` segment is the operation's own name), with the
+    /// compiled `config`.
+    pub fn with_config(name: impl Into<std::sync::Arc<str>>, config: DeadlineConfig) -> Self {
         Self {
             name: name.into(),
-            compiled: (deadline, min_budget),
-            numbers: crate::tuning::Tuned::new([word(deadline), word(min_budget)]),
+            compiled: config,
+            numbers: crate::tuning::Tuned::new(words(config)),
         }
     }
 
@@ -841,16 +859,29 @@ impl OperationDeadline {
         )
     }
 
+    /// The deadline and the minimum budget in use now, as one [`DeadlineConfig`].
+    pub fn config(&self) -> DeadlineConfig {
+        let (deadline, min_budget) = self.current();
+        let mut config = DeadlineConfig::DEFAULT.with_min_budget(min_budget);
+        config.deadline = deadline;
+        config
+    }
+
     /// The deadline and the minimum budget compiled in.
     pub fn compiled(&self) -> (Duration, Duration) {
+        (self.compiled.deadline, self.compiled.min_budget)
+    }
+
+    /// The configuration compiled in.
+    pub fn compiled_config(&self) -> DeadlineConfig {
         self.compiled
     }
 
-    /// Uses `deadline` and `min_budget` from the next call on; true when they changed.
+    /// Uses `config`'s deadline and minimum budget from the next call on; true when they
+    /// changed.
     #[cfg(feature = "overrides")]
-    pub(crate) fn retune(&self, deadline: Duration, min_budget: Duration) -> bool {
-        use crate::tuning::word;
-        self.numbers.write([word(deadline), word(min_budget)])
+    pub(crate) fn retune(&self, config: DeadlineConfig) -> bool {
+        self.numbers.write(words(config))
     }
 
     /// A point-in-time view, for dashboards.
@@ -861,8 +892,8 @@ impl OperationDeadline {
             display_name: self.display_name().into(),
             deadline,
             min_budget,
-            compiled_deadline: self.compiled.0,
-            compiled_min_budget: self.compiled.1,
+            compiled_deadline: self.compiled.deadline,
+            compiled_min_budget: self.compiled.min_budget,
         }
     }
 }

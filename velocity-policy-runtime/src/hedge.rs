@@ -87,28 +87,22 @@ use crate::instruments::HedgeMetrics;
 use crate::observe;
 use crate::retry::{Attempt, Idempotent, RetryAllowance, RetryPolicy, TIMER_TICK};
 
-/// Attempts in flight at once, the first included: the most [`HedgeBuilder::max`] takes.
-pub const MAX_IN_FLIGHT: u32 = 3;
+/// A hedging policy's settings and when a hedge starts: defined once, in
+/// `velocity-policy-model`, for the `.policy` language, the attribute macros and this runtime.
+pub use velocity_policy_model::hedge::{HedgeConfig, HedgeDelay};
+
+/// Attempts in flight at once, the first included: the most [`HedgeBuilder::max`] takes
+/// ([`HedgeConfig::MAX_IN_FLIGHT`]).
+pub const MAX_IN_FLIGHT: u32 = HedgeConfig::MAX_IN_FLIGHT;
 
 /// Calls the percentile's histogram keeps in view: it is halved whenever it holds twice this.
 pub const HISTORY: u64 = 1024;
 
-/// When a hedge starts.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum HedgeDelay {
-    /// After a fixed time without an answer.
-    After(Duration),
-    /// After the operation's own latency at this percentile (`95.0` for p95), as recorded by
-    /// its [`Hedge`].
-    Percentile(f64),
-}
-
-impl fmt::Display for HedgeDelay {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::After(d) => write!(f, "{}", crate::error::Human(*d)),
-            Self::Percentile(p) => write!(f, "p{p}"),
-        }
+/// The delay as the dashboard shows it: `50ms` or `p95`.
+fn delay_text(delay: HedgeDelay) -> String {
+    match delay {
+        HedgeDelay::After(d) => crate::error::Human(d).to_string(),
+        HedgeDelay::Percentile(p) => format!("p{p}"),
     }
 }
 
@@ -127,11 +121,9 @@ struct Stats {
 /// its hedges draw from.
 pub struct Hedge {
     name: Arc<str>,
-    delay: HedgeDelay,
-    max: u32,
+    config: HedgeConfig,
     allowance: Arc<RetryAllowance>,
     latency: Latency,
-    min_samples: u64,
     stats: Stats,
     metrics: HedgeMetrics,
 }
@@ -140,8 +132,7 @@ impl fmt::Debug for Hedge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hedge")
             .field("name", &self.name)
-            .field("delay", &self.delay)
-            .field("max", &self.max)
+            .field("config", &self.config)
             .field("allowance", &self.allowance)
             .finish()
     }
@@ -152,47 +143,48 @@ impl fmt::Debug for Hedge {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct HedgeBuilder {
     name: Arc<str>,
-    delay: HedgeDelay,
-    max: u32,
+    config: HedgeConfig,
     allowance: Option<Arc<RetryAllowance>>,
-    min_samples: u64,
 }
 
 impl HedgeBuilder {
+    /// Every setting at once (see [`HedgeConfig`]); the setters below change one each. Its
+    /// allowance is the hedge's own unless [`allowance`](Self::allowance) shares one.
+    pub fn config(mut self, config: HedgeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
     /// A hedge after a fixed `delay` without an answer.
     pub fn after(mut self, delay: Duration) -> Self {
-        self.delay = HedgeDelay::After(delay);
+        self.config = self.config.with_after(HedgeDelay::After(delay));
         self
     }
 
     /// A hedge after the operation's latency at `percentile` (`95.0` for p95; clamped to
     /// `[0, 100]`, NaN counts as 100: never).
     pub fn percentile(mut self, percentile: f64) -> Self {
-        let p = if percentile.is_nan() {
-            100.0
-        } else {
-            percentile.clamp(0.0, 100.0)
-        };
-        self.delay = HedgeDelay::Percentile(p);
+        self.config = self.config.with_after(HedgeDelay::percentile(percentile));
         self
     }
 
     /// The delay, either kind.
     pub fn delay(mut self, delay: HedgeDelay) -> Self {
-        self.delay = delay;
+        self.config = self.config.with_after(delay);
         self
     }
 
     /// Attempts in flight at most, the first included: 2 (the default) is one hedge. Clamped
     /// to `[1, MAX_IN_FLIGHT]`; 1 never hedges.
     pub fn max(mut self, max: u32) -> Self {
-        self.max = max.clamp(1, MAX_IN_FLIGHT);
+        self.config = self.config.with_max(max);
         self
     }
 
-    /// The allowance hedges withdraw from when the operation does not retry
-    /// ([`RetryAllowance::default`] when not set); with a retry policy,
-    /// [`hedge_within_retry`] draws from the policy's instead.
+    /// The allowance hedges withdraw from when the operation does not retry, instead of one
+    /// of the hedge's own (made from the config's [`allowance`](HedgeConfig::allowance), or
+    /// [`RetryAllowance::default`]); with a retry policy, [`hedge_within_retry`] draws from
+    /// the policy's instead.
     pub fn allowance(mut self, allowance: Arc<RetryAllowance>) -> Self {
         self.allowance = Some(allowance);
         self
@@ -200,20 +192,23 @@ impl HedgeBuilder {
 
     /// Calls recorded before a percentile delay hedges at all (20 unless told).
     pub fn min_samples(mut self, min_samples: u64) -> Self {
-        self.min_samples = min_samples;
+        self.config = self.config.with_min_samples(min_samples);
         self
     }
 
     /// Builds the policy.
     pub fn build(self) -> Hedge {
+        let config = self.config;
         Hedge {
             metrics: HedgeMetrics::new(&self.name),
             name: self.name,
-            delay: self.delay,
-            max: self.max,
-            allowance: self.allowance.unwrap_or_default(),
+            allowance: self.allowance.unwrap_or_else(|| {
+                Arc::new(RetryAllowance::from_config(
+                    config.allowance.unwrap_or_default(),
+                ))
+            }),
+            config,
             latency: Latency::new(),
-            min_samples: self.min_samples,
             stats: Stats::default(),
         }
     }
@@ -255,10 +250,8 @@ impl Hedge {
     pub fn builder(name: impl Into<Arc<str>>) -> HedgeBuilder {
         HedgeBuilder {
             name: name.into(),
-            delay: HedgeDelay::After(Duration::from_millis(50)),
-            max: 2,
+            config: HedgeConfig::DEFAULT,
             allowance: None,
-            min_samples: 20,
         }
     }
 
@@ -269,12 +262,17 @@ impl Hedge {
 
     /// The delay as configured.
     pub fn configured_delay(&self) -> HedgeDelay {
-        self.delay
+        self.config.after
+    }
+
+    /// Its settings (its allowance's numbers are [`allowance`](Self::allowance)'s).
+    pub fn config(&self) -> HedgeConfig {
+        self.config
     }
 
     /// Attempts in flight at most, the first included.
     pub fn max(&self) -> u32 {
-        self.max
+        self.config.max
     }
 
     /// The allowance its hedges draw from.
@@ -285,9 +283,9 @@ impl Hedge {
     /// How long a call waits now before its first hedge: the fixed delay, or the recorded
     /// percentile; `None` while a percentile has fewer than `min_samples` calls recorded.
     pub fn delay(&self) -> Option<Duration> {
-        match self.delay {
+        match self.config.after {
             HedgeDelay::After(d) => Some(d),
-            HedgeDelay::Percentile(_) if self.latency.recorded() < self.min_samples => None,
+            HedgeDelay::Percentile(_) if self.latency.recorded() < self.config.min_samples => None,
             HedgeDelay::Percentile(_) => Some(self.latency.cached()),
         }
     }
@@ -295,7 +293,7 @@ impl Hedge {
     /// Records one call's latency for a percentile delay (a fixed delay records nothing). The
     /// hedged call records its own; this is for latencies measured elsewhere.
     pub fn record(&self, latency: Duration) {
-        if let HedgeDelay::Percentile(p) = self.delay {
+        if let HedgeDelay::Percentile(p) = self.config.after {
             self.latency.record(latency, p);
         }
     }
@@ -305,9 +303,9 @@ impl Hedge {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         HedgeSnapshot {
             name: self.name.clone(),
-            after: self.delay.to_string(),
+            after: delay_text(self.config.after),
             delay_ms: self.delay().map(|d| d.as_secs_f64() * 1000.0),
-            max: self.max,
+            max: self.config.max,
             calls: load(&self.stats.calls),
             started: load(&self.stats.started),
             won: load(&self.stats.won),
@@ -402,7 +400,7 @@ where
         Budget::Retry(allowance) => allowance,
     };
     hedge.stats.calls.fetch_add(1, Ordering::Relaxed);
-    let delay = hedge.delay().filter(|_| hedge.max > 1);
+    let delay = hedge.delay().filter(|_| hedge.config.max > 1);
     let mut first = pin!(Some(op(Attempt {
         number: 1,
         deadline: *deadline,
@@ -479,7 +477,7 @@ where
             };
             if fired {
                 due = None;
-                if number < hedge.max {
+                if number < hedge.config.max {
                     if deadline.remaining() <= TIMER_TICK {
                         hedge.count(&hedge.stats.stopped_by_deadline, 1);
                         observe::hedge_stopped(&hedge.name, "deadline", number);
@@ -505,7 +503,7 @@ where
                         observe::hedge(&hedge.name, number, delay.unwrap_or_default());
                         hedge.metrics.started();
                         started_one = true;
-                        if number < hedge.max
+                        if number < hedge.config.max
                             && let Some(at) = next_at(Instant::now())
                             && let Some(sleep) = timer.as_mut().as_pin_mut()
                         {
@@ -656,6 +654,51 @@ mod tests {
 
     use super::*;
     use crate::error::{RefusalReason, ResilienceError};
+    use crate::retry::AllowanceConfig;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_config_builds_the_same_hedge_as_its_setters_with_an_allowance_of_its_own() {
+        const FIVE_PER_SECOND: AllowanceConfig = AllowanceConfig::new(0.0, 5);
+        let by_config = Hedge::builder("by-config")
+            .config(
+                HedgeConfig::new(HedgeDelay::Percentile(90.0))
+                    .with_max(3)
+                    .with_min_samples(4)
+                    .with_allowance(FIVE_PER_SECOND),
+            )
+            .build();
+        let by_setters = Hedge::builder("by-setters")
+            .percentile(90.0)
+            .max(3)
+            .min_samples(4)
+            .build();
+        assert_eq!(by_config.configured_delay(), by_setters.configured_delay());
+        assert_eq!(by_config.max(), 3);
+        assert_eq!(by_config.snapshot().after, "p90");
+        // Four samples, then the percentile hedges.
+        for _ in 0..3 {
+            by_config.record(Duration::from_millis(10));
+        }
+        assert_eq!(by_config.delay(), None);
+        by_config.record(Duration::from_millis(10));
+        assert!(by_config.delay().is_some());
+        // 5 per second over the default 10 s window: 50 hedges, then none.
+        let granted = (0..80)
+            .filter(|_| by_config.allowance().try_withdraw())
+            .count();
+        assert_eq!(granted, 50);
+        assert_eq!(by_config.allowance().config(), FIVE_PER_SECOND);
+        // Without one, the default allowance's numbers.
+        assert_eq!(by_setters.allowance().config(), AllowanceConfig::DEFAULT);
+        assert_eq!(
+            Hedge::builder("fixed")
+                .after(Duration::from_millis(40))
+                .build()
+                .snapshot()
+                .after,
+            "40ms"
+        );
+    }
 
     #[test]
     fn buckets_cover_their_values_within_an_eighth() {

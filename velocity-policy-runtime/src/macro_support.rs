@@ -18,19 +18,23 @@ pub use std::sync::LazyLock;
 pub mod config {
     pub use crate::breaker::{BreakerConfig, OpenAfter, Sharing};
     pub use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
+    pub use crate::deadline::DeadlineConfig;
+    pub use crate::hedge::{HedgeConfig, HedgeDelay};
+    pub use crate::retry::{AllowanceConfig, Backoff, RetryConfig};
+    pub use crate::shedding::SheddingConfig;
 }
 
 use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
-use crate::deadline::{Deadline, OperationDeadline};
+use crate::deadline::{DeadlineConfig, OperationDeadline};
 use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
-use crate::hedge::{Hedge, HedgeDelay};
+use crate::hedge::{Hedge, HedgeConfig};
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
 use crate::limiter::FailMode;
 use crate::registry::Registry;
-use crate::retry::{ByTransient, RetryAllowance, RetryPolicy, Transient};
-use crate::shedding::{Shedder, Thresholds};
+use crate::retry::{ByTransient, RetryConfig, RetryPolicy, Transient};
+use crate::shedding::{Shedder, SheddingConfig};
 
 /// Pins a future's output type, so `?` inside the user's body converts to the declared
 /// error.
@@ -272,141 +276,37 @@ impl Handle<IsolatedPool> {
 
 pub use crate::isolate::dedicated::RayonFeature;
 
-/// What an expansion declares of a retry policy.
-#[derive(Debug, Clone, Copy)]
-pub struct RetrySettings {
-    attempts: Option<u32>,
-    backoff: Option<(Duration, Duration)>,
-    attempt_timeout: Option<Duration>,
-    /// `R% + N/s`: the share and the floor per second.
-    allowance: Option<(f64, u32)>,
-}
-
 impl Register for RetryPolicy {
     const KIND: &'static str = "retry policy";
-    type Settings = RetrySettings;
-    const NONE: RetrySettings = RetrySettings {
-        attempts: None,
-        backoff: None,
-        attempt_timeout: None,
-        allowance: None,
-    };
+    type Settings = RetryConfig;
+    const NONE: RetryConfig = RetryConfig::DEFAULT;
     type Handle = Arc<RetryPolicy>;
-    fn register(name: &'static str, settings: RetrySettings) -> Arc<RetryPolicy> {
-        Registry::global().retry(name, |mut retry| {
-            if let Some(attempts) = settings.attempts {
-                retry = retry.attempts(attempts);
-            }
-            if let Some((base, cap)) = settings.backoff {
-                retry = retry.backoff(base, cap);
-            }
-            if let Some(timeout) = settings.attempt_timeout {
-                retry = retry.attempt_timeout(timeout);
-            }
-            if let Some((ratio, floor_per_second)) = settings.allowance {
-                retry = retry.allowance(retry_allowance(ratio, floor_per_second));
-            }
-            retry
-        })
+    fn register(name: &'static str, config: RetryConfig) -> Arc<RetryPolicy> {
+        Registry::global().retry(name, |retry| retry.config(config))
     }
 }
 
-/// The settings of a [`RetryPolicyBuilder`](crate::retry::RetryPolicyBuilder), declared in a
-/// `static`.
 impl Handle<RetryPolicy> {
-    /// The retry policy `name`, declared by `origin`.
-    pub const fn retry(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
+    /// The retry policy `name`, declared by `origin` with `config`.
+    pub const fn retry(name: &'static str, origin: &'static str, config: RetryConfig) -> Self {
+        Self::declared(name, origin, config)
     }
-
-    /// [`RetryPolicyBuilder::attempts`](crate::retry::RetryPolicyBuilder::attempts).
-    pub const fn attempts(mut self, attempts: u32) -> Self {
-        self.settings.attempts = Some(attempts);
-        self
-    }
-
-    /// [`RetryPolicyBuilder::backoff`](crate::retry::RetryPolicyBuilder::backoff).
-    pub const fn backoff(mut self, base: Duration, cap: Duration) -> Self {
-        self.settings.backoff = Some((base, cap));
-        self
-    }
-
-    /// [`RetryPolicyBuilder::attempt_timeout`](crate::retry::RetryPolicyBuilder::attempt_timeout).
-    pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.attempt_timeout = Some(timeout);
-        self
-    }
-
-    /// A `.policy` file's `allowance = R% + N/s`: [`retry_allowance`].
-    pub const fn allowance(mut self, ratio: f64, floor_per_second: u32) -> Self {
-        self.settings.allowance = Some((ratio, floor_per_second));
-        self
-    }
-}
-
-/// What an expansion declares of a hedging policy.
-#[derive(Debug, Clone, Copy)]
-pub struct HedgeSettings {
-    delay: Option<HedgeDelay>,
-    max: Option<u32>,
-    /// `R% + N/s`, for a hedge without a retry policy.
-    allowance: Option<(f64, u32)>,
 }
 
 impl Register for Hedge {
     const KIND: &'static str = "hedge";
-    type Settings = HedgeSettings;
-    const NONE: HedgeSettings = HedgeSettings {
-        delay: None,
-        max: None,
-        allowance: None,
-    };
+    type Settings = HedgeConfig;
+    const NONE: HedgeConfig = HedgeConfig::DEFAULT;
     type Handle = Arc<Hedge>;
-    fn register(name: &'static str, settings: HedgeSettings) -> Arc<Hedge> {
-        Registry::global().hedge(name, |mut hedge| {
-            if let Some(delay) = settings.delay {
-                hedge = hedge.delay(delay);
-            }
-            if let Some(max) = settings.max {
-                hedge = hedge.max(max);
-            }
-            if let Some((ratio, floor_per_second)) = settings.allowance {
-                hedge = hedge.allowance(retry_allowance(ratio, floor_per_second));
-            }
-            hedge
-        })
+    fn register(name: &'static str, config: HedgeConfig) -> Arc<Hedge> {
+        Registry::global().hedge(name, |hedge| hedge.config(config))
     }
 }
 
-/// The settings of a [`HedgeBuilder`](crate::hedge::HedgeBuilder), declared in a `static`.
 impl Handle<Hedge> {
-    /// The hedging policy `name`, declared by `origin`.
-    pub const fn hedge(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// [`HedgeBuilder::after`](crate::hedge::HedgeBuilder::after).
-    pub const fn after(mut self, delay: Duration) -> Self {
-        self.settings.delay = Some(HedgeDelay::After(delay));
-        self
-    }
-
-    /// [`HedgeBuilder::percentile`](crate::hedge::HedgeBuilder::percentile).
-    pub const fn percentile(mut self, percentile: f64) -> Self {
-        self.settings.delay = Some(HedgeDelay::Percentile(percentile));
-        self
-    }
-
-    /// [`HedgeBuilder::max`](crate::hedge::HedgeBuilder::max).
-    pub const fn max(mut self, max: u32) -> Self {
-        self.settings.max = Some(max);
-        self
-    }
-
-    /// A `.policy` file's `allowance = R% + N/s`: [`retry_allowance`].
-    pub const fn allowance(mut self, ratio: f64, floor_per_second: u32) -> Self {
-        self.settings.allowance = Some((ratio, floor_per_second));
-        self
+    /// The hedging policy `name`, declared by `origin` with `config`.
+    pub const fn hedge(name: &'static str, origin: &'static str, config: HedgeConfig) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 
@@ -485,27 +385,18 @@ impl Handle<RateLimit> {
 
 impl Register for Shedder {
     const KIND: &'static str = "shedder";
-    type Settings = Thresholds;
-    const NONE: Thresholds = Thresholds::DEFAULT;
+    type Settings = SheddingConfig;
+    const NONE: SheddingConfig = SheddingConfig::DEFAULT;
     type Handle = Arc<Shedder>;
-    fn register(name: &'static str, thresholds: Thresholds) -> Arc<Shedder> {
-        Registry::global().shedder(name, thresholds)
+    fn register(name: &'static str, config: SheddingConfig) -> Arc<Shedder> {
+        Registry::global().shedder(name, config)
     }
 }
 
 impl Handle<Shedder> {
-    /// The shedder `name`, declared by `origin`.
-    pub const fn shedder(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// The loads at which deferred and background work are shed.
-    pub const fn thresholds(mut self, deferred: f64, background: f64) -> Self {
-        self.settings = Thresholds {
-            deferred,
-            background,
-        };
-        self
+    /// The shedder `name`, declared by `origin` with `config`.
+    pub const fn shedder(name: &'static str, origin: &'static str, config: SheddingConfig) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 
@@ -559,32 +450,23 @@ impl Handle<PollMonitor> {
 
 impl Register for OperationDeadline {
     const KIND: &'static str = "operation";
-    /// The deadline and the minimum budget.
-    type Settings = (Duration, Duration);
-    const NONE: (Duration, Duration) = (Deadline::MAX_BUDGET, Duration::ZERO);
+    type Settings = DeadlineConfig;
+    const NONE: DeadlineConfig = DeadlineConfig::DEFAULT;
     type Handle = Arc<OperationDeadline>;
-    fn register(name: &'static str, (deadline, min_budget): (Duration, Duration)) -> Self::Handle {
-        Registry::global().operation_deadline(name, deadline, min_budget)
+    fn register(name: &'static str, config: DeadlineConfig) -> Self::Handle {
+        Registry::global().operation_deadline(name, config.deadline, config.min_budget)
     }
 }
 
-/// The deadline and minimum budget of an [`OperationDeadline`], declared in a `static`.
 impl Handle<OperationDeadline> {
-    /// The operation `name` (made unique by its module path), declared by `origin`.
-    pub const fn operation(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// Its deadline ([`Deadline::MAX_BUDGET`] when not set).
-    pub const fn deadline(mut self, deadline: Duration) -> Self {
-        self.settings.0 = deadline;
-        self
-    }
-
-    /// Its minimum budget (zero when not set).
-    pub const fn min_budget(mut self, min_budget: Duration) -> Self {
-        self.settings.1 = min_budget;
-        self
+    /// The operation `name` (made unique by its module path), declared by `origin` with
+    /// `config`.
+    pub const fn operation(
+        name: &'static str,
+        origin: &'static str,
+        config: DeadlineConfig,
+    ) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 
@@ -900,16 +782,6 @@ where
     K: StaleFeature,
 {
     StaleCache(std::marker::PhantomData)
-}
-
-/// A retry allowance from a `.policy` file's `allowance = R% + N/s`, over the runtime's
-/// [window](RetryAllowance::DEFAULT_WINDOW) (the language does not set one).
-pub fn retry_allowance(ratio: f64, floor_per_second: u32) -> Arc<RetryAllowance> {
-    Arc::new(RetryAllowance::new(
-        RetryAllowance::DEFAULT_WINDOW,
-        floor_per_second,
-        ratio,
-    ))
 }
 
 /// `tracing`, for the call's span in the expansion (`::velocity_policy::__private::tracing::info_span!`).

@@ -181,14 +181,11 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use velocity_policy_lang::overrides::{Applied, Origin, Overridden, PolicyFile, overridden_from};
-use velocity_policy_lang::{Backoff, Spec, WorkClass};
+use velocity_policy_lang::{Spec, WorkClass};
 
-use crate::deadline::Deadline;
 use crate::registry::Registry;
-use crate::retry::RetryNumbers;
 use crate::shedding::Thresholds;
 use crate::tuning::{FleetOrigin, OverriddenSetting, RefusedOverrides, unix_ms};
 
@@ -630,18 +627,9 @@ impl Tunings {
             if !touched.contains(&("retry", retry.name.value.clone())) {
                 continue;
             }
-            let Backoff::FullJitter { base, cap } = retry.backoff.value else {
-                continue;
-            };
-            tunings.retries.insert(
-                retry.name.value.clone(),
-                RetryNumbers::new(
-                    retry.attempts.value,
-                    base,
-                    cap,
-                    retry.attempt_timeout.as_ref().map(|timeout| timeout.value),
-                ),
-            );
+            tunings
+                .retries
+                .insert(retry.name.value.clone(), retry.config);
         }
         for bulkhead in &spec.bulkheads {
             if touched.contains(&("bulkhead", bulkhead.name.value.clone())) {
@@ -655,16 +643,9 @@ impl Tunings {
             if !shedding_touched && !touched.contains(&("operation", name.clone())) {
                 continue;
             }
-            let deadline = spec
-                .governing_deadline(operation)
-                .map_or(Deadline::MAX_BUDGET, |deadline| deadline.value);
-            let min_budget = operation
-                .min_budget
-                .as_ref()
-                .map_or(Duration::ZERO, |min| min.value);
             tunings
                 .operations
-                .insert(name.clone(), (deadline, min_budget));
+                .insert(name.clone(), spec.deadline_config(operation));
             let shed_at = operation.shed_at.as_ref().map(|shed_at| shed_at.value);
             let thresholds = match (operation.class.value, shed_at) {
                 (WorkClass::Deferred, Some(shed_at)) => Thresholds {

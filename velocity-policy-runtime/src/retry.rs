@@ -86,6 +86,11 @@ use crate::observe;
 use crate::tuning::{self, Tuned};
 use crate::window::{Clock, Window, saturating_nanos};
 
+/// A retry policy's settings, its backoff and its allowance's numbers: defined once, in
+/// `velocity-policy-model`, for the `.policy` language, the attribute macros, this runtime and
+/// its overrides.
+pub use velocity_policy_model::retry::{AllowanceConfig, Backoff, RetryConfig};
+
 /// Whether an error is worth retrying: the dependency may answer differently next time.
 ///
 /// Implement it for your error type, or pass a classifier to [`retry_within_by`].
@@ -329,9 +334,10 @@ impl fmt::Debug for RetryAllowance {
 }
 
 impl Default for RetryAllowance {
-    /// Retries may add 20% of the calls of the last 10 s, plus 10 per second.
+    /// Retries may add 20% of the calls of the last 10 s, plus 10 per second
+    /// ([`AllowanceConfig::DEFAULT`]).
     fn default() -> Self {
-        Self::new(Self::DEFAULT_WINDOW, 10, 0.2)
+        Self::from_config(AllowanceConfig::DEFAULT)
     }
 }
 
@@ -348,9 +354,20 @@ pub struct RetryAllowanceSnapshot {
 }
 
 impl RetryAllowance {
-    /// The window calls and retries are counted in unless told otherwise: 10 s. Long enough
-    /// to smooth a burst, short enough that an outage's retries stop adding up soon after.
-    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+    /// The window calls and retries are counted in unless told otherwise
+    /// ([`AllowanceConfig::DEFAULT_WINDOW`]: 10 s).
+    pub const DEFAULT_WINDOW: Duration = AllowanceConfig::DEFAULT_WINDOW;
+
+    /// An allowance with `config`'s numbers: its ratio of the calls seen in its window, plus
+    /// its floor per second of the window.
+    pub fn from_config(config: AllowanceConfig) -> Self {
+        Self::new(config.window, config.floor_per_second, config.ratio)
+    }
+
+    /// Its numbers.
+    pub fn config(&self) -> AllowanceConfig {
+        AllowanceConfig::new(self.ratio, self.min_per_sec).with_window(self.ttl)
+    }
 
     /// Retries may add `ratio` of the calls seen in the last `ttl`, plus `min_per_sec` per
     /// second of `ttl`. A negative or NaN ratio counts as 0.
@@ -453,36 +470,40 @@ impl fmt::Debug for RetryPolicy {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RetryPolicyBuilder {
     name: Arc<str>,
-    attempts: u32,
-    base: Duration,
-    cap: Duration,
-    attempt_timeout: Option<Duration>,
+    config: RetryConfig,
     allowance: Option<Arc<RetryAllowance>>,
 }
 
 impl RetryPolicyBuilder {
+    /// Every setting at once (see [`RetryConfig`]); the setters below change one each. Its
+    /// allowance is the policy's own unless [`allowance`](Self::allowance) shares one.
+    pub fn config(mut self, config: RetryConfig) -> Self {
+        self.config = config;
+        self
+    }
+
     /// Attempts in all, the first included (at least 1).
     pub fn attempts(mut self, attempts: u32) -> Self {
-        self.attempts = attempts.max(1);
+        self.config = self.config.with_attempts(attempts);
         self
     }
 
     /// Full-jitter backoff from `base`, capped at `cap`.
     pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
-        self.base = base;
-        self.cap = cap.max(base);
+        self.config = self.config.with_backoff(Backoff::full_jitter(base, cap));
         self
     }
 
     /// Each attempt's own timeout, as a child of the request's deadline. Expiring it is
     /// retryable.
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
-        self.attempt_timeout = Some(timeout);
+        self.config = self.config.with_attempt_timeout(timeout);
         self
     }
 
-    /// The allowance shared across requests; [`RetryAllowance::default`] when not set. Share
-    /// one allowance between policies by passing the same `Arc`.
+    /// The allowance shared across requests, instead of one of the policy's own (made from
+    /// the config's [`allowance`](RetryConfig::allowance), or [`RetryAllowance::default`]).
+    /// Share one allowance between policies by passing the same `Arc`.
     pub fn allowance(mut self, allowance: Arc<RetryAllowance>) -> Self {
         self.allowance = Some(allowance);
         self
@@ -490,81 +511,49 @@ impl RetryPolicyBuilder {
 
     /// Builds the policy.
     pub fn build(self) -> RetryPolicy {
+        let config = self.config;
         RetryPolicy {
             metrics: RetryMetrics::new(&self.name),
             name: self.name,
-            numbers: Tuned::new(
-                RetryNumbers {
-                    attempts: self.attempts,
-                    base: self.base,
-                    cap: self.cap,
-                    attempt_timeout: self.attempt_timeout,
-                }
-                .words(),
-            ),
-            allowance: self.allowance.unwrap_or_default(),
+            numbers: Tuned::new(words(&config)),
+            allowance: self.allowance.unwrap_or_else(|| {
+                Arc::new(RetryAllowance::from_config(config.allowance_or_default()))
+            }),
             stats: Stats::default(),
         }
     }
 }
 
-/// The numbers of a [`RetryPolicy`] one call uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RetryNumbers {
-    /// Attempts in all, the first included.
-    pub attempts: u32,
-    /// The full-jitter backoff's base.
-    pub base: Duration,
-    /// The full-jitter backoff's cap.
-    pub cap: Duration,
-    /// Each attempt's own timeout.
-    pub attempt_timeout: Option<Duration>,
-}
+/// The former name of a retry policy's numbers: they are its [`RetryConfig`] now.
+#[deprecated(note = "use `RetryConfig`, which `RetryPolicy::numbers` returns")]
+pub type RetryNumbers = RetryConfig;
 
 /// The attempt-timeout word that means none.
 const NO_TIMEOUT: u64 = u64::MAX;
 
-impl RetryNumbers {
-    /// The numbers: `attempts`, a backoff from `base` capped at `cap`, `attempt_timeout`.
-    pub fn new(
-        attempts: u32,
-        base: Duration,
-        cap: Duration,
-        attempt_timeout: Option<Duration>,
-    ) -> Self {
-        Self {
-            attempts,
-            base,
-            cap,
-            attempt_timeout,
-        }
-    }
+/// The numbers a reload may change, as the policy's one tuned cell holds them: attempts,
+/// backoff base and cap, attempt timeout ([`NO_TIMEOUT`] for none).
+fn words(config: &RetryConfig) -> [u64; 4] {
+    [
+        u64::from(config.attempts.max(1)),
+        tuning::word(config.backoff.base()),
+        tuning::word(config.backoff.cap().max(config.backoff.base())),
+        config.attempt_timeout.map_or(NO_TIMEOUT, |timeout| {
+            tuning::word(timeout).min(NO_TIMEOUT - 1)
+        }),
+    ]
+}
 
-    /// The pause before retry `n` (0 for the first retry).
-    pub fn backoff(&self, n: u32) -> Duration {
-        full_jitter(self.base, self.cap, n)
-    }
-
-    fn words(self) -> [u64; 4] {
-        [
-            u64::from(self.attempts),
-            tuning::word(self.base),
-            tuning::word(self.cap),
-            self.attempt_timeout.map_or(NO_TIMEOUT, |timeout| {
-                tuning::word(timeout).min(NO_TIMEOUT - 1)
-            }),
-        ]
-    }
-
-    fn from_words([attempts, base, cap, timeout]: [u64; 4]) -> Self {
-        Self {
-            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-            base: tuning::duration(base),
-            cap: tuning::duration(cap),
-            attempt_timeout: (timeout != NO_TIMEOUT).then(|| tuning::duration(timeout)),
-        }
-    }
+/// [`words`] back, with the allowance in use.
+fn from_words([attempts, base, cap, timeout]: [u64; 4], allowance: AllowanceConfig) -> RetryConfig {
+    let mut config = RetryConfig::new(u32::try_from(attempts).unwrap_or(u32::MAX))
+        .with_backoff(Backoff::full_jitter(
+            tuning::duration(base),
+            tuning::duration(cap),
+        ))
+        .with_allowance(allowance);
+    config.attempt_timeout = (timeout != NO_TIMEOUT).then(|| tuning::duration(timeout));
+    config
 }
 
 /// A point-in-time view of a retry policy, for dashboards.
@@ -591,15 +580,12 @@ pub struct RetrySnapshot {
 }
 
 impl RetryPolicy {
-    /// A builder: 3 attempts, full jitter from 50 ms capped at 1 s, no attempt timeout, the
-    /// default allowance.
+    /// A builder from [`RetryConfig::DEFAULT`]: 3 attempts, full jitter from 50 ms capped at
+    /// 1 s, no attempt timeout, the default allowance.
     pub fn builder(name: impl Into<Arc<str>>) -> RetryPolicyBuilder {
         RetryPolicyBuilder {
             name: name.into(),
-            attempts: 3,
-            base: Duration::from_millis(50),
-            cap: Duration::from_secs(1),
-            attempt_timeout: None,
+            config: RetryConfig::DEFAULT,
             allowance: None,
         }
     }
@@ -619,22 +605,19 @@ impl RetryPolicy {
         self.numbers().attempt_timeout
     }
 
-    /// Its numbers now, read together: what one call uses from its start to its end.
+    /// Its settings now, read together: what one call uses from its start to its end (its
+    /// allowance is the one in use, [`allowance`](Self::allowance)'s numbers).
     #[inline]
-    pub fn numbers(&self) -> RetryNumbers {
-        RetryNumbers::from_words(self.numbers.read())
+    pub fn numbers(&self) -> RetryConfig {
+        from_words(self.numbers.read(), self.allowance.config())
     }
 
-    /// Uses `numbers` from the next call on (attempts at least 1, the cap at least the base);
-    /// true when they changed. Calls under way keep the numbers they started with.
+    /// Uses `config`'s attempts, backoff and attempt timeout from the next call on (attempts
+    /// at least 1, the cap at least the base; the allowance stays as built: its state is
+    /// shared); true when they changed. Calls under way keep the numbers they started with.
     #[cfg(feature = "overrides")]
-    pub(crate) fn retune(&self, numbers: RetryNumbers) -> bool {
-        let numbers = RetryNumbers {
-            attempts: numbers.attempts.max(1),
-            cap: numbers.cap.max(numbers.base),
-            ..numbers
-        };
-        self.numbers.write(numbers.words())
+    pub(crate) fn retune(&self, config: RetryConfig) -> bool {
+        self.numbers.write(words(&config))
     }
 
     /// The shared allowance.
@@ -644,7 +627,8 @@ impl RetryPolicy {
 
     /// The pause before retry `n` (0 for the first retry).
     pub fn backoff(&self, n: u32) -> Duration {
-        self.numbers().backoff(n)
+        let backoff = self.numbers().backoff;
+        full_jitter(backoff.base(), backoff.cap(), n)
     }
 
     /// A point-in-time view, for dashboards.

@@ -49,38 +49,13 @@ use crate::observe;
 use crate::tuning::Tuned;
 use velocity_policy_model::WorkClass;
 
-/// Load thresholds at or above which optional work is shed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct Thresholds {
-    /// Deferred work is shed at or above this load (default 0.5).
-    pub deferred: f64,
-    /// Background work is shed at or above this load (default 0.25).
-    pub background: f64,
-}
+/// A shedder's settings: defined once, in `velocity-policy-model`, for the `.policy` language,
+/// the attribute macros, this runtime and its overrides.
+pub use velocity_policy_model::shedding::SheddingConfig;
 
-impl Default for Thresholds {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
-impl Thresholds {
-    /// Deferred work shed from half load, background work from a quarter.
-    pub const DEFAULT: Thresholds = Thresholds {
-        deferred: 0.5,
-        background: 0.25,
-    };
-
-    /// The threshold for `class`; `None` for critical work, which is never shed for load.
-    pub fn for_class(&self, class: WorkClass) -> Option<f64> {
-        match class {
-            WorkClass::Critical => None,
-            WorkClass::Deferred => Some(self.deferred),
-            WorkClass::Background => Some(self.background),
-        }
-    }
-}
+/// Load thresholds at or above which optional work is shed: the shedder's [`SheddingConfig`],
+/// under the name this module has always given it.
+pub type Thresholds = SheddingConfig;
 
 /// Why work was admitted.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -186,3 +186,26 @@ async fn a_deadline_crosses_a_service_boundary_as_grpc_timeout() {
     assert_eq!(theirs.instant(), ours.instant());
     assert!(Deadline::from_grpc_timeout("soon").is_err());
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_operation_built_from_its_config_admits_and_refuses_as_configured() {
+    use velocity_policy_runtime::deadline::{DeadlineConfig, OperationDeadline};
+    const SEARCH: DeadlineConfig =
+        DeadlineConfig::new(Duration::from_millis(800)).with_min_budget(Duration::from_millis(50));
+    let search = OperationDeadline::with_config("shop::search", SEARCH);
+    assert_eq!(search.config(), SEARCH);
+    assert_eq!(search.compiled_config(), SEARCH);
+    assert_eq!(
+        search.current(),
+        (Duration::from_millis(800), Duration::from_millis(50))
+    );
+    let admitted = Deadline::for_named(&search).unwrap();
+    assert_eq!(admitted.budget(), Duration::from_millis(800));
+    // A caller with less than the minimum budget left is refused before the work starts.
+    let short = Deadline::after(Duration::from_millis(30));
+    let refused = short
+        .scope(async { Deadline::for_named(&search) })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), RefusalKind::InsufficientBudget);
+}

@@ -230,6 +230,39 @@ async fn the_allowance_floor_allows_a_few_retries_at_low_traffic() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_config_builds_the_same_policy_as_its_setters_with_an_allowance_of_its_own() {
+    use velocity_policy_runtime::retry::{AllowanceConfig, Backoff, RetryConfig};
+    const TWO_PER_SECOND: AllowanceConfig = AllowanceConfig::new(0.0, 2);
+    let by_config = RetryPolicy::builder("by-config")
+        .config(
+            RetryConfig::new(4)
+                .with_backoff(Backoff::full_jitter(10 * MS, 80 * MS))
+                .with_attempt_timeout(300 * MS)
+                .with_allowance(TWO_PER_SECOND),
+        )
+        .build();
+    let by_setters = RetryPolicy::builder("by-setters")
+        .attempts(4)
+        .backoff(10 * MS, 80 * MS)
+        .attempt_timeout(300 * MS)
+        .allowance(Arc::new(RetryAllowance::from_config(TWO_PER_SECOND)))
+        .build();
+    assert_eq!(by_config.numbers(), by_setters.numbers());
+    assert_eq!(by_config.numbers().allowance, Some(TWO_PER_SECOND));
+    // 2 per second over the default 10 s window: 20 retries, then none.
+    let granted = (0..30)
+        .filter(|_| by_config.allowance().try_withdraw())
+        .count();
+    assert_eq!(granted, 20);
+    // Without one, the policy's own allowance is the default's numbers.
+    let default = RetryPolicy::builder("default").build();
+    assert_eq!(
+        default.numbers(),
+        RetryConfig::DEFAULT.with_allowance(AllowanceConfig::DEFAULT)
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn stopping_early_is_logged_with_its_reason() {
     let (logs, _guard) = common::capture();
     let allowance = Arc::new(RetryAllowance::new(Duration::from_secs(10), 0, 0.0));

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::source::{Loc, Located};
-use crate::spec::{HedgeAfter, OperationSpec, Spec, WorkClass};
+use crate::spec::{HedgeDelay, OperationSpec, Spec, WorkClass};
 
 /// A location for numbers that come from no text (a running registry's).
 pub const NOWHERE: Loc = Loc::External(u32::MAX);
@@ -90,13 +90,13 @@ impl Budget {
             })
             .map(|(reference, retry)| RetryBudget {
                 name: retry.name.value.clone(),
-                attempts: retry.attempts.value,
-                attempt_timeout: retry.attempt_timeout.as_ref().map(|d| d.value),
-                backoffs: (1..retry.attempts.value)
-                    .map(|k| retry.backoff.value.max_delay_after(k))
+                attempts: retry.config.attempts,
+                attempt_timeout: retry.config.attempt_timeout,
+                backoffs: (1..retry.config.attempts)
+                    .map(|k| retry.config.backoff.max_delay_after(k))
                     .collect(),
                 loc: reference.loc,
-                attempts_loc: retry.attempts.loc,
+                attempts_loc: retry.at.attempts,
             });
         let hedge = operation
             .hedge
@@ -104,10 +104,10 @@ impl Budget {
             .and_then(|name| spec.hedges.get(&name.value))
             .map(|hedge| HedgeBudget {
                 name: hedge.name.value.clone(),
-                max: hedge.max.value,
-                after: match hedge.after.value {
-                    HedgeAfter::Fixed(after) => Some(after),
-                    HedgeAfter::Percentile(_) => None,
+                max: hedge.config.max,
+                after: match hedge.config.after {
+                    HedgeDelay::After(after) => Some(after),
+                    HedgeDelay::Percentile(_) => None,
                 },
             });
         Self {

@@ -6,8 +6,9 @@ use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
-    AdaptiveSpec, Backoff, BreakerSpec, BulkheadSpec, HedgeAfter, HedgeSpec, OpenAfter, QueueSpec,
-    Rate, RatelimitSpec, RequestSpec, RetryAllowance, RetrySpec, Sharing, SheddingSpec,
+    AdaptiveSpec, AllowanceConfig, Backoff, BreakerSpec, BulkheadSpec, HedgeDelay, HedgeSpec,
+    OpenAfter, QueueSpec, Rate, RatelimitSpec, RequestSpec, RetrySpec, Sharing, SheddingSpec,
+    allowance_as_written,
 };
 use crate::suggest;
 
@@ -478,8 +479,12 @@ pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             allowance @ (None | Some(Some(_))),
         ) => {
             let mut retry = RetrySpec::new(name, attempts, backoff, stanza.loc);
-            retry.attempt_timeout = attempt_timeout.flatten();
-            retry.allowance = allowance.flatten();
+            if let Some(timeout) = attempt_timeout.flatten() {
+                retry.set_attempt_timeout(timeout);
+            }
+            if let Some(allowance) = allowance.flatten() {
+                retry.set_allowance(allowance);
+            }
             insert(&mut lowering.spec.retries, retry, &mut lowering.diagnostics);
         }
         (name, ..) => lowering.drop_item("retry", name),
@@ -519,7 +524,9 @@ pub(super) fn lower_hedge(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         ) => {
             let max = max.flatten().unwrap_or(Located::new(2, stanza.loc));
             let mut hedge = HedgeSpec::new(name, after, max, stanza.loc);
-            hedge.allowance = allowance.flatten();
+            if let Some(allowance) = allowance.flatten() {
+                hedge.set_allowance(allowance);
+            }
             insert(&mut lowering.spec.hedges, hedge, &mut lowering.diagnostics);
         }
         (name, ..) => lowering.drop_item("hedge", name),
@@ -531,7 +538,7 @@ fn lower_hedge_after(
     lowering: &mut Lowering<'_>,
     key: &str,
     value: &Value,
-) -> Option<Located<HedgeAfter>> {
+) -> Option<Located<HedgeDelay>> {
     const EXPECTED: &str = "a percentile like `p95` or a duration like `50ms`";
     match value.terms.as_slice() {
         [Term::Word(word)] => {
@@ -541,7 +548,7 @@ fn lower_hedge_after(
                 .and_then(|digits| digits.parse::<u32>().ok())
                 .filter(|p| (1..=99).contains(p));
             match percentile {
-                Some(p) => Some(Located::new(HedgeAfter::Percentile(p), word.loc)),
+                Some(p) => Some(Located::new(HedgeDelay::Percentile(f64::from(p)), word.loc)),
                 None => {
                     lowering.invalid(
                         key,
@@ -557,7 +564,7 @@ fn lower_hedge_after(
         }
         [Term::Quantity(quantity)] => lowering
             .quantity_duration(key, quantity)
-            .map(|d| Located::new(HedgeAfter::Fixed(d.value), d.loc)),
+            .map(|d| Located::new(HedgeDelay::After(d.value), d.loc)),
         _ => {
             lowering.invalid(
                 key,
@@ -659,7 +666,7 @@ fn lower_allowance(
     lowering: &mut Lowering<'_>,
     key: &str,
     value: &Value,
-) -> Option<Located<RetryAllowance>> {
+) -> Option<Located<AllowanceConfig>> {
     let (ratio, floor) = match value.terms.as_slice() {
         [Term::Quantity(ratio)] => (ratio, None),
         [Term::Quantity(ratio), Term::Plus(_), Term::Quantity(floor)]
@@ -684,7 +691,7 @@ fn lower_allowance(
         None => 0,
     };
     Some(Located::new(
-        RetryAllowance::new(ratio.value, floor),
+        allowance_as_written(ratio.value, floor),
         value.loc,
     ))
 }

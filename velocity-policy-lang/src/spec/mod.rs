@@ -25,7 +25,10 @@ pub use velocity_policy_model::{FailMode, WorkClass, queue_defaults};
 
 /// Each mechanism's settings, described once in `velocity-policy-model`: the spec wraps them with the
 /// locations they were written at.
-pub use velocity_policy_model::{AdaptiveLimit, BreakerConfig, BulkheadConfig, OpenAfter, Sharing};
+pub use velocity_policy_model::{
+    AdaptiveLimit, AllowanceConfig, Backoff, BreakerConfig, BulkheadConfig, DeadlineConfig,
+    HedgeConfig, HedgeDelay, OpenAfter, RetryConfig, Sharing, SheddingConfig,
+};
 
 mod delivery;
 
@@ -130,6 +133,20 @@ impl Spec {
     pub fn effective_deadline(&self, operation: &OperationSpec) -> Option<Duration> {
         self.governing_deadline(operation)
             .map(|deadline| deadline.value)
+    }
+
+    /// The operation's deadline settings as the runtime takes them: the
+    /// [governing deadline](Spec::governing_deadline) ([`DeadlineConfig::MAX_BUDGET`] when
+    /// none is written) and its `min_budget` (zero when not written).
+    #[must_use]
+    pub fn deadline_config(&self, operation: &OperationSpec) -> DeadlineConfig {
+        let config = self
+            .effective_deadline(operation)
+            .map_or(DeadlineConfig::DEFAULT, DeadlineConfig::new);
+        match &operation.min_budget {
+            Some(min_budget) => config.with_min_budget(min_budget.value),
+            None => config,
+        }
     }
 
     /// The shedding thresholds in force (declared or default).
@@ -608,71 +625,34 @@ impl Named for QueueSpec {
     }
 }
 
-/// How long to wait between attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backoff {
-    /// `full_jitter(base = 50ms, cap = 1s)`: before attempt `k + 1`, wait a random time in
-    /// `[0, min(cap, base × 2^(k-1))]`.
-    FullJitter {
-        /// The first delay's ceiling.
-        base: Duration,
-        /// The largest delay's ceiling.
-        cap: Duration,
-    },
-}
-
-impl Backoff {
-    /// The longest wait after attempt `attempt` (1-based) failed.
-    #[must_use]
-    pub fn max_delay_after(&self, attempt: u32) -> Duration {
-        match self {
-            Backoff::FullJitter { base, cap } => {
-                let doublings = attempt.saturating_sub(1).min(32);
-                base.saturating_mul(1u32 << doublings.min(31)).min(*cap)
-            }
-        }
-    }
-}
-
-/// `allowance = 20% + 10/s`: how much retry traffic may add, across requests (the request's
-/// deadline bounds each request's retries; this bounds what they add to the dependency's load).
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub struct RetryAllowance {
-    /// Share of recent calls that retries may add, in (0, 1].
-    pub ratio: f64,
-    /// Retries always allowed per second, whatever the ratio says.
-    pub floor_per_second: u32,
-}
-
-impl RetryAllowance {
-    /// An allowance.
-    #[must_use]
-    pub fn new(ratio: f64, floor_per_second: u32) -> Self {
-        RetryAllowance {
-            ratio,
-            floor_per_second,
-        }
-    }
-}
-
-/// `retry NAME { attempts = 3; backoff = full_jitter(...); attempt_timeout = 2s; allowance = ... }`.
+/// `retry NAME { attempts = 3; backoff = full_jitter(...); attempt_timeout = 2s; allowance = ... }`:
+/// the model's [`RetryConfig`] (where each setting and its default is described), and where
+/// each setting was written.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RetrySpec {
     /// Its name.
     pub name: Located<String>,
-    /// Total attempts, the first included (at least 1).
-    pub attempts: Located<u32>,
-    /// The wait between attempts.
-    pub backoff: Located<Backoff>,
-    /// The most one attempt may take (clamped to what the deadline has left).
-    pub attempt_timeout: Option<Located<Duration>>,
-    /// The share of traffic its retries may add.
-    pub allowance: Option<Located<RetryAllowance>>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    pub config: RetryConfig,
+    /// Where each setting was written.
+    pub at: RetryLocs,
     /// The stanza.
     pub loc: Loc,
+}
+
+/// Where each setting of a [`RetrySpec`] was written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RetryLocs {
+    /// `attempts`.
+    pub attempts: Loc,
+    /// `backoff`.
+    pub backoff: Loc,
+    /// `attempt_timeout`; `None` when not written (no attempt timeout).
+    pub attempt_timeout: Option<Loc>,
+    /// `allowance`; `None` when not written (the runtime's default allowance).
+    pub allowance: Option<Loc>,
 }
 
 impl RetrySpec {
@@ -684,73 +664,147 @@ impl RetrySpec {
         backoff: Located<Backoff>,
         loc: Loc,
     ) -> Self {
+        let mut config = RetryConfig::DEFAULT.with_backoff(backoff.value);
+        config.attempts = attempts.value;
         RetrySpec {
             name,
-            attempts,
-            backoff,
-            attempt_timeout: None,
-            allowance: None,
+            config,
+            at: RetryLocs {
+                attempts: attempts.loc,
+                backoff: backoff.loc,
+                attempt_timeout: None,
+                allowance: None,
+            },
             loc,
         }
     }
-}
 
-/// When a hedge starts: `after = 50ms` or `after = p95`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum HedgeAfter {
-    /// After a fixed time without an answer.
-    Fixed(Duration),
-    /// After the operation's own latency at this percentile (1 to 99), as the runtime
-    /// records it.
-    Percentile(u32),
-}
+    /// Bounds each attempt by `timeout`, written there.
+    pub fn set_attempt_timeout(&mut self, timeout: Located<Duration>) {
+        self.config.attempt_timeout = Some(timeout.value);
+        self.at.attempt_timeout = Some(timeout.loc);
+    }
 
-impl fmt::Display for HedgeAfter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Fixed(d) => f.write_str(&crate::units::format_duration(*d)),
-            Self::Percentile(p) => write!(f, "p{p}"),
-        }
+    /// Draws its retries from an allowance of its own, `allowance`, written there.
+    pub fn set_allowance(&mut self, allowance: Located<AllowanceConfig>) {
+        self.config.allowance = Some(allowance.value);
+        self.at.allowance = Some(allowance.loc);
+    }
+
+    /// Its attempts, and where they were written.
+    #[must_use]
+    pub fn attempts(&self) -> Located<u32> {
+        Located::new(self.config.attempts, self.at.attempts)
+    }
+
+    /// Its backoff, and where it was written.
+    #[must_use]
+    pub fn backoff(&self) -> Located<Backoff> {
+        Located::new(self.config.backoff, self.at.backoff)
+    }
+
+    /// Its attempt timeout, and where it was written; `None` when not written.
+    #[must_use]
+    pub fn attempt_timeout(&self) -> Option<Located<Duration>> {
+        let timeout = self.config.attempt_timeout?;
+        Some(Located::new(timeout, self.at.attempt_timeout?))
+    }
+
+    /// Its own allowance, and where it was written; `None` when not written.
+    #[must_use]
+    pub fn allowance(&self) -> Option<Located<AllowanceConfig>> {
+        let allowance = self.config.allowance?;
+        Some(Located::new(allowance, self.at.allowance?))
     }
 }
 
-/// `hedge NAME { after = p95; max = 2; allowance = 10% + 5/s }`.
+/// An allowance as written: `ratio` of recent calls plus `floor_per_second`, over the
+/// runtime's window, with the numbers kept as written (the validator checks the ranges).
+#[must_use]
+pub(crate) fn allowance_as_written(ratio: f64, floor_per_second: u32) -> AllowanceConfig {
+    let mut allowance = AllowanceConfig::DEFAULT;
+    allowance.ratio = ratio;
+    allowance.floor_per_second = floor_per_second;
+    allowance
+}
+
+/// `hedge NAME { after = p95; max = 2; allowance = 10% + 5/s }`: the model's [`HedgeConfig`]
+/// (where each setting and its default is described), and where each setting was written.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HedgeSpec {
     /// Its name.
     pub name: Located<String>,
-    /// When a hedge starts.
-    pub after: Located<HedgeAfter>,
-    /// Attempts in flight at most, the first included (2 is one hedge; at most
-    /// [`HedgeSpec::MAX_IN_FLIGHT`]).
-    pub max: Located<u32>,
-    /// The share of traffic its hedges may add, when the operation does not retry (with a
-    /// retry policy the hedges draw from the retry's allowance).
-    pub allowance: Option<Located<RetryAllowance>>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    pub config: HedgeConfig,
+    /// Where each setting was written.
+    pub at: HedgeLocs,
     /// The stanza.
     pub loc: Loc,
 }
 
+/// Where each setting of a [`HedgeSpec`] was written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct HedgeLocs {
+    /// `after`.
+    pub after: Loc,
+    /// `max`, or the stanza when it is not written (2).
+    pub max: Loc,
+    /// `allowance`; `None` when not written.
+    pub allowance: Option<Loc>,
+}
+
 impl HedgeSpec {
-    /// The most attempts in flight a hedge may have, the first included (the runtime's bound).
-    pub const MAX_IN_FLIGHT: u32 = 3;
+    /// The most attempts in flight a hedge may have, the first included (the runtime's bound,
+    /// [`HedgeConfig::MAX_IN_FLIGHT`]).
+    pub const MAX_IN_FLIGHT: u32 = HedgeConfig::MAX_IN_FLIGHT;
 
     /// A hedging policy with no allowance of its own.
     #[must_use]
     pub fn new(
         name: Located<String>,
-        after: Located<HedgeAfter>,
+        after: Located<HedgeDelay>,
         max: Located<u32>,
         loc: Loc,
     ) -> Self {
+        let mut config = HedgeConfig::new(after.value);
+        config.max = max.value;
         HedgeSpec {
             name,
-            after,
-            max,
-            allowance: None,
+            config,
+            at: HedgeLocs {
+                after: after.loc,
+                max: max.loc,
+                allowance: None,
+            },
             loc,
         }
+    }
+
+    /// Draws its hedges from an allowance of its own, `allowance`, written there.
+    pub fn set_allowance(&mut self, allowance: Located<AllowanceConfig>) {
+        self.config.allowance = Some(allowance.value);
+        self.at.allowance = Some(allowance.loc);
+    }
+
+    /// When a hedge starts, and where that was written.
+    #[must_use]
+    pub fn after(&self) -> Located<HedgeDelay> {
+        Located::new(self.config.after, self.at.after)
+    }
+
+    /// Attempts in flight at most, and where that was written (the stanza, when not written).
+    #[must_use]
+    pub fn max(&self) -> Located<u32> {
+        Located::new(self.config.max, self.at.max)
+    }
+
+    /// Its own allowance, and where it was written; `None` when not written.
+    #[must_use]
+    pub fn allowance(&self) -> Option<Located<AllowanceConfig>> {
+        let allowance = self.config.allowance?;
+        Some(Located::new(allowance, self.at.allowance?))
     }
 }
 
@@ -952,10 +1006,10 @@ pub struct SheddingSpec {
 }
 
 impl SheddingSpec {
-    /// Deferred work is shed from half load by default.
-    pub const DEFAULT_DEFERRED: f64 = 0.5;
-    /// Background work is shed from a quarter load by default.
-    pub const DEFAULT_BACKGROUND: f64 = 0.25;
+    /// Deferred work is shed from half load by default ([`SheddingConfig::DEFAULT`]).
+    pub const DEFAULT_DEFERRED: f64 = SheddingConfig::DEFAULT.deferred;
+    /// Background work is shed from a quarter load by default ([`SheddingConfig::DEFAULT`]).
+    pub const DEFAULT_BACKGROUND: f64 = SheddingConfig::DEFAULT.background;
 
     /// The default thresholds, located at `loc`.
     #[must_use]

@@ -27,8 +27,8 @@ use std::time::Duration;
 use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::quote;
 use velocity_policy_lang::{
-    Backoff, BreakerSpec, BulkheadSpec, FailMode, HedgeAfter, HedgeSpec, OpenAfter, RatelimitSpec,
-    RetrySpec, Sharing, WorkClass,
+    AllowanceConfig, BreakerSpec, BulkheadSpec, FailMode, HedgeDelay, HedgeSpec, OpenAfter,
+    RatelimitSpec, RetrySpec, Sharing, WorkClass,
 };
 
 use super::{local, operation_name};
@@ -147,48 +147,53 @@ fn bulkhead(spec: &BulkheadSpec, inline: bool) -> TokenStream {
     }
 }
 
+/// `config::AllowanceConfig::new(0.2, 10)`: the language does not set its window.
+fn allowance(allowance: AllowanceConfig) -> TokenStream {
+    let (share, floor) = (ratio(allowance.ratio), count(allowance.floor_per_second));
+    quote!(config::AllowanceConfig::new(#share, #floor))
+}
+
 fn retry(spec: &RetrySpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let attempts = count(spec.attempts.value);
-    let backoff = match spec.backoff.value {
-        Backoff::FullJitter { base, cap } => {
-            let (base, cap) = (duration(base), duration(cap));
-            quote!(.backoff(#base, #cap))
-        }
-        _ => quote!(),
-    };
-    let timeout = spec.attempt_timeout.as_ref().map(|t| {
-        let t = duration(t.value);
-        quote!(.attempt_timeout(#t))
+    let config = &spec.config;
+    let attempts = count(config.attempts);
+    let (base, cap) = (
+        duration(config.backoff.base()),
+        duration(config.backoff.cap()),
+    );
+    let timeout = config.attempt_timeout.map(|t| {
+        let t = duration(t);
+        quote!(.with_attempt_timeout(#t))
     });
-    let allowance = spec.allowance.as_ref().map(|a| {
-        let (share, floor) = (ratio(a.value.ratio), count(a.value.floor_per_second));
-        quote!(.allowance(#share, #floor))
+    let allowance = config.allowance.map(|a| {
+        let a = allowance(a);
+        quote!(.with_allowance(#a))
     });
     quote! {
-        Handle<#private::RetryPolicy> = Handle::retry(#name, BY).attempts(#attempts) #backoff #timeout #allowance
+        Handle<#private::RetryPolicy> = Handle::retry(#name, BY, config::RetryConfig::new(#attempts).with_backoff(config::Backoff::full_jitter(#base, #cap)) #timeout #allowance)
     }
 }
 
 fn hedge(spec: &HedgeSpec, inline: bool) -> TokenStream {
     let name = runtime_name(&spec.name.value, inline);
-    let after = match spec.after.value {
-        HedgeAfter::Fixed(d) => {
+    let config = &spec.config;
+    let after = match config.after {
+        HedgeDelay::After(d) => {
             let d = duration(d);
-            quote!(.after(#d))
+            quote!(config::HedgeDelay::After(#d))
         }
-        HedgeAfter::Percentile(p) => {
-            let p = Literal::f64_unsuffixed(f64::from(p));
-            quote!(.percentile(#p))
+        HedgeDelay::Percentile(p) => {
+            let p = Literal::f64_unsuffixed(p);
+            quote!(config::HedgeDelay::Percentile(#p))
         }
     };
-    let max = count(spec.max.value);
-    let allowance = spec.allowance.as_ref().map(|a| {
-        let (share, floor) = (ratio(a.value.ratio), count(a.value.floor_per_second));
-        quote!(.allowance(#share, #floor))
+    let max = count(config.max);
+    let allowance = config.allowance.map(|a| {
+        let a = allowance(a);
+        quote!(.with_allowance(#a))
     });
     quote! {
-        Handle<#private::hedge::Hedge> = Handle::hedge(#name, BY) #after .max(#max) #allowance
+        Handle<#private::hedge::Hedge> = Handle::hedge(#name, BY, config::HedgeConfig::new(#after).with_max(#max) #allowance)
     }
 }
 
@@ -277,7 +282,7 @@ fn shedder(plan: &Plan) -> TokenStream {
     }
     let (deferred, background) = (ratio(deferred), ratio(background));
     quote! {
-        Handle<#private::Shedder> = Handle::shedder(#name, BY).thresholds(#deferred, #background)
+        Handle<#private::Shedder> = Handle::shedder(#name, BY, config::SheddingConfig::new(#deferred, #background))
     }
 }
 
@@ -312,17 +317,20 @@ impl Handles {
             h.shedder = Some(h.add("shedder", shedder(plan)));
         }
         let name = operation_name(&plan.op);
-        let deadline = plan.deadline.map(|deadline| {
-            let deadline = duration(deadline);
-            quote!(.deadline(#deadline))
-        });
+        let deadline = match plan.deadline {
+            Some(deadline) => {
+                let deadline = duration(deadline);
+                quote!(config::DeadlineConfig::new(#deadline))
+            }
+            None => quote!(config::DeadlineConfig::DEFAULT),
+        };
         let min_budget = plan.min_budget.filter(|min| !min.is_zero()).map(|min| {
             let min = duration(min);
-            quote!(.min_budget(#min))
+            quote!(.with_min_budget(#min))
         });
         h.operation = Some(h.add(
             "operation",
-            quote!(Handle<#private::deadline::OperationDeadline> = Handle::operation(#name, BY) #deadline #min_budget),
+            quote!(Handle<#private::deadline::OperationDeadline> = Handle::operation(#name, BY, #deadline #min_budget)),
         ));
         if let Some(budget) = plan.poll_budget {
             let (name, budget) = (operation_name(&plan.op), duration(budget));

@@ -6,15 +6,16 @@ async fn save_document(doc: Doc) -> Result<DocId, AppError> {
     let operation = {
         use ::core::time::Duration;
         use ::velocity_policy::__privateN::Handle;
+        use ::velocity_policy::__privateN::config;
         const BY: &str = ::core::concat!(::core::module_path!(), "::", "save_document");
         static OPERATION: Handle<
             ::velocity_policy::__privateN::deadline::OperationDeadline,
         > = Handle::operation(
-                ::core::concat!(::core::module_path!(), "::", "save_document"),
-                BY,
-            )
-            .deadline(Duration::from_secs(2))
-            .min_budget(Duration::from_millis(200));
+            ::core::concat!(::core::module_path!(), "::", "save_document"),
+            BY,
+            config::DeadlineConfig::new(Duration::from_secs(2))
+                .with_min_budget(Duration::from_millis(200)),
+        );
         &*OPERATION
     };
     ::velocity_policy::__privateN::traced(

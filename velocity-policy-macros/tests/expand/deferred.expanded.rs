@@ -8,6 +8,7 @@ fn index_document(id: DocId) {
     >(async move {
         let operation = {
             use ::velocity_policy::__privateN::Handle;
+            use ::velocity_policy::__privateN::config;
             const BY: &str = ::core::concat!(
                 ::core::module_path!(), "::", "index_document"
             );
@@ -16,6 +17,7 @@ fn index_document(id: DocId) {
             > = Handle::operation(
                 ::core::concat!(::core::module_path!(), "::", "index_document"),
                 BY,
+                config::DeadlineConfig::DEFAULT,
             );
             &*OPERATION
         };

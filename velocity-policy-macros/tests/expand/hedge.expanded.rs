@@ -25,25 +25,29 @@ pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
             config::BulkheadConfig::new(4).with_max_queued(2),
         );
         static RETRY: Handle<::velocity_policy::__privateN::RetryPolicy> = Handle::retry(
-                "transient",
-                BY,
-            )
-            .attempts(3)
-            .backoff(Duration::from_millis(50), Duration::from_secs(1))
-            .attempt_timeout(Duration::from_millis(500));
+            "transient",
+            BY,
+            config::RetryConfig::new(3)
+                .with_backoff(
+                    config::Backoff::full_jitter(
+                        Duration::from_millis(50),
+                        Duration::from_secs(1),
+                    ),
+                )
+                .with_attempt_timeout(Duration::from_millis(500)),
+        );
         static HEDGE: Handle<::velocity_policy::__privateN::hedge::Hedge> = Handle::hedge(
-                "tail",
-                BY,
-            )
-            .percentile(95.0)
-            .max(2);
+            "tail",
+            BY,
+            config::HedgeConfig::new(config::HedgeDelay::Percentile(95.0)).with_max(2),
+        );
         static OPERATION: Handle<
             ::velocity_policy::__privateN::deadline::OperationDeadline,
         > = Handle::operation(
-                ::core::concat!(::core::module_path!(), "::", "lookup"),
-                BY,
-            )
-            .deadline(Duration::from_secs(2));
+            ::core::concat!(::core::module_path!(), "::", "lookup"),
+            BY,
+            config::DeadlineConfig::new(Duration::from_secs(2)),
+        );
         (&*BREAKER, &*BULKHEAD, &*RETRY, &*HEDGE, &*OPERATION)
     };
     ::velocity_policy::__privateN::traced(

@@ -16,16 +16,17 @@ pub fn embed_document(id: DocId, text: String) {
         let operation = {
             use ::core::time::Duration;
             use ::velocity_policy::__privateN::Handle;
+            use ::velocity_policy::__privateN::config;
             const BY: &str = ::core::concat!(
                 ::core::module_path!(), "::", "embed_document"
             );
             static OPERATION: Handle<
                 ::velocity_policy::__privateN::deadline::OperationDeadline,
             > = Handle::operation(
-                    ::core::concat!(::core::module_path!(), "::", "embed_document"),
-                    BY,
-                )
-                .deadline(Duration::from_secs(30));
+                ::core::concat!(::core::module_path!(), "::", "embed_document"),
+                BY,
+                config::DeadlineConfig::new(Duration::from_secs(30)),
+            );
             &*OPERATION
         };
         let deadline = ::velocity_policy::__privateN::Deadline::for_named(operation)?;
@@ -72,18 +73,19 @@ pub mod embed_document {
                         let operation = {
                             use ::core::time::Duration;
                             use ::velocity_policy::__privateN::Handle;
+                            use ::velocity_policy::__privateN::config;
                             const BY: &str = ::core::concat!(
                                 ::core::module_path!(), "::", "embed_document"
                             );
                             static OPERATION: Handle<
                                 ::velocity_policy::__privateN::deadline::OperationDeadline,
                             > = Handle::operation(
-                                    ::core::concat!(
-                                        ::core::module_path!(), "::", "embed_document"
-                                    ),
-                                    BY,
-                                )
-                                .deadline(Duration::from_secs(30));
+                                ::core::concat!(
+                                    ::core::module_path!(), "::", "embed_document"
+                                ),
+                                BY,
+                                config::DeadlineConfig::new(Duration::from_secs(30)),
+                            );
                             &*OPERATION
                         };
                         let deadline = ::velocity_policy::__privateN::Deadline::for_named(

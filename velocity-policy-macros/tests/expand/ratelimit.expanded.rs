@@ -28,17 +28,17 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
             .on_error(::velocity_policy::__privateN::limiter::FailMode::Local)
             .local_rate(20, Duration::from_secs(60));
         static SHEDDER: Handle<::velocity_policy::__privateN::Shedder> = Handle::shedder(
-                ::core::concat!(::core::module_path!(), "::", "sign_up"),
-                BY,
-            )
-            .thresholds(0.5, 0.25);
+            ::core::concat!(::core::module_path!(), "::", "sign_up"),
+            BY,
+            config::SheddingConfig::new(0.5, 0.25),
+        );
         static OPERATION: Handle<
             ::velocity_policy::__privateN::deadline::OperationDeadline,
         > = Handle::operation(
-                ::core::concat!(::core::module_path!(), "::", "sign_up"),
-                BY,
-            )
-            .deadline(Duration::from_secs(2));
+            ::core::concat!(::core::module_path!(), "::", "sign_up"),
+            BY,
+            config::DeadlineConfig::new(Duration::from_secs(2)),
+        );
         (&*BREAKER, &*RATELIMIT, &*SHEDDER, &*OPERATION)
     };
     ::velocity_policy::__privateN::traced(

@@ -26,19 +26,24 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
             config::BulkheadConfig::new(4).with_max_queued(2),
         );
         static RETRY: Handle<::velocity_policy::__privateN::RetryPolicy> = Handle::retry(
-                "transient",
-                BY,
-            )
-            .attempts(3)
-            .backoff(Duration::from_millis(50), Duration::from_secs(1))
-            .attempt_timeout(Duration::from_millis(500));
+            "transient",
+            BY,
+            config::RetryConfig::new(3)
+                .with_backoff(
+                    config::Backoff::full_jitter(
+                        Duration::from_millis(50),
+                        Duration::from_secs(1),
+                    ),
+                )
+                .with_attempt_timeout(Duration::from_millis(500)),
+        );
         static OPERATION: Handle<
             ::velocity_policy::__privateN::deadline::OperationDeadline,
         > = Handle::operation(
-                ::core::concat!(::core::module_path!(), "::", "push_to_index"),
-                BY,
-            )
-            .deadline(Duration::from_secs(2));
+            ::core::concat!(::core::module_path!(), "::", "push_to_index"),
+            BY,
+            config::DeadlineConfig::new(Duration::from_secs(2)),
+        );
         (&*BREAKER, &*BULKHEAD, &*RETRY, &*OPERATION)
     };
     ::velocity_policy::__privateN::traced(

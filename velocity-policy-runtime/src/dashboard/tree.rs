@@ -11,7 +11,6 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use velocity_policy_lang::Backoff;
 use velocity_policy_lang::bound::{
     Budget, Composition, Finding, Graph, HedgeBudget, Model, NOWHERE, Node, RetryBudget, Tree,
     compose,
@@ -19,7 +18,6 @@ use velocity_policy_lang::bound::{
 use velocity_policy_model::WorkClass;
 
 use crate::Deadline;
-use crate::hedge::HedgeDelay;
 use crate::registry::{Registry, Snapshot};
 
 /// The calls `snapshot` saw, as a graph of observed calls and entry points, and the numbers in
@@ -89,10 +87,7 @@ fn budget_of(operation: &str, snapshot: &Snapshot, registry: &Registry) -> Budge
             .and_then(|name| registry.find_retry(name))
         {
             let numbers = retry.numbers();
-            let backoff = Backoff::FullJitter {
-                base: numbers.base,
-                cap: numbers.cap,
-            };
+            let backoff = numbers.backoff;
             budget = budget.retry(RetryBudget::new(
                 retry.name(),
                 numbers.attempts,
@@ -107,10 +102,7 @@ fn budget_of(operation: &str, snapshot: &Snapshot, registry: &Registry) -> Budge
             .first()
             .and_then(|name| registry.find_hedge(name))
         {
-            let after = match hedge.configured_delay() {
-                HedgeDelay::After(after) => Some(after),
-                HedgeDelay::Percentile(_) => None,
-            };
+            let after = hedge.configured_delay().fixed();
             budget = budget.hedge(HedgeBudget::new(hedge.name(), hedge.max(), after));
         }
     }

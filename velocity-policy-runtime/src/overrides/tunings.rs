@@ -5,14 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
-use crate::deadline::OperationDeadline;
+use crate::deadline::{DeadlineConfig, OperationDeadline};
 use crate::observe::short_name;
 use crate::registry::{OverridesSnapshot, Registry, read, write};
-use crate::retry::{RetryNumbers, RetryPolicy};
+use crate::retry::{RetryConfig, RetryPolicy};
 use crate::shedding::{Shedder, Thresholds};
 
 /// The numbers a valid set puts in force, per mechanism: applied to those built now
@@ -21,11 +20,12 @@ use crate::shedding::{Shedder, Thresholds};
 pub(crate) struct Tunings {
     /// A breaker's configuration in force (its sharing is not tuned: the breaker keeps its own).
     pub(crate) breakers: BTreeMap<String, BreakerConfig>,
-    pub(crate) retries: BTreeMap<String, RetryNumbers>,
+    /// A retry policy's configuration in force (its allowance is not tuned: it keeps its own).
+    pub(crate) retries: BTreeMap<String, RetryConfig>,
     /// A bulkhead's configuration in force (of which a running bulkhead changes its slot count).
     pub(crate) bulkheads: BTreeMap<String, BulkheadConfig>,
     /// By the operation's own name.
-    pub(crate) operations: BTreeMap<String, (Duration, Duration)>,
+    pub(crate) operations: BTreeMap<String, DeadlineConfig>,
     /// By the operation's own name.
     pub(crate) shedders: BTreeMap<String, Thresholds>,
     /// Drills (feature `chaos`), by name: their faults and whether they are on.
@@ -57,8 +57,8 @@ impl Tunings {
     }
 
     pub(crate) fn apply_to_retry(&self, retry: &RetryPolicy) {
-        if let Some(&numbers) = self.retries.get(retry.name()) {
-            retry.retune(numbers);
+        if let Some(&config) = self.retries.get(retry.name()) {
+            retry.retune(config);
         }
     }
 
@@ -71,8 +71,8 @@ impl Tunings {
     }
 
     pub(crate) fn apply_to_operation(&self, operation: &OperationDeadline) {
-        if let Some(&(deadline, min_budget)) = self.operations.get(operation.display_name()) {
-            operation.retune(deadline, min_budget);
+        if let Some(&config) = self.operations.get(operation.display_name()) {
+            operation.retune(config);
         }
     }
 
