@@ -524,10 +524,6 @@ impl RetryPolicyBuilder {
     }
 }
 
-/// The former name of a retry policy's numbers: they are its [`RetryConfig`] now.
-#[deprecated(note = "use `RetryConfig`, which `RetryPolicy::numbers` returns")]
-pub type RetryNumbers = RetryConfig;
-
 /// The attempt-timeout word that means none.
 const NO_TIMEOUT: u64 = u64::MAX;
 

@@ -293,6 +293,7 @@ fn work_handed_over_outside_a_runtime_is_abandoned_and_logged() {
     );
 }
 
+#[cfg(feature = "serde")]
 #[test]
 fn the_snapshot_serializes_deferred_work_for_dashboards() {
     let json = serde_json::to_value(Registry::new().snapshot()).unwrap();

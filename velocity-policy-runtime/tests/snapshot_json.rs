@@ -1,6 +1,8 @@
 //! The snapshot's JSON: versioned, durations in milliseconds under `_ms` names, and rows named
 //! by policy and operation names rather than module paths.
 #![allow(clippy::unwrap_used, reason = "a test")]
+// JSON is the `serde` feature's: `cargo test -p velocity-policy-runtime --features serde --test snapshot_json`.
+#![cfg(feature = "serde")]
 
 use std::time::Duration;
 

@@ -304,6 +304,7 @@ mod tests {
         assert_eq!((snapshot.limit, snapshot.per), (5, Duration::from_secs(1)));
     }
 
+    #[cfg(feature = "serde")]
     #[tokio::test(start_paused = true)]
     async fn clones_share_one_state_and_the_refusal_serialises_its_wait_in_ms() {
         let limiter = RateLimiter::builder("api", 1, Duration::from_secs(2)).build();
