@@ -176,29 +176,10 @@ pub(crate) fn leave_operation(outer: Option<&'static str>) {
     OPERATION.with(|op| op.set(outer));
 }
 
-pub use crate::calls::Calls;
-
-/// What an annotated call returns: a `Result`, whose `Ok` is the `ok` outcome of its metrics.
-pub trait CallOutput {
-    /// Whether the call succeeded.
-    fn succeeded(&self) -> bool;
-}
-
-impl<T, E> CallOutput for Result<T, E> {
-    #[inline]
-    fn succeeded(&self) -> bool {
-        self.is_ok()
-    }
-}
-
-// A call's measure, for its metrics and the dashboard's history: with either feature the
-// meter; with neither, a stand-in of the same names that keeps and reads nothing. Chosen here,
-// once.
-#[cfg_attr(
-    not(any(feature = "metrics", feature = "dashboard")),
-    path = "observe/no_meter.rs"
-)]
-pub(crate) mod meter;
+// The record and the measure of an operation's calls live with its calls (`calls`, which
+// names nothing of this module); what the mechanisms note of a call goes to its meter.
+use crate::calls::meter;
+pub use crate::calls::{CallOutput, Calls};
 
 /// A refusal became the error of the call being polled (its metrics' `refused` outcome).
 #[inline]

@@ -16,7 +16,7 @@ use pin_project_lite::pin_project;
 
 use crate::Deadline;
 use crate::calls::Calls;
-use crate::observe::meter::Meter;
+use crate::calls::meter::Meter;
 use crate::observe::{self, CallOutput};
 use crate::registry::{Registry, entry_caller};
 

@@ -4,9 +4,8 @@
 
 use std::task::Poll;
 
-use crate::calls::Calls;
+use super::{CallOutput, Calls};
 use crate::error::RefusalKind;
-use crate::observe::CallOutput;
 
 #[inline]
 pub(crate) fn refused(_kind: RefusalKind) {}

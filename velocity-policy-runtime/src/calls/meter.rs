@@ -8,11 +8,10 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 use std::task::Poll;
 
-use crate::calls::Calls;
+use super::{CallOutput, Calls};
 use crate::calls::stats::{CallStats, recording};
 use crate::error::RefusalKind;
 use crate::instruments::{self, CallMetrics, CallOutcome};
-use crate::observe::CallOutput;
 
 /// What the mechanisms said about the call being polled on this thread: how its error
 /// was made (a refusal, an expiry), and how many retries it started.
