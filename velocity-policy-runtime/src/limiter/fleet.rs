@@ -22,45 +22,28 @@ pub(super) type Fleet = RedisRateLimiter;
 /// Where a [`RateLimiterBuilder`](super::RateLimiterBuilder) decides across the fleet.
 pub(super) type Store = RedisStore;
 
-/// The limiter `builder` describes, deciding across the fleet through `store` (`made` puts the
-/// fleet limiter in a [`RateLimiter`](super::RateLimiter)).
-pub(super) fn limiter(
+/// The fleet limiter named `name`, `rate` (calls, per period) deciding through `store`, with
+/// its fail modes (`on_timeout`, `on_error`), its local rate for [`FailMode::Local`] and its
+/// timeout (the store's limiter default when `None`), handed to `made` (which puts it in a
+/// [`RateLimiter`](super::RateLimiter): this module names nothing of `rate_limiter`).
+pub(super) fn limiter<R>(
     store: Store,
-    builder: &super::RateLimiterBuilder,
-    made: impl FnOnce(Fleet) -> super::RateLimiter,
-) -> super::RateLimiter {
-    let (local_limit, local_per) = builder.local.unwrap_or((builder.limit, builder.per));
+    name: Arc<str>,
+    (limit, per): (u32, Duration),
+    (on_timeout, on_error): (FailMode, FailMode),
+    (local_limit, local_per): (u32, Duration),
+    timeout: Option<Duration>,
+    made: impl FnOnce(Fleet) -> R,
+) -> R {
     let mut fleet = store
-        .rate_limiter(builder.name.clone(), builder.limit, builder.per)
-        .on_timeout(builder.on_timeout)
-        .on_error(builder.on_error)
+        .rate_limiter(name, limit, per)
+        .on_timeout(on_timeout)
+        .on_error(on_error)
         .local_rate(local_limit, local_per);
-    if let Some(timeout) = builder.timeout {
+    if let Some(timeout) = timeout {
         fleet = fleet.timeout(timeout);
     }
     made(fleet.build())
-}
-
-/// What `redis` adds to [`RateLimiter`](super::RateLimiter): the fleet limiter behind it.
-impl super::RateLimiter {
-    /// The fleet limiter behind this one, when it decides through the store.
-    pub fn fleet(&self) -> Option<&RedisRateLimiter> {
-        match &self.inner.decides {
-            super::rate_limiter::Decides::Fleet(fleet) => Some(fleet),
-            super::rate_limiter::Decides::InProcess { .. } => None,
-        }
-    }
-}
-
-/// What `redis` adds to [`RateLimiterBuilder`](super::RateLimiterBuilder): deciding across the
-/// fleet.
-impl super::RateLimiterBuilder {
-    /// Decides across the fleet through `store` (feature `redis`), with this builder's fail
-    /// modes and local rate, instead of in this process.
-    pub fn fleet(mut self, store: RedisStore) -> Self {
-        self.store = Some(store);
-        self
-    }
 }
 
 impl RedisStore {

@@ -3,7 +3,10 @@
 //! code that would use them compiles to nothing. With the feature, `fleet.rs` has the same
 //! items.
 
-use super::LimiterSnapshot;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{FailMode, LimiterSnapshot};
 use crate::error::ResilienceError;
 
 /// Stands in for the fleet's limiter: no value exists.
@@ -25,10 +28,14 @@ impl Fleet {
 }
 
 /// Never called: no store exists to call it with.
-pub(super) fn limiter(
+pub(super) fn limiter<R>(
     store: Store,
-    _builder: &super::RateLimiterBuilder,
-    _made: impl FnOnce(Fleet) -> super::RateLimiter,
-) -> super::RateLimiter {
+    _name: Arc<str>,
+    _rate: (u32, Duration),
+    _fail_modes: (FailMode, FailMode),
+    _local: (u32, Duration),
+    _timeout: Option<Duration>,
+    _made: impl FnOnce(Fleet) -> R,
+) -> R {
     match store {}
 }

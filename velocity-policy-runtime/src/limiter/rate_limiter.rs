@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+#[cfg(feature = "redis")]
+use super::RedisRateLimiter;
 use super::fleet::{self, Fleet, Store};
 use super::{FailMode, LimiterSnapshot, LocalRate};
 use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
@@ -19,17 +21,17 @@ use crate::observe;
 /// operations and the [layer](crate::layer::RateLimitLayer) that name it share one state.
 #[derive(Clone)]
 pub struct RateLimiter {
-    pub(super) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
-pub(super) struct Inner {
+struct Inner {
     name: Arc<str>,
     limit: u32,
     per: Duration,
-    pub(super) decides: Decides,
+    decides: Decides,
 }
 
-pub(super) enum Decides {
+enum Decides {
     /// GCRA on this instance, with its own counts.
     InProcess {
         rate: LocalRate,
@@ -145,6 +147,15 @@ impl RateLimiter {
         }
     }
 
+    /// The fleet limiter behind this one, when it decides through the store.
+    #[cfg(feature = "redis")]
+    pub fn fleet(&self) -> Option<&RedisRateLimiter> {
+        match &self.inner.decides {
+            Decides::Fleet(fleet) => Some(fleet),
+            Decides::InProcess { .. } => None,
+        }
+    }
+
     /// A point-in-time view, for dashboards.
     pub fn snapshot(&self) -> LimiterSnapshot {
         let inner = &*self.inner;
@@ -182,15 +193,15 @@ impl super::LimiterSource for RateLimiter {
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RateLimiterBuilder {
-    pub(super) name: Arc<str>,
-    pub(super) limit: u32,
-    pub(super) per: Duration,
-    pub(super) on_timeout: FailMode,
-    pub(super) on_error: FailMode,
-    pub(super) local: Option<(u32, Duration)>,
-    pub(super) timeout: Option<Duration>,
+    name: Arc<str>,
+    limit: u32,
+    per: Duration,
+    on_timeout: FailMode,
+    on_error: FailMode,
+    local: Option<(u32, Duration)>,
+    timeout: Option<Duration>,
     /// The fleet's store, when it decides there (feature `redis`).
-    pub(super) store: Option<Store>,
+    store: Option<Store>,
 }
 
 impl RateLimiterBuilder {
@@ -223,17 +234,34 @@ impl RateLimiterBuilder {
         self
     }
 
+    /// Decides across the fleet through `store` (feature `redis`), with this builder's fail
+    /// modes and local rate, instead of in this process.
+    #[cfg(feature = "redis")]
+    pub fn fleet(mut self, store: crate::redis_store::RedisStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Builds the limiter.
     pub fn build(mut self) -> RateLimiter {
         if let Some(store) = self.store.take() {
-            return fleet::limiter(store, &self, |fleet| RateLimiter {
-                inner: Arc::new(Inner {
-                    decides: Decides::Fleet(fleet),
-                    name: self.name.clone(),
-                    limit: self.limit,
-                    per: self.per,
-                }),
-            });
+            let rate = (self.limit, self.per);
+            return fleet::limiter(
+                store,
+                self.name.clone(),
+                rate,
+                (self.on_timeout, self.on_error),
+                self.local.unwrap_or(rate),
+                self.timeout,
+                |fleet| RateLimiter {
+                    inner: Arc::new(Inner {
+                        decides: Decides::Fleet(fleet),
+                        name: self.name,
+                        limit: self.limit,
+                        per: self.per,
+                    }),
+                },
+            );
         }
         // Without a store there is nothing to time out or fail: one rate, on this instance.
         let _ = (self.on_timeout, self.on_error, self.local, self.timeout);
