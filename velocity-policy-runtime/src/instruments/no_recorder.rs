@@ -39,12 +39,12 @@ impl Histogram {
 
 /// Stands in for when a wait began: no clock is read, and nothing has elapsed.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct Since;
+pub(crate) struct Since {}
 
 impl Since {
     #[inline]
     pub(crate) fn now() -> Self {
-        Self
+        Self {}
     }
 
     #[inline]
