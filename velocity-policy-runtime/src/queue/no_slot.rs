@@ -2,8 +2,6 @@
 //! feature: nowhere, so its work runs on the in-process pool. With the feature, `slot.rs` has
 //! the same items.
 
-use crate::__macro_support::QueueArgs;
-
 /// Stands in for a function's lookup of its queue: there is none to find.
 #[derive(Debug)]
 pub(crate) struct Lookup {}
@@ -15,7 +13,7 @@ impl Lookup {
 
     /// Gives `args` back, for the in-process pool.
     #[inline]
-    pub(crate) fn enqueue<A: QueueArgs>(
+    pub(crate) fn enqueue<A: serde::Serialize>(
         &'static self,
         _name: &'static str,
         _operation: &'static str,

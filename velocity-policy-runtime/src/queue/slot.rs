@@ -6,7 +6,6 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::TaskQueue;
-use crate::__macro_support::QueueArgs;
 
 /// One function's lookup of its queue.
 #[derive(Debug)]
@@ -26,8 +25,10 @@ impl Lookup {
     }
 
     /// Enqueues `args` as a task of `operation` on the queue `name` when it is installed (a
-    /// refusal is counted and logged by the queue), and gives them back when it is not.
-    pub(crate) fn enqueue<A: QueueArgs>(
+    /// refusal is counted and logged by the queue), and gives them back when it is not. Only
+    /// their encoding is needed here: the expansion's `QueueSlot` asks for the whole of
+    /// `QueueArgs`, with its message, so this module names nothing of the expansion's.
+    pub(crate) fn enqueue<A: serde::Serialize>(
         &'static self,
         name: &'static str,
         operation: &'static str,
