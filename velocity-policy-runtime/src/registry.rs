@@ -84,6 +84,10 @@ use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 pub use crate::tuning::{FleetOrigin, OverriddenSetting, OverridesSnapshot, RefusedOverrides};
 
 mod calls;
+// What a feature keeps in the registry and the methods it adds, one submodule each, with its
+// feature: they name the feature's module, which names nothing of the registry.
+#[cfg(feature = "chaos")]
+mod chaos;
 #[cfg(feature = "test-registry")]
 pub mod scoped;
 #[cfg(feature = "test-registry")]

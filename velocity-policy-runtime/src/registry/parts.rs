@@ -5,7 +5,7 @@
 //! module (`chaos`, `history`, `overrides`, `redis_store`), in an `impl Registry` of its own.
 
 #[cfg(feature = "chaos")]
-pub(crate) use crate::chaos::Drills;
+pub(crate) use super::chaos::Drills;
 #[cfg(feature = "dashboard")]
 pub(crate) use crate::history::History;
 #[cfg(feature = "overrides")]
