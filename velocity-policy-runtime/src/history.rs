@@ -22,14 +22,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::breaker::Breaker;
 use crate::breaker::BreakerSnapshot;
-use crate::bulkhead::Bulkhead;
 use crate::bulkhead::BulkheadSnapshot;
 use crate::calls::Calls;
 use crate::calls::stats::{BUCKETS, CallCounts, REFUSAL_KINDS, bucket_upper_ms};
 use crate::deadline::OperationSnapshot;
-use crate::registry::{Registry, read};
 use crate::shedding::ShedderSnapshot;
 
 /// How often a point is taken.
@@ -159,56 +156,6 @@ fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The dashboard's history: what `dashboard` adds to [`Registry`].
-impl Registry {
-    /// The breakers', bulkheads', shedders' and operation deadlines' snapshots, for the
-    /// history (feature `dashboard`).
-    fn mechanism_snapshots(&self) -> Mechanisms {
-        (
-            read(&self.breakers)
-                .values()
-                .map(Breaker::snapshot)
-                .collect(),
-            read(&self.bulkheads)
-                .values()
-                .map(Bulkhead::snapshot)
-                .collect(),
-            read(&self.shedders)
-                .values()
-                .map(|s| s.snapshot())
-                .collect(),
-            read(&self.operations)
-                .values()
-                .map(|o| o.snapshot())
-                .collect(),
-        )
-    }
-
-    /// The calls seen of every operation (feature `dashboard`: their counts and latencies).
-    fn calls_seen(&self) -> Vec<&'static Calls> {
-        read(&self.calls).operations().to_vec()
-    }
-
-    /// Takes one sample of the dashboard's history now (feature `dashboard`): the dashboard's
-    /// sampler does every two seconds; a test, or a service with a cadence of its own, may too.
-    pub fn record_history(&self) {
-        self.history
-            .sample(self.mechanism_snapshots(), &self.calls_seen());
-    }
-
-    /// Starts the dashboard's sampler for this registry on the current tokio runtime, once
-    /// (again if the runtime that ran it ended); without a runtime, nothing.
-    pub(crate) fn sample_history_from(&'static self) {
-        self.history.start(move || self.record_history());
-    }
-
-    /// The last few minutes of every breaker, bulkhead, shedder and operation, one point per
-    /// sample: the dashboard serves it as its JSON's `history`.
-    pub fn history(&self) -> HistorySnapshot {
-        self.history.snapshot()
-    }
 }
 
 impl History {

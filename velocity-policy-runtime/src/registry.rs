@@ -88,6 +88,8 @@ mod calls;
 // feature: they name the feature's module, which names nothing of the registry.
 #[cfg(feature = "chaos")]
 mod chaos;
+#[cfg(feature = "dashboard")]
+mod history;
 #[cfg(feature = "test-registry")]
 pub mod scoped;
 #[cfg(feature = "test-registry")]
