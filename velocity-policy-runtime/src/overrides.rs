@@ -185,7 +185,7 @@ use std::sync::{Arc, Mutex};
 use velocity_policy_lang::overrides::{Applied, Origin, Overridden, PolicyFile, overridden_from};
 use velocity_policy_lang::{Spec, WorkClass};
 
-use crate::registry::Registry;
+use crate::registry::{Registry, Tunings};
 use crate::shedding::Thresholds;
 use crate::tuning::{FleetOrigin, OverriddenSetting, RefusedOverrides, unix_ms};
 
@@ -674,9 +674,6 @@ impl Tunings {
         tunings
     }
 }
-
-mod tunings;
-pub(crate) use tunings::{InForce, Tunings};
 
 mod watch {
     use std::sync::Arc;

@@ -90,6 +90,10 @@ mod calls;
 mod chaos;
 #[cfg(feature = "dashboard")]
 mod history;
+#[cfg(feature = "overrides")]
+mod tunings;
+#[cfg(feature = "overrides")]
+pub(crate) use tunings::Tunings;
 #[cfg(feature = "test-registry")]
 pub mod scoped;
 #[cfg(feature = "test-registry")]

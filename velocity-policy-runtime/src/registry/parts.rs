@@ -6,10 +6,10 @@
 
 #[cfg(feature = "chaos")]
 pub(crate) use super::chaos::Drills;
+#[cfg(feature = "overrides")]
+pub(crate) use super::tunings::InForce;
 #[cfg(feature = "dashboard")]
 pub(crate) use crate::history::History;
-#[cfg(feature = "overrides")]
-pub(crate) use crate::overrides::InForce;
 #[cfg(feature = "redis")]
 pub(crate) use crate::redis_store::LimiterStore;
 #[cfg(not(feature = "chaos"))]

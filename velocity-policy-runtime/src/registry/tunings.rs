@@ -1,16 +1,18 @@
-//! The numbers an override set puts in force: kept by the registry (its
-//! [`parts`](crate::registry::parts) with `overrides`), applied to each named mechanism it
-//! builds and, at a reload, to those already built. The overrides work them out from the
-//! merged `.policy` set; the registry only applies them.
+//! The numbers an override set puts in force (feature `overrides`): kept by the registry (its
+//! [`parts`](super::parts) with `overrides`), applied to each named mechanism it builds and,
+//! at a reload, to those already built. The overrides work them out from the merged `.policy`
+//! set; the registry only applies them. Here rather than in [`overrides`](crate::overrides),
+//! which holds a registry to apply them to: the overrides name the registry, and the registry
+//! names nothing of them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use super::{OverridesSnapshot, Registry, read, write};
 use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::{Bulkhead, BulkheadConfig};
 use crate::deadline::{DeadlineConfig, OperationDeadline};
 use crate::observe::short_name;
-use crate::registry::{OverridesSnapshot, Registry, read, write};
 use crate::retry::{RetryConfig, RetryPolicy};
 use crate::shedding::{Shedder, Thresholds};
 
