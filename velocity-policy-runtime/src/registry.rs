@@ -90,6 +90,8 @@ mod calls;
 mod chaos;
 #[cfg(feature = "dashboard")]
 mod history;
+#[cfg(feature = "redis")]
+mod limiter_store;
 #[cfg(feature = "overrides")]
 mod tunings;
 #[cfg(feature = "overrides")]
@@ -114,7 +116,7 @@ type Use = (Arc<str>, &'static str, Arc<str>);
 ///
 /// It is the same whatever the features: what a feature keeps here is one field of a type chosen
 /// once (the feature's own, or a zero-sized stand-in), and the methods a feature adds are
-/// documented here but live in the feature's module (`chaos`, `history`, `redis_store`).
+/// documented here but live in a submodule of the registry's, one per feature.
 pub struct Registry {
     breaker_store: RwLock<Arc<dyn BreakerStore>>,
     pub(crate) breakers: Map<Breaker>,

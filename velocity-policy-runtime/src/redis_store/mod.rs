@@ -479,39 +479,6 @@ impl Shared {
     }
 }
 
-/// Where the registry's rate limiters decide across the fleet, if anywhere (its
-/// [`parts`](crate::registry::parts) with `redis`).
-#[derive(Debug, Default)]
-pub(crate) struct LimiterStore(RwLock<Option<RedisStore>>);
-
-impl LimiterStore {
-    /// `builder`, deciding through the store when one was set.
-    pub(crate) fn fleet(
-        &self,
-        builder: crate::limiter::RateLimiterBuilder,
-    ) -> crate::limiter::RateLimiterBuilder {
-        let store = self.0.read().unwrap_or_else(|p| p.into_inner()).clone();
-        match store {
-            Some(store) => builder.fleet(store),
-            None => builder,
-        }
-    }
-}
-
-/// What `redis` adds to [`Registry`](crate::Registry): the fleet's rate limits.
-impl crate::Registry {
-    /// Makes rate limiters built from now on decide across the fleet through `store`
-    /// (feature `redis`), each with its own `on_timeout` and `on_error`; without one they
-    /// decide in this process. Set it at startup, before the first call builds a limiter.
-    pub fn set_limiter_store(&self, store: RedisStore) {
-        *self
-            .limiter_store
-            .0
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = Some(store);
-    }
-}
-
 /// Builds a [`RedisStore`]; see [`RedisStore::builder`].
 #[derive(Clone)]
 #[must_use = "a builder does nothing until `connect` is called"]

@@ -1,17 +1,19 @@
 //! What a feature keeps in the [`Registry`](super::Registry), chosen here, once: with the
-//! feature, a type of the feature's own module; without it, a zero-sized stand-in whose hooks
-//! do nothing. The registry names only these types and calls only their hooks, so it is the
-//! same whatever the features; what a feature adds to the registry's methods lives in its
-//! module (`chaos`, `history`, `overrides`, `redis_store`), in an `impl Registry` of its own.
+//! feature, a type of the registry's submodule for it (`chaos`, `limiter_store`, `tunings`) or
+//! of the feature's own module (the dashboard's `History`); without it, a zero-sized stand-in
+//! whose hooks do nothing. The registry names only these types and calls only their hooks, so
+//! it is the same whatever the features; what a feature adds to the registry's methods lives in
+//! the registry's submodule for it (`chaos`, `history`, `limiter_store`, `tunings`), in an
+//! `impl Registry` of its own, so the feature's module never names the registry.
 
 #[cfg(feature = "chaos")]
 pub(crate) use super::chaos::Drills;
+#[cfg(feature = "redis")]
+pub(crate) use super::limiter_store::LimiterStore;
 #[cfg(feature = "overrides")]
 pub(crate) use super::tunings::InForce;
 #[cfg(feature = "dashboard")]
 pub(crate) use crate::history::History;
-#[cfg(feature = "redis")]
-pub(crate) use crate::redis_store::LimiterStore;
 #[cfg(not(feature = "chaos"))]
 pub(crate) use no_chaos::Drills;
 #[cfg(not(feature = "dashboard"))]
