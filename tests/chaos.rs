@@ -513,8 +513,7 @@ async fn a_drill_is_switched_at_run_time_through_the_registry() {
     drill.disable();
     assert!(switched(real.clone()).await.is_ok());
     let snapshot = Registry::global()
-        .snapshot()
-        .chaos
+        .chaos_snapshots()
         .into_iter()
         .find(|c| &*c.name == "declared_off")
         .unwrap();

@@ -93,7 +93,7 @@
 //! counted): its `breaker_opened` event has `injected = true` and `drill`, and the snapshot's
 //! last cause and the dashboard say "the last one injected by chaos drill `…`". A real failure
 //! that opens the breaker after injected ones is an incident, and says nothing of the drill.
-//! `Registry::snapshot().chaos` lists every drill (faults,
+//! `Registry::chaos_snapshots()` lists every drill (faults,
 //! rates, on or off, in its window, injected counts) and the dashboard has a table of them. In
 //! tower, `OperationLayer` (and `operation_layer!`) applies an operation's drill at the same point,
 //! and `ChaosLayer` is the drill alone, below a breaker and a bulkhead. The demo's scenario has a

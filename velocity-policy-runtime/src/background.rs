@@ -82,7 +82,7 @@ use crate::deadline::Deadline;
 use crate::defer::{DeferredOutcome, Platform, RequestId, Task, TaskStats, class_totals};
 use crate::error::ShedReason;
 use crate::error::{RefusalReason, ResilienceError};
-use crate::instruments::{ShedMetrics, TaskMetrics};
+use crate::instruments::{ShedMetrics, Since, TaskMetrics};
 use crate::observe;
 use crate::shedding::{Decision, Thresholds, decide};
 use velocity_policy_model::WorkClass;
@@ -235,24 +235,21 @@ impl Drop for Admitted {
 /// A submitted task waiting for its pool's slot, for the `background` class's waiting gauge
 /// and its wait to start (feature `metrics`); no longer waiting once started or dropped.
 struct Waiting {
-    #[cfg(feature = "metrics")]
-    since: Option<tokio::time::Instant>,
+    since: Since,
 }
 
 impl Waiting {
     fn new() -> Self {
         TaskMetrics::of(WorkClass::Background).waiting(1.0);
         Self {
-            #[cfg(feature = "metrics")]
-            since: Some(tokio::time::Instant::now()),
+            since: Since::now(),
         }
     }
 
     /// It got its slot.
     fn started(self) {
-        #[cfg(feature = "metrics")]
-        if let Some(since) = self.since {
-            TaskMetrics::of(WorkClass::Background).started_after(since.elapsed());
+        if let Some(waited) = self.since.elapsed() {
+            TaskMetrics::of(WorkClass::Background).started_after(waited);
         }
     }
 }

@@ -2,21 +2,40 @@
 //! handles (feature `metrics`) and its counts for the dashboard's history (feature
 //! `dashboard`), in the `static` the expansion keeps per annotated function.
 //!
-//! The record only: what fills it is the operation's [`Traced`](crate::__macro_support::Traced)
-//! call (which notes each new caller in the [registry](crate::registry) and measures the call),
-//! and what reads it is the registry's observed tree and the dashboard's
-//! [history](crate::history). It names neither, so both can name it.
+//! The record, and the meter that measures each call into it: what fills it is the
+//! operation's [`Traced`](crate::__macro_support::Traced) call (which notes each new caller in
+//! the [registry](crate::registry) and measures the call), with what the mechanisms note of the
+//! call being polled ([`observe`](crate::observe) hands it to the meter); what reads it is the
+//! registry's observed tree and the dashboard's [history](crate::history). It names none of
+//! them, so all can name it.
 
 use std::fmt;
 
-#[cfg(feature = "dashboard")]
-mod stats;
-#[cfg(all(test, feature = "dashboard"))]
-pub(crate) use stats::bucket_of;
-#[cfg(feature = "dashboard")]
-pub(crate) use stats::{
-    BUCKETS, CallCounts, CallStats, REFUSAL_KINDS, bucket_upper_ms, record, recording,
-};
+// A call's measure, for its metrics and the dashboard's history: with either feature the
+// meter; with neither, a stand-in of the same names that keeps and reads nothing. Chosen here,
+// once.
+#[cfg_attr(
+    not(any(feature = "metrics", feature = "dashboard")),
+    path = "calls/no_meter.rs"
+)]
+pub(crate) mod meter;
+
+// The history's counts of each operation (feature `dashboard`), or a stand-in without it.
+#[cfg_attr(not(feature = "dashboard"), path = "calls/no_stats.rs")]
+pub(crate) mod stats;
+
+/// What an annotated call returns: a `Result`, whose `Ok` is the `ok` outcome of its metrics.
+pub trait CallOutput {
+    /// Whether the call succeeded.
+    fn succeeded(&self) -> bool;
+}
+
+impl<T, E> CallOutput for Result<T, E> {
+    #[inline]
+    fn succeeded(&self) -> bool {
+        self.is_ok()
+    }
+}
 
 /// Callers remembered per operation, each in a slot filled once: a call from one of them costs
 /// a load and a comparison per slot; past them, a call from another caller looks its edge up
@@ -31,10 +50,9 @@ const PARENT_SLOTS: usize = 8;
 pub struct Calls {
     operation: &'static str,
     parents: [std::sync::OnceLock<&'static str>; PARENT_SLOTS],
-    #[cfg(feature = "metrics")]
-    metrics: std::sync::OnceLock<crate::instruments::CallMetrics>,
-    #[cfg(feature = "dashboard")]
-    pub(crate) stats: CallStats,
+    /// Its metric handles and its counts for the history (empty without `metrics` and
+    /// `dashboard`).
+    pub(crate) measure: meter::Measure,
 }
 
 /// Whether two callers are the same: the same `static` string, or equal text.
@@ -49,10 +67,7 @@ impl Calls {
         Self {
             operation,
             parents: [const { std::sync::OnceLock::new() }; PARENT_SLOTS],
-            #[cfg(feature = "metrics")]
-            metrics: std::sync::OnceLock::new(),
-            #[cfg(feature = "dashboard")]
-            stats: CallStats::new(),
+            measure: meter::Measure::new(),
         }
     }
 
@@ -92,30 +107,6 @@ impl Calls {
             }
         }
         true
-    }
-
-    /// Whether a call's clock is read: someone listens to its metrics, or the dashboard's
-    /// history records.
-    #[cfg(any(feature = "metrics", feature = "dashboard"))]
-    #[inline]
-    pub(crate) fn measured(&self) -> bool {
-        #[cfg(feature = "metrics")]
-        let metrics = self.metrics().live;
-        #[cfg(not(feature = "metrics"))]
-        let metrics = false;
-        #[cfg(feature = "dashboard")]
-        let history = recording();
-        #[cfg(not(feature = "dashboard"))]
-        let history = false;
-        metrics || history
-    }
-
-    /// The operation's metric handles, registered at its first call.
-    #[cfg(feature = "metrics")]
-    #[inline]
-    pub(crate) fn metrics(&self) -> &crate::instruments::CallMetrics {
-        self.metrics
-            .get_or_init(|| crate::instruments::CallMetrics::new(self.operation))
     }
 }
 

@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use crate::breaker::BreakerSnapshot;
 use crate::bulkhead::BulkheadSnapshot;
-use crate::calls::{BUCKETS, CallCounts, Calls, REFUSAL_KINDS, bucket_upper_ms};
+use crate::calls::Calls;
+use crate::calls::stats::{BUCKETS, CallCounts, REFUSAL_KINDS, bucket_upper_ms};
 use crate::deadline::OperationSnapshot;
 use crate::shedding::ShedderSnapshot;
 
@@ -139,6 +140,14 @@ pub(crate) struct History {
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("points", &lock(&self.state).at.len())
+            .finish_non_exhaustive()
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -160,7 +169,7 @@ impl History {
         if task.as_ref().is_some_and(|task| !task.is_finished()) {
             return;
         }
-        crate::calls::record();
+        crate::calls::stats::record();
         *task = Some(runtime.spawn(async move {
             let mut tick = tokio::time::interval(SAMPLE_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -177,7 +186,7 @@ impl History {
         let (breakers, bulkheads, shedders, deadlines) = mechanisms;
         let calls: Vec<(&'static str, CallCounts)> = calls
             .iter()
-            .map(|c| (c.operation(), c.stats.counts()))
+            .map(|c| (c.operation(), c.measure.stats.counts()))
             .collect();
         let mut guard = lock(&self.state);
         let state = &mut *guard;
@@ -392,7 +401,7 @@ impl SeriesSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::bucket_of;
+    use crate::calls::stats::bucket_of;
 
     #[test]
     fn a_latency_falls_in_the_bucket_whose_bound_holds_it() {

@@ -5,68 +5,27 @@
 //! Names, types, labels and units are documented in [`observe`](crate::observe#metrics); this
 //! module is the one place that spells them.
 
+// `allow`, not `expect`: which names and handles have nothing to record without `metrics`
+// depends on the other features (the calls' handles are read by the meter with `dashboard`,
+// the drills' name with `chaos`).
 #![cfg_attr(
     not(feature = "metrics"),
-    expect(
+    allow(
         dead_code,
-        reason = "without `metrics` the call handles and some names have nothing to record"
+        reason = "without `metrics` some call handles and names have nothing to record"
     )
 )]
 
-#[cfg(feature = "metrics")]
-use std::sync::Once;
+// The handles and their registration: `metrics`' when the feature is on, a stand-in whose
+// handles are empty and whose methods do nothing when it is off; chosen here, once.
+#[cfg_attr(not(feature = "metrics"), path = "instruments/no_recorder.rs")]
+mod recorder;
+pub(crate) use recorder::{Counter, Gauge, Histogram, ON, Since, counter, recorder_installed};
+use recorder::{gauge, histogram};
 
 use velocity_policy_model::WorkClass;
 
 use crate::error::RefusalKind;
-
-/// A counter registered once.
-#[derive(Clone)]
-pub(crate) struct Counter(#[cfg(feature = "metrics")] metrics::Counter);
-
-/// A gauge registered once.
-#[derive(Clone)]
-pub(crate) struct Gauge(#[cfg(feature = "metrics")] metrics::Gauge);
-
-/// A histogram registered once.
-#[derive(Clone)]
-pub(crate) struct Histogram(#[cfg(feature = "metrics")] metrics::Histogram);
-
-impl Counter {
-    #[inline]
-    pub(crate) fn increment(&self) {
-        #[cfg(feature = "metrics")]
-        self.0.increment(1);
-    }
-}
-
-impl Gauge {
-    #[inline]
-    pub(crate) fn add(&self, change: f64) {
-        #[cfg(feature = "metrics")]
-        self.0.increment(change);
-        #[cfg(not(feature = "metrics"))]
-        let _ = change;
-    }
-
-    #[inline]
-    pub(crate) fn set(&self, value: f64) {
-        #[cfg(feature = "metrics")]
-        self.0.set(value);
-        #[cfg(not(feature = "metrics"))]
-        let _ = value;
-    }
-}
-
-impl Histogram {
-    #[inline]
-    pub(crate) fn record(&self, value: f64) {
-        #[cfg(feature = "metrics")]
-        self.0.record(value);
-        #[cfg(not(feature = "metrics"))]
-        let _ = value;
-    }
-}
 
 macro_rules! opaque_debug {
     ($($handle:ident),*) => {$(
@@ -82,54 +41,6 @@ opaque_debug!(Counter, Gauge, Histogram);
 
 /// Label pairs: keys are ours, values are mechanism names, operation names and codes.
 type Labels<'a> = &'a [(&'static str, &'a str)];
-
-#[cfg(feature = "metrics")]
-fn labels(pairs: Labels<'_>) -> Vec<metrics::Label> {
-    describe();
-    pairs
-        .iter()
-        .map(|(key, value)| metrics::Label::new(*key, (*value).to_owned()))
-        .collect()
-}
-
-pub(crate) fn counter(name: &'static str, pairs: Labels<'_>) -> Counter {
-    #[cfg(feature = "metrics")]
-    return Counter(metrics::counter!(name, labels(pairs)));
-    #[cfg(not(feature = "metrics"))]
-    {
-        let _ = (name, pairs);
-        Counter()
-    }
-}
-
-fn gauge(name: &'static str, pairs: Labels<'_>) -> Gauge {
-    #[cfg(feature = "metrics")]
-    return Gauge(metrics::gauge!(name, labels(pairs)));
-    #[cfg(not(feature = "metrics"))]
-    {
-        let _ = (name, pairs);
-        Gauge()
-    }
-}
-
-fn histogram(name: &'static str, pairs: Labels<'_>) -> Histogram {
-    #[cfg(feature = "metrics")]
-    return Histogram(metrics::histogram!(name, labels(pairs)));
-    #[cfg(not(feature = "metrics"))]
-    {
-        let _ = (name, pairs);
-        Histogram()
-    }
-}
-
-/// Whether a recorder is installed (globally, or for this thread) that keeps what it is given:
-/// without one, `metrics` hands every registration to its `NoopRecorder`, a zero-sized type,
-/// and the handles it returns do nothing. Asked once per operation, when its handles are
-/// registered, so an operation's call durations cost a clock read only when someone listens.
-#[cfg(feature = "metrics")]
-pub(crate) fn recorder_installed() -> bool {
-    metrics::with_recorder(|recorder| std::mem::size_of_val(recorder) != 0)
-}
 
 // The metric names: the one place they are spelled.
 pub(crate) const CALL_DURATION: &str = "policy_call_duration_seconds";
@@ -159,122 +70,11 @@ pub(crate) const QUEUE_PENDING: &str = "policy_queue_pending";
 pub(crate) const QUEUE_DEAD_LETTERS: &str = "policy_queue_dead_letters";
 pub(crate) const QUEUE_OLDEST_AGE: &str = "policy_queue_oldest_age_seconds";
 
-/// Units and descriptions for exporters that show them (Prometheus' `# HELP`), once.
-#[cfg(feature = "metrics")]
-fn describe() {
-    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        describe_histogram!(
-            CALL_DURATION,
-            Unit::Seconds,
-            "Duration of calls of annotated operations, by outcome"
-        );
-        describe_histogram!(
-            CALL_ATTEMPTS,
-            Unit::Count,
-            "Attempts per call of an annotated operation"
-        );
-        describe_gauge!(
-            BREAKER_STATE,
-            Unit::Count,
-            "Breaker state: 0 closed, 1 probation, 2 open"
-        );
-        describe_counter!(BREAKER_OPENINGS, Unit::Count, "Breaker openings");
-        describe_counter!(
-            REFUSALS,
-            Unit::Count,
-            "Calls a mechanism refused (the work never ran)"
-        );
-        describe_gauge!(
-            BULKHEAD_IN_FLIGHT,
-            Unit::Count,
-            "Calls holding a bulkhead slot"
-        );
-        describe_gauge!(
-            BULKHEAD_QUEUED,
-            Unit::Count,
-            "Calls waiting for a bulkhead slot"
-        );
-        describe_gauge!(
-            BULKHEAD_LIMIT,
-            Unit::Count,
-            "A bulkhead's slot count (an adaptive one's moves with latency)"
-        );
-        describe_counter!(SHED, Unit::Count, "Work shed, by class and reason");
-        describe_counter!(RETRIES, Unit::Count, "Retries started");
-        describe_counter!(
-            RETRY_STOPPED,
-            Unit::Count,
-            "Retrying stopped early, by reason"
-        );
-        describe_gauge!(
-            RETRY_BUDGET,
-            Unit::Count,
-            "Retries the allowance still grants in its window"
-        );
-        describe_counter!(
-            TASKS,
-            Unit::Count,
-            "Deferred and background tasks ended, by outcome"
-        );
-        describe_gauge!(
-            TASKS_WAITING,
-            Unit::Count,
-            "Deferred and background tasks made and not yet started"
-        );
-        describe_histogram!(
-            TASK_START_DELAY,
-            Unit::Seconds,
-            "Time from a task's hand-over (a deferred task's response end) to its start"
-        );
-        describe_counter!(HEDGES, Unit::Count, "Hedges started, won and lost");
-        describe_counter!(HEDGE_STOPPED, Unit::Count, "Hedges not started, by reason");
-        describe_counter!(
-            INJECTED,
-            Unit::Count,
-            "Faults a chaos drill injected, by kind (not incidents)"
-        );
-        describe_counter!(FALLBACKS, Unit::Count, "Calls answered by their fallback");
-        describe_counter!(STALE, Unit::Count, "Calls answered with a stale result");
-        describe_counter!(
-            QUEUE_TASKS,
-            Unit::Count,
-            "Durable queue tasks by event: enqueued, refused (by reason), not_replicated, completed, failed, redelivered, dead_lettered, rejected (by reason), superseded, settle_failed, consumer_removed"
-        );
-        describe_gauge!(
-            QUEUE_LENGTH,
-            Unit::Count,
-            "Unfinished tasks in a durable queue's stream, fleet-wide"
-        );
-        describe_gauge!(
-            QUEUE_PENDING,
-            Unit::Count,
-            "Tasks of a durable queue delivered and not yet acknowledged, fleet-wide"
-        );
-        describe_gauge!(
-            QUEUE_DEAD_LETTERS,
-            Unit::Count,
-            "Dead letters kept for a durable queue, fleet-wide"
-        );
-        describe_gauge!(
-            QUEUE_OLDEST_AGE,
-            Unit::Seconds,
-            "Age of a durable queue's oldest unfinished task"
-        );
-        describe_counter!(
-            POLLS_OVER_BUDGET,
-            Unit::Count,
-            "Polls that computed longer than their budget"
-        );
-    });
-}
-
 /// `policy_refusals_total{mechanism, name, kind, reason}`: one counter per reason code the
 /// mechanism can refuse with, all registered when it is built.
 #[derive(Debug)]
 pub(crate) struct Refusals {
-    #[cfg(feature = "metrics")]
+    /// Empty without `metrics`: nothing to count.
     by_reason: Vec<(&'static str, Counter)>,
 }
 
@@ -285,8 +85,8 @@ impl Refusals {
         kind: RefusalKind,
         reasons: &[&'static str],
     ) -> Self {
-        #[cfg(feature = "metrics")]
-        return Self {
+        let reasons = if ON { reasons } else { &[] };
+        Self {
             by_reason: reasons
                 .iter()
                 .map(|reason| {
@@ -299,22 +99,14 @@ impl Refusals {
                     (*reason, counter(REFUSALS, &pairs))
                 })
                 .collect(),
-        };
-        #[cfg(not(feature = "metrics"))]
-        {
-            let _ = (mechanism, name, kind, reasons);
-            Self {}
         }
     }
 
     /// Counts one refusal with the reason `code`.
     pub(crate) fn count(&self, code: &str) {
-        #[cfg(feature = "metrics")]
         if let Some((_, counter)) = self.by_reason.iter().find(|(reason, _)| *reason == code) {
             counter.increment();
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = code;
     }
 }
 
@@ -711,10 +503,7 @@ impl CallMetrics {
             ),
         };
         Self {
-            #[cfg(feature = "metrics")]
             live: recorder_installed(),
-            #[cfg(not(feature = "metrics"))]
-            live: false,
             ok: duration("ok", None),
             failed: duration("failed", None),
             expired: duration("expired", None),

@@ -76,10 +76,16 @@ pub enum PoolKind {
     #[default]
     Blocking,
     /// A dedicated rayon pool with one thread per slot (feature `rayon`), for sustained compute
-    /// that should not compete with tokio's blocking I/O threads.
-    #[cfg(feature = "rayon")]
+    /// that should not compete with tokio's blocking I/O threads. Without the feature,
+    /// `#[isolate(pool = "rayon")]` does not compile (the error says to turn the feature on),
+    /// and a pool built by hand with this kind runs its work on tokio's blocking pool and says
+    /// so in a log event.
     Rayon,
 }
+
+// The dedicated pool's threads (feature `rayon`), or a stand-in that has none. Chosen here, once.
+#[cfg_attr(not(feature = "rayon"), path = "isolate/no_rayon.rs")]
+pub(crate) mod dedicated;
 
 #[derive(Debug, Default)]
 struct Stats {
@@ -92,8 +98,7 @@ struct Inner {
     name: Arc<str>,
     slots: Bulkhead,
     kind: PoolKind,
-    #[cfg(feature = "rayon")]
-    rayon: Option<rayon::ThreadPool>,
+    dedicated: dedicated::Dedicated,
     stats: Stats,
 }
 
@@ -146,30 +151,7 @@ impl IsolatedPoolBuilder {
     /// Builds the pool. A dedicated pool that cannot start its threads falls back to tokio's
     /// blocking pool, and says so in a log event.
     pub fn build(self) -> IsolatedPool {
-        #[cfg(feature = "rayon")]
-        let rayon = match self.kind {
-            PoolKind::Rayon => {
-                let name = self.name.clone();
-                match rayon::ThreadPoolBuilder::new()
-                    .num_threads(self.max_concurrent as usize)
-                    .thread_name(move |i| format!("{name}-{i}"))
-                    .build()
-                {
-                    Ok(pool) => Some(pool),
-                    Err(error) => {
-                        tracing::error!(
-                            target: "policy",
-                            kind = "isolate_pool",
-                            name = &*self.name,
-                            reason = %error,
-                            "could not start the dedicated pool; using tokio's blocking pool"
-                        );
-                        None
-                    }
-                }
-            }
-            PoolKind::Blocking => None,
-        };
+        let dedicated = dedicated::Dedicated::start(self.kind, &self.name, self.max_concurrent);
         IsolatedPool {
             inner: Arc::new(Inner {
                 slots: Bulkhead::builder(self.name.clone())
@@ -178,8 +160,7 @@ impl IsolatedPoolBuilder {
                     .build(),
                 name: self.name,
                 kind: self.kind,
-                #[cfg(feature = "rayon")]
-                rayon,
+                dedicated,
                 stats: Stats::default(),
             }),
         }
@@ -304,13 +285,10 @@ impl IsolatedPool {
     }
 
     fn dispatch(&self, job: impl FnOnce() + Send + 'static) {
-        #[cfg(feature = "rayon")]
-        if let Some(pool) = &self.inner.rayon {
-            pool.spawn(job);
-            return;
+        if let Some(job) = self.inner.dedicated.spawn(job) {
+            // The blocking pool's own handle never fails to take a job while the runtime runs.
+            drop(tokio::task::spawn_blocking(job));
         }
-        // The blocking pool's own handle never fails to take a job while the runtime runs.
-        drop(tokio::task::spawn_blocking(job));
     }
 
     /// A point-in-time view, for dashboards.

@@ -266,7 +266,15 @@ impl Handle<IsolatedPool> {
         self.settings.kind = Some(kind);
         self
     }
+
+    /// `pool = "rayon"`: [`PoolKind::Rayon`], which compiles only with the `rayon` feature
+    /// (`F` is `()`, which is a [`RayonFeature`] only then; the error says how to turn it on).
+    pub const fn rayon<F: RayonFeature>(self) -> Self {
+        self.kind(PoolKind::Rayon)
+    }
 }
+
+pub use crate::isolate::dedicated::RayonFeature;
 
 impl Register for RetryPolicy {
     const KIND: &'static str = "retry policy";
@@ -815,12 +823,7 @@ impl<A: serde_core::Serialize + serde_core::de::DeserializeOwned + Send + 'stati
 #[derive(Debug)]
 pub struct QueueSlot {
     name: &'static str,
-    #[cfg(feature = "redis")]
-    found: std::sync::OnceLock<crate::queue::TaskQueue>,
-    /// One more than the install count at the last lookup that found nothing (0: none yet), so
-    /// that the embedded default (no queue installed) takes no lock per call.
-    #[cfg(feature = "redis")]
-    missed: std::sync::atomic::AtomicU64,
+    lookup: crate::queue::Lookup,
 }
 
 impl QueueSlot {
@@ -828,10 +831,7 @@ impl QueueSlot {
     pub const fn new(name: &'static str) -> Self {
         Self {
             name,
-            #[cfg(feature = "redis")]
-            found: std::sync::OnceLock::new(),
-            #[cfg(feature = "redis")]
-            missed: std::sync::atomic::AtomicU64::new(0),
+            lookup: crate::queue::Lookup::new(),
         }
     }
 
@@ -839,31 +839,7 @@ impl QueueSlot {
     /// counted and logged by the queue), and gives them back when it is not, for the
     /// in-process pool.
     pub fn enqueue<A: QueueArgs>(&'static self, operation: &'static str, args: A) -> Option<A> {
-        #[cfg(feature = "redis")]
-        {
-            use std::sync::atomic::Ordering;
-            let queue = match self.found.get() {
-                Some(queue) => Some(queue),
-                None => {
-                    let installs = crate::queue::installs();
-                    if self.missed.load(Ordering::Acquire) == installs + 1 {
-                        None
-                    } else {
-                        let found = crate::queue::installed(self.name);
-                        if found.is_none() {
-                            self.missed.store(installs + 1, Ordering::Release);
-                        }
-                        found.map(|q| self.found.get_or_init(|| q))
-                    }
-                }
-            };
-            if let Some(queue) = queue {
-                queue.enqueue_detached(operation, &args);
-                return None;
-            }
-        }
-        let _ = (self.name, operation);
-        Some(args)
+        self.lookup.enqueue(self.name, operation, args)
     }
 }
 

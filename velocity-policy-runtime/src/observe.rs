@@ -176,86 +176,20 @@ pub(crate) fn leave_operation(outer: Option<&'static str>) {
     OPERATION.with(|op| op.set(outer));
 }
 
-pub use crate::calls::Calls;
-
-/// What an annotated call returns: a `Result`, whose `Ok` is the `ok` outcome of its metrics.
-pub trait CallOutput {
-    /// Whether the call succeeded.
-    fn succeeded(&self) -> bool;
-}
-
-impl<T, E> CallOutput for Result<T, E> {
-    #[inline]
-    fn succeeded(&self) -> bool {
-        self.is_ok()
-    }
-}
-
-#[cfg(any(feature = "metrics", feature = "dashboard"))]
-pub(crate) mod meter {
-    use std::cell::Cell;
-
-    use crate::error::RefusalKind;
-    use crate::instruments::CallOutcome;
-
-    /// What the mechanisms said about the call being polled on this thread: how its error
-    /// was made (a refusal, an expiry), and how many retries it started.
-    #[derive(Clone, Copy, Default)]
-    pub(crate) struct Mark {
-        pub(crate) outcome: Option<CallOutcome>,
-        pub(crate) retries: u32,
-    }
-
-    thread_local! {
-        pub(crate) static MARK: Cell<Mark> = const { Cell::new(Mark { outcome: None, retries: 0 }) };
-    }
-
-    pub(crate) fn refused(kind: RefusalKind) {
-        MARK.with(|m| {
-            m.set(Mark {
-                outcome: Some(CallOutcome::Refused(kind)),
-                ..m.get()
-            });
-        });
-    }
-
-    pub(crate) fn expired() {
-        MARK.with(|m| {
-            m.set(Mark {
-                outcome: Some(CallOutcome::Expired),
-                ..m.get()
-            });
-        });
-    }
-
-    #[cfg_attr(
-        not(feature = "metrics"),
-        expect(dead_code, reason = "the retries per call are a metric")
-    )]
-    pub(super) fn retried() {
-        MARK.with(|m| {
-            let mark = m.get();
-            m.set(Mark {
-                retries: mark.retries.saturating_add(1),
-                ..mark
-            });
-        });
-    }
-}
+// The record and the measure of an operation's calls live with its calls (`calls`, which
+// names nothing of this module); what the mechanisms note of a call goes to its meter.
+use crate::calls::meter;
+pub use crate::calls::{CallOutput, Calls};
 
 /// A refusal became the error of the call being polled (its metrics' `refused` outcome).
 #[inline]
 pub(crate) fn call_refused(kind: crate::RefusalKind) {
-    #[cfg(any(feature = "metrics", feature = "dashboard"))]
     meter::refused(kind);
-    #[cfg(not(any(feature = "metrics", feature = "dashboard")))]
-    let _ = kind;
 }
 
 /// An expiry became the error of the call being polled (its metrics' `expired` outcome).
 #[inline]
 pub(crate) fn call_expired() {
-    #[cfg(any(feature = "metrics", feature = "dashboard"))]
     meter::expired();
 }
 
@@ -527,7 +461,6 @@ pub(crate) fn retry(
         Human(delay),
         next = attempt + 1
     );
-    #[cfg(feature = "metrics")]
     meter::retried();
 }
 
@@ -559,7 +492,6 @@ pub(crate) fn hedge(name: &str, attempt: u32, delay: Duration) {
         "hedging `{name}`: attempt {attempt} started, no answer after {}",
         Human(delay)
     );
-    #[cfg(feature = "metrics")]
     meter::retried();
 }
 

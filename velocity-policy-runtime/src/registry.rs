@@ -84,60 +84,70 @@ use crate::shedding::{Shedder, ShedderSnapshot, Thresholds};
 pub use crate::tuning::{FleetOrigin, OverriddenSetting, OverridesSnapshot, RefusedOverrides};
 
 mod calls;
+// What a feature keeps in the registry and the methods it adds, one submodule each, with its
+// feature: they name the feature's module, which names nothing of the registry.
+#[cfg(feature = "chaos")]
+mod chaos;
+#[cfg(feature = "dashboard")]
+mod history;
+#[cfg(feature = "redis")]
+mod limiter_store;
+#[cfg(feature = "overrides")]
+mod tunings;
+#[cfg(feature = "overrides")]
+pub(crate) use tunings::Tunings;
 #[cfg(feature = "test-registry")]
 pub mod scoped;
 #[cfg(feature = "test-registry")]
 pub(crate) use scoped::current_scope;
 #[cfg(feature = "test-registry")]
 pub use scoped::{Bound, ScopeGuard, TestScope};
-#[cfg(feature = "overrides")]
-mod tunings;
-#[cfg(feature = "overrides")]
-pub(crate) use tunings::Tunings;
+pub(crate) mod parts;
 
 pub(crate) use calls::entry_caller;
 pub use calls::{CallsSnapshot, EdgeSnapshot, MAX_EDGES};
 
-type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
+pub(crate) type Map<T> = RwLock<BTreeMap<Arc<str>, T>>;
 
 /// One use of a named mechanism: the declaring function, the mechanism's kind, its name.
 type Use = (Arc<str>, &'static str, Arc<str>);
 
 /// Named mechanisms of one process (or one test).
+///
+/// It is the same whatever the features: what a feature keeps here is one field of a type chosen
+/// once (the feature's own, or a zero-sized stand-in), and the methods a feature adds are
+/// documented here but live in a submodule of the registry's, one per feature.
 pub struct Registry {
     breaker_store: RwLock<Arc<dyn BreakerStore>>,
-    breakers: Map<Breaker>,
-    bulkheads: Map<Bulkhead>,
-    retries: Map<Arc<RetryPolicy>>,
+    pub(crate) breakers: Map<Breaker>,
+    pub(crate) bulkheads: Map<Bulkhead>,
+    pub(crate) retries: Map<Arc<RetryPolicy>>,
     hedges: Map<Arc<Hedge>>,
-    shedders: Map<Arc<Shedder>>,
+    pub(crate) shedders: Map<Arc<Shedder>>,
     limiters: Map<RateLimiter>,
     limiter_sources: Map<Arc<dyn LimiterSource>>,
-    #[cfg(feature = "redis")]
-    limiter_store: RwLock<Option<crate::redis_store::RedisStore>>,
+    /// Where rate limiters decide across the fleet (feature `redis`).
+    pub(crate) limiter_store: parts::LimiterStore,
     fallbacks: Map<Arc<Fallback>>,
     isolated: Map<IsolatedPool>,
     polls: Map<Arc<PollMonitor>>,
-    operations: Map<Arc<OperationDeadline>>,
+    pub(crate) operations: Map<Arc<OperationDeadline>>,
     /// Fault injection for drills, by name (feature `chaos`).
-    #[cfg(feature = "chaos")]
-    chaos: Map<crate::chaos::Chaos>,
+    pub(crate) drills: parts::Drills,
     /// The overrides in force (feature `overrides`): applied to each mechanism they name when
     /// it is built, and to those already built when they change.
-    #[cfg(feature = "overrides")]
-    tunings: RwLock<Arc<Tunings>>,
+    pub(crate) tunings: parts::InForce,
     /// What the dashboard shows of the overrides: where each overridden value came from.
-    overrides: RwLock<OverridesSnapshot>,
+    pub(crate) overrides: RwLock<OverridesSnapshot>,
     declarations: RwLock<BTreeMap<(&'static str, Arc<str>), Declaration>>,
     /// Every (origin, kind, name) declared: which function uses which mechanism, once per
     /// handle (the first declaration of a name is in `declarations`, every user here).
     uses: RwLock<std::collections::BTreeSet<Use>>,
     conflicts: RwLock<Vec<Conflict>>,
     /// The calls seen between annotated operations.
-    calls: RwLock<calls::CallTable>,
+    pub(crate) calls: RwLock<calls::CallTable>,
     /// The dashboard's history of each mechanism and operation (feature `dashboard`).
-    #[cfg(feature = "dashboard")]
-    history: crate::history::History,
+    pub(crate) history: parts::History,
 }
 
 /// Who configured a named mechanism, and how.
@@ -196,6 +206,8 @@ impl fmt::Debug for Registry {
             .field("retries", &read(&self.retries).keys().collect::<Vec<_>>())
             .field("hedges", &read(&self.hedges).keys().collect::<Vec<_>>())
             .field("shedders", &read(&self.shedders).keys().collect::<Vec<_>>())
+            .field("drills", &self.drills)
+            .field("history", &self.history)
             .finish()
     }
 }
@@ -207,15 +219,19 @@ impl Default for Registry {
 }
 
 // A poisoned lock means a panic elsewhere while it was held; the maps are still valid.
-fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|p| p.into_inner())
 }
 
-fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|p| p.into_inner())
 }
 
-fn get_or_insert<T: Clone>(map: &Map<T>, name: &str, make: impl FnOnce(Arc<str>) -> T) -> T {
+pub(crate) fn get_or_insert<T: Clone>(
+    map: &Map<T>,
+    name: &str,
+    make: impl FnOnce(Arc<str>) -> T,
+) -> T {
     if let Some(found) = read(map).get(name) {
         return found.clone();
     }
@@ -281,14 +297,6 @@ pub struct Snapshot {
     pub conflicts: Vec<Conflict>,
     /// The calls between annotated operations seen so far: the observed tree's edges.
     pub calls: CallsSnapshot,
-    /// The last few minutes of every breaker, bulkhead, shedder and operation, one point per
-    /// sample (feature `dashboard`; the field does not exist without it).
-    #[cfg(feature = "dashboard")]
-    pub history: crate::history::HistorySnapshot,
-    /// Fault injection for drills, by name: faults, rates, on or off, and what each injected
-    /// (feature `chaos`; the field does not exist without it).
-    #[cfg(feature = "chaos")]
-    pub chaos: Vec<crate::chaos::ChaosSnapshot>,
 }
 
 impl Snapshot {
@@ -308,23 +316,19 @@ impl Registry {
             shedders: RwLock::default(),
             limiters: RwLock::default(),
             limiter_sources: RwLock::default(),
-            #[cfg(feature = "redis")]
-            limiter_store: RwLock::default(),
+            limiter_store: parts::LimiterStore::default(),
             fallbacks: RwLock::default(),
             isolated: RwLock::default(),
             polls: RwLock::default(),
             operations: RwLock::default(),
-            #[cfg(feature = "chaos")]
-            chaos: RwLock::default(),
-            #[cfg(feature = "overrides")]
-            tunings: RwLock::default(),
+            drills: parts::Drills::default(),
+            tunings: parts::InForce::default(),
             overrides: RwLock::default(),
             declarations: RwLock::default(),
             uses: RwLock::default(),
             conflicts: RwLock::default(),
             calls: RwLock::default(),
-            #[cfg(feature = "dashboard")]
-            history: crate::history::History::default(),
+            history: parts::History::default(),
         }
     }
 
@@ -359,8 +363,7 @@ impl Registry {
     ) -> Breaker {
         get_or_insert(&self.breakers, name, |name| {
             let breaker = configure(Breaker::builder(name).store(self.breaker_store())).build();
-            #[cfg(feature = "overrides")]
-            read(&self.tunings).apply_to_breaker(&breaker);
+            self.tunings.apply_to_breaker(&breaker);
             breaker
         })
     }
@@ -373,8 +376,7 @@ impl Registry {
     ) -> Bulkhead {
         get_or_insert(&self.bulkheads, name, |name| {
             let bulkhead = configure(Bulkhead::builder(name)).build();
-            #[cfg(feature = "overrides")]
-            read(&self.tunings).apply_to_bulkhead(&bulkhead);
+            self.tunings.apply_to_bulkhead(&bulkhead);
             bulkhead
         })
     }
@@ -387,8 +389,7 @@ impl Registry {
     ) -> Arc<RetryPolicy> {
         get_or_insert(&self.retries, name, |name| {
             let retry = Arc::new(configure(RetryPolicy::builder(name)).build());
-            #[cfg(feature = "overrides")]
-            read(&self.tunings).apply_to_retry(&retry);
+            self.tunings.apply_to_retry(&retry);
             retry
         })
     }
@@ -418,8 +419,7 @@ impl Registry {
     pub fn shedder(&self, name: &str, thresholds: Thresholds) -> Arc<Shedder> {
         get_or_insert(&self.shedders, name, |name| {
             let shedder = Arc::new(Shedder::with_thresholds(name, thresholds));
-            #[cfg(feature = "overrides")]
-            read(&self.tunings).apply_to_shedder(&shedder);
+            self.tunings.apply_to_shedder(&shedder);
             shedder
         })
     }
@@ -434,8 +434,7 @@ impl Registry {
     ) -> Arc<OperationDeadline> {
         get_or_insert(&self.operations, name, |name| {
             let operation = Arc::new(OperationDeadline::new(name, deadline, min_budget));
-            #[cfg(feature = "overrides")]
-            read(&self.tunings).apply_to_operation(&operation);
+            self.tunings.apply_to_operation(&operation);
             operation
         })
     }
@@ -478,12 +477,7 @@ impl Registry {
     ) -> RateLimiter {
         get_or_insert(&self.limiters, name, |name| {
             let builder = RateLimiter::builder(name, limit, per);
-            #[cfg(feature = "redis")]
-            let builder = match read(&self.limiter_store).clone() {
-                Some(store) => builder.fleet(store),
-                None => builder,
-            };
-            configure(builder).build()
+            configure(self.limiter_store.fleet(builder)).build()
         })
     }
 
@@ -496,14 +490,6 @@ impl Registry {
     /// The rate limiter named `name`, if one was built.
     pub fn find_rate_limiter(&self, name: &str) -> Option<RateLimiter> {
         read(&self.limiters).get(name).cloned()
-    }
-
-    /// Makes rate limiters built from now on decide across the fleet through `store`
-    /// (feature `redis`), each with its own `on_timeout` and `on_error`; without one they
-    /// decide in this process. Set it at startup, before the first call builds a limiter.
-    #[cfg(feature = "redis")]
-    pub fn set_limiter_store(&self, store: crate::redis_store::RedisStore) {
-        *write(&self.limiter_store) = Some(store);
     }
 
     /// The breaker named `name`, if one was built.
@@ -607,10 +593,6 @@ impl Registry {
             queues: crate::queue::snapshots(),
             conflicts: read(&self.conflicts).clone(),
             calls: read(&self.calls).snapshot(),
-            #[cfg(feature = "dashboard")]
-            history: self.history.snapshot(),
-            #[cfg(feature = "chaos")]
-            chaos: read(&self.chaos).values().map(|c| c.snapshot()).collect(),
         }
     }
 
@@ -628,36 +610,6 @@ impl Registry {
         if let Some(count) = dropped {
             calls::dropped(parent, calls.operation(), count);
         }
-    }
-
-    /// The breakers', bulkheads', shedders' and operation deadlines' snapshots, for the
-    /// history (feature `dashboard`).
-    #[cfg(feature = "dashboard")]
-    fn mechanism_snapshots(&self) -> crate::history::Mechanisms {
-        (
-            read(&self.breakers)
-                .values()
-                .map(Breaker::snapshot)
-                .collect(),
-            read(&self.bulkheads)
-                .values()
-                .map(Bulkhead::snapshot)
-                .collect(),
-            read(&self.shedders)
-                .values()
-                .map(|s| s.snapshot())
-                .collect(),
-            read(&self.operations)
-                .values()
-                .map(|o| o.snapshot())
-                .collect(),
-        )
-    }
-
-    /// The calls seen of every operation (feature `dashboard`: their counts and latencies).
-    #[cfg(feature = "dashboard")]
-    fn calls_seen(&self) -> Vec<&'static Calls> {
-        read(&self.calls).operations().to_vec()
     }
 
     /// Notes a request budget a `DeadlineLayer` stamps (the dashboard's trees put the
@@ -699,111 +651,6 @@ impl Registry {
             })
             .map(|(origin, _, _)| origin.clone())
             .collect()
-    }
-
-    /// Takes one sample of the dashboard's history now (feature `dashboard`): the dashboard's
-    /// sampler does every two seconds; a test, or a service with a cadence of its own, may too.
-    #[cfg(feature = "dashboard")]
-    pub fn record_history(&self) {
-        self.history
-            .sample(self.mechanism_snapshots(), &self.calls_seen());
-    }
-
-    /// Starts the dashboard's sampler for this registry on the current tokio runtime, once
-    /// (again if the runtime that ran it ended); without a runtime, nothing.
-    #[cfg(feature = "dashboard")]
-    pub(crate) fn sample_history_from(&'static self) {
-        self.history.start(move || self.record_history());
-    }
-
-    /// The chaos `name` (feature `chaos`): the run-time switch of a drill, shared with every
-    /// attribute, `.policy` operation and layer that names it. Made off and empty if nothing
-    /// declared it yet; a later declaration then fills in its faults unless a switch set some.
-    ///
-    /// ```
-    /// use velocity_policy_runtime::Registry;
-    /// use velocity_policy_runtime::chaos::{Fault, FaultKind, Latency};
-    /// use std::time::Duration;
-    ///
-    /// let drill = Registry::global().chaos("search_drill");
-    /// drill.set(Fault::Latency(Latency::Fixed { delay: Duration::from_millis(300) }), 0.25);
-    /// drill.enable();
-    /// assert!(Registry::global().chaos("search_drill").is_on());
-    /// // On, and still injecting nothing until the process arms drills: `chaos::arm()`.
-    /// drill.set_rate(FaultKind::Latency, 0.5);
-    /// drill.disable();
-    /// ```
-    #[cfg(feature = "chaos")]
-    pub fn chaos(&self, name: &str) -> crate::chaos::Chaos {
-        get_or_insert(&self.chaos, name, |name| {
-            let chaos = crate::chaos::Chaos::bare(name);
-            #[cfg(feature = "overrides")]
-            read(&self.tunings).apply_to_chaos(&chaos);
-            chaos
-        })
-    }
-
-    /// Registers how the chaos `name` builds the function's own error for
-    /// [`Fault::Error`](crate::chaos::Fault::Error) (feature `chaos`): the drill is made off
-    /// and empty if nothing declared it yet, as [`chaos`](Self::chaos) does.
-    ///
-    /// ```
-    /// use velocity_policy_runtime::Registry;
-    ///
-    /// #[derive(Debug)]
-    /// enum SearchError { Injected }
-    ///
-    /// Registry::global().chaos_error_for("search_drill", || SearchError::Injected);
-    /// ```
-    #[cfg(feature = "chaos")]
-    pub fn chaos_error_for<E, F>(&self, name: &str, build: F)
-    where
-        E: Send + 'static,
-        F: Fn() -> E + Send + Sync + 'static,
-    {
-        crate::chaos::error_with(&self.chaos(name), build);
-    }
-
-    /// The chaos `name` if anything made it.
-    #[cfg(feature = "chaos")]
-    pub fn find_chaos(&self, name: &str) -> Option<crate::chaos::Chaos> {
-        read(&self.chaos).get(name).cloned()
-    }
-
-    /// Puts `tunings` in force: applied now to every mechanism they name that is built, and to
-    /// the others when they are built. Only the overrides call this, after the validator
-    /// accepted the set.
-    #[cfg(feature = "overrides")]
-    pub(crate) fn put_tunings(&self, tunings: Tunings) {
-        let tunings = Arc::new(tunings);
-        // In force for what is built from now on, before the built ones change, so a mechanism
-        // built in between gets the new numbers too.
-        *write(&self.tunings) = tunings.clone();
-        for breaker in read(&self.breakers).values() {
-            tunings.apply_to_breaker(breaker);
-        }
-        for retry in read(&self.retries).values() {
-            tunings.apply_to_retry(retry);
-        }
-        for shedder in read(&self.shedders).values() {
-            tunings.apply_to_shedder(shedder);
-        }
-        for operation in read(&self.operations).values() {
-            tunings.apply_to_operation(operation);
-        }
-        for bulkhead in read(&self.bulkheads).values() {
-            tunings.apply_to_bulkhead(bulkhead);
-        }
-        #[cfg(feature = "chaos")]
-        for chaos in read(&self.chaos).values() {
-            tunings.apply_to_chaos(chaos);
-        }
-    }
-
-    /// Replaces what the snapshot says of the overrides.
-    #[cfg(feature = "overrides")]
-    pub(crate) fn set_overrides_snapshot(&self, change: impl FnOnce(&mut OverridesSnapshot)) {
-        change(&mut write(&self.overrides));
     }
 
     /// The operation deadline named `name`, if one was built.

@@ -16,8 +16,7 @@ use pin_project_lite::pin_project;
 
 use crate::Deadline;
 use crate::calls::Calls;
-#[cfg(any(feature = "metrics", feature = "dashboard"))]
-use crate::observe::meter::{MARK, Mark};
+use crate::calls::meter::Meter;
 use crate::observe::{self, CallOutput};
 use crate::registry::{Registry, entry_caller};
 
@@ -34,19 +33,6 @@ fn called_by(calls: &'static Calls, parent: Option<&'static str>) {
     if calls.new_caller(parent) {
         Registry::global().note_call(parent, calls);
     }
-}
-
-/// One call's measure: nothing without the `metrics` or `dashboard` feature.
-#[cfg(not(any(feature = "metrics", feature = "dashboard")))]
-#[derive(Default)]
-struct Meter {}
-
-/// One call's measure, across its polls.
-#[cfg(any(feature = "metrics", feature = "dashboard"))]
-#[derive(Default)]
-struct Meter {
-    started: Option<tokio::time::Instant>,
-    mark: Mark,
 }
 
 pin_project! {
@@ -102,62 +88,17 @@ where
             *this.started = true;
             called_by(this.calls, outer);
         }
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        let measured = this.calls.measured();
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        if measured && this.meter.started.is_none() {
-            this.meter.started = Some(tokio::time::Instant::now());
-        }
-        // Saved and restored whether or not anyone listens to this operation, so what the
-        // mechanisms note during this poll never reaches an enclosing call's measure.
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        let outer_mark = MARK.with(|m| m.replace(Mark::default()));
+        // Its clock started when someone listens; the enclosing call's mark put aside.
+        let saved = this.meter.before(this.calls);
         let poll = this.inner.poll(cx);
         observe::leave_operation(outer);
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        let mark = MARK.with(|m| m.replace(outer_mark));
-        #[cfg(any(feature = "metrics", feature = "dashboard"))]
-        if measured {
-            let meter = &mut *this.meter;
-            if mark.outcome.is_some() {
-                meter.mark.outcome = mark.outcome;
-            }
-            meter.mark.retries = meter.mark.retries.saturating_add(mark.retries);
-            if let Poll::Ready(output) = &poll {
-                use crate::instruments::CallOutcome;
-                let outcome = if output.succeeded() {
-                    CallOutcome::Ok
-                } else {
-                    meter.mark.outcome.unwrap_or(CallOutcome::Failed)
-                };
-                let took = meter.started.map(|s| s.elapsed()).unwrap_or_default();
-                #[cfg(feature = "metrics")]
-                {
-                    let metrics = this.calls.metrics();
-                    if metrics.live {
-                        metrics.ended(outcome, took, meter.mark.retries.saturating_add(1));
-                    }
-                }
-                #[cfg(feature = "dashboard")]
-                if crate::calls::recording() {
-                    this.calls.stats.ended(outcome, took);
-                }
-            }
-        }
+        let error_type = this.meter.after(this.calls, saved, &poll);
         if let Poll::Ready(output) = &poll
             && !output.succeeded()
             && !this.span.is_disabled()
         {
             // OpenTelemetry's conventions for a span that ended in error (through
             // `tracing-opentelemetry`): its status, and the class of error.
-            #[cfg(feature = "metrics")]
-            let error_type = match mark.outcome.or(this.meter.mark.outcome) {
-                Some(crate::instruments::CallOutcome::Refused(kind)) => kind.as_str(),
-                Some(crate::instruments::CallOutcome::Expired) => "deadline_exceeded",
-                _ => "_OTHER",
-            };
-            #[cfg(not(feature = "metrics"))]
-            let error_type = "_OTHER";
             this.span.record("otel.status_code", "ERROR");
             this.span.record("error.type", error_type);
         }

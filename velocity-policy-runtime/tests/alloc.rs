@@ -302,7 +302,7 @@ fn an_annotated_call_noting_its_caller_allocates_nothing_when_admitted() {
     {
         let registry = velocity_policy_runtime::Registry::global();
         registry.record_history();
-        let history = registry.snapshot().history;
+        let history = registry.history();
         let op = history
             .operations
             .iter()

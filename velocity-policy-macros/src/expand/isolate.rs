@@ -26,12 +26,11 @@ pub(super) fn expand(func: &Func, plan: &Plan, isolate: &Isolate) -> TokenStream
         quote!(.max_queued(#m))
     });
     // At the literal that chose it: without the facade's `rayon` feature, that is where the
-    // error points.
+    // error points, and it says to turn the feature on (`RayonFeature`).
     let kind = match isolate.pool {
         PoolKind::Rayon => {
             let span = isolate.pool_span;
-            let private_at = private.at(span);
-            Some(quote_spanned!(span=> .kind(#private_at::isolate::PoolKind::Rayon)))
+            Some(quote_spanned!(span=> .rayon::<()>()))
         }
         PoolKind::Blocking => None,
     };

@@ -37,8 +37,8 @@
 //!
 //! Every injected fault is a tracing event (target `policy`, `mechanism` `chaos`, `kind`
 //! `injected`, `injected = true`, `fault` the fault's kind) and, with `metrics`, a count of
-//! `policy_injected_faults_total{name, fault}`; the registry's [`Snapshot`](crate::Snapshot)
-//! lists every chaos with its faults, rates, whether it is on and what it injected.
+//! `policy_injected_faults_total{name, fault}`; [`Registry::chaos_snapshots`](crate::Registry::chaos_snapshots) (the dashboard's
+//! `chaos`) lists every chaos with its faults, rates, whether it is on and what it injected.
 //!
 //! ```
 //! use std::time::Duration;
@@ -1054,7 +1054,7 @@ pub struct FaultSnapshot {
     pub injected: u64,
 }
 
-/// A chaos's state, in the registry's [`Snapshot`](crate::Snapshot).
+/// A chaos's state, in [`Registry::chaos_snapshots`](crate::Registry::chaos_snapshots) (the dashboard's `chaos`).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]

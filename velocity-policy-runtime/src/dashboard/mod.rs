@@ -34,7 +34,8 @@
 //!
 //! # The JSON
 //!
-//! `/policy` is [`Registry::snapshot`] serialised: an object whose first field is
+//! `/policy` is [`Registry::snapshot`] serialised, followed by the dashboard's own `history`
+//! ([`Registry::history`]) and, with `chaos`, the drills ([`Registry::chaos_snapshots`]): an object whose first field is
 //! `"version": 1` ([`Snapshot::VERSION`], raised by any change that could break a reader; new
 //! fields may be added within a version). Every duration is a number of milliseconds
 //! (fractional below one) under a name ending in `_ms`. Every row is named by its policy's name
@@ -137,7 +138,6 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
 use crate::registry::Registry;
-#[cfg(doc)]
 use crate::registry::Snapshot;
 
 mod tree;
@@ -220,7 +220,13 @@ impl Dashboard {
     fn snapshot(self) -> Response {
         self.registry.sample_history_from();
         let snapshot = self.registry.snapshot();
-        match serde_json::to_value(&snapshot) {
+        let served = Served {
+            registry: &snapshot,
+            history: self.registry.history(),
+            #[cfg(feature = "chaos")]
+            chaos: self.registry.chaos_snapshots(),
+        };
+        match serde_json::to_value(&served) {
             Ok(mut value) => {
                 if let Some(object) = value.as_object_mut() {
                     object.insert("tree".to_owned(), tree::json(&snapshot, self.registry));
@@ -233,6 +239,17 @@ impl Dashboard {
             Err(error) => unserialisable(&error),
         }
     }
+}
+
+/// What `/policy` serves: the registry's [`Snapshot`], and after its fields what the
+/// dashboard adds: the `history` and (feature `chaos`) the drills.
+#[derive(serde::Serialize)]
+struct Served<'a> {
+    #[serde(flatten)]
+    registry: &'a Snapshot,
+    history: crate::history::HistorySnapshot,
+    #[cfg(feature = "chaos")]
+    chaos: Vec<crate::chaos::ChaosSnapshot>,
 }
 
 /// Removes from a serialised [`Snapshot`] where the policies live and what they say.

@@ -14,7 +14,7 @@ use tracing::Span;
 
 use super::RequestId;
 use super::limits::Admission;
-use crate::instruments::TaskMetrics;
+use crate::instruments::{Since, TaskMetrics};
 use crate::observe;
 use velocity_policy_model::WorkClass;
 
@@ -184,8 +184,7 @@ pub struct Task {
     started: bool,
     /// When a deferred task was handed over to run (its response's end), for the time it
     /// waited to start (feature `metrics`).
-    #[cfg(feature = "metrics")]
-    handed_over: Option<tokio::time::Instant>,
+    handed_over: Since,
     abandon_reason: &'static str,
     /// `None` once the work ended.
     work: Option<Pin<Box<dyn Future<Output = Outcome> + Send>>>,
@@ -242,8 +241,7 @@ impl Task {
             },
             admission: None,
             started: false,
-            #[cfg(feature = "metrics")]
-            handed_over: None,
+            handed_over: Since::default(),
             abandon_reason: "dropped before it finished",
             work: Some(Box::pin(Attached { work })),
         };
@@ -256,10 +254,7 @@ impl Task {
     /// The task is handed over to run now: a deferred task's response is finished (or it had
     /// none). Its wait to start is measured from here.
     pub(crate) fn handed_over(&mut self) {
-        #[cfg(feature = "metrics")]
-        {
-            self.handed_over = Some(tokio::time::Instant::now());
-        }
+        self.handed_over = Since::now();
     }
 
     /// The task's name.
@@ -386,9 +381,8 @@ impl Future for Task {
             this.started = true;
             this.counts.add(|s| &s.running);
             this.counts.waiting(-1.0);
-            #[cfg(feature = "metrics")]
-            if let Some(handed_over) = this.handed_over {
-                TaskMetrics::of(this.class).started_after(handed_over.elapsed());
+            if let Some(waited) = this.handed_over.elapsed() {
+                TaskMetrics::of(this.class).started_after(waited);
             }
         }
         let outcome = ready!(work.as_mut().poll(cx));

@@ -16,6 +16,36 @@ use crate::observe;
 use crate::redis_store::{RedisStore, describe, hash_tag, lock};
 use crate::window::{Clock, saturating_nanos};
 
+/// The fleet's limiter, as a [`RateLimiter`](super::RateLimiter) holds it.
+pub(super) type Fleet = RedisRateLimiter;
+
+/// Where a [`RateLimiterBuilder`](super::RateLimiterBuilder) decides across the fleet.
+pub(super) type Store = RedisStore;
+
+/// The fleet limiter named `name`, `rate` (calls, per period) deciding through `store`, with
+/// its fail modes (`on_timeout`, `on_error`), its local rate for [`FailMode::Local`] and its
+/// timeout (the store's limiter default when `None`), handed to `made` (which puts it in a
+/// [`RateLimiter`](super::RateLimiter): this module names nothing of `rate_limiter`).
+pub(super) fn limiter<R>(
+    store: Store,
+    name: Arc<str>,
+    (limit, per): (u32, Duration),
+    (on_timeout, on_error): (FailMode, FailMode),
+    (local_limit, local_per): (u32, Duration),
+    timeout: Option<Duration>,
+    made: impl FnOnce(Fleet) -> R,
+) -> R {
+    let mut fleet = store
+        .rate_limiter(name, limit, per)
+        .on_timeout(on_timeout)
+        .on_error(on_error)
+        .local_rate(local_limit, local_per);
+    if let Some(timeout) = timeout {
+        fleet = fleet.timeout(timeout);
+    }
+    made(fleet.build())
+}
+
 impl RedisStore {
     /// A fleet-wide rate limiter named `name`: `limit` calls per `per`, sharing this store's
     /// connection. When Redis times out or fails it decides from a per-instance rate (the

@@ -7,12 +7,11 @@ use std::time::Duration;
 
 #[cfg(feature = "redis")]
 use super::RedisRateLimiter;
+use super::fleet::{self, Fleet, Store};
 use super::{FailMode, LimiterSnapshot, LocalRate};
 use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
 use crate::instruments::Refusals;
 use crate::observe;
-#[cfg(feature = "redis")]
-use crate::redis_store::RedisStore;
 
 /// A named rate limiter: `limit` calls per `per`, in this process or, with a store, across the
 /// fleet; see the [module docs](super).
@@ -42,9 +41,9 @@ enum Decides {
         /// `policy_refusals_total` for this limiter (feature `metrics`).
         refusals: Refusals,
     },
-    /// GCRA in Redis, with the fleet limiter's own counts and fail modes.
-    #[cfg(feature = "redis")]
-    Fleet(RedisRateLimiter),
+    /// GCRA in Redis, with the fleet limiter's own counts and fail modes (feature `redis`;
+    /// without it, `Fleet` has no value).
+    Fleet(Fleet),
 }
 
 impl fmt::Debug for RateLimiter {
@@ -71,7 +70,6 @@ impl RateLimiter {
             on_error: FailMode::Local,
             local: None,
             timeout: None,
-            #[cfg(feature = "redis")]
             store: None,
         }
     }
@@ -95,7 +93,6 @@ impl RateLimiter {
     pub fn scope(&self) -> &'static str {
         match &self.inner.decides {
             Decides::InProcess { .. } => "in_process",
-            #[cfg(feature = "redis")]
             Decides::Fleet(_) => "fleet",
         }
     }
@@ -109,13 +106,10 @@ impl RateLimiter {
     pub async fn acquire(&self) -> Result<(), ResilienceError> {
         match self.decide_now() {
             Some(decision) => decision,
-            #[cfg(feature = "redis")]
             None => match &self.inner.decides {
                 Decides::Fleet(fleet) => fleet.acquire().await,
                 Decides::InProcess { .. } => Ok(()),
             },
-            #[cfg(not(feature = "redis"))]
-            None => Ok(()),
         }
     }
 
@@ -149,7 +143,6 @@ impl RateLimiter {
                     Err(refusal)
                 }
             }),
-            #[cfg(feature = "redis")]
             Decides::Fleet(_) => None,
         }
     }
@@ -185,7 +178,6 @@ impl RateLimiter {
                 store_resets: 0,
                 degraded: false,
             },
-            #[cfg(feature = "redis")]
             Decides::Fleet(fleet) => fleet.snapshot(),
         }
     }
@@ -208,8 +200,8 @@ pub struct RateLimiterBuilder {
     on_error: FailMode,
     local: Option<(u32, Duration)>,
     timeout: Option<Duration>,
-    #[cfg(feature = "redis")]
-    store: Option<RedisStore>,
+    /// The fleet's store, when it decides there (feature `redis`).
+    store: Option<Store>,
 }
 
 impl RateLimiterBuilder {
@@ -245,33 +237,31 @@ impl RateLimiterBuilder {
     /// Decides across the fleet through `store` (feature `redis`), with this builder's fail
     /// modes and local rate, instead of in this process.
     #[cfg(feature = "redis")]
-    pub fn fleet(mut self, store: RedisStore) -> Self {
+    pub fn fleet(mut self, store: crate::redis_store::RedisStore) -> Self {
         self.store = Some(store);
         self
     }
 
     /// Builds the limiter.
-    pub fn build(self) -> RateLimiter {
-        #[cfg(feature = "redis")]
-        if let Some(store) = self.store {
-            let (local_limit, local_per) = self.local.unwrap_or((self.limit, self.per));
-            let mut fleet = store
-                .rate_limiter(self.name.clone(), self.limit, self.per)
-                .on_timeout(self.on_timeout)
-                .on_error(self.on_error)
-                .local_rate(local_limit, local_per);
-            if let Some(timeout) = self.timeout {
-                fleet = fleet.timeout(timeout);
-            }
-            let fleet = fleet.build();
-            return RateLimiter {
-                inner: Arc::new(Inner {
-                    name: self.name,
-                    limit: self.limit,
-                    per: self.per,
-                    decides: Decides::Fleet(fleet),
-                }),
-            };
+    pub fn build(mut self) -> RateLimiter {
+        if let Some(store) = self.store.take() {
+            let rate = (self.limit, self.per);
+            return fleet::limiter(
+                store,
+                self.name.clone(),
+                rate,
+                (self.on_timeout, self.on_error),
+                self.local.unwrap_or(rate),
+                self.timeout,
+                |fleet| RateLimiter {
+                    inner: Arc::new(Inner {
+                        decides: Decides::Fleet(fleet),
+                        name: self.name,
+                        limit: self.limit,
+                        per: self.per,
+                    }),
+                },
+            );
         }
         // Without a store there is nothing to time out or fail: one rate, on this instance.
         let _ = (self.on_timeout, self.on_error, self.local, self.timeout);

@@ -233,6 +233,11 @@ use serde_core::de::DeserializeOwned;
 
 use crate::defer::DeferredOutcome;
 
+// A function's lookup of its queue: the installed queues with `redis`, none without. Chosen
+// here, once.
+#[cfg_attr(not(feature = "redis"), path = "no_slot.rs")]
+mod slot;
+pub(crate) use slot::Lookup;
 #[cfg(feature = "redis")]
 mod stream;
 #[cfg(feature = "redis")]
