@@ -13,7 +13,7 @@ impl Lookup {
 
     /// Gives `args` back, for the in-process pool.
     #[inline]
-    pub(crate) fn enqueue<A: serde::Serialize>(
+    pub(crate) fn enqueue<A: serde_core::Serialize>(
         &'static self,
         _name: &'static str,
         _operation: &'static str,

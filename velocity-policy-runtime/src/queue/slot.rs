@@ -28,7 +28,7 @@ impl Lookup {
     /// refusal is counted and logged by the queue), and gives them back when it is not. Only
     /// their encoding is needed here: the expansion's `QueueSlot` asks for the whole of
     /// `QueueArgs`, with its message, so this module names nothing of the expansion's.
-    pub(crate) fn enqueue<A: serde::Serialize>(
+    pub(crate) fn enqueue<A: serde_core::Serialize>(
         &'static self,
         name: &'static str,
         operation: &'static str,
