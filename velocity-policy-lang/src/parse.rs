@@ -555,9 +555,11 @@ fn comments(source: SourceId, text: &str) -> Vec<Comment> {
     out
 }
 
+/// The lines of `text` as the grammar's `NEWLINE` ends them (`\n`, `\r\n` or a lone `\r`), each
+/// with the offset it starts at; `\r\n` leaves an empty line between its two bytes.
 fn line_spans(text: &str) -> impl Iterator<Item = (usize, &str)> {
     let mut start = 0;
-    text.split('\n').map(move |line| {
+    text.split(['\n', '\r']).map(move |line| {
         let at = start;
         start += line.len() + 1;
         (at, line)
@@ -570,6 +572,19 @@ mod tests {
 
     fn parse_str(text: &str) -> Parsed {
         parse(&mut Sources::new(), "test.policy", text.as_bytes())
+    }
+
+    #[test]
+    fn a_comment_ends_where_the_grammar_ends_it_at_a_lone_carriage_return() {
+        // Found by tests/fuzz.rs: the formatter wrote `// a\rb = 2` back as one comment, and
+        // `b = 2` after it again, so each pass added a line.
+        let text = "// one\rtwo = 2 // three\r\n// four\n";
+        let source = Sources::new().add("test.policy", text);
+        let found: Vec<_> = comments(source, text)
+            .into_iter()
+            .map(|comment| comment.text)
+            .collect();
+        assert_eq!(found, [" one", " three", " four"]);
     }
 
     #[test]
