@@ -663,9 +663,9 @@ impl RetryPolicy {
 /// left), which is also in scope as [`Deadline::current`]. Returns the success, or the last
 /// error: a refusal at once, a final `DeadlineExceeded` when the request's deadline passed, or
 /// the function's own error.
-pub fn retry_within<T, E, F, Fut>(
-    deadline: &Deadline,
-    policy: &RetryPolicy,
+pub fn retry_within<'a, T, E, F, Fut>(
+    deadline: &'a Deadline,
+    policy: &'a RetryPolicy,
     op: Idempotent<F>,
 ) -> impl Future<Output = Result<T, CallError<E>>>
 where
@@ -678,9 +678,9 @@ where
 
 /// Like [`retry_within`], with a classifier for the function's own errors instead of the
 /// [`Transient`] trait.
-pub fn retry_within_by<T, E, F, Fut, C>(
-    deadline: &Deadline,
-    policy: &RetryPolicy,
+pub fn retry_within_by<'a, T, E, F, Fut, C>(
+    deadline: &'a Deadline,
+    policy: &'a RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
 ) -> impl Future<Output = Result<T, CallError<E>>>
@@ -703,9 +703,9 @@ where
 /// is): the first attempt's timeout and the allowance's deposit count from the moment it was
 /// made, so that a call whose first attempt succeeds reads no clock here.
 #[doc(hidden)]
-pub fn retry_within_self_bounded<T, E, F, Fut, C>(
-    deadline: &Deadline,
-    policy: &RetryPolicy,
+pub fn retry_within_self_bounded<'a, T, E, F, Fut, C>(
+    deadline: &'a Deadline,
+    policy: &'a RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
 ) -> impl Future<Output = Result<T, CallError<E>>>
@@ -788,7 +788,7 @@ where
 
 /// The retried call of `op` under `deadline`, each attempt bounded as `B` says.
 fn retry_loop<'a, T, E, F, Fut, C, B>(
-    deadline: &Deadline,
+    deadline: &'a Deadline,
     policy: &'a RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
@@ -802,7 +802,7 @@ where
 {
     Retried {
         policy,
-        deadline: *deadline,
+        deadline,
         is_transient,
         op: op.op,
         number: 0,
@@ -827,7 +827,7 @@ pin_project! {
     // projection inside an `async` block fails with "one type is more general than the other".
     struct Retried<'a, E, F, A, C, B> {
         policy: &'a RetryPolicy,
-        deadline: Deadline,
+        deadline: &'a Deadline,
         is_transient: C,
         op: F,
         // The attempt under way, from 1 (0 before the first poll).
