@@ -475,7 +475,7 @@ impl Deadline {
     pub fn run<F: Future>(self, fut: F) -> Run<F> {
         Run {
             fut,
-            sleep: None,
+            timer: Timer::Unarmed,
             deadline: self,
         }
     }
@@ -667,8 +667,21 @@ pin_project! {
         #[pin]
         fut: F,
         #[pin]
-        sleep: Option<Sleep>,
+        timer: Timer,
         deadline: Deadline,
+    }
+}
+
+pin_project! {
+    /// A [`Run`]'s timer, armed at its future's first `Pending`. Its own tag, not a niche in
+    /// the timer's fields: an unarmed timer is then a tag and nothing else, and a `Run` is
+    /// made without writing (or copying) the bytes of a timer it may never arm.
+    #[derive(Debug)]
+    #[project = TimerProj]
+    #[repr(u8)]
+    enum Timer {
+        Unarmed,
+        Armed { #[pin] sleep: Sleep },
     }
 }
 
@@ -681,16 +694,19 @@ impl<F: Future> Future for Run<F> {
         if let Poll::Ready(out) = this.fut.poll(cx) {
             return Poll::Ready(Ok(out));
         }
-        let expired = || Poll::Ready(Err(this.deadline.exceeded()));
-        if this.sleep.is_none() {
+        if let TimerProj::Unarmed = this.timer.as_mut().project() {
             // First Pending: only now is a timer worth arming (a future ready at once arms
             // none). A deadline already past fires on the timer's first poll.
-            this.sleep
-                .set(Some(tokio::time::sleep_until(this.deadline.at)));
+            this.timer.set(Timer::Armed {
+                sleep: tokio::time::sleep_until(this.deadline.at),
+            });
         }
-        match this.sleep.as_pin_mut().map(|s| s.poll(cx)) {
-            Some(Poll::Ready(())) => expired(),
-            _ => Poll::Pending,
+        match this.timer.project() {
+            TimerProj::Armed { sleep } => match sleep.poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(this.deadline.exceeded())),
+                Poll::Pending => Poll::Pending,
+            },
+            TimerProj::Unarmed => Poll::Pending,
         }
     }
 }
