@@ -110,6 +110,10 @@ pub struct Deadline {
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Granted(u64);
 
+/// [`Deadline::MAX_BUDGET`] in nanoseconds.
+const MAX_BUDGET_NANOS: u64 =
+    Deadline::MAX_BUDGET.as_secs() * 1_000_000_000 + Deadline::MAX_BUDGET.subsec_nanos() as u64;
+
 impl Granted {
     const CALLERS: u64 = 1 << 63;
 
@@ -124,9 +128,20 @@ impl Granted {
         })
     }
 
+    /// A budget of `nanos` nanoseconds, at most [`Deadline::MAX_BUDGET`], not the caller's.
+    #[inline]
+    fn of_nanos(nanos: u64) -> Self {
+        Self(nanos.min(MAX_BUDGET_NANOS))
+    }
+
+    #[inline]
+    fn nanos(self) -> u64 {
+        self.0 & !Self::CALLERS
+    }
+
     #[inline]
     fn budget(self) -> Duration {
-        Duration::from_nanos(self.0 & !Self::CALLERS)
+        Duration::from_nanos(self.nanos())
     }
 
     #[inline]
@@ -252,12 +267,6 @@ impl Deadline {
         self.granting(now, max, left)
     }
 
-    /// The moment it was made: its expiry less its budget (a moment its maker already read).
-    #[inline]
-    pub(crate) fn created_at(&self) -> Instant {
-        self.at.checked_sub(self.budget()).unwrap_or(self.at)
-    }
-
     /// [`Deadline::child`] as of `now`, a read of tokio's clock the caller already made. With a
     /// `now` in the past, the child is granted less, never more: it still never outlives its
     /// parent.
@@ -275,19 +284,47 @@ impl Deadline {
         self.granting(now, max, self.left_at(now))
     }
 
-    /// The child of at most `max` as of the moment this deadline was made
-    /// ([`Deadline::created_at`]): for a `max` below its budget it expires `max` after that
-    /// moment, one instant subtraction; otherwise it is this deadline.
+    /// [`Deadline::child_as_of`] for a maximum of `max_nanos` nanoseconds, as a tuned cell
+    /// holds it: the budget's word is taken as it is, not converted back from a duration.
     #[inline]
-    pub(crate) fn child_at_creation(&self, max: Duration) -> Self {
-        let budget = self.budget();
-        if max >= budget {
+    fn child_as_of_nanos(&self, now: Instant, max_nanos: u64) -> Self {
+        let granted = Granted::of_nanos(max_nanos);
+        let max = granted.budget();
+        let wanted = later(now, max);
+        if wanted <= self.at {
+            // It has all it asked for: its own configuration bounds it.
+            return Self {
+                at: wanted,
+                granted,
+            };
+        }
+        self.granting(now, max, self.left_at(now))
+    }
+
+    /// The budget it was granted, in nanoseconds.
+    #[inline]
+    pub(crate) fn budget_nanos(&self) -> u64 {
+        self.granted.nanos()
+    }
+
+    /// The child of at most `max_nanos` nanoseconds as of the moment this deadline was made
+    /// (its expiry less its budget): for a maximum below its budget it expires that long after
+    /// that moment, one comparison of words and one instant subtraction; otherwise it is this
+    /// deadline.
+    #[inline]
+    pub(crate) fn child_at_creation_nanos(&self, max_nanos: u64) -> Self {
+        let budget = self.granted.nanos();
+        if max_nanos >= budget {
             return *self;
         }
         Self {
-            at: self.at.checked_sub(budget - max).unwrap_or(self.at),
-            // Granted all it asked for: its own configuration bounded it.
-            granted: Granted::new(max, false),
+            at: self
+                .at
+                .checked_sub(Duration::from_nanos(budget - max_nanos))
+                .unwrap_or(self.at),
+            // Granted all it asked for: its own configuration bounded it (below the budget,
+            // so below the longest).
+            granted: Granted(max_nanos),
         }
     }
 
@@ -377,15 +414,25 @@ impl Deadline {
     /// minimum budget read once, together, from `operation` (which a reload may change).
     #[inline]
     pub fn for_named(operation: &OperationDeadline) -> Result<Self, ResilienceError> {
-        let (max, min_budget) = operation.current();
-        let deadline = Self::child_of_current(max);
-        if deadline.budget() >= min_budget && !deadline.budget().is_zero() {
+        // Both numbers as the cell holds them, nanoseconds: compared as words, and only the
+        // deadline's converted (to add it to the clock's reading).
+        let [max, min_budget] = operation.words();
+        let now = Instant::now();
+        let deadline = match Self::current() {
+            Some(parent) => parent.child_as_of_nanos(now, max),
+            None => Self {
+                at: later(now, Granted::of_nanos(max).budget()),
+                granted: Granted::of_nanos(max),
+            },
+        };
+        let granted = deadline.granted.nanos();
+        if granted >= min_budget && granted != 0 {
             return Ok(deadline);
         }
         Err(Self::too_little_named(
             operation,
             deadline.budget(),
-            min_budget,
+            Duration::from_nanos(min_budget),
         ))
     }
 
@@ -428,7 +475,7 @@ impl Deadline {
     pub fn run<F: Future>(self, fut: F) -> Run<F> {
         Run {
             fut,
-            sleep: None,
+            timer: Timer::Unarmed,
             deadline: self,
         }
     }
@@ -620,8 +667,21 @@ pin_project! {
         #[pin]
         fut: F,
         #[pin]
-        sleep: Option<Sleep>,
+        timer: Timer,
         deadline: Deadline,
+    }
+}
+
+pin_project! {
+    /// A [`Run`]'s timer, armed at its future's first `Pending`. Its own tag, not a niche in
+    /// the timer's fields: an unarmed timer is then a tag and nothing else, and a `Run` is
+    /// made without writing (or copying) the bytes of a timer it may never arm.
+    #[derive(Debug)]
+    #[project = TimerProj]
+    #[repr(u8)]
+    enum Timer {
+        Unarmed,
+        Armed { #[pin] sleep: Sleep },
     }
 }
 
@@ -634,16 +694,19 @@ impl<F: Future> Future for Run<F> {
         if let Poll::Ready(out) = this.fut.poll(cx) {
             return Poll::Ready(Ok(out));
         }
-        let expired = || Poll::Ready(Err(this.deadline.exceeded()));
-        if this.sleep.is_none() {
+        if let TimerProj::Unarmed = this.timer.as_mut().project() {
             // First Pending: only now is a timer worth arming (a future ready at once arms
             // none). A deadline already past fires on the timer's first poll.
-            this.sleep
-                .set(Some(tokio::time::sleep_until(this.deadline.at)));
+            this.timer.set(Timer::Armed {
+                sleep: tokio::time::sleep_until(this.deadline.at),
+            });
         }
-        match this.sleep.as_pin_mut().map(|s| s.poll(cx)) {
-            Some(Poll::Ready(())) => expired(),
-            _ => Poll::Pending,
+        match this.timer.project() {
+            TimerProj::Armed { sleep } => match sleep.poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(this.deadline.exceeded())),
+                Poll::Pending => Poll::Pending,
+            },
+            TimerProj::Unarmed => Poll::Pending,
         }
     }
 }
@@ -849,10 +912,16 @@ impl OperationDeadline {
         crate::observe::short_name(&self.name)
     }
 
+    /// The deadline and the minimum budget in use now, read together, in nanoseconds.
+    #[inline]
+    fn words(&self) -> [u64; 2] {
+        self.numbers.read()
+    }
+
     /// The deadline and the minimum budget in use now, read together.
     #[inline]
     pub fn current(&self) -> (Duration, Duration) {
-        let [deadline, min_budget] = self.numbers.read();
+        let [deadline, min_budget] = self.words();
         (
             crate::tuning::duration(deadline),
             crate::tuning::duration(min_budget),

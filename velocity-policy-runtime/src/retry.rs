@@ -395,6 +395,14 @@ impl RetryAllowance {
         self.window.record_call(self.clock.nanos_at(at));
     }
 
+    /// Counts one call made `before_nanos` before `at`: the moment a deadline expiring at `at`
+    /// with a budget of `before_nanos` was made, without an instant subtraction to find it.
+    #[inline]
+    pub(crate) fn deposit_before(&self, at: Instant, before_nanos: u64) {
+        self.window
+            .record_call(self.clock.nanos_at(at).saturating_sub(before_nanos));
+    }
+
     /// Calls and retries in the window ending at `now`.
     fn counts(&self, now: u64) -> crate::window::Counts {
         self.window.counts(now)
@@ -655,9 +663,9 @@ impl RetryPolicy {
 /// left), which is also in scope as [`Deadline::current`]. Returns the success, or the last
 /// error: a refusal at once, a final `DeadlineExceeded` when the request's deadline passed, or
 /// the function's own error.
-pub fn retry_within<T, E, F, Fut>(
-    deadline: &Deadline,
-    policy: &RetryPolicy,
+pub fn retry_within<'a, T, E, F, Fut>(
+    deadline: &'a Deadline,
+    policy: &'a RetryPolicy,
     op: Idempotent<F>,
 ) -> impl Future<Output = Result<T, CallError<E>>>
 where
@@ -670,9 +678,9 @@ where
 
 /// Like [`retry_within`], with a classifier for the function's own errors instead of the
 /// [`Transient`] trait.
-pub fn retry_within_by<T, E, F, Fut, C>(
-    deadline: &Deadline,
-    policy: &RetryPolicy,
+pub fn retry_within_by<'a, T, E, F, Fut, C>(
+    deadline: &'a Deadline,
+    policy: &'a RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
 ) -> impl Future<Output = Result<T, CallError<E>>>
@@ -695,9 +703,9 @@ where
 /// is): the first attempt's timeout and the allowance's deposit count from the moment it was
 /// made, so that a call whose first attempt succeeds reads no clock here.
 #[doc(hidden)]
-pub fn retry_within_self_bounded<T, E, F, Fut, C>(
-    deadline: &Deadline,
-    policy: &RetryPolicy,
+pub fn retry_within_self_bounded<'a, T, E, F, Fut, C>(
+    deadline: &'a Deadline,
+    policy: &'a RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
 ) -> impl Future<Output = Result<T, CallError<E>>>
@@ -713,11 +721,10 @@ where
 trait Bounding<F, Fut: Future> {
     /// The future of one attempt.
     type Attempt: Future;
-    /// The moment the first attempt starts.
-    fn first_start(deadline: &Deadline) -> Instant;
-    /// True when [`Bounding::first_start`] is the moment the call's deadline was made, so the
-    /// first attempt's deadline is a child as of its creation ([`Deadline::child_at_creation`]).
-    const AT_CREATION: bool;
+    /// The moment the first attempt starts: a read of the clock, or `None` for the moment the
+    /// call's deadline was made (its expiry less its budget), so the first attempt's deadline
+    /// is a child as of its creation ([`Deadline::child_at_creation_nanos`]).
+    fn first_start() -> Option<Instant>;
     /// The future of `attempt`.
     fn start(op: &mut F, attempt: Attempt) -> Self::Attempt;
     /// What the attempt's future yielded, as the operation's own outcome.
@@ -738,12 +745,10 @@ where
     type Attempt = Run<Scope<Fut>>;
 
     #[inline]
-    fn first_start(_: &Deadline) -> Instant {
+    fn first_start() -> Option<Instant> {
         // A caller's deadline may have been made long before: read the clock.
-        Instant::now()
+        Some(Instant::now())
     }
-
-    const AT_CREATION: bool = false;
 
     #[inline]
     fn start(op: &mut F, attempt: Attempt) -> Run<Scope<Fut>> {
@@ -764,13 +769,11 @@ where
     type Attempt = Fut;
 
     #[inline]
-    fn first_start(deadline: &Deadline) -> Instant {
+    fn first_start() -> Option<Instant> {
         // The expansion passes the operation's deadline, made just before: the first attempt
         // starts as it was made, a moment already read.
-        deadline.created_at()
+        None
     }
-
-    const AT_CREATION: bool = true;
 
     #[inline]
     fn start(op: &mut F, attempt: Attempt) -> Fut {
@@ -785,7 +788,7 @@ where
 
 /// The retried call of `op` under `deadline`, each attempt bounded as `B` says.
 fn retry_loop<'a, T, E, F, Fut, C, B>(
-    deadline: &Deadline,
+    deadline: &'a Deadline,
     policy: &'a RetryPolicy,
     is_transient: C,
     op: Idempotent<F>,
@@ -799,7 +802,7 @@ where
 {
     Retried {
         policy,
-        deadline: *deadline,
+        deadline,
         is_transient,
         op: op.op,
         number: 0,
@@ -824,7 +827,7 @@ pin_project! {
     // projection inside an `async` block fails with "one type is more general than the other".
     struct Retried<'a, E, F, A, C, B> {
         policy: &'a RetryPolicy,
-        deadline: Deadline,
+        deadline: &'a Deadline,
         is_transient: C,
         op: F,
         // The attempt under way, from 1 (0 before the first poll).
@@ -872,27 +875,24 @@ where
             // an attempt under way, polled below.
             match this.step.as_mut().project() {
                 StepProj::Attempt { .. } => {}
-                StepProj::Start => match first_attempt(
-                    this.policy,
-                    this.deadline,
-                    this.numbers,
-                    B::first_start(this.deadline),
-                    B::AT_CREATION,
-                ) {
-                    Ok(first) => {
-                        *this.number = 1;
-                        // Replaced rather than `set`: the step it replaces is `Start`, which
-                        // has nothing to drop, and the replacement's own match says so where
-                        // `set` calls the whole enum's drop.
-                        this.step.as_mut().project_replace(Step::Attempt {
-                            fut: B::start(this.op, first),
-                        });
+                StepProj::Start => {
+                    match first_attempt(this.policy, this.deadline, this.numbers, B::first_start())
+                    {
+                        Ok(first) => {
+                            *this.number = 1;
+                            // Replaced rather than `set`: the step it replaces is `Start`, which
+                            // has nothing to drop, and the replacement's own match says so where
+                            // `set` calls the whole enum's drop.
+                            this.step.as_mut().project_replace(Step::Attempt {
+                                fut: B::start(this.op, first),
+                            });
+                        }
+                        Err(refused) => {
+                            this.step.set(Step::Done);
+                            return Poll::Ready(Err(CallError::Refused(refused)));
+                        }
                     }
-                    Err(refused) => {
-                        this.step.set(Step::Done);
-                        return Poll::Ready(Err(CallError::Refused(refused)));
-                    }
-                },
+                }
                 StepProj::Pause { sleep, last } => {
                     ready!(sleep.poll(cx));
                     match next_attempt(this.policy, this.deadline, this.numbers, *this.number) {
@@ -946,36 +946,37 @@ where
     }
 }
 
-/// The first attempt, starting at `start`: its deadline (the call's, or a child of it within
-/// the attempt timeout), the allowance's deposit, and the numbers the call keeps; a refusal
-/// when nothing is left to start it with.
+/// The first attempt, starting at `start` (`None`: as the call's deadline was made): its
+/// deadline (the call's, or a child of it within the attempt timeout), the allowance's
+/// deposit, and the numbers the call keeps; a refusal when nothing is left to start it with.
 #[inline]
 fn first_attempt(
     policy: &RetryPolicy,
     deadline: &Deadline,
     numbers: &mut [u64; 4],
-    start: Instant,
-    at_creation: bool,
+    start: Option<Instant>,
 ) -> Result<Attempt, ResilienceError> {
     let [attempts, base, cap, timeout] = policy.numbers.read();
     *numbers = [attempts, base, cap, timeout];
-    let timeout = tuning::duration(timeout);
-    // A budget is at most `Deadline::MAX_BUDGET`, so a longer timeout (or none, `NO_TIMEOUT`)
-    // takes this branch; below it, it is the child's maximum.
-    let first = if timeout >= deadline.budget() {
-        // The attempt may take all of it: the attempt's deadline is the call's.
-        *deadline
-    } else if at_creation {
-        // `start` is the moment the deadline was made: the child expires `timeout` after it.
-        deadline.child_at_creation(timeout)
-    } else {
-        deadline.child_as_of(start, timeout)
+    // Compared as nanoseconds, the words the cell holds. A budget is at most
+    // `Deadline::MAX_BUDGET`, so a longer timeout (or none, `NO_TIMEOUT`) leaves the attempt
+    // all of the call's deadline; below it, it is the child's maximum.
+    let first = match start {
+        // As the deadline was made: the child expires `timeout` after that moment.
+        None => deadline.child_at_creation_nanos(timeout),
+        Some(_) if timeout >= deadline.budget_nanos() => *deadline,
+        Some(now) => deadline.child_as_of(now, tuning::duration(timeout)),
     };
-    if first.budget().is_zero() {
+    if first.budget_nanos() == 0 {
         // Nothing left to start the first attempt with: the work never ran.
         return Err(no_budget(policy));
     }
-    policy.allowance.deposit_as_of(start);
+    match start {
+        Some(now) => policy.allowance.deposit_as_of(now),
+        None => policy
+            .allowance
+            .deposit_before(deadline.instant(), deadline.budget_nanos()),
+    }
     Ok(Attempt {
         number: 1,
         deadline: first,
