@@ -214,16 +214,17 @@ fn fail_mode(mode: FailMode) -> TokenStream {
 
 fn ratelimit(spec: &RatelimitSpec) -> TokenStream {
     let name = &spec.name.value;
-    let (limit, per) = (count(spec.rate.value.count), duration(spec.rate.value.per));
-    let on_timeout = spec.on_timeout.as_ref().map(|mode| {
+    let rate = spec.rate().value;
+    let (limit, per) = (count(rate.count), duration(rate.per));
+    let on_timeout = spec.on_timeout().map(|mode| {
         let mode = fail_mode(mode.value);
         quote!(.on_timeout(#mode))
     });
-    let on_error = spec.on_error.as_ref().map(|mode| {
+    let on_error = spec.on_error().map(|mode| {
         let mode = fail_mode(mode.value);
         quote!(.on_error(#mode))
     });
-    let local_rate = spec.local_rate.as_ref().map(|local| {
+    let local_rate = spec.local_rate().map(|local| {
         let (limit, per) = (count(local.value.count), duration(local.value.per));
         quote!(.local_rate(#limit, #per))
     });
