@@ -26,11 +26,11 @@ pub use velocity_policy_macros::operation_layer;
 
 // The request's budget, and the errors that say whether the work ran.
 pub use velocity_policy_runtime::{
-    CallError, Deadline, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError, ShedReason,
+    CallError, Deadline, DeadlineExceeded, RefusalKind, RefusalReason, ResilienceError,
 };
 // Shortcuts to items documented in their modules: one item, one page (the count is of items).
 #[doc(no_inline)]
-pub use velocity_policy_runtime::{AfterResponse, OpenCause, RetryAllowance, Sharing};
+pub use velocity_policy_runtime::{AfterResponse, OpenCause, RetryAllowance, Sharing, ShedReason};
 // Each mechanism's type (its builder, settings and snapshot are in its module), and the
 // registry they share with the layers.
 pub use velocity_policy_runtime::{

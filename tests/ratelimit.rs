@@ -108,7 +108,7 @@ async fn the_attribute_the_operation_and_the_layers_share_one_state_by_name() {
     assert_eq!((row.admitted, row.refused), (5, 5));
     assert_eq!(row.scope, "in_process");
     let json = serde_json::to_value(row).unwrap();
-    assert_eq!(json["per_ms"], 1000.0);
+    assert_eq!(json["config"]["per_ms"], 1000.0);
 }
 
 #[velocity_policy::critical(ratelimit = "shared_signups_alloc", deadline = "1s")]

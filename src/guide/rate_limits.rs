@@ -59,5 +59,9 @@
 //! or a down store means: `closed` refuses (a limiter guarding unbounded work), `open` admits
 //! (best-effort work), `local`, the default, keeps this instance's own rate (`local_rate`). A
 //! limiter that guards critical work must choose both (`policy::ratelimit-fail-mode-unset`);
-//! best-effort work may leave them to the default. `Registry::snapshot().limiters` lists every
-//! limiter with its scope, rate and admitted and refused counts.
+//! best-effort work may leave them to the default. A limiter's settings are one plain value,
+//! `limiter::RateLimitConfig` (`RateLimitConfig::new(100, Duration::from_secs(60))
+//! .with_on_timeout(FailMode::Closed)`, a `const` if you like), which a stanza becomes and
+//! `RateLimiter::from_config(name, config)` or the registry's `|l| l.config(config)` takes.
+//! `Registry::snapshot().limiters` lists every limiter with its scope, its `config` and its
+//! admitted and refused counts.

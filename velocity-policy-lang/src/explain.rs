@@ -261,13 +261,13 @@ pub fn explain(spec: &Spec, operation: &OperationSpec) -> Explanation {
     {
         steps.push(Step::RateLimit {
             name: ratelimit.name.value.clone(),
-            rate: ratelimit.rate.value,
+            rate: ratelimit.rate().value,
             on_timeout: ratelimit.timeout_mode(),
             on_error: ratelimit.error_mode(),
-            local_rate: ratelimit
-                .local_rate
-                .as_ref()
-                .map_or(ratelimit.rate.value, |local| local.value),
+            local_rate: {
+                let (count, per) = ratelimit.config.local_rate_or_rate();
+                Rate::new(count, per)
+            },
         });
     }
     let retry = operation

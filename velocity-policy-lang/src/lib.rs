@@ -252,9 +252,9 @@ pub use spec::{
     BreakerSpec, BulkheadConfig, BulkheadLocs, BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault,
     ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, DeadlineConfig, EnvelopeSpec, FailMode,
     HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, MechanismSpec, Metric, Number,
-    OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Rate, RatelimitSpec,
-    RequestSpec, RetryConfig, RetryLocs, RetrySpec, Setting, Sharing, SheddingConfig, SheddingSpec,
-    Spec, Unit, WebMetric, WorkClass, Written,
+    OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Rate, RateLimitConfig,
+    RatelimitLocs, RatelimitSpec, RequestSpec, RetryConfig, RetryLocs, RetrySpec, Setting, Sharing,
+    SheddingConfig, SheddingSpec, Spec, Unit, WebMetric, WorkClass, Written,
 };
 pub use spec::{HopKind, HopSpec, LocalitySpec};
 pub use validate::validate;

@@ -520,8 +520,9 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         ));
     }
     for ratelimit in &spec.ratelimits {
-        durations.push(("per", ratelimit.rate.value.per, ratelimit.rate.loc));
-        if let Some(local) = &ratelimit.local_rate {
+        let rate = ratelimit.rate();
+        durations.push(("per", rate.value.per, rate.loc));
+        if let Some(local) = &ratelimit.local_rate() {
             durations.push(("local_rate", local.value.per, local.loc));
         }
     }
@@ -613,16 +614,15 @@ fn counts_at_least_one(spec: &Spec, out: &mut Vec<Diagnostic>) {
         }
     }
     for ratelimit in &spec.ratelimits {
-        if ratelimit.rate.value.count == 0 {
+        if ratelimit.config.limit == 0 {
             zero(
                 "per",
-                ratelimit.rate.loc,
+                ratelimit.at.rate,
                 "a rate of 0 refuses every call: allow at least one per period",
             );
         }
         if let Some(local) = ratelimit
-            .local_rate
-            .as_ref()
+            .local_rate()
             .filter(|local| local.value.count == 0)
         {
             zero(
@@ -932,8 +932,8 @@ fn critical_ratelimit_chooses_fail_modes(spec: &Spec, out: &mut Vec<Diagnostic>)
             continue;
         };
         let missing: Vec<&str> = [
-            ("on_timeout", ratelimit.on_timeout.is_none()),
-            ("on_error", ratelimit.on_error.is_none()),
+            ("on_timeout", ratelimit.at.on_timeout.is_none()),
+            ("on_error", ratelimit.at.on_error.is_none()),
         ]
         .into_iter()
         .filter_map(|(key, unset)| unset.then_some(key))

@@ -125,7 +125,9 @@ fn a_rate_limit_is_one_step_after_the_deadline_and_shedding_before_the_breaker()
     assert!(at("ratelimit.acquire().await") < at("breaker.check()"));
     // The file's stanza, setting for setting: one registry entry by the stanza's name.
     assert!(
-        out.contains("Handle<::velocity_policy::__privateN::RateLimit> = Handle::ratelimit(\n                \"signups\","),
+        squashed(&out).contains(&squashed(
+            "Handle<::velocity_policy::__privateN::RateLimit> = Handle::ratelimit(\"signups\","
+        )),
         "{out}"
     );
     check("ratelimit", &out);
@@ -681,8 +683,8 @@ fn every_stanza_and_operation_setting_the_language_accepts_is_used() {
             used: Expanded(
                 AttrKind::Critical,
                 &[
-                    ".rate(7, Duration::from_secs(1))",
-                    ".on_error(::velocity_policy::__privateN::limiter::FailMode::Closed)",
+                    "config::RateLimitConfig::new(7, Duration::from_secs(1))",
+                    ".with_on_error(config::FailMode::Closed)",
                     "ratelimit.acquire().await",
                 ],
             ),

@@ -22,3 +22,24 @@ pub(crate) fn millis_opt<S: serde::Serializer>(
         None => s.serialize_none(),
     }
 }
+
+/// A rate that may be absent: `{"limit": 20, "per_ms": 60000}`, or `null`.
+#[expect(
+    clippy::ref_option,
+    reason = "the signature serde's `serialize_with` calls"
+)]
+pub(crate) fn rate_opt<S: serde::Serializer>(
+    rate: &Option<(u32, Duration)>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct as _;
+    match rate {
+        Some((limit, per)) => {
+            let mut rate = s.serialize_struct("Rate", 2)?;
+            rate.serialize_field("limit", limit)?;
+            rate.serialize_field("per_ms", &(per.as_secs_f64() * 1000.0))?;
+            rate.end()
+        }
+        None => s.serialize_none(),
+    }
+}

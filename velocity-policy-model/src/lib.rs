@@ -40,6 +40,7 @@ pub mod deadline;
 pub mod hedge;
 #[cfg(feature = "serde")]
 mod json;
+pub mod rate_limit;
 pub mod retry;
 pub mod setting;
 pub mod shedding;
@@ -48,6 +49,7 @@ pub use breaker::{BreakerConfig, OpenAfter, Sharing};
 pub use bulkhead::{AdaptiveLimit, BulkheadConfig};
 pub use deadline::DeadlineConfig;
 pub use hedge::{HedgeConfig, HedgeDelay};
+pub use rate_limit::RateLimitConfig;
 pub use retry::{AllowanceConfig, Backoff, RetryConfig};
 pub use setting::{Number, Setting, Unit};
 pub use shedding::SheddingConfig;

@@ -60,6 +60,11 @@
 //! different situations for the same capability. A `.policy` limiter that guards critical work
 //! must choose both explicitly (`policy::ratelimit-fail-mode-unset`). An in-process limiter has
 //! no store, so it never needs either.
+//!
+//! A limiter's settings, its rate, fail modes, local rate and timeout, are one plain value,
+//! [`RateLimitConfig`] (a `ratelimit` stanza's, built in a `const`; the expansions declare
+//! theirs so): [`RateLimiter::from_config`], or [`RateLimiterBuilder::config`] in the
+//! registry's builder, and the snapshot's `config`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +75,9 @@ pub use fleet::{RedisRateLimiter, RedisRateLimiterBuilder};
 /// What a limiter decides when its store fails: one type with the `.policy` language's
 /// `on_timeout` and `on_error` (defined in `velocity-policy-model`).
 pub use velocity_policy_model::FailMode;
+/// A limiter's settings: one type with the `.policy` language's `ratelimit` stanza (defined
+/// in `velocity-policy-model`).
+pub use velocity_policy_model::rate_limit::RateLimitConfig;
 
 /// A point-in-time view of a rate limiter, for dashboards.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,14 +88,9 @@ pub struct LimiterSnapshot {
     pub name: Arc<str>,
     /// `in_process` or `fleet` (through the Redis store).
     pub scope: &'static str,
-    /// Calls allowed per period.
-    pub limit: u32,
-    /// The period.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "per_ms", serialize_with = "crate::json::millis")
-    )]
-    pub per: Duration,
+    /// Its configuration: its rate (a `limit` of 0 when a [`LimiterSource`] of your own does
+    /// not say), and what a fleet limiter decides when its store fails.
+    pub config: RateLimitConfig,
     /// Calls admitted by the rate (in this process, or by the store's decision).
     pub admitted: u64,
     /// Calls refused for being over the rate.
@@ -112,15 +115,16 @@ pub struct LimiterSnapshot {
 }
 
 impl LimiterSnapshot {
-    /// A view of the limiter `name` with every counter at zero, in process, with no rate: the
-    /// start for a [`LimiterSource`] of your own, which sets the
-    /// fields it knows (its `limit` and `per`, its counts).
+    /// A view of the limiter `name` with every counter at zero, in process, with no rate (a
+    /// `config` whose `limit` is 0): the start for a [`LimiterSource`] of your own, which sets
+    /// the fields it knows (its `config`, its counts).
     pub fn new(name: impl Into<Arc<str>>) -> Self {
+        let mut config = RateLimitConfig::new(1, Duration::ZERO);
+        config.limit = 0;
         Self {
             name: name.into(),
             scope: "in_process",
-            limit: 0,
-            per: Duration::ZERO,
+            config,
             admitted: 0,
             refused: 0,
             failed_open: 0,

@@ -20,6 +20,7 @@ pub mod config {
     pub use crate::bulkhead::{AdaptiveLimit, BulkheadConfig};
     pub use crate::deadline::DeadlineConfig;
     pub use crate::hedge::{HedgeConfig, HedgeDelay};
+    pub use crate::limiter::{FailMode, RateLimitConfig};
     pub use crate::retry::{AllowanceConfig, Backoff, RetryConfig};
     pub use crate::shedding::SheddingConfig;
 }
@@ -31,7 +32,7 @@ use crate::error::{CallError, DeadlineExceeded, ResilienceError};
 use crate::fallback::Fallback;
 use crate::hedge::{Hedge, HedgeConfig};
 use crate::isolate::{IsolatedPool, PollMonitor, PoolKind};
-use crate::limiter::FailMode;
+use crate::limiter::RateLimitConfig;
 use crate::registry::Registry;
 use crate::retry::{ByTransient, RetryConfig, RetryPolicy, Transient};
 use crate::shedding::{Shedder, SheddingConfig};
@@ -310,76 +311,29 @@ impl Handle<Hedge> {
     }
 }
 
-/// What an expansion declares of a rate limiter: its rate, its two fail modes and its local
-/// rate, as the `.policy` stanza sets them.
-#[derive(Debug, Clone, Copy)]
-pub struct RateLimitSettings {
-    rate: (u32, Duration),
-    on_timeout: Option<FailMode>,
-    on_error: Option<FailMode>,
-    local_rate: Option<(u32, Duration)>,
-}
-
 /// The rate limiter an expansion's handle holds: [`RateLimiter`](crate::limiter::RateLimiter).
 pub type RateLimit = crate::limiter::RateLimiter;
 
 impl Register for crate::limiter::RateLimiter {
     const KIND: &'static str = "rate limiter";
-    type Settings = RateLimitSettings;
-    const NONE: RateLimitSettings = RateLimitSettings {
-        rate: (1, Duration::from_secs(1)),
-        on_timeout: None,
-        on_error: None,
-        local_rate: None,
-    };
+    type Settings = RateLimitConfig;
+    const NONE: RateLimitConfig = RateLimitConfig::new(1, Duration::from_secs(1));
     type Handle = crate::limiter::RateLimiter;
-    fn register(name: &'static str, settings: RateLimitSettings) -> Self::Handle {
-        let (limit, per) = settings.rate;
-        Registry::global().rate_limiter(name, limit, per, |mut limiter| {
-            if let Some(mode) = settings.on_timeout {
-                limiter = limiter.on_timeout(mode);
-            }
-            if let Some(mode) = settings.on_error {
-                limiter = limiter.on_error(mode);
-            }
-            if let Some((limit, per)) = settings.local_rate {
-                limiter = limiter.local_rate(limit, per);
-            }
-            limiter
+    fn register(name: &'static str, config: RateLimitConfig) -> Self::Handle {
+        Registry::global().rate_limiter(name, config.limit, config.per, |limiter| {
+            limiter.config(config)
         })
     }
 }
 
-/// The settings of a [`RateLimiterBuilder`](crate::limiter::RateLimiterBuilder), declared in
-/// a `static`.
 impl Handle<RateLimit> {
-    /// The rate limiter `name`, declared by `origin`.
-    pub const fn ratelimit(name: &'static str, origin: &'static str) -> Self {
-        Self::new(name, origin)
-    }
-
-    /// `limit` calls per `per`: [`RateLimiter::builder`](crate::limiter::RateLimiter::builder).
-    pub const fn rate(mut self, limit: u32, per: Duration) -> Self {
-        self.settings.rate = (limit, per);
-        self
-    }
-
-    /// [`RateLimiterBuilder::on_timeout`](crate::limiter::RateLimiterBuilder::on_timeout).
-    pub const fn on_timeout(mut self, mode: FailMode) -> Self {
-        self.settings.on_timeout = Some(mode);
-        self
-    }
-
-    /// [`RateLimiterBuilder::on_error`](crate::limiter::RateLimiterBuilder::on_error).
-    pub const fn on_error(mut self, mode: FailMode) -> Self {
-        self.settings.on_error = Some(mode);
-        self
-    }
-
-    /// [`RateLimiterBuilder::local_rate`](crate::limiter::RateLimiterBuilder::local_rate).
-    pub const fn local_rate(mut self, limit: u32, per: Duration) -> Self {
-        self.settings.local_rate = Some((limit, per));
-        self
+    /// The rate limiter `name`, declared by `origin` with `config`.
+    pub const fn ratelimit(
+        name: &'static str,
+        origin: &'static str,
+        config: RateLimitConfig,
+    ) -> Self {
+        Self::declared(name, origin, config)
     }
 }
 

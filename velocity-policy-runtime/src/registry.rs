@@ -706,7 +706,7 @@ mod tests {
         let rows = registry.snapshot().limiters;
         let names: Vec<&str> = rows.iter().map(|row| &*row.name).collect();
         assert_eq!(names, ["signups", "uploads"]);
-        assert_eq!((rows[0].admitted, rows[0].limit), (1, 1));
+        assert_eq!((rows[0].admitted, rows[0].config.limit), (1, 1));
         assert_eq!(rows[1].refused, 3);
     }
 }

@@ -14,7 +14,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use velocity_policy_runtime::limiter::FailMode;
+use velocity_policy_runtime::limiter::{FailMode, RateLimitConfig};
 use velocity_policy_runtime::redis_store::{RedisStore, StoreError};
 use velocity_policy_runtime::{Breaker, RefusalKind, Sharing};
 use velocity_policy_testkit::RedisServer;
@@ -964,14 +964,20 @@ async fn a_registry_limiter_with_a_limiter_store_decides_for_the_fleet_and_honou
     registry.set_limiter_store((*s).clone());
     // A long timeout, so that a killed server is an error here, never a timeout.
     let open = registry.rate_limiter("best_effort", 100, Duration::from_secs(1), |l| {
-        l.on_error(FailMode::Open)
-            .on_timeout(FailMode::Closed)
-            .timeout(Duration::from_secs(10))
+        l.config(
+            RateLimitConfig::new(100, Duration::from_secs(1))
+                .with_on_error(FailMode::Open)
+                .with_on_timeout(FailMode::Closed)
+                .with_timeout(Duration::from_secs(10)),
+        )
     });
     let closed = registry.rate_limiter("unbounded", 2, Duration::from_secs(60), |l| {
-        l.on_error(FailMode::Closed)
-            .on_timeout(FailMode::Open)
-            .timeout(Duration::from_secs(10))
+        l.config(
+            RateLimitConfig::new(2, Duration::from_secs(60))
+                .with_on_error(FailMode::Closed)
+                .with_on_timeout(FailMode::Open)
+                .with_timeout(Duration::from_secs(10)),
+        )
     });
     assert_eq!((open.scope(), closed.scope()), ("fleet", "fleet"));
     // A second instance's limiter of the same name shares the fleet's rate.
@@ -979,7 +985,9 @@ async fn a_registry_limiter_with_a_limiter_store_decides_for_the_fleet_and_honou
     let elsewhere = velocity_policy_runtime::Registry::new();
     elsewhere.set_limiter_store((*other).clone());
     let closed_elsewhere = elsewhere.rate_limiter("unbounded", 2, Duration::from_secs(60), |l| {
-        l.timeout(Duration::from_secs(10))
+        l.config(
+            RateLimitConfig::new(2, Duration::from_secs(60)).with_timeout(Duration::from_secs(10)),
+        )
     });
     closed.acquire().await.unwrap();
     closed_elsewhere.acquire().await.unwrap();

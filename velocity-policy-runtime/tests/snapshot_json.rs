@@ -85,6 +85,40 @@ fn a_breakers_probation_is_in_its_config_in_milliseconds_or_null_for_one_window(
     assert!(config("unset")["probation_ms"].is_null());
 }
 
+#[test]
+fn a_limiters_config_is_its_rate_and_fail_modes_in_milliseconds_and_its_local_rate_or_null() {
+    use velocity_policy_runtime::limiter::{FailMode, RateLimitConfig};
+
+    let registry = Registry::new();
+    registry.rate_limiter("signups", 100, Duration::from_secs(60), |l| {
+        l.config(
+            RateLimitConfig::new(100, Duration::from_secs(60))
+                .with_on_timeout(FailMode::Closed)
+                .with_local_rate(20, Duration::from_secs(60)),
+        )
+    });
+    registry.rate_limiter("api", 10, Duration::from_secs(1), |l| l);
+    let json = serde_json::to_value(registry.snapshot()).unwrap();
+    let config = |name: &str| {
+        json["limiters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["name"] == name)
+            .unwrap()["config"]
+            .clone()
+    };
+    let signups = config("signups");
+    assert_eq!(signups["limit"], 100);
+    assert_eq!(signups["per_ms"].as_f64(), Some(60_000.0));
+    assert_eq!(signups["on_timeout"], "closed");
+    assert_eq!(signups["on_error"], "local");
+    assert_eq!(signups["local_rate"]["limit"], 20);
+    assert_eq!(signups["local_rate"]["per_ms"].as_f64(), Some(60_000.0));
+    assert_eq!(signups["timeout_ms"].as_f64(), Some(50.0));
+    assert!(config("api")["local_rate"].is_null());
+}
+
 /// `Registry::snapshot` is one shape whatever the features: what a feature adds (the
 /// dashboard's `history`, `chaos`'s drills) is served by the feature, not carried here. Run
 /// with `--features serde` alone and with `--all-features`, the keys agree.

@@ -797,9 +797,15 @@ pub(super) fn lower_ratelimit(lowering: &mut Lowering<'_>, stanza: &Stanza) {
         (Some(name), Some(rate)) if complete => {
             let mut ratelimit = RatelimitSpec::new(name, rate, stanza.loc);
             let [on_timeout, on_error] = modes;
-            ratelimit.on_timeout = on_timeout;
-            ratelimit.on_error = on_error;
-            ratelimit.local_rate = local_rate;
+            if let Some(mode) = on_timeout {
+                ratelimit.set_on_timeout(mode);
+            }
+            if let Some(mode) = on_error {
+                ratelimit.set_on_error(mode);
+            }
+            if let Some(rate) = local_rate {
+                ratelimit.set_local_rate(rate);
+            }
             insert(
                 &mut lowering.spec.ratelimits,
                 ratelimit,

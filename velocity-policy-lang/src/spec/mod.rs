@@ -27,7 +27,7 @@ pub use velocity_policy_model::{FailMode, WorkClass, queue_defaults};
 /// locations they were written at.
 pub use velocity_policy_model::{
     AdaptiveLimit, AllowanceConfig, Backoff, BreakerConfig, BulkheadConfig, DeadlineConfig,
-    HedgeConfig, HedgeDelay, OpenAfter, RetryConfig, Sharing, SheddingConfig,
+    HedgeConfig, HedgeDelay, OpenAfter, RateLimitConfig, RetryConfig, Sharing, SheddingConfig,
 };
 
 /// A mechanism's optional numbers are rows of a table beside its configuration
@@ -1166,61 +1166,121 @@ impl Rate {
     }
 }
 
-/// `ratelimit NAME { 100 per 1m; on_timeout = open; on_error = local; local_rate = 20 per 1m }`.
+/// `ratelimit NAME { 100 per 1m; on_timeout = open; on_error = local; local_rate = 20 per 1m }`:
+/// the model's [`RateLimitConfig`] (where each setting and its default is described), and where
+/// each setting was written.
 ///
-/// In process it admits `rate` on each instance; with a fleet store it admits `rate` across
-/// the fleet, and `on_timeout` and `on_error` decide when the store is slow or down (`local`
-/// when not set, which a limiter guarding critical work may not leave implicit:
-/// `policy::ratelimit-fail-mode-unset`).
+/// In process it admits the rate on each instance; with a fleet store it admits the rate
+/// across the fleet, and `on_timeout` and `on_error` decide when the store is slow or down
+/// (`local` when not written, which a limiter guarding critical work may not leave implicit:
+/// `policy::ratelimit-fail-mode-unset`, which reads whether they were written from
+/// [`RatelimitLocs`]).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RatelimitSpec {
     /// Its name.
     pub name: Located<String>,
-    /// Calls allowed per period.
-    pub rate: Located<Rate>,
-    /// What to do when the limiter's store is slow, when set.
-    pub on_timeout: Option<Located<FailMode>>,
-    /// What to do when the limiter's store is down, when set.
-    pub on_error: Option<Located<FailMode>>,
-    /// The rate this instance enforces alone while the store fails, for [`FailMode::Local`]
-    /// (the fleet's rate when not set).
-    pub local_rate: Option<Located<Rate>>,
+    /// Its settings, as the runtime takes them (as written: the validator checks the ranges).
+    pub config: RateLimitConfig,
+    /// Where each setting was written, and whether the optional ones were.
+    pub at: RatelimitLocs,
     /// The stanza.
     pub loc: Loc,
 }
 
+/// Where each setting of a [`RatelimitSpec`] was written.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RatelimitLocs {
+    /// The rate, `N per DURATION`.
+    pub rate: Loc,
+    /// `on_timeout`; `None` when not written (the default fail mode).
+    pub on_timeout: Option<Loc>,
+    /// `on_error`; `None` when not written (the default fail mode).
+    pub on_error: Option<Loc>,
+    /// `local_rate`; `None` when not written (the fleet's rate).
+    pub local_rate: Option<Loc>,
+}
+
 impl RatelimitSpec {
-    /// What a failure mode is when the stanza does not set it: this instance's own rate.
-    pub const DEFAULT_FAIL_MODE: FailMode = FailMode::Local;
+    /// What a failure mode is when the stanza does not set it: this instance's own rate
+    /// ([`RateLimitConfig::DEFAULT_FAIL_MODE`]).
+    pub const DEFAULT_FAIL_MODE: FailMode = RateLimitConfig::DEFAULT_FAIL_MODE;
 
     /// A rate limit with neither failure mode chosen.
     #[must_use]
     pub fn new(name: Located<String>, rate: Located<Rate>, loc: Loc) -> Self {
+        let mut config = RateLimitConfig::new(1, rate.value.per);
+        config.limit = rate.value.count;
         RatelimitSpec {
             name,
-            rate,
-            on_timeout: None,
-            on_error: None,
-            local_rate: None,
+            config,
+            at: RatelimitLocs {
+                rate: rate.loc,
+                on_timeout: None,
+                on_error: None,
+                local_rate: None,
+            },
             loc,
         }
+    }
+
+    /// Decides `mode` when its store is slow, written there.
+    pub fn set_on_timeout(&mut self, mode: Located<FailMode>) {
+        self.config.on_timeout = mode.value;
+        self.at.on_timeout = Some(mode.loc);
+    }
+
+    /// Decides `mode` when its store is down, written there.
+    pub fn set_on_error(&mut self, mode: Located<FailMode>) {
+        self.config.on_error = mode.value;
+        self.at.on_error = Some(mode.loc);
+    }
+
+    /// Enforces `rate` on this instance alone while its store fails, written there.
+    pub fn set_local_rate(&mut self, rate: Located<Rate>) {
+        self.config.local_rate = Some((rate.value.count, rate.value.per));
+        self.at.local_rate = Some(rate.loc);
+    }
+
+    /// Calls allowed per period, and where that was written.
+    #[must_use]
+    pub fn rate(&self) -> Located<Rate> {
+        Located::new(Rate::new(self.config.limit, self.config.per), self.at.rate)
+    }
+
+    /// What it decides when its store is slow, and where that was written; `None` when not
+    /// written.
+    #[must_use]
+    pub fn on_timeout(&self) -> Option<Located<FailMode>> {
+        Some(Located::new(self.config.on_timeout, self.at.on_timeout?))
+    }
+
+    /// What it decides when its store is down, and where that was written; `None` when not
+    /// written.
+    #[must_use]
+    pub fn on_error(&self) -> Option<Located<FailMode>> {
+        Some(Located::new(self.config.on_error, self.at.on_error?))
+    }
+
+    /// The rate this instance enforces alone while the store fails, for [`FailMode::Local`],
+    /// and where it was written; `None` when not written (the fleet's rate).
+    #[must_use]
+    pub fn local_rate(&self) -> Option<Located<Rate>> {
+        let (count, per) = self.config.local_rate?;
+        Some(Located::new(Rate::new(count, per), self.at.local_rate?))
     }
 
     /// What it decides when its store is slow: `on_timeout`, or [`Self::DEFAULT_FAIL_MODE`].
     #[must_use]
     pub fn timeout_mode(&self) -> FailMode {
-        self.on_timeout
-            .as_ref()
-            .map_or(Self::DEFAULT_FAIL_MODE, |m| m.value)
+        self.config.on_timeout
     }
 
     /// What it decides when its store is down: `on_error`, or [`Self::DEFAULT_FAIL_MODE`].
     #[must_use]
     pub fn error_mode(&self) -> FailMode {
-        self.on_error
-            .as_ref()
-            .map_or(Self::DEFAULT_FAIL_MODE, |m| m.value)
+        self.config.on_error
     }
 }
 

@@ -206,29 +206,32 @@ fn hedge(spec: &HedgeSpec, inline: bool) -> TokenStream {
 
 fn fail_mode(mode: FailMode) -> TokenStream {
     match mode {
-        FailMode::Open => quote!(#private::limiter::FailMode::Open),
-        FailMode::Closed => quote!(#private::limiter::FailMode::Closed),
-        FailMode::Local => quote!(#private::limiter::FailMode::Local),
+        FailMode::Open => quote!(config::FailMode::Open),
+        FailMode::Closed => quote!(config::FailMode::Closed),
+        FailMode::Local => quote!(config::FailMode::Local),
     }
 }
 
+/// `config::RateLimitConfig::new(100, ..).with_on_timeout(..)`: the settings that were
+/// written (a fail mode written as the default is still emitted, as written).
 fn ratelimit(spec: &RatelimitSpec) -> TokenStream {
     let name = &spec.name.value;
-    let (limit, per) = (count(spec.rate.value.count), duration(spec.rate.value.per));
-    let on_timeout = spec.on_timeout.as_ref().map(|mode| {
+    let config = &spec.config;
+    let (limit, per) = (count(config.limit), duration(config.per));
+    let on_timeout = spec.on_timeout().map(|mode| {
         let mode = fail_mode(mode.value);
-        quote!(.on_timeout(#mode))
+        quote!(.with_on_timeout(#mode))
     });
-    let on_error = spec.on_error.as_ref().map(|mode| {
+    let on_error = spec.on_error().map(|mode| {
         let mode = fail_mode(mode.value);
-        quote!(.on_error(#mode))
+        quote!(.with_on_error(#mode))
     });
-    let local_rate = spec.local_rate.as_ref().map(|local| {
+    let local_rate = spec.local_rate().map(|local| {
         let (limit, per) = (count(local.value.count), duration(local.value.per));
-        quote!(.local_rate(#limit, #per))
+        quote!(.with_local_rate(#limit, #per))
     });
     quote! {
-        Handle<#private::RateLimit> = Handle::ratelimit(#name, BY).rate(#limit, #per) #on_timeout #on_error #local_rate
+        Handle<#private::RateLimit> = Handle::ratelimit(#name, BY, config::RateLimitConfig::new(#limit, #per) #on_timeout #on_error #local_rate)
     }
 }
 

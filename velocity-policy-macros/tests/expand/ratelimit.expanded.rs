@@ -20,13 +20,13 @@ async fn sign_up(email: Email) -> Result<UserId, AppError> {
                 }),
         );
         static RATELIMIT: Handle<::velocity_policy::__privateN::RateLimit> = Handle::ratelimit(
-                "signups",
-                BY,
-            )
-            .rate(100, Duration::from_secs(60))
-            .on_timeout(::velocity_policy::__privateN::limiter::FailMode::Closed)
-            .on_error(::velocity_policy::__privateN::limiter::FailMode::Local)
-            .local_rate(20, Duration::from_secs(60));
+            "signups",
+            BY,
+            config::RateLimitConfig::new(100, Duration::from_secs(60))
+                .with_on_timeout(config::FailMode::Closed)
+                .with_on_error(config::FailMode::Local)
+                .with_local_rate(20, Duration::from_secs(60)),
+        );
         static SHEDDER: Handle<::velocity_policy::__privateN::Shedder> = Handle::shedder(
             ::core::concat!(::core::module_path!(), "::", "sign_up"),
             BY,

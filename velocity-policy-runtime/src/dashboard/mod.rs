@@ -51,7 +51,7 @@
 //! | `retries`    | retry policy ([`RetrySnapshot`](crate::retry::RetrySnapshot)) | `name`, `attempts`, `retries`, `stopped_by_allowance`, `stopped_by_deadline`, `stopped_by_pushback`, `exhausted`, `allowance` |
 //! | `hedges`     | hedging policy ([`HedgeSnapshot`](crate::hedge::HedgeSnapshot)) | `name`, `after` (`50ms` or `p95`), `delay_ms` (what a call waits now; `null` while a percentile has too few calls), `max`, `calls`, `started`, `won`, `lost`, `refused`, `stopped_by_budget`, `stopped_by_deadline` |
 //! | `shedders`   | shedder ([`ShedderSnapshot`](crate::shedding::ShedderSnapshot)) | `name`, `display_name`, `thresholds`, `shed_load` and `shed_budget` per class |
-//! | `limiters`   | rate limiter ([`LimiterSnapshot`](crate::limiter::LimiterSnapshot)) | `name`, `admitted`, `refused`, what it decided while its store failed, `degraded` |
+//! | `limiters`   | rate limiter ([`LimiterSnapshot`](crate::limiter::LimiterSnapshot)) | `name`, `config` (its rate and fail modes), `admitted`, `refused`, what it decided while its store failed, `degraded` |
 //! | `fallbacks`  | operation with a fallback ([`FallbackSnapshot`](crate::fallback::FallbackSnapshot)) | `operation`, `display_name`, `answered_by`, `refused`, `expired`, `failed`, `stale` |
 //! | `isolated`   | pool for CPU work ([`IsolatedPoolSnapshot`](crate::isolate::IsolatedPoolSnapshot)) | `name`, `display_name`, `kind`, `slots` (a bulkhead's fields), `finished`, `panicked`, `unwaited` |
 //! | `polls`      | poll monitor ([`PollMonitorSnapshot`](crate::isolate::PollMonitorSnapshot)) | `name`, `display_name`, `budget_ms`, `polls`, `over_budget`, `longest_ms` |

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::{FailMode, LimiterSnapshot, LimiterSource, LocalRate};
+use super::{FailMode, LimiterSnapshot, LimiterSource, LocalRate, RateLimitConfig};
 use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
 use crate::instruments::Refusals;
 use crate::observe;
@@ -22,28 +22,21 @@ pub(super) type Fleet = RedisRateLimiter;
 /// Where a [`RateLimiterBuilder`](super::RateLimiterBuilder) decides across the fleet.
 pub(super) type Store = RedisStore;
 
-/// The fleet limiter named `name`, `rate` (calls, per period) deciding through `store`, with
-/// its fail modes (`on_timeout`, `on_error`), its local rate for [`FailMode::Local`] and its
-/// timeout (the store's limiter default when `None`), handed to `made` (which puts it in a
+/// The fleet limiter named `name` deciding through `store` with `config` (its rate, fail
+/// modes, local rate and timeout), handed to `made` (which puts it in a
 /// [`RateLimiter`](super::RateLimiter): this module names nothing of `rate_limiter`).
 pub(super) fn limiter<R>(
     store: Store,
     name: Arc<str>,
-    (limit, per): (u32, Duration),
-    (on_timeout, on_error): (FailMode, FailMode),
-    (local_limit, local_per): (u32, Duration),
-    timeout: Option<Duration>,
+    config: RateLimitConfig,
     made: impl FnOnce(Fleet) -> R,
 ) -> R {
-    let mut fleet = store
-        .rate_limiter(name, limit, per)
-        .on_timeout(on_timeout)
-        .on_error(on_error)
-        .local_rate(local_limit, local_per);
-    if let Some(timeout) = timeout {
-        fleet = fleet.timeout(timeout);
-    }
-    made(fleet.build())
+    made(
+        store
+            .rate_limiter(name, config.limit, config.per)
+            .config(config)
+            .build(),
+    )
 }
 
 impl RedisStore {
@@ -57,16 +50,10 @@ impl RedisStore {
         limit: u32,
         per: Duration,
     ) -> RedisRateLimiterBuilder {
-        let limit = limit.max(1);
         RedisRateLimiterBuilder {
             store: self.clone(),
             name: name.into(),
-            limit,
-            per,
-            on_timeout: FailMode::Local,
-            on_error: FailMode::Local,
-            timeout: Duration::from_millis(50),
-            local: (limit, per),
+            config: RateLimitConfig::new(limit, per),
             probe_every: Duration::from_secs(1),
         }
     }
@@ -84,25 +71,27 @@ impl RedisStore {
 pub struct RedisRateLimiterBuilder {
     store: RedisStore,
     name: Arc<str>,
-    limit: u32,
-    per: Duration,
-    on_timeout: FailMode,
-    on_error: FailMode,
-    timeout: Duration,
-    local: (u32, Duration),
+    config: RateLimitConfig,
     probe_every: Duration,
 }
 
 impl RedisRateLimiterBuilder {
+    /// Every setting but the probe's at once: its rate (replacing the one it was built with),
+    /// fail modes, local rate and timeout.
+    pub fn config(mut self, config: RateLimitConfig) -> Self {
+        self.config = config;
+        self
+    }
+
     /// What to decide when Redis answers too slowly (default [`FailMode::Local`]).
     pub fn on_timeout(mut self, mode: FailMode) -> Self {
-        self.on_timeout = mode;
+        self.config.on_timeout = mode;
         self
     }
 
     /// What to decide when Redis cannot be reached (default [`FailMode::Local`]).
     pub fn on_error(mut self, mode: FailMode) -> Self {
-        self.on_error = mode;
+        self.config.on_error = mode;
         self
     }
 
@@ -110,14 +99,14 @@ impl RedisRateLimiterBuilder {
     /// [`timeout`](crate::redis_store::RedisStoreBuilder::timeout) bounds its connection too, so a decision
     /// waits at most the shorter of the two; either is an `on_timeout` decision.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.config.timeout = timeout;
         self
     }
 
     /// The rate this instance enforces alone while Redis fails, for [`FailMode::Local`]
     /// (default: the fleet's rate, so `n` instances admit up to `n` times it in an outage).
     pub fn local_rate(mut self, limit: u32, per: Duration) -> Self {
-        self.local = (limit.max(1), per);
+        self.config = self.config.with_local_rate(limit, per);
         self
     }
 
@@ -130,9 +119,15 @@ impl RedisRateLimiterBuilder {
 
     /// Builds the limiter.
     pub fn build(self) -> RedisRateLimiter {
-        let period = saturating_nanos(self.per) / 1_000;
-        let interval = (period / u64::from(self.limit)).max(1);
-        let (local_limit, local_per) = self.local;
+        // Fields are public: a 0 set by hand is taken as 1, as the constructors take it.
+        let config = self.config.with_rate(self.config.limit, self.config.per);
+        let config = match config.local_rate {
+            Some((limit, per)) => config.with_local_rate(limit, per),
+            None => config,
+        };
+        let period = saturating_nanos(config.per) / 1_000;
+        let interval = (period / u64::from(config.limit)).max(1);
+        let (local_limit, local_per) = config.local_rate_or_rate();
         RedisRateLimiter {
             inner: Arc::new(Inner {
                 refusals: Refusals::new(
@@ -142,20 +137,16 @@ impl RedisRateLimiterBuilder {
                     &["rate"],
                 ),
                 key: format!("{}:ratelimit:{}", self.store.prefix(), hash_tag(&self.name)),
-                detail: Arc::from(format!("over {} per {}", self.limit, Human(self.per))),
+                detail: Arc::from(format!("over {} per {}", config.limit, Human(config.per))),
                 local_detail: Arc::from(format!(
                     "over this instance's own {local_limit} per {} while the fleet's store is unavailable",
                     Human(local_per)
                 )),
-                limit: self.limit,
-                per: self.per,
                 interval_us: interval,
                 tolerance_us: period.saturating_sub(interval),
                 store: self.store,
                 name: self.name,
-                on_timeout: self.on_timeout,
-                on_error: self.on_error,
-                timeout: self.timeout,
+                config,
                 local: LocalRate::new(local_limit, local_per),
                 probe_every: self.probe_every,
                 gcra: Script::new(include_str!("lua/gcra.lua")),
@@ -221,13 +212,10 @@ struct Inner {
     key: String,
     detail: Arc<str>,
     local_detail: Arc<str>,
-    limit: u32,
-    per: Duration,
+    /// Its settings, as built (the rate and the local rate at least 1).
+    config: RateLimitConfig,
     interval_us: u64,
     tolerance_us: u64,
-    on_timeout: FailMode,
-    on_error: FailMode,
-    timeout: Duration,
     local: LocalRate,
     probe_every: Duration,
     gcra: Script,
@@ -260,8 +248,8 @@ impl fmt::Debug for RedisRateLimiter {
         f.debug_struct("RedisRateLimiter")
             .field("name", &inner.name)
             .field("rate", &inner.detail)
-            .field("on_timeout", &inner.on_timeout)
-            .field("on_error", &inner.on_error)
+            .field("on_timeout", &inner.config.on_timeout)
+            .field("on_error", &inner.config.on_error)
             .field("local", &inner.local)
             .finish_non_exhaustive()
     }
@@ -294,7 +282,7 @@ impl RedisRateLimiter {
             .arg(inner.interval_us)
             .arg(inner.tolerance_us);
         let reply = tokio::time::timeout(
-            inner.timeout,
+            inner.config.timeout,
             call.invoke_async::<(i64, i64, i64)>(&mut conn),
         )
         .await;
@@ -312,7 +300,7 @@ impl RedisRateLimiter {
                 inner.stats.refused.fetch_add(1, Ordering::Relaxed);
                 // The script never asks for more than the period; neither does this, whatever
                 // the reply says.
-                let wait = Duration::from_micros(wait_us.unsigned_abs()).min(inner.per);
+                let wait = Duration::from_micros(wait_us.unsigned_abs()).min(inner.config.per);
                 let refusal = ResilienceError::new(
                     inner.name.clone(),
                     RefusalReason::RateLimited {
@@ -349,8 +337,7 @@ impl RedisRateLimiter {
         LimiterSnapshot {
             name: self.inner.name.clone(),
             scope: "fleet",
-            limit: self.inner.limit,
-            per: self.inner.per,
+            config: self.inner.config,
             admitted: s.admitted.load(Ordering::Relaxed),
             refused: s.refused.load(Ordering::Relaxed),
             failed_open: s.failed_open.load(Ordering::Relaxed),
@@ -411,8 +398,8 @@ impl Inner {
             .max(1);
         if self.retry_at.swap(retry_at, Ordering::AcqRel) == 0 {
             let mode = match failure {
-                Failure::Timeout => self.on_timeout,
-                Failure::Error => self.on_error,
+                Failure::Timeout => self.config.on_timeout,
+                Failure::Error => self.config.on_error,
             };
             tracing::warn!(
                 target: "policy",
@@ -449,8 +436,8 @@ impl Inner {
 
     fn fail(&self, failure: Failure) -> Result<(), ResilienceError> {
         let mode = match failure {
-            Failure::Timeout => self.on_timeout,
-            Failure::Error => self.on_error,
+            Failure::Timeout => self.config.on_timeout,
+            Failure::Error => self.config.on_error,
         };
         let what = failure.what();
         let refusal = |retry_after, detail| {
@@ -504,7 +491,7 @@ async fn probe(inner: Weak<Inner>) {
     };
     let mut conn = inner.store.conn().clone();
     let reply = tokio::time::timeout(
-        inner.timeout,
+        inner.config.timeout,
         redis::cmd("PING").query_async::<String>(&mut conn),
     )
     .await;

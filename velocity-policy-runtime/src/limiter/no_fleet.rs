@@ -4,9 +4,8 @@
 //! items.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::{FailMode, LimiterSnapshot};
+use super::{LimiterSnapshot, RateLimitConfig};
 use crate::error::ResilienceError;
 
 /// Stands in for the fleet's limiter: no value exists.
@@ -31,10 +30,7 @@ impl Fleet {
 pub(super) fn limiter<R>(
     store: Store,
     _name: Arc<str>,
-    _rate: (u32, Duration),
-    _fail_modes: (FailMode, FailMode),
-    _local: (u32, Duration),
-    _timeout: Option<Duration>,
+    _config: RateLimitConfig,
     _made: impl FnOnce(Fleet) -> R,
 ) -> R {
     match store {}

@@ -8,7 +8,7 @@ use std::time::Duration;
 #[cfg(feature = "redis")]
 use super::RedisRateLimiter;
 use super::fleet::{self, Fleet, Store};
-use super::{FailMode, LimiterSnapshot, LocalRate};
+use super::{LimiterSnapshot, LocalRate, RateLimitConfig};
 use crate::error::{Human, RefusalKind, RefusalReason, ResilienceError};
 use crate::instruments::Refusals;
 use crate::observe;
@@ -26,8 +26,8 @@ pub struct RateLimiter {
 
 struct Inner {
     name: Arc<str>,
-    limit: u32,
-    per: Duration,
+    /// Its settings, as built (the rate and the local rate at least 1).
+    config: RateLimitConfig,
     decides: Decides,
 }
 
@@ -50,8 +50,8 @@ impl fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
             .field("name", &self.inner.name)
-            .field("limit", &self.inner.limit)
-            .field("per", &self.inner.per)
+            .field("limit", &self.inner.config.limit)
+            .field("per", &self.inner.config.per)
             .field("scope", &self.scope())
             .finish_non_exhaustive()
     }
@@ -59,17 +59,31 @@ impl fmt::Debug for RateLimiter {
 
 impl RateLimiter {
     /// A limiter named `name` admitting `limit` calls (at least 1) per `per`, in this process
-    /// unless the builder is given a [store](RateLimiterBuilder::fleet).
+    /// unless the builder is given a [store](RateLimiterBuilder::fleet); the rest of its
+    /// settings are [`RateLimitConfig::new`]'s until [`config`](RateLimiterBuilder::config)
+    /// replaces them.
     pub fn builder(name: impl Into<Arc<str>>, limit: u32, per: Duration) -> RateLimiterBuilder {
-        let limit = limit.max(1);
+        Self::from_config(name, RateLimitConfig::new(limit, per))
+    }
+
+    /// A limiter named `name` with `config`: its rate and, for a fleet limiter, its fail
+    /// modes, local rate and timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use velocity_policy_runtime::limiter::{FailMode, RateLimitConfig, RateLimiter};
+    ///
+    /// const SIGNUPS: RateLimitConfig = RateLimitConfig::new(100, Duration::from_secs(60))
+    ///     .with_on_timeout(FailMode::Closed)
+    ///     .with_on_error(FailMode::Closed);
+    /// let signups = RateLimiter::from_config("signups", SIGNUPS).build();
+    /// assert_eq!(signups.config(), SIGNUPS);
+    /// assert_eq!(signups.scope(), "in_process");
+    /// ```
+    pub fn from_config(name: impl Into<Arc<str>>, config: RateLimitConfig) -> RateLimiterBuilder {
         RateLimiterBuilder {
             name: name.into(),
-            limit,
-            per,
-            on_timeout: FailMode::Local,
-            on_error: FailMode::Local,
-            local: None,
-            timeout: None,
+            config,
             store: None,
         }
     }
@@ -81,12 +95,18 @@ impl RateLimiter {
 
     /// Calls allowed per period.
     pub fn limit(&self) -> u32 {
-        self.inner.limit
+        self.inner.config.limit
     }
 
     /// The period.
     pub fn per(&self) -> Duration {
-        self.inner.per
+        self.inner.config.per
+    }
+
+    /// Its settings (an in-process limiter has no store, and its fail modes, local rate and
+    /// timeout never apply).
+    pub fn config(&self) -> RateLimitConfig {
+        self.inner.config
     }
 
     /// `in_process` or `fleet`.
@@ -165,8 +185,7 @@ impl RateLimiter {
             } => LimiterSnapshot {
                 name: inner.name.clone(),
                 scope: "in_process",
-                limit: inner.limit,
-                per: inner.per,
+                config: inner.config,
                 admitted: admitted.load(Ordering::Relaxed),
                 refused: refused.load(Ordering::Relaxed),
                 failed_open: 0,
@@ -189,48 +208,22 @@ impl super::LimiterSource for RateLimiter {
     }
 }
 
-/// Builds a [`RateLimiter`]; see [`RateLimiter::builder`].
+/// Builds a [`RateLimiter`]; see [`RateLimiter::builder`] and [`RateLimiter::from_config`].
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RateLimiterBuilder {
     name: Arc<str>,
-    limit: u32,
-    per: Duration,
-    on_timeout: FailMode,
-    on_error: FailMode,
-    local: Option<(u32, Duration)>,
-    timeout: Option<Duration>,
+    config: RateLimitConfig,
     /// The fleet's store, when it decides there (feature `redis`).
     store: Option<Store>,
 }
 
 impl RateLimiterBuilder {
-    /// How long a fleet limiter's decision may wait for its store before `on_timeout`
-    /// decides (default 50 ms: [`RedisRateLimiterBuilder::timeout`](crate::limiter::RedisRateLimiterBuilder::timeout));
-    /// an in-process limiter never waits and ignores it.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// What a fleet limiter decides when its store answers too slowly (default
-    /// [`FailMode::Local`]); an in-process limiter has no store and ignores it.
-    pub fn on_timeout(mut self, mode: FailMode) -> Self {
-        self.on_timeout = mode;
-        self
-    }
-
-    /// What a fleet limiter decides when its store cannot be reached (default
-    /// [`FailMode::Local`]); an in-process limiter has no store and ignores it.
-    pub fn on_error(mut self, mode: FailMode) -> Self {
-        self.on_error = mode;
-        self
-    }
-
-    /// The rate this instance enforces alone while the fleet's store fails, for
-    /// [`FailMode::Local`] (default: the fleet's rate).
-    pub fn local_rate(mut self, limit: u32, per: Duration) -> Self {
-        self.local = Some((limit.max(1), per));
+    /// Every setting at once, the rate included: see [`RateLimitConfig`]. Its fail modes,
+    /// local rate and timeout are a fleet limiter's; an in-process limiter has no store and
+    /// ignores them.
+    pub fn config(mut self, config: RateLimitConfig) -> Self {
+        self.config = config;
         self
     }
 
@@ -243,36 +236,31 @@ impl RateLimiterBuilder {
     }
 
     /// Builds the limiter.
-    pub fn build(mut self) -> RateLimiter {
-        if let Some(store) = self.store.take() {
-            let rate = (self.limit, self.per);
-            return fleet::limiter(
-                store,
-                self.name.clone(),
-                rate,
-                (self.on_timeout, self.on_error),
-                self.local.unwrap_or(rate),
-                self.timeout,
-                |fleet| RateLimiter {
-                    inner: Arc::new(Inner {
-                        decides: Decides::Fleet(fleet),
-                        name: self.name,
-                        limit: self.limit,
-                        per: self.per,
-                    }),
-                },
-            );
+    pub fn build(self) -> RateLimiter {
+        // Fields are public: a 0 set by hand is taken as 1, as the constructors take it.
+        let config = self.config.with_rate(self.config.limit, self.config.per);
+        let config = match config.local_rate {
+            Some((limit, per)) => config.with_local_rate(limit, per),
+            None => config,
+        };
+        if let Some(store) = self.store {
+            return fleet::limiter(store, self.name.clone(), config, |fleet| RateLimiter {
+                inner: Arc::new(Inner {
+                    decides: Decides::Fleet(fleet),
+                    name: self.name,
+                    config,
+                }),
+            });
         }
         // Without a store there is nothing to time out or fail: one rate, on this instance.
-        let _ = (self.on_timeout, self.on_error, self.local, self.timeout);
         RateLimiter {
             inner: Arc::new(Inner {
                 decides: Decides::InProcess {
-                    rate: LocalRate::new(self.limit, self.per),
+                    rate: LocalRate::new(config.limit, config.per),
                     detail: Arc::from(format!(
                         "over {} per {} on this instance",
-                        self.limit,
-                        Human(self.per)
+                        config.limit,
+                        Human(config.per)
                     )),
                     admitted: AtomicU64::new(0),
                     refused: AtomicU64::new(0),
@@ -284,8 +272,7 @@ impl RateLimiterBuilder {
                     ),
                 },
                 name: self.name,
-                limit: self.limit,
-                per: self.per,
+                config,
             }),
         }
     }
@@ -329,7 +316,38 @@ mod tests {
             (snapshot.admitted, snapshot.refused, snapshot.scope),
             (11, 4, "in_process")
         );
-        assert_eq!((snapshot.limit, snapshot.per), (5, Duration::from_secs(1)));
+        assert_eq!(
+            (snapshot.config.limit, snapshot.config.per),
+            (5, Duration::from_secs(1))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_config_builds_the_limiter_its_rate_says_with_a_zero_taken_as_one() {
+        let mut config = RateLimitConfig::new(3, Duration::from_secs(1))
+            .with_on_error(super::super::FailMode::Closed);
+        let limiter = RateLimiter::builder("api", 9, Duration::from_secs(9))
+            .config(config)
+            .build();
+        assert_eq!(
+            (limiter.limit(), limiter.per()),
+            (3, Duration::from_secs(1))
+        );
+        assert_eq!(limiter.config(), config);
+        for _ in 0..3 {
+            limiter.acquire().await.unwrap();
+        }
+        assert!(limiter.acquire().await.is_err());
+        // Fields are public: a rate of 0 set by hand is one call per period, as the builder's.
+        config.limit = 0;
+        config.local_rate = Some((0, Duration::from_secs(1)));
+        let limiter = RateLimiter::from_config("zero", config).build();
+        assert_eq!(limiter.limit(), 1);
+        assert_eq!(
+            limiter.config().local_rate,
+            Some((1, Duration::from_secs(1)))
+        );
+        assert_eq!(limiter.snapshot().config, limiter.config());
     }
 
     #[cfg(feature = "serde")]
