@@ -263,6 +263,22 @@ impl fmt::Debug for Acquire<'_> {
     }
 }
 
+impl<'a> Acquire<'a> {
+    /// What [`Bulkhead::acquire`] already decided: the slot that was free, or the refusal of a
+    /// caller that may not queue (each counted as the acquire started, as when polled); or,
+    /// for a caller in the queue, the acquire to await. The expansions' admitted path takes
+    /// its slot here with a plain call: no future is polled or dropped for a free slot.
+    #[doc(hidden)]
+    #[inline]
+    pub fn decided(self) -> Result<Result<BulkheadPermit<'a>, ResilienceError>, Self> {
+        match self.state {
+            AcquireState::Ready(Some(permit)) => Ok(Ok(permit)),
+            AcquireState::Refused(Some(refusal)) => Ok(Err(refusal)),
+            state => Err(Self { state }),
+        }
+    }
+}
+
 impl<'a> std::future::Future for Acquire<'a> {
     type Output = Result<BulkheadPermit<'a>, ResilienceError>;
 

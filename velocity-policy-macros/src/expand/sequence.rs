@@ -90,14 +90,21 @@ fn attempt(
     finish: Finish,
 ) -> TokenStream {
     let (slot, ran, carrier) = (local("slot"), local("ran"), local("carrier"));
+    let (decided, queued) = (local("decided"), local("queued"));
     let check = h
         .breaker
         .as_ref()
         .map(|breaker| quote!(#breaker.check() #lift ?;));
-    let permit = h
-        .bulkhead
-        .as_ref()
-        .map(|bulkhead| quote!(let #slot = #bulkhead.acquire(&#deadline).await #lift ?;));
+    // The slot as a plain call when it was free (or the refusal of a caller that may not
+    // queue): only a caller in the queue awaits a future.
+    let permit = h.bulkhead.as_ref().map(|bulkhead| {
+        quote! {
+            let #slot = match #bulkhead.acquire(&#deadline).decided() {
+                Ok(#decided) => #decided,
+                Err(#queued) => #queued.await,
+            } #lift ?;
+        }
+    });
     // Fault injection (feature `chaos`), only for an operation that names a drill: after the
     // check and the permit, inside the deadline; the breaker then learns the outcome through
     // the injection, which says which failure it injected.

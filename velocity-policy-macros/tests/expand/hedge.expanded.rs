@@ -102,7 +102,10 @@ pub async fn lookup(id: DocId) -> Result<Doc, SearchError> {
                                                     carrier
                                                         .attempt(async move {
                                                             breaker.check()?;
-                                                            let slot = bulkhead.acquire(&deadline).await?;
+                                                            let slot = match bulkhead.acquire(&deadline).decided() {
+                                                                Ok(decided) => decided,
+                                                                Err(queued) => queued.await,
+                                                            }?;
                                                             let ran = deadline
                                                                 .run_in_scope(
                                                                     carrier.body(async move { search_client().get(id).await }),

@@ -83,7 +83,10 @@ pub async fn push_to_index(id: DocId) -> Result<(), SearchError> {
                                 carrier
                                     .attempt(async move {
                                         breaker.check()?;
-                                        let slot = bulkhead.acquire(&deadline).await?;
+                                        let slot = match bulkhead.acquire(&deadline).decided() {
+                                            Ok(decided) => decided,
+                                            Err(queued) => queued.await,
+                                        }?;
                                         let ran = deadline
                                             .run_in_scope(
                                                 carrier
