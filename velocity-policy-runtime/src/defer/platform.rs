@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::sync::{Notify, mpsc};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{Notify, mpsc, watch};
 
 use super::{Task, class_totals};
 use crate::observe;
@@ -308,8 +307,9 @@ pub struct ContainerPlatform {
 
 struct Container {
     in_flight: Tracked,
-    /// Cancelled at the drain deadline: what is still running is abandoned.
-    abandon: CancellationToken,
+    /// Set at the drain deadline: what is still running is abandoned. tokio's watch channel, whose
+    /// receivers see the value already set as well as a later one.
+    abandon: watch::Sender<bool>,
     handle: Option<Handle>,
     finished: AtomicU64,
     abandoned: AtomicU64,
@@ -371,7 +371,7 @@ impl fmt::Debug for ContainerPlatform {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ContainerPlatform")
             .field("in_flight", &self.in_flight())
-            .field("shut_down", &self.inner.abandon.is_cancelled())
+            .field("shut_down", &*self.inner.abandon.borrow())
             .finish()
     }
 }
@@ -398,7 +398,7 @@ impl ContainerPlatform {
         Self {
             inner: Arc::new(Container {
                 in_flight: Tracked::new(),
-                abandon: CancellationToken::new(),
+                abandon: watch::channel(false).0,
                 handle,
                 finished: AtomicU64::new(0),
                 abandoned: AtomicU64::new(0),
@@ -432,7 +432,7 @@ impl ContainerPlatform {
             .await
             .is_ok();
         // Also after a complete drain: from now on, nothing new is kept alive.
-        inner.abandon.cancel();
+        inner.abandon.send_replace(true);
         ended.recv().await;
         drop(ended);
         let report = DrainReport {
@@ -456,7 +456,7 @@ impl ContainerPlatform {
 impl Platform for ContainerPlatform {
     fn keep_alive(&self, task: Task) {
         let inner = &self.inner;
-        if inner.abandon.is_cancelled() {
+        if *inner.abandon.borrow() {
             inner.abandoned.fetch_add(1, Ordering::AcqRel);
             task.abandon("handed over after the platform was shut down");
             return;
@@ -479,6 +479,7 @@ impl Platform for ContainerPlatform {
             return;
         };
         let container = self.inner.clone();
+        let mut abandon = container.abandon.subscribe();
         handle.spawn(async move {
             let _counted = counted;
             let mut task = task;
@@ -487,7 +488,7 @@ impl Platform for ContainerPlatform {
                 () = &mut task => {
                     container.finished.fetch_add(1, Ordering::AcqRel);
                 }
-                () = container.abandon.cancelled() => {
+                _ = abandon.wait_for(|abandon| *abandon) => {
                     container.abandoned.fetch_add(1, Ordering::AcqRel);
                     task.abandon("the drain deadline passed");
                 }
