@@ -178,10 +178,12 @@ impl Deadline {
     /// caller's when `callers` says the budget is the one the caller sent.
     #[inline]
     pub(crate) fn after_from_callers(now: Instant, budget: Duration, callers: bool) -> Self {
-        let deadline = Self::after_from(now, budget);
+        // `after_from`'s, with the caller's bit set as the budget is stored: not stored, read
+        // back and stored again (a division by a billion and back, per request).
+        let budget = budget.min(Self::MAX_BUDGET);
         Self {
-            granted: Granted::new(deadline.budget(), callers),
-            ..deadline
+            at: later(now, budget),
+            granted: Granted::new(budget, callers),
         }
     }
 
