@@ -128,6 +128,19 @@ impl Granted {
         })
     }
 
+    /// `budget`, already at most [`Deadline::MAX_BUDGET`] (clamped by the caller): `new`
+    /// without a second clamp and without the saturation a day's nanoseconds never need.
+    #[inline]
+    fn within_max(budget: Duration, callers: bool) -> Self {
+        debug_assert!(budget <= Deadline::MAX_BUDGET);
+        let nanos = budget.as_secs() * 1_000_000_000 + u64::from(budget.subsec_nanos());
+        Self(if callers {
+            nanos | Self::CALLERS
+        } else {
+            nanos
+        })
+    }
+
     /// A budget of `nanos` nanoseconds, at most [`Deadline::MAX_BUDGET`], not the caller's.
     #[inline]
     fn of_nanos(nanos: u64) -> Self {
@@ -183,7 +196,7 @@ impl Deadline {
         let budget = budget.min(Self::MAX_BUDGET);
         Self {
             at: later(now, budget),
-            granted: Granted::new(budget, callers),
+            granted: Granted::within_max(budget, callers),
         }
     }
 
