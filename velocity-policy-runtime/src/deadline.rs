@@ -128,6 +128,19 @@ impl Granted {
         })
     }
 
+    /// `budget`, already at most [`Deadline::MAX_BUDGET`] (clamped by the caller): `new`
+    /// without a second clamp and without the saturation a day's nanoseconds never need.
+    #[inline]
+    fn within_max(budget: Duration, callers: bool) -> Self {
+        debug_assert!(budget <= Deadline::MAX_BUDGET);
+        let nanos = budget.as_secs() * 1_000_000_000 + u64::from(budget.subsec_nanos());
+        Self(if callers {
+            nanos | Self::CALLERS
+        } else {
+            nanos
+        })
+    }
+
     /// A budget of `nanos` nanoseconds, at most [`Deadline::MAX_BUDGET`], not the caller's.
     #[inline]
     fn of_nanos(nanos: u64) -> Self {
@@ -178,10 +191,12 @@ impl Deadline {
     /// caller's when `callers` says the budget is the one the caller sent.
     #[inline]
     pub(crate) fn after_from_callers(now: Instant, budget: Duration, callers: bool) -> Self {
-        let deadline = Self::after_from(now, budget);
+        // `after_from`'s, with the caller's bit set as the budget is stored: not stored, read
+        // back and stored again (a division by a billion and back, per request).
+        let budget = budget.min(Self::MAX_BUDGET);
         Self {
-            granted: Granted::new(deadline.budget(), callers),
-            ..deadline
+            at: later(now, budget),
+            granted: Granted::within_max(budget, callers),
         }
     }
 

@@ -90,7 +90,11 @@ where
         let mut state = self.project().state;
         let refusal = match state.as_mut().project() {
             StateProj::Running { fut, permit, wait } => {
-                if let Some(waiting) = wait.as_mut() {
+                // Holding a slot (the admitted path): one look. Otherwise queued, or done.
+                if permit.is_none() {
+                    let Some(waiting) = wait.as_mut() else {
+                        return Poll::Ready(Err(crate::layer::polled_after_completion()));
+                    };
                     match ready!(waiting.as_mut().poll(cx)) {
                         Ok(slot) => {
                             *permit = Some(slot);
@@ -103,9 +107,6 @@ where
                             return Poll::Ready(Err(refusal.into()));
                         }
                     }
-                }
-                if permit.is_none() {
-                    return Poll::Ready(Err(crate::layer::polled_after_completion()));
                 }
                 let poll = fut.poll(cx);
                 if poll.is_ready() {

@@ -48,18 +48,21 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let config = &*self.config;
-        let grpc = is_grpc(request.headers());
-        let sent = if config
-            .trust
-            .believes(request.headers(), request.extensions())
-        {
-            incoming_budget(
-                request.headers(),
-                config.grpc_timeout,
-                config.ms_header.as_ref(),
-            )
+        let headers = request.headers();
+        // No headers (a plain request): neither gRPC nor a budget sent, and whether to believe
+        // one is not asked.
+        let (grpc, sent) = if headers.is_empty() {
+            (false, None)
         } else {
-            None
+            let believed = config.trust.believes(headers, request.extensions());
+            (
+                is_grpc(headers),
+                believed
+                    .then(|| {
+                        incoming_budget(headers, config.grpc_timeout, config.ms_header.as_ref())
+                    })
+                    .flatten(),
+            )
         };
         // The caller's budget when it is shorter than ours: then an expiry is the caller's.
         let (budget, callers) = match sent {
