@@ -46,7 +46,8 @@ pub enum HeaderTrust {
         value: HeaderValue,
     },
     /// Only requests the predicate accepts: given the request's headers and extensions (where,
-    /// say, axum's `ConnectInfo` or a TLS layer's peer certificate live).
+    /// say, axum's `ConnectInfo` or a TLS layer's peer certificate live). It is asked only of a
+    /// request that has headers: one without has no budget to believe.
     InternalWhen(IsInternal),
 }
 
