@@ -308,19 +308,6 @@ fn name(meta: &ParseNestedMeta<'_>) -> syn::Result<Spanned<String>> {
     })
 }
 
-/// An inline mechanism's keys in the order its messages list them: `before`, the rows of
-/// `table`, then `after`.
-fn keys<C>(
-    before: &[&'static str],
-    table: &[Setting<C>],
-    after: &[&'static str],
-) -> Vec<&'static str> {
-    let mut keys = before.to_vec();
-    keys.extend(Setting::keys(table));
-    keys.extend_from_slice(after);
-    keys
-}
-
 /// Reads the value of `setting` as its unit says (`"5s"`, `4`, `0.5`) into `written`, unless
 /// it was set already, which is an error at the key.
 fn table_setting<C>(
@@ -402,7 +389,7 @@ fn nested(
 
 fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineBreaker> {
     const TABLE: &[Setting<BreakerConfig>] = BreakerConfig::SETTINGS;
-    let known = keys(
+    let known = Setting::keys_between(
         &[
             "failures",
             "ratio",
@@ -444,7 +431,7 @@ fn inline_breaker(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resul
 
 fn inline_bulkhead(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineBulkhead> {
     const TABLE: &[Setting<BulkheadConfig>] = BulkheadConfig::SETTINGS;
-    let known = keys(&["max_concurrent"], TABLE, &["adaptive"]);
+    let known = Setting::keys_between(&["max_concurrent"], TABLE, &["adaptive"]);
     let mut b = InlineBulkhead::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();
@@ -493,7 +480,7 @@ fn inline_adaptive(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Resu
 
 fn inline_retry(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineRetry> {
     const TABLE: &[Setting<RetryConfig>] = RetryConfig::SETTINGS;
-    let known = keys(&["attempts", "base", "cap"], TABLE, &[]);
+    let known = Setting::keys_between(&["attempts", "base", "cap"], TABLE, &[]);
     let mut r = InlineRetry::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();
@@ -550,7 +537,7 @@ fn hedge_after(
 
 fn inline_hedge(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<InlineHedge> {
     const TABLE: &[Setting<HedgeConfig>] = HedgeConfig::SETTINGS;
-    let known = keys(&["after"], TABLE, &[]);
+    let known = Setting::keys_between(&["after"], TABLE, &[]);
     let mut h = InlineHedge::default();
     nested(meta, errors, |inner, key, errors| {
         let span = inner.path.span();

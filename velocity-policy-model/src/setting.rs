@@ -160,6 +160,21 @@ impl<C> Setting<C> {
         table.iter().map(|setting| setting.key)
     }
 
+    /// A mechanism's keys in the order its messages list them: `before` (the keys written by
+    /// hand, such as `open_after`), the rows of `table`, then `after`. The `.policy` lowering
+    /// and the attribute arguments both list them so.
+    #[must_use]
+    pub fn keys_between(
+        before: &[&'static str],
+        table: &[Self],
+        after: &[&'static str],
+    ) -> Vec<&'static str> {
+        let mut keys = before.to_vec();
+        keys.extend(Self::keys(table));
+        keys.extend_from_slice(after);
+        keys
+    }
+
     /// Its unit.
     #[must_use]
     pub const fn unit(&self) -> Unit {

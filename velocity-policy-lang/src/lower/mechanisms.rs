@@ -1,14 +1,14 @@
 //! Lowering the resilience mechanisms: `request` (the deadline), `breaker`, `bulkhead`, `retry`,
 //! `hedge`, `shedding`, `ratelimit` and `queue`.
 
-use super::{Lowering, insert, keys, word};
+use super::{Lowering, insert, word};
 use crate::ast::{Quantity, Stanza, Term, Value};
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, Located};
 use crate::spec::{
     AdaptiveSpec, AllowanceConfig, Backoff, BreakerConfig, BreakerSpec, BulkheadConfig,
     BulkheadSpec, HedgeConfig, HedgeDelay, HedgeSpec, MechanismSpec, OpenAfter, QueueSpec, Rate,
-    RatelimitSpec, RequestSpec, RetryConfig, RetrySpec, Sharing, SheddingSpec,
+    RatelimitSpec, RequestSpec, RetryConfig, RetrySpec, Setting, Sharing, SheddingSpec,
     allowance_as_written,
 };
 use crate::suggest;
@@ -51,7 +51,10 @@ const OPEN_AFTER_FORMS: &str =
 pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     let table = BreakerConfig::SETTINGS;
     let name = lowering.named(stanza);
-    let body = lowering.body(stanza, &keys(&["open_after", "cooldown"], table, &[]));
+    let body = lowering.body(
+        stanza,
+        &Setting::keys_between(&["open_after", "cooldown"], table, &[]),
+    );
     let mut sharing = None;
     for phrase in &body.phrases {
         match lower_sharing(lowering, phrase) {
@@ -75,7 +78,7 @@ pub(super) fn lower_breaker(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None => lowering.unknown_phrase(
                 stanza,
                 phrase,
-                &keys(&["open_after", "cooldown", "shared"], table, &[]),
+                &Setting::keys_between(&["open_after", "cooldown", "shared"], table, &[]),
             ),
         }
     }
@@ -222,7 +225,10 @@ fn lower_open_after(
 pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     let table = BulkheadConfig::SETTINGS;
     let name = lowering.named(stanza);
-    let body = lowering.body(stanza, &keys(&["max_concurrent"], table, &[]));
+    let body = lowering.body(
+        stanza,
+        &Setting::keys_between(&["max_concurrent"], table, &[]),
+    );
     // `None`: not written; `Some(None)`: written wrong (and reported).
     let mut adaptive: Option<Option<AdaptiveSpec>> = None;
     for phrase in &body.phrases {
@@ -246,7 +252,7 @@ pub(super) fn lower_bulkhead(lowering: &mut Lowering<'_>, stanza: &Stanza) {
             None => lowering.unknown_phrase(
                 stanza,
                 phrase,
-                &keys(&["max_concurrent"], table, &["adaptive"]),
+                &Setting::keys_between(&["max_concurrent"], table, &["adaptive"]),
             ),
         }
     }
@@ -418,7 +424,7 @@ pub(super) fn lower_queue(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 
 pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     let table = RetryConfig::SETTINGS;
-    let known = keys(&["attempts", "backoff"], table, &["allowance"]);
+    let known = Setting::keys_between(&["attempts", "backoff"], table, &["allowance"]);
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, &known);
     for phrase in &body.phrases {
@@ -471,7 +477,7 @@ pub(super) fn lower_retry(lowering: &mut Lowering<'_>, stanza: &Stanza) {
 
 pub(super) fn lower_hedge(lowering: &mut Lowering<'_>, stanza: &Stanza) {
     let table = HedgeConfig::SETTINGS;
-    let known = keys(&["after"], table, &["allowance"]);
+    let known = Setting::keys_between(&["after"], table, &["allowance"]);
     let name = lowering.named(stanza);
     let body = lowering.body(stanza, &known);
     for phrase in &body.phrases {

@@ -158,19 +158,6 @@ impl<'s> Body<'s> {
     }
 }
 
-/// A stanza's keys in the order its messages list them: `before`, the rows of `table`, then
-/// `after`.
-fn keys<C>(
-    before: &[&'static str],
-    table: &[Setting<C>],
-    after: &[&'static str],
-) -> Vec<&'static str> {
-    let mut keys = before.to_vec();
-    keys.extend(Setting::keys(table));
-    keys.extend_from_slice(after);
-    keys
-}
-
 fn insert<T: Named>(items: &mut Items<T>, item: T, diagnostics: &mut Vec<Diagnostic>) {
     if let Err(duplicate) = items.insert(item) {
         diagnostics.push(*duplicate);
