@@ -34,6 +34,7 @@ CONTENDERS = [
     "tower_retry_cl_timeout",
     "semaphore_timeout",
     "failsafe_semaphore_timeout",
+    "standard_parts_floor",
     "what_if_fresh_budget",
     "what_if_try_acquire",
     "what_if_one_run",

@@ -454,6 +454,64 @@ pub(crate) mod what_if {
     ];
 }
 
+/// The floor under `#[resilient]`'s admitted path: the calls into tokio, std and crossbeam it
+/// makes, made alone, with none of the mechanisms' own logic and no future around them. No
+/// expansion built on these parts can cost less per call than this contender; BENCHMARKS.md
+/// compares it with the per-call goal.
+pub(crate) mod floor {
+    use std::hint::black_box;
+    use std::time::Duration;
+
+    use crossbeam_utils::atomic::AtomicCell;
+    use tokio::sync::Semaphore;
+    use tokio::time::Instant;
+
+    use super::{ATTEMPT_MAX, CALL_MAX, Op, SLOTS};
+
+    /// What the mechanisms keep: the reload cells of an operation's numbers and a retry's
+    /// (crossbeam's `AtomicCell`, as the runtime's `tuning` holds them), the bulkhead's tokio
+    /// semaphore, and the retry allowance's clock base.
+    pub(crate) struct Parts {
+        operation: AtomicCell<[u64; 2]>,
+        retry: AtomicCell<[u64; 4]>,
+        slots: Semaphore,
+        base: Instant,
+    }
+
+    impl Parts {
+        pub(crate) fn new() -> Self {
+            let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            Self {
+                operation: AtomicCell::new([nanos(CALL_MAX), 10_000_000]),
+                retry: AtomicCell::new([3, 50_000_000, 1_000_000_000, nanos(ATTEMPT_MAX)]),
+                slots: Semaphore::new(SLOTS as usize),
+                base: Instant::now(),
+            }
+        }
+    }
+
+    /// One admitted call's standard parts, in the order `#[resilient]` makes them: the
+    /// operation's numbers, one clock read and the call's deadline (`checked_add`), the
+    /// retry's numbers and the first attempt's deadline (`checked_sub`), the allowance's
+    /// instant as nanoseconds since its base (`saturating_duration_since`), a slot taken with
+    /// `try_acquire` and given back by the permit's drop (`add_permits`).
+    pub(crate) async fn standard_parts(parts: &Parts, op: Op, x: u64) -> u64 {
+        let [max, _min_budget] = parts.operation.load();
+        let now = Instant::now();
+        let at = now.checked_add(Duration::from_nanos(max)).unwrap_or(now);
+        let [_attempts, _base, _cap, timeout] = parts.retry.load();
+        let first = at
+            .checked_sub(Duration::from_nanos(max.saturating_sub(timeout)))
+            .unwrap_or(at);
+        black_box(at.saturating_duration_since(parts.base).as_nanos());
+        let slot = parts.slots.try_acquire().expect("a free slot");
+        let value = op.run(x).await.expect("the operation succeeds");
+        drop(slot);
+        black_box(first);
+        value
+    }
+}
+
 /// A tower retry policy that retries nothing: the admitted path of `Retry`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NeverRetry;
@@ -566,6 +624,8 @@ pub(crate) enum Contender {
     TowerRetryClTimeout,
     SemaphoreTimeout,
     FailsafeSemaphoreTimeout,
+    /// [`floor::standard_parts`]: what `#[resilient]`'s standard parts cost alone.
+    StandardPartsFloor,
     /// One of [`what_if::VARIANTS`], by index.
     WhatIf(usize),
 }
@@ -640,6 +700,7 @@ impl Contender {
             Contender::TowerRetryClTimeout => "tower_retry_cl_timeout",
             Contender::SemaphoreTimeout => "semaphore_timeout",
             Contender::FailsafeSemaphoreTimeout => "failsafe_semaphore_timeout",
+            Contender::StandardPartsFloor => "standard_parts_floor",
             Contender::WhatIf(i) => what_if::VARIANTS[i].0,
         }
     }
@@ -648,6 +709,7 @@ impl Contender {
         Self::MECHANISMS
             .into_iter()
             .chain(Self::STACKS)
+            .chain([Contender::StandardPartsFloor])
             .chain((0..what_if::VARIANTS.len()).map(Contender::WhatIf))
             .find(|c| c.name() == name)
     }
@@ -667,6 +729,8 @@ pub(crate) struct Contenders<F, A, B, C> {
     pub(crate) tower_retry_cl_timeout: B,
     /// `ServiceBuilder::new().retry(NeverRetry)` alone.
     pub(crate) tower_retry: C,
+    /// The standard parts under `#[resilient]`, alone ([`floor::standard_parts`]).
+    pub(crate) floor: Arc<floor::Parts>,
 }
 
 /// The contenders around `op`.
@@ -694,6 +758,7 @@ pub(crate) fn contenders(
             .timeout(ATTEMPT_MAX)
             .service(service(op)),
         tower_retry: ServiceBuilder::new().retry(NeverRetry).service(service(op)),
+        floor: Arc::new(floor::Parts::new()),
     }
 }
 
@@ -796,6 +861,11 @@ where
                 timed_loop!(rt, request, n, |x| semaphore_timeout(sem, op, x)
                     .await
                     .unwrap())
+            }
+            Contender::StandardPartsFloor => {
+                let parts = &self.floor;
+                timed_loop!(rt, request, n, |x| floor::standard_parts(parts, op, x)
+                    .await)
             }
             Contender::WhatIf(i) => {
                 let knobs = what_if::VARIANTS[i].1;
