@@ -15,9 +15,9 @@ use crate::ast::{
 use crate::diagnostic::{Diagnostic, Kind};
 use crate::source::{Loc, SourceId, Sources};
 
-/// pest's parser for `grammar.pest`, generated and checked in (tests/grammar.rs keeps the two
-/// in step, and says how to regenerate it). Left as prettyplease prints it: rustfmt does not
-/// finish on its nesting.
+/// pest's parser for `grammar.pest`, generated and checked in (the workspace's `tests/grammar`
+/// keeps the two in step, and says how to regenerate it). Left as prettyplease prints it:
+/// rustfmt does not finish on its nesting.
 #[rustfmt::skip]
 #[allow(
     dead_code,
