@@ -369,7 +369,7 @@ impl PollMonitor {
 
     fn record(&self, took: Duration) {
         self.polls.fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = crate::window::saturating_nanos(took);
         self.longest_nanos.fetch_max(nanos, Ordering::Relaxed);
         if took > self.budget {
             self.over_budget.fetch_add(1, Ordering::Relaxed);

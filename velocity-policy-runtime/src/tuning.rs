@@ -63,11 +63,8 @@ impl<T: Copy + PartialEq> Tuned<T> {
     }
 }
 
-/// A duration as a word: nanoseconds, saturating.
-#[inline]
-pub(crate) fn word(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
-}
+/// A duration as a word: nanoseconds, saturating ([`saturating_nanos`]).
+pub(crate) use crate::window::saturating_nanos as word;
 
 /// A word as a duration.
 #[inline]

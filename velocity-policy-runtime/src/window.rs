@@ -72,6 +72,7 @@ impl Clock {
 
 /// `d` in nanoseconds, saturating at `u64::MAX` (about 584 years): the one conversion every
 /// mechanism uses.
+#[inline]
 pub(crate) fn saturating_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

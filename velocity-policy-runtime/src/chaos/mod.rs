@@ -97,6 +97,7 @@ use tokio::time::Instant;
 use crate::breaker::Breaker;
 use crate::error::{CallError, DeadlineExceeded, RefusalReason, ResilienceError};
 use crate::instruments::{Counter, INJECTED, counter};
+use crate::window::saturating_nanos;
 
 pub use crate::error::InjectedError;
 
@@ -195,10 +196,6 @@ impl Latency {
             _ => Self::Fixed { delay: a },
         }
     }
-}
-
-fn saturating_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// One kind of fault.
