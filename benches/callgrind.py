@@ -14,11 +14,20 @@ With `--layers`, the `layers` bench binary instead (`cargo bench --features http
 --no-run`): our deadline + bulkhead + breaker layers (`ours`) against tower's Timeout + LoadShed +
 ConcurrencyLimit (`tower`), the bare `service_fn` subtracted.
 
+With `--guard`, issue 41's per-call guard from one run: each row of the tower comparison
+(`#[resilient]` and `#[critical]` ready and waiting once against tower's ConcurrencyLimit +
+Timeout, the layer stack against tower's Timeout + LoadShed + ConcurrencyLimit), its ratio, its
+goal and the verdict, computed; and the floor under the expansions (`standard_parts_floor`).
+It builds the two binaries itself (the `allocations` bench with the default features, the
+`layers` bench with `http`) and profiles what cargo says it built, so a binary left by another
+build (`--all-features` compiles the `metrics` feature in) is never the one counted.
+
 With `--metrics`, the `metrics` bench binary in both of its builds (`cargo bench --bench metrics
 --no-run` and the same with `--features metrics`): the `#[resilient]` and `#[critical]`
 expansions with the `metrics` feature off and on (no recorder installed), and the difference.
 """
 import glob
+import json
 import os
 import re
 import subprocess
@@ -140,8 +149,74 @@ def main_metrics(n):
             print(f"| {op} | {name} | {off:.0f} | {on:.0f} | {on - off:+.0f} |")
 
 
+def built(bench, features=None):
+    """The executable cargo builds for `bench` (with `features`), by its own report."""
+    cmd = ["cargo", "bench", "--no-run", "--bench", bench, "--message-format=json"]
+    if features:
+        cmd += ["--features", features]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    path = None
+    for line in out.splitlines():
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if msg.get("reason") == "compiler-artifact" and msg.get("executable") \
+                and msg.get("target", {}).get("name") == bench:
+            path = msg["executable"]
+    if path is None:
+        sys.exit(f"cargo built no `{bench}` bench executable")
+    return path
+
+
+# (row, binary, ours, theirs, operation, goal: ours / theirs at most)
+GUARD = [
+    ("`#[resilient]` ready", "allocations", "resilient_expansion", "tower_cl_timeout", "ready", 0.75),
+    ("`#[critical]` ready", "allocations", "critical_expansion", "tower_cl_timeout", "ready", 1.00),
+    ("`#[resilient]` waits once", "allocations", "resilient_expansion", "tower_cl_timeout", "waits_once", 1.00),
+    ("`#[critical]` waits once", "allocations", "critical_expansion", "tower_cl_timeout", "waits_once", 1.00),
+    ("layer stack ready", "layers", "ours", "tower", "ready", 1.00),
+    ("layer stack waits once", "layers", "ours", "tower", "waits_once", 1.00),
+]
+
+
+def main_guard(n):
+    bins = {"allocations": built("allocations"), "layers": built("layers", "http")}
+    cache = {}
+
+    def per_call(binary_name, name, op):
+        key = (binary_name, name, op)
+        if key not in cache:
+            path = bins[binary_name]
+            bare = cache.setdefault((binary_name, "bare", op), profile(path, "bare", op, n)[0])
+            cache[key] = (profile(path, name, op, n)[0] - bare) / n
+        return cache[key]
+
+    print(f"callgrind, {n} calls each, bare operation subtracted; instructions per admitted call "
+          f"({bins['allocations']}, {bins['layers']})\n")
+    print("| row | ours | tower | / tower | goal | verdict |")
+    print("|---|---:|---:|---:|---:|---|")
+    missed = 0
+    for row, binary_name, ours, theirs, op, goal in GUARD:
+        a, b = per_call(binary_name, ours, op), per_call(binary_name, theirs, op)
+        ratio = a / b
+        met = ratio <= goal
+        missed += not met
+        verdict = "met" if met else f"missed by {a - goal * b:,.0f} instructions"
+        print(f"| {row} | {a:,.0f} | {b:,.0f} | {ratio:.2f} | <= {goal:.2f} | {verdict} |")
+    floor = per_call("allocations", "standard_parts_floor", "ready")
+    tower = per_call("allocations", "tower_cl_timeout", "ready")
+    print(f"\nThe floor: the standard parts under `#[resilient]`, alone (`standard_parts_floor`), "
+          f"ready: {floor:,.0f} instructions, {floor / tower:.2f} of tower's {tower:,.0f}.")
+    print(f"{len(GUARD) - missed} of {len(GUARD)} rows met.")
+
+
 def main():
     args = sys.argv[1:]
+    if "--guard" in args:
+        args = [a for a in args if a != "--guard"]
+        main_guard(int(args[0]) if args else 20000)
+        return
     if "--metrics" in args:
         args = [a for a in args if a != "--metrics"]
         main_metrics(int(args[0]) if args else 20000)

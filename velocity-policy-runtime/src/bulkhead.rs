@@ -94,8 +94,6 @@ struct Inner {
     owed: AtomicU32,
     /// Serialises resizes (never taken on the admitted path).
     resizing: std::sync::Mutex<()>,
-    /// Calls holding a slot.
-    running: AtomicU32,
     /// Callers waiting for a slot (at most `max_queued`).
     queued: AtomicU32,
     /// Calls in flight per criticality, once a call other than `critical` came.
@@ -179,7 +177,6 @@ impl BulkheadBuilder {
                 slots: Semaphore::new(slots as usize),
                 owed: AtomicU32::new(0),
                 resizing: std::sync::Mutex::new(()),
-                running: AtomicU32::new(0),
                 queued: AtomicU32::new(0),
                 levels: Levels::default(),
                 stats: Stats::default(),
@@ -478,8 +475,19 @@ impl Inner {
     /// A slot was taken.
     #[inline]
     fn took(&self) {
-        self.running.fetch_add(1, Ordering::Relaxed);
         self.metrics.took_slot();
+    }
+
+    /// Calls holding a slot: the permits out of the semaphore. Its permits, free and held, add
+    /// up to the slot count plus what a lowered count still keeps back (`owed`), so the calls
+    /// are counted once, by the semaphore, not again beside it on every admission and release.
+    /// A resize running on another thread can move the count by its step for that moment.
+    fn running(&self) -> u32 {
+        let permits = self
+            .slots()
+            .saturating_add(self.owed.load(Ordering::Relaxed));
+        let free = u32::try_from(self.slots.available_permits()).unwrap_or(u32::MAX);
+        permits.saturating_sub(free)
     }
 
     /// Joins the queue when there is room.
@@ -506,13 +514,14 @@ impl Inner {
         if level != UNCOUNTED {
             self.levels.released(level);
         }
-        let in_flight = self.running.fetch_sub(1, Ordering::Relaxed);
         self.metrics.released_slot();
+        // The calls in flight as this one ends (itself included), while it still holds its slot.
+        let in_flight = self.adaptive.as_ref().map(|_| self.running());
         // A permit a lowered slot count kept back is not given back.
         if take_up_to(&self.owed, 1) == 0 {
             self.slots.add_permits(1);
         }
-        if let Some(adaptation) = &self.adaptive {
+        if let (Some(adaptation), Some(in_flight)) = (&self.adaptive, in_flight) {
             self.measured(adaptation, started, in_flight);
         }
     }
@@ -775,7 +784,7 @@ impl Bulkhead {
 
     /// Calls running now.
     pub fn running(&self) -> u32 {
-        self.inner.running.load(Ordering::Relaxed)
+        self.inner.running()
     }
 
     /// Callers queued now.
