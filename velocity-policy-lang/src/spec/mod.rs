@@ -33,7 +33,7 @@ pub use velocity_policy_model::{
 /// A mechanism's optional numbers are rows of a table beside its configuration
 /// ([`BreakerConfig::SETTINGS`], ...): the lowering, the attributes, the expansion and the
 /// overrides read them through [`MechanismSpec`].
-pub use velocity_policy_model::{Number, Setting, Unit};
+pub use velocity_policy_model::{Number, Range, Setting, Unit};
 
 mod delivery;
 
@@ -304,6 +304,8 @@ pub trait MechanismSpec {
     fn config(&self) -> &Self::Config;
     /// Where its table settings were written.
     fn written(&self) -> &Written;
+    /// The stanza, where a setting not written (its default in force) is located.
+    fn loc(&self) -> Loc;
     /// Both, to change them.
     fn parts_mut(&mut self) -> (&mut Self::Config, &mut Written);
 
@@ -450,6 +452,9 @@ impl MechanismSpec for BreakerSpec {
     }
     fn written(&self) -> &Written {
         &self.at.settings
+    }
+    fn loc(&self) -> Loc {
+        self.loc
     }
     fn parts_mut(&mut self) -> (&mut BreakerConfig, &mut Written) {
         (&mut self.config, &mut self.at.settings)
@@ -599,6 +604,9 @@ impl MechanismSpec for BulkheadSpec {
     }
     fn written(&self) -> &Written {
         &self.at.settings
+    }
+    fn loc(&self) -> Loc {
+        self.loc
     }
     fn parts_mut(&mut self) -> (&mut BulkheadConfig, &mut Written) {
         (&mut self.config, &mut self.at.settings)
@@ -891,6 +899,9 @@ impl MechanismSpec for HedgeSpec {
     fn written(&self) -> &Written {
         &self.at.settings
     }
+    fn loc(&self) -> Loc {
+        self.loc
+    }
     fn parts_mut(&mut self) -> (&mut HedgeConfig, &mut Written) {
         (&mut self.config, &mut self.at.settings)
     }
@@ -1024,6 +1035,9 @@ impl MechanismSpec for RetrySpec {
     }
     fn written(&self) -> &Written {
         &self.at.settings
+    }
+    fn loc(&self) -> Loc {
+        self.loc
     }
     fn parts_mut(&mut self) -> (&mut RetryConfig, &mut Written) {
         (&mut self.config, &mut self.at.settings)
