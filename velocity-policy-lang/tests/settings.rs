@@ -204,3 +204,78 @@ fn every_range_of_every_table_is_refused_with_its_code() {
     // `max_retry_after`, `attempt_timeout` and a hedge's `max` today.
     assert!(checked >= 3, "{checked} ranges checked");
 }
+
+/// Every overridable row of `table` (the compiled `stanza` writing its example, an override of
+/// the stanza `header` names doubling it): refused as outside the envelope when the row says
+/// an override may only lower it, accepted otherwise; half of it is accepted either way.
+fn every_envelope<S: MechanismSpec>(
+    header: &str,
+    stanza: &str,
+    table: &[Setting<S::Config>],
+    find: impl Fn(&Spec) -> Option<&S>,
+) -> usize {
+    let mut checked = 0;
+    for setting in table.iter().filter(|setting| setting.overridable) {
+        let example = format!("{} = {}", setting.key, setting.example);
+        let compiled = [PolicyFile::new(
+            "compiled.policy",
+            stanza.replace("KEY", &example),
+        )];
+        let set = set_of(&stanza.replace("KEY", &example));
+        let item = find(set.spec()).expect("the stanza is lowered");
+        let value = item.setting(setting.key).expect("written").value;
+        let scaled = |factor: u32| match value {
+            Number::Duration(d) => format_duration(d * factor / 2),
+            Number::Count(n) => (n * factor / 2).to_string(),
+            Number::Share(share) => format_ratio(share * f64::from(factor) / 2.0),
+        };
+        for (factor, refused) in [(4, setting.override_at_most_compiled), (1, false)] {
+            let written = format!("{} = {}", setting.key, scaled(factor));
+            let production = [PolicyFile::new(
+                "production.policy",
+                format!("{header} {{ {written} }}"),
+            )];
+            let codes: Vec<String> = overridden(&compiled, &production)
+                .check()
+                .errors
+                .iter()
+                .map(|e| e.code())
+                .collect();
+            let expected: &[&str] = if refused {
+                &["policy::override-outside-envelope"]
+            } else {
+                &[]
+            };
+            assert_eq!(codes, expected, "{written} over {example}");
+        }
+        checked += 1;
+    }
+    checked
+}
+
+#[test]
+fn every_overridable_row_says_its_envelope() {
+    let checked = every_envelope(
+        "breaker b",
+        "breaker b { open_after = 5 failures within 30s; cooldown = 20s; KEY }",
+        BreakerConfig::SETTINGS,
+        |spec| spec.breakers.get("b"),
+    ) + every_envelope(
+        "bulkhead k",
+        "bulkhead k { max_concurrent = 4; KEY }",
+        BulkheadConfig::SETTINGS,
+        |spec| spec.bulkheads.get("k"),
+    ) + every_envelope(
+        "retry r",
+        "retry r { attempts = 3; backoff = full_jitter(base = 50ms, cap = 1s); KEY }",
+        RetryConfig::SETTINGS,
+        |spec| spec.retries.get("r"),
+    ) + every_envelope(
+        "hedge h",
+        "hedge h { after = p95; KEY }",
+        HedgeConfig::SETTINGS,
+        |spec| spec.hedges.get("h"),
+    );
+    // `max_retry_after`, `probation` and `attempt_timeout` today.
+    assert!(checked >= 3, "{checked} rows checked");
+}

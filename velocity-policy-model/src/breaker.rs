@@ -164,6 +164,8 @@ impl BreakerConfig {
             builder: "with_max_retry_after",
             example: "5m",
             overridable: true,
+            // How long a `Retry-After` may keep the breaker open.
+            override_at_most_compiled: true,
             range: Range::Positive,
             access: Access::Duration {
                 get: |c| Some(c.max_retry_after),
@@ -175,6 +177,7 @@ impl BreakerConfig {
             builder: "with_probation",
             example: "5s",
             overridable: true,
+            override_at_most_compiled: false,
             // Zero ends the probation with the opening.
             range: Range::Any,
             access: Access::Duration {

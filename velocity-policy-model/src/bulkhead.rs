@@ -124,6 +124,7 @@ impl BulkheadConfig {
         example: "2",
         // A bulkhead's queue is built once; an override resizes its slots only.
         overridable: false,
+        override_at_most_compiled: false,
         // Weighed against the slots by the validator (`policy::queue-stores-backlog`).
         range: Range::Any,
         access: Access::Count {

@@ -101,6 +101,7 @@ impl HedgeConfig {
             builder: "with_max",
             example: "2",
             overridable: false,
+            override_at_most_compiled: false,
             range: Range::Within {
                 least: Number::Count(2),
                 most: Number::Count(Self::MAX_IN_FLIGHT),
@@ -117,6 +118,7 @@ impl HedgeConfig {
             builder: "with_min_delay",
             example: "20ms",
             overridable: false,
+            override_at_most_compiled: false,
             // Zero, the default, leaves the percentile alone.
             range: Range::Any,
             access: Access::Duration {

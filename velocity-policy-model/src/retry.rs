@@ -194,6 +194,7 @@ impl RetryConfig {
         builder: "with_attempt_timeout",
         example: "500ms",
         overridable: true,
+        override_at_most_compiled: false,
         range: Range::Positive,
         access: Access::Duration {
             get: |c| c.attempt_timeout,

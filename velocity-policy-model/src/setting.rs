@@ -5,7 +5,7 @@
 //! a default (a duration, a count or a share): its key, as the `.policy` language and the
 //! attributes write it; how to read it from a configuration and write it into one; the
 //! `const fn with_...` builder the attribute macros emit for it; an example value; whether
-//! an override may move it under a running service; and its [`Range`], the values accepted
+//! an override may move it under a running service, and whether only down; and its [`Range`], the values accepted
 //! with the stable code and help a refused one is reported with. The language's lowering, the
 //! attributes' arguments, the macros' emission, the overrides and the validator's range rule
 //! are generic over the table, so a new number of this kind is its field, its builder and its
@@ -234,6 +234,10 @@ pub struct Setting<C> {
     pub example: &'static str,
     /// Whether an override may move it under a running service.
     pub overridable: bool,
+    /// Whether an override may only lower it: by default from a quarter of the compiled value
+    /// up to that value, never above (the crate's `envelope` may widen it). For what keeps a
+    /// breaker open, where a longer value keeps the dependency refused longer.
+    pub override_at_most_compiled: bool,
     /// The values it accepts, and the code and help a refused one is reported with.
     pub range: Range,
     /// How it is read and written.
@@ -256,6 +260,7 @@ impl<C> fmt::Debug for Setting<C> {
             .field("builder", &self.builder)
             .field("example", &self.example)
             .field("overridable", &self.overridable)
+            .field("override_at_most_compiled", &self.override_at_most_compiled)
             .field("range", &self.range)
             .finish_non_exhaustive()
     }
