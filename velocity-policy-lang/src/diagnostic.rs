@@ -273,15 +273,27 @@ pub enum Kind {
         example: String,
     },
 
-    /// A hedge whose `max` is not 2 to the runtime's bound.
-    #[error("hedge `{hedge}` has `max = {found}`, outside 2 to {most}")]
-    HedgeMaxOutOfRange {
-        /// The hedging policy.
-        hedge: String,
-        /// The `max` written.
-        found: u32,
-        /// The most allowed.
-        most: u32,
+    /// A setting of a mechanism's table outside its row's range
+    /// ([`Range::Within`](crate::Range::Within)): a hedge's `max` not 2 to the runtime's
+    /// bound. The code and the help are the row's.
+    #[error("{keyword} `{name}` has `{key} = {found}`, outside {least} to {most}")]
+    SettingOutOfRange {
+        /// The stanza's keyword: `hedge`.
+        keyword: String,
+        /// The stanza's name.
+        name: String,
+        /// The setting: `max`.
+        key: String,
+        /// What was written.
+        found: String,
+        /// The smallest value accepted.
+        least: String,
+        /// The largest value accepted.
+        most: String,
+        /// The row's stable code: `policy::hedge-max-out-of-range`.
+        code: &'static str,
+        /// The row's help, its bounds filled in.
+        help: String,
     },
 
     /// Deferred or background work not marked idempotent.
@@ -689,7 +701,7 @@ impl Kind {
             Kind::ChaosRateOutOfRange { .. } => Rule::error("policy::chaos-rate-out-of-range", "a rate is the share of attempts the fault is injected into: `error at 5%` or `error at 0.05`; `0%` declares it and injects nothing until a run-time switch raises it".to_owned()),
             Kind::ChaosEmpty { .. } => Rule::error("policy::chaos-empty", "give it at least one fault with its rate: `latency = 300ms at 10%`, `error at 5%`, `refuse at 1%` or `status 429 retry_after 5s at 2%`".to_owned()),
             Kind::ChaosRangeReversed { example, .. } => Rule::error("policy::chaos-range-reversed", format!("write the smaller first: `{example}`")),
-            Kind::HedgeMaxOutOfRange { most, .. } => Rule::error("policy::hedge-max-out-of-range", format!("`max` counts the attempts in flight, the first included: `max = 2` is one hedge, and at most {most} attempts may run at once")),
+            Kind::SettingOutOfRange { code, help, .. } => Rule::error(code, help.clone()),
             Kind::DeferredNotIdempotent { class, .. } => Rule::error("policy::deferred-not-idempotent", format!("{class} work is delivered at least once and may run twice: make it idempotent and add the flag (`{class}, idempotent`), or make it `critical`")),
             Kind::DurableNotCritical { operation, .. } => Rule::error("policy::durable-not-critical", format!("a write that must be acknowledged happens before the response: make `{operation}` `critical`, or drop `durable` if losing it is acceptable")),
             Kind::RetryWithoutDeadline { operation, .. } => Rule::error("policy::retry-without-deadline", format!("a retry without a deadline turns a bad minute into an outage: add `deadline = ...` to `{operation}`, or a `request {{ deadline = ... }}` stanza")),

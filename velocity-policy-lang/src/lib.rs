@@ -111,6 +111,10 @@
 //! are drawn by one adapter, [`diagnostic::Renderable`], from any rule that is a
 //! `miette::Diagnostic` and its [`Label`]s on policy text.
 //!
+//! What values a mechanism's optional number accepts (a hedge's `max`, a retry's
+//! `attempt_timeout`) is its row's [`Range`] in the model, with the code and the help it is
+//! refused with; the one validator reads it, for the files, the attributes and the overrides.
+//!
 //! | code | what it means | the fix |
 //! |---|---|---|
 //! | `policy::invalid-utf8` | the file is not UTF-8 | save it as UTF-8 |
@@ -252,7 +256,7 @@ pub use spec::{
     BreakerSpec, BulkheadConfig, BulkheadLocs, BulkheadSpec, Ceiling, CeilingsSpec, ChaosFault,
     ChaosFaultKind, ChaosLatency, ChaosSpec, Compression, DeadlineConfig, EnvelopeSpec, FailMode,
     HedgeConfig, HedgeDelay, HedgeLocs, HedgeSpec, IsolateSpec, MechanismSpec, Metric, Number,
-    OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Rate, RateLimitConfig,
+    OpenAfter, OperationSpec, PoolKind, QuarantineSpec, QueueSpec, Range, Rate, RateLimitConfig,
     RatelimitLocs, RatelimitSpec, RequestSpec, RetryConfig, RetryLocs, RetrySpec, Setting, Sharing,
     SheddingConfig, SheddingSpec, Spec, Unit, WebMetric, WorkClass, Written,
 };

@@ -365,7 +365,7 @@ impl Overridden {
 /// A quarter to four times the compiled value; at most the compiled value for what keeps a
 /// breaker open.
 fn default_bounds(keyword: &str, key: &str) -> (f64, f64) {
-    if EnvelopeSpec::AT_MOST_COMPILED.contains(&(keyword, key)) {
+    if EnvelopeSpec::at_most_compiled(keyword, key) {
         (EnvelopeSpec::DEFAULT_LOW, 1.0)
     } else {
         (EnvelopeSpec::DEFAULT_LOW, EnvelopeSpec::DEFAULT_HIGH)

@@ -10,7 +10,8 @@ use crate::diagnostic::{Diagnostic, Kind, Report};
 use crate::source::{Loc, Located};
 use crate::spec::HopSpec;
 use crate::spec::{
-    Backoff, HedgeSpec, Items, Named, OpenAfter, OperationSpec, Sharing, Spec, WorkClass,
+    Backoff, Items, MechanismSpec, Named, Number, OpenAfter, OperationSpec, Range, Sharing, Spec,
+    WorkClass,
 };
 use crate::suggest;
 use crate::units::{format_duration, format_ratio, format_size};
@@ -23,7 +24,7 @@ const RULES: &[Rule] = &[
     references_exist,
     retry_requires_idempotent,
     hedge_requires_idempotent,
-    hedge_max_in_range,
+    settings_in_range,
     chaos_well_formed,
     deferred_requires_idempotent,
     durable_requires_critical,
@@ -215,7 +216,6 @@ fn hedge_requires_idempotent(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// `policy::hedge-max-out-of-range`: `max` counts the attempts in flight, the first included.
 /// `policy::chaos-rate-out-of-range`, `policy::chaos-empty`, `policy::chaos-range-reversed`:
 /// a drill's rates are shares from 0 to 100%, it injects something, and its ranges run forward.
 fn chaos_well_formed(spec: &Spec, out: &mut Vec<Diagnostic>) {
@@ -305,20 +305,72 @@ fn chaos_well_formed(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn hedge_max_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
-    for hedge in &spec.hedges {
-        let max = hedge.config.max;
-        if !(2..=HedgeSpec::MAX_IN_FLIGHT).contains(&max) {
-            out.push(Diagnostic::new(
-                Kind::HedgeMaxOutOfRange {
-                    hedge: hedge.name.value.clone(),
-                    found: max,
-                    most: HedgeSpec::MAX_IN_FLIGHT,
-                },
-                hedge.max().loc,
-                "out of range",
-            ));
+/// Each setting of a mechanism's table within its row's [`Range`], as the model describes it:
+/// `policy::duration-not-positive` for a zero `attempt_timeout` or `max_retry_after`,
+/// `policy::hedge-max-out-of-range` for a hedge's `max`, and whatever a new row says. The value
+/// in force is checked, at where it was written (at the stanza, for a default).
+fn settings_in_range(spec: &Spec, out: &mut Vec<Diagnostic>) {
+    table_in_range(&spec.breakers, out);
+    table_in_range(&spec.bulkheads, out);
+    table_in_range(&spec.retries, out);
+    table_in_range(&spec.hedges, out);
+}
+
+fn table_in_range<S: MechanismSpec + Named>(items: &Items<S>, out: &mut Vec<Diagnostic>) {
+    for item in items {
+        for setting in S::SETTINGS {
+            let Some(value) = setting.get(item.config()) else {
+                continue;
+            };
+            if setting.range.admits(value) {
+                continue;
+            }
+            let loc = item
+                .written()
+                .get(setting.key)
+                .unwrap_or_else(|| item.loc());
+            out.push(match setting.range {
+                Range::Within {
+                    least,
+                    most,
+                    code,
+                    help,
+                } => Diagnostic::new(
+                    Kind::SettingOutOfRange {
+                        keyword: S::KIND.to_owned(),
+                        name: item.name().value.clone(),
+                        key: setting.key.to_owned(),
+                        found: format_number(value),
+                        least: format_number(least),
+                        most: format_number(most),
+                        code,
+                        help: help
+                            .replace("{least}", &format_number(least))
+                            .replace("{most}", &format_number(most)),
+                    },
+                    loc,
+                    "out of range",
+                ),
+                // `Positive`, and any range a later model adds: a zero duration.
+                _ => Diagnostic::new(
+                    Kind::DurationNotPositive {
+                        key: setting.key.to_owned(),
+                        found: format_number(value),
+                    },
+                    loc,
+                    "zero",
+                ),
+            });
         }
+    }
+}
+
+/// A setting's value as the language writes it: `0s`, `5`, `0.5`.
+fn format_number(value: Number) -> String {
+    match value {
+        Number::Duration(d) => format_duration(d),
+        Number::Count(n) => n.to_string(),
+        Number::Share(share) => format_ratio(share),
     }
 }
 
@@ -476,7 +528,8 @@ fn request_min_budget_within_deadline(spec: &Spec, out: &mut Vec<Diagnostic>) {
 }
 
 /// `policy::duration-not-positive`: a zero duration can never be met (negative ones are caught
-/// when the text is read).
+/// when the text is read). The durations of a mechanism's table are its rows' ranges, checked
+/// by [`settings_in_range`].
 fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
     let mut durations: Vec<(&str, Duration, Loc)> = Vec::new();
     let optional = |key: &'static str, duration: &Option<Located<Duration>>| {
@@ -500,7 +553,6 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
         durations.extend(optional("task_deadline", &queue.task_deadline));
     }
     for retry in &spec.retries {
-        durations.extend(optional("attempt_timeout", &retry.attempt_timeout()));
         let backoff = retry.backoff();
         durations.push(("base", backoff.value.base(), backoff.loc));
         durations.push(("cap", backoff.value.cap(), backoff.loc));
@@ -512,7 +564,6 @@ fn durations_positive(spec: &Spec, out: &mut Vec<Diagnostic>) {
     }
     for breaker in &spec.breakers {
         durations.push(("cooldown", breaker.config.cooldown, breaker.at.cooldown));
-        durations.extend(optional("max_retry_after", &breaker.max_retry_after()));
         durations.push((
             "open_after",
             breaker.config.open_after.window(),

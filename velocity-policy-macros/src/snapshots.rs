@@ -368,6 +368,70 @@ fn every_row_of_every_table_is_an_inline_key_emitted_as_its_builder() {
     }
 }
 
+/// Every row of a mechanism's settings table whose range refuses something, written inline
+/// with a value outside it, is a compile error with the row's code (the one validator's, read
+/// from the row).
+#[test]
+fn every_range_of_every_table_is_refused_inline_with_its_code() {
+    use velocity_policy_lang::units::{format_duration, format_ratio};
+    use velocity_policy_lang::{
+        BreakerConfig, BulkheadConfig, HedgeConfig, Number, RetryConfig, Setting,
+    };
+
+    /// Each refusing row's key, a value outside its range as an attribute writes it, and
+    /// its code.
+    fn outside<C>(table: &[Setting<C>]) -> Vec<(&'static str, String, &'static str)> {
+        table
+            .iter()
+            .filter_map(|setting| {
+                let value = match setting.range.outside()? {
+                    Number::Duration(d) => format!("{:?}", format_duration(d)),
+                    Number::Count(n) => n.to_string(),
+                    Number::Share(share) => format_ratio(share),
+                };
+                Some((setting.key, value, setting.range.code()?))
+            })
+            .collect()
+    }
+    let mechanisms = [
+        (
+            "breaker(failures = 3, within = \"10m\", cooldown = \"20s\", KEY)",
+            outside(BreakerConfig::SETTINGS),
+        ),
+        (
+            "bulkhead(max_concurrent = 4, KEY)",
+            outside(BulkheadConfig::SETTINGS),
+        ),
+        ("retry(attempts = 3, KEY)", outside(RetryConfig::SETTINGS)),
+        (
+            "hedge(after = \"p95\", KEY)",
+            outside(HedgeConfig::SETTINGS),
+        ),
+    ];
+    let mut checked = 0;
+    for (inline, rows) in mechanisms {
+        for (key, value, code) in rows {
+            checked += 1;
+            let written = format!("{key} = {value}");
+            let args: TokenStream =
+                format!("{}, deadline = \"1s\"", inline.replace("KEY", &written))
+                    .parse()
+                    .expect("tokens");
+            let out = expand(
+                AttrKind::Critical,
+                args,
+                quote! {
+                    #[velocity_policy::idempotent]
+                    async fn call_partner(id: u64) -> Result<u64, AppError> { Ok(id) }
+                },
+            );
+            assert!(out.contains("compile_error"), "{written}:\n{out}");
+            assert!(out.contains(&format!("[{code}]")), "{written}:\n{out}");
+        }
+    }
+    assert!(checked >= 3, "{checked} ranges checked");
+}
+
 #[test]
 fn an_inline_hedges_min_delay_is_part_of_its_declared_config() {
     let out = expand(

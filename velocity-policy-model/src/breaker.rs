@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use crate::setting::{Access, Setting};
+use crate::setting::{Access, Range, Setting};
 
 /// When a breaker opens on its own counting: `open_after = 5 failures within 30s` or
 /// `open_after = 50% of at least 20 calls within 30s`.
@@ -164,6 +164,9 @@ impl BreakerConfig {
             builder: "with_max_retry_after",
             example: "5m",
             overridable: true,
+            // How long a `Retry-After` may keep the breaker open.
+            override_at_most_compiled: true,
+            range: Range::Positive,
             access: Access::Duration {
                 get: |c| Some(c.max_retry_after),
                 set: |c, d| c.max_retry_after = d,
@@ -174,6 +177,9 @@ impl BreakerConfig {
             builder: "with_probation",
             example: "5s",
             overridable: true,
+            override_at_most_compiled: false,
+            // Zero ends the probation with the opening.
+            range: Range::Any,
             access: Access::Duration {
                 get: |c| Some(c.probation_or_window()),
                 set: |c, d| c.probation = Some(d),

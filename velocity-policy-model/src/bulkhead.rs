@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use crate::setting::{Access, Setting};
+use crate::setting::{Access, Range, Setting};
 
 /// The bounds and pace of an adaptive slot count (`adaptive(min = 4, max = 64)`): it follows
 /// the dependency's measured latency, never below `min` nor above `max`, starting at `min`.
@@ -124,6 +124,9 @@ impl BulkheadConfig {
         example: "2",
         // A bulkhead's queue is built once; an override resizes its slots only.
         overridable: false,
+        override_at_most_compiled: false,
+        // Weighed against the slots by the validator (`policy::queue-stores-backlog`).
+        range: Range::Any,
         access: Access::Count {
             get: |c| Some(c.max_queued),
             set: |c, n| c.max_queued = n,

@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use crate::retry::AllowanceConfig;
-use crate::setting::{Access, Setting};
+use crate::setting::{Access, Number, Range, Setting};
 
 /// When a hedge starts: `after = 50ms` or `after = p95`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,6 +101,13 @@ impl HedgeConfig {
             builder: "with_max",
             example: "2",
             overridable: false,
+            override_at_most_compiled: false,
+            range: Range::Within {
+                least: Number::Count(2),
+                most: Number::Count(Self::MAX_IN_FLIGHT),
+                code: "policy::hedge-max-out-of-range",
+                help: "`max` counts the attempts in flight, the first included: `max = 2` is one hedge, and at most {most} attempts may run at once",
+            },
             access: Access::Count {
                 get: |c| Some(c.max),
                 set: |c, n| c.max = n,
@@ -111,6 +118,9 @@ impl HedgeConfig {
             builder: "with_min_delay",
             example: "20ms",
             overridable: false,
+            override_at_most_compiled: false,
+            // Zero, the default, leaves the percentile alone.
+            range: Range::Any,
             access: Access::Duration {
                 get: |c| Some(c.min_delay),
                 set: |c, d| c.min_delay = d,

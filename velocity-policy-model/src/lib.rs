@@ -51,7 +51,7 @@ pub use deadline::DeadlineConfig;
 pub use hedge::{HedgeConfig, HedgeDelay};
 pub use rate_limit::RateLimitConfig;
 pub use retry::{AllowanceConfig, Backoff, RetryConfig};
-pub use setting::{Number, Setting, Unit};
+pub use setting::{Number, Range, Setting, Unit};
 pub use shedding::SheddingConfig;
 
 /// The three classes of work, in the order they are dropped last to first.

@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use crate::setting::{Access, Setting};
+use crate::setting::{Access, Range, Setting};
 
 /// How long to wait between attempts: `backoff = full_jitter(base = 50ms, cap = 1s)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +194,8 @@ impl RetryConfig {
         builder: "with_attempt_timeout",
         example: "500ms",
         overridable: true,
+        override_at_most_compiled: false,
+        range: Range::Positive,
         access: Access::Duration {
             get: |c| c.attempt_timeout,
             set: |c, d| c.attempt_timeout = Some(d),

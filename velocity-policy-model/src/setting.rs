@@ -4,16 +4,18 @@
 //! A row says everything a front end or a back end needs to know of one optional number with
 //! a default (a duration, a count or a share): its key, as the `.policy` language and the
 //! attributes write it; how to read it from a configuration and write it into one; the
-//! `const fn with_...` builder the attribute macros emit for it; an example value; and whether
-//! an override may move it under a running service. The language's lowering, the attributes'
-//! arguments, the macros' emission and the overrides are generic over the table, so a new
-//! number of this kind is its field, its builder and its row, here. Numbers with structure
-//! (a breaker's `open_after`, a retry's `backoff`, a bulkhead's `adaptive(..)`) are read by
-//! hand.
+//! `const fn with_...` builder the attribute macros emit for it; an example value; whether
+//! an override may move it under a running service, and whether only down; and its [`Range`], the values accepted
+//! with the stable code and help a refused one is reported with. The language's lowering, the
+//! attributes' arguments, the macros' emission, the overrides and the validator's range rule
+//! are generic over the table, so a new number of this kind is its field, its builder and its
+//! row, here. Numbers with structure (a breaker's `open_after`, a retry's `backoff`, a
+//! bulkhead's `adaptive(..)`) are read by hand, and so are the rules that weigh one number
+//! against another (an `attempt_timeout` above the deadline).
 //!
 //! ```
 //! use std::time::Duration;
-//! use velocity_policy_model::{BreakerConfig, Number, Setting};
+//! use velocity_policy_model::{BreakerConfig, HedgeConfig, Number, Setting};
 //!
 //! let probation = Setting::find(BreakerConfig::SETTINGS, "probation").unwrap();
 //! assert_eq!(probation.builder, "with_probation");
@@ -24,8 +26,15 @@
 //! assert_eq!(config.probation, Some(Duration::from_secs(5)));
 //! // A count is not a probation: refused, the configuration unchanged.
 //! assert!(!probation.set(&mut config, Number::Count(5)));
+//!
+//! // A hedge's `max` is 2 to 3 attempts in flight; the validator refuses 5 with the row's code.
+//! let max = Setting::find(HedgeConfig::SETTINGS, "max").unwrap();
+//! assert!(max.range.admits(Number::Count(2)));
+//! assert!(!max.range.admits(Number::Count(5)));
+//! assert_eq!(max.range.code(), Some("policy::hedge-max-out-of-range"));
 //! ```
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::time::Duration;
 
@@ -52,6 +61,18 @@ pub enum Number {
     Share(f64),
 }
 
+/// Values of the same unit compare; values of different units do not.
+impl PartialOrd for Number {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        match (self, other) {
+            (Self::Duration(a), Self::Duration(b)) => a.partial_cmp(b),
+            (Self::Count(a), Self::Count(b)) => a.partial_cmp(b),
+            (Self::Share(a), Self::Share(b)) => a.partial_cmp(b),
+            _ => None,
+        }
+    }
+}
+
 impl Number {
     /// The unit of this value.
     #[must_use]
@@ -60,6 +81,95 @@ impl Number {
             Self::Duration(_) => Unit::Duration,
             Self::Count(_) => Unit::Count,
             Self::Share(_) => Unit::Share,
+        }
+    }
+}
+
+/// The values a [`Setting`] accepts, and how a front end reports one it refuses: with a stable
+/// code and a help that says what the number means and what to write.
+///
+/// Read by the one validator, which every front end asks: the `.policy` files, the attributes
+/// (lowered to the same model) and the overrides (merged into it) are refused alike, with the
+/// same code and help. A value with a sign or a unit of its own is refused earlier, where it is
+/// read (a negative duration, a count past `u32::MAX`). A rule that weighs one number against
+/// another (`max_queued` against `max_concurrent`) is not a range: it is the validator's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Range {
+    /// Every value of its unit (a `probation` of zero ends the probation with the opening).
+    Any,
+    /// Every duration but zero, which can never be met: refused as
+    /// [`Range::POSITIVE_CODE`], as every zero duration of the language is, with the message
+    /// "`KEY` must be longer than zero, found `0s`".
+    Positive,
+    /// From `least` to `most`, both included, in the setting's unit: a value outside is
+    /// refused with `code` and the message "KIND `NAME` has `KEY = VALUE`, outside LEAST to
+    /// MOST".
+    Within {
+        /// The smallest value accepted.
+        least: Number,
+        /// The largest value accepted.
+        most: Number,
+        /// The stable code of a value outside: `policy::hedge-max-out-of-range`.
+        code: &'static str,
+        /// The help printed with it; `{least}` and `{most}` stand for the bounds, written as
+        /// the language writes them.
+        help: &'static str,
+    },
+}
+
+impl Range {
+    /// The code of a zero refused by [`Range::Positive`].
+    pub const POSITIVE_CODE: &'static str = "policy::duration-not-positive";
+
+    /// Whether `value` is accepted (a value of another unit is not).
+    #[must_use]
+    pub fn admits(&self, value: Number) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Positive => matches!(value, Number::Duration(d) if !d.is_zero()),
+            Self::Within { least, most, .. } => {
+                value.partial_cmp(least).is_some_and(Ordering::is_ge)
+                    && value.partial_cmp(most).is_some_and(Ordering::is_le)
+            }
+        }
+    }
+
+    /// The stable code a refused value is reported with; `None` when every value is accepted.
+    #[must_use]
+    pub const fn code(&self) -> Option<&'static str> {
+        match self {
+            Self::Any => None,
+            Self::Positive => Some(Self::POSITIVE_CODE),
+            Self::Within { code, .. } => Some(code),
+        }
+    }
+
+    /// A value it refuses, for tests and examples: zero for a positive duration, the value
+    /// just past `most` (or else just below `least`) for a range; `None` when every value is
+    /// accepted.
+    #[must_use]
+    pub fn outside(&self) -> Option<Number> {
+        match *self {
+            Self::Any => None,
+            Self::Positive => Some(Number::Duration(Duration::ZERO)),
+            Self::Within { least, most, .. } => {
+                let above = match most {
+                    Number::Duration(d) => d
+                        .checked_add(Duration::from_millis(1))
+                        .map(Number::Duration),
+                    Number::Count(n) => n.checked_add(1).map(Number::Count),
+                    Number::Share(share) => Some(Number::Share(share + 0.01)),
+                };
+                let below = match least {
+                    Number::Duration(d) => d
+                        .checked_sub(Duration::from_millis(1))
+                        .map(Number::Duration),
+                    Number::Count(n) => n.checked_sub(1).map(Number::Count),
+                    Number::Share(share) => Some(Number::Share(share - 0.01)),
+                };
+                above.or(below).filter(|value| !self.admits(*value))
+            }
         }
     }
 }
@@ -124,6 +234,12 @@ pub struct Setting<C> {
     pub example: &'static str,
     /// Whether an override may move it under a running service.
     pub overridable: bool,
+    /// Whether an override may only lower it: by default from a quarter of the compiled value
+    /// up to that value, never above (the crate's `envelope` may widen it). For what keeps a
+    /// breaker open, where a longer value keeps the dependency refused longer.
+    pub override_at_most_compiled: bool,
+    /// The values it accepts, and the code and help a refused one is reported with.
+    pub range: Range,
     /// How it is read and written.
     pub access: Access<C>,
 }
@@ -144,6 +260,8 @@ impl<C> fmt::Debug for Setting<C> {
             .field("builder", &self.builder)
             .field("example", &self.example)
             .field("overridable", &self.overridable)
+            .field("override_at_most_compiled", &self.override_at_most_compiled)
+            .field("range", &self.range)
             .finish_non_exhaustive()
     }
 }
@@ -232,6 +350,55 @@ mod tests {
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), all, "a key twice");
+    }
+
+    /// Every row's default is within its range, and a range that refuses anything names a
+    /// value it refuses and a code for it.
+    fn ranges_hold<C>(table: &[Setting<C>], config: &C) {
+        for setting in table {
+            if let Some(value) = setting.get(config) {
+                assert!(setting.range.admits(value), "{}'s default", setting.key);
+            }
+            match setting.range.outside() {
+                Some(outside) => {
+                    assert_eq!(outside.unit(), setting.unit(), "{}", setting.key);
+                    assert!(!setting.range.admits(outside), "{}", setting.key);
+                    let code = setting.range.code().unwrap_or_default();
+                    assert!(code.starts_with("policy::"), "{}", setting.key);
+                }
+                None => assert_eq!(setting.range, Range::Any, "{}", setting.key),
+            }
+            if let Range::Within { least, most, .. } = setting.range {
+                assert_eq!(least.unit(), setting.unit(), "{}", setting.key);
+                assert!(setting.range.admits(least) && setting.range.admits(most));
+            }
+        }
+    }
+
+    #[test]
+    fn every_default_is_within_its_range() {
+        ranges_hold(BreakerConfig::SETTINGS, &BreakerConfig::DEFAULT);
+        ranges_hold(BulkheadConfig::SETTINGS, &BulkheadConfig::DEFAULT);
+        ranges_hold(RetryConfig::SETTINGS, &RetryConfig::DEFAULT);
+        ranges_hold(HedgeConfig::SETTINGS, &HedgeConfig::DEFAULT);
+    }
+
+    #[test]
+    fn a_range_admits_its_unit_only() {
+        assert!(Range::Positive.admits(Number::Duration(Duration::from_millis(1))));
+        assert!(!Range::Positive.admits(Number::Duration(Duration::ZERO)));
+        assert!(!Range::Positive.admits(Number::Count(1)));
+        let within = Range::Within {
+            least: Number::Count(2),
+            most: Number::Count(3),
+            code: "policy::test",
+            help: "",
+        };
+        assert!(!within.admits(Number::Count(1)));
+        assert!(within.admits(Number::Count(3)));
+        assert!(!within.admits(Number::Share(2.5)));
+        assert_eq!(within.outside(), Some(Number::Count(4)));
+        assert_eq!(Range::Any.outside(), None);
     }
 
     #[test]

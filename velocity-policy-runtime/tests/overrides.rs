@@ -515,3 +515,46 @@ async fn an_override_shortens_a_breakers_probation() {
     policies.set("breaker search { probation = 1s }");
     assert!(overrides.reload().is_err(), "below a quarter of the window");
 }
+
+/// Every overridable row of a table whose range refuses something, set outside it by an
+/// override, is refused at startup with the row's code: the runtime asks the one validator,
+/// which reads the range from the row.
+#[test]
+fn every_overridable_range_is_refused_with_its_code() {
+    use velocity_policy_lang::units::format_duration;
+    use velocity_policy_lang::{BreakerConfig, Number, RetryConfig, Setting};
+
+    fn refusing<C>(table: &[Setting<C>]) -> Vec<(&'static str, String, &'static str)> {
+        table
+            .iter()
+            .filter(|setting| setting.overridable)
+            .filter_map(|setting| {
+                let value = match setting.range.outside()? {
+                    Number::Duration(d) => format_duration(d),
+                    Number::Count(n) => n.to_string(),
+                    Number::Share(share) => share.to_string(),
+                };
+                Some((setting.key, value, setting.range.code()?))
+            })
+            .collect()
+    }
+    let policies = Policies::new("ranges");
+    let mut checked = 0;
+    for (stanza, rows) in [
+        ("breaker search", refusing(BreakerConfig::SETTINGS)),
+        ("retry transient", refusing(RetryConfig::SETTINGS)),
+    ] {
+        for (key, value, code) in rows {
+            checked += 1;
+            let text = format!("{stanza} {{ {key} = {value} }}");
+            policies.set(&text);
+            let refused = load(&policies, fresh(), true).unwrap_err();
+            let OverridesError::Refused { codes, .. } = &refused else {
+                panic!("{refused}");
+            };
+            assert_eq!(codes, &[code], "{text}");
+        }
+    }
+    // `max_retry_after` and `attempt_timeout` today.
+    assert!(checked >= 2, "{checked} ranges checked");
+}

@@ -33,7 +33,7 @@ pub use velocity_policy_model::{
 /// A mechanism's optional numbers are rows of a table beside its configuration
 /// ([`BreakerConfig::SETTINGS`], ...): the lowering, the attributes, the expansion and the
 /// overrides read them through [`MechanismSpec`].
-pub use velocity_policy_model::{Number, Setting, Unit};
+pub use velocity_policy_model::{Number, Range, Setting, Unit};
 
 mod delivery;
 
@@ -304,6 +304,8 @@ pub trait MechanismSpec {
     fn config(&self) -> &Self::Config;
     /// Where its table settings were written.
     fn written(&self) -> &Written;
+    /// The stanza, where a setting not written (its default in force) is located.
+    fn loc(&self) -> Loc;
     /// Both, to change them.
     fn parts_mut(&mut self) -> (&mut Self::Config, &mut Written);
 
@@ -450,6 +452,9 @@ impl MechanismSpec for BreakerSpec {
     }
     fn written(&self) -> &Written {
         &self.at.settings
+    }
+    fn loc(&self) -> Loc {
+        self.loc
     }
     fn parts_mut(&mut self) -> (&mut BreakerConfig, &mut Written) {
         (&mut self.config, &mut self.at.settings)
@@ -599,6 +604,9 @@ impl MechanismSpec for BulkheadSpec {
     }
     fn written(&self) -> &Written {
         &self.at.settings
+    }
+    fn loc(&self) -> Loc {
+        self.loc
     }
     fn parts_mut(&mut self) -> (&mut BulkheadConfig, &mut Written) {
         (&mut self.config, &mut self.at.settings)
@@ -891,6 +899,9 @@ impl MechanismSpec for HedgeSpec {
     fn written(&self) -> &Written {
         &self.at.settings
     }
+    fn loc(&self) -> Loc {
+        self.loc
+    }
     fn parts_mut(&mut self) -> (&mut HedgeConfig, &mut Written) {
         (&mut self.config, &mut self.at.settings)
     }
@@ -1025,6 +1036,9 @@ impl MechanismSpec for RetrySpec {
     fn written(&self) -> &Written {
         &self.at.settings
     }
+    fn loc(&self) -> Loc {
+        self.loc
+    }
     fn parts_mut(&mut self) -> (&mut RetryConfig, &mut Written) {
         (&mut self.config, &mut self.at.settings)
     }
@@ -1113,10 +1127,30 @@ impl EnvelopeSpec {
     pub const DEFAULT_LOW: f64 = 0.25;
     /// ...to four times it.
     pub const DEFAULT_HIGH: f64 = 4.0;
-    /// Settings whose override may never exceed the compiled value by default: what keeps a
-    /// breaker open (a larger one disables the dependency longer).
+    /// Settings written by hand (not rows of a table) whose override may never exceed the
+    /// compiled value by default: what keeps a breaker open (a larger one disables the
+    /// dependency longer). A row of a table says so itself,
+    /// [`override_at_most_compiled`](Setting::override_at_most_compiled) (`max_retry_after`).
     pub const AT_MOST_COMPILED: &'static [(&'static str, &'static str)] =
-        &[("breaker", "cooldown"), ("breaker", "max_retry_after")];
+        &[("breaker", "cooldown")];
+
+    /// Whether an override of `key` in a `keyword` stanza may never exceed the compiled value by
+    /// default: [`AT_MOST_COMPILED`](Self::AT_MOST_COMPILED), or a row of the mechanism's
+    /// table that says so.
+    #[must_use]
+    pub fn at_most_compiled(keyword: &str, key: &str) -> bool {
+        fn row<C>(table: &[Setting<C>], key: &str) -> bool {
+            Setting::find(table, key).is_some_and(|setting| setting.override_at_most_compiled)
+        }
+        Self::AT_MOST_COMPILED.contains(&(keyword, key))
+            || match keyword {
+                "breaker" => row(BreakerConfig::SETTINGS, key),
+                "bulkhead" => row(BulkheadConfig::SETTINGS, key),
+                "retry" => row(RetryConfig::SETTINGS, key),
+                "hedge" => row(HedgeConfig::SETTINGS, key),
+                _ => false,
+            }
+    }
 }
 
 /// `shedding { deferred at load 0.5; background at load 0.25 }`.
