@@ -700,6 +700,17 @@ pin_project! {
     }
 }
 
+impl Timer {
+    /// A timer armed for `at`, made where it is returned (the timer made inside the `Run`'s
+    /// poll was moved twice on its way into place).
+    #[inline(never)]
+    fn armed(at: Instant) -> Self {
+        Self::Armed {
+            sleep: tokio::time::sleep_until(at),
+        }
+    }
+}
+
 impl<F: Future> Future for Run<F> {
     type Output = Result<F::Output, DeadlineExceeded>;
 
@@ -712,9 +723,7 @@ impl<F: Future> Future for Run<F> {
         if let TimerProj::Unarmed = this.timer.as_mut().project() {
             // First Pending: only now is a timer worth arming (a future ready at once arms
             // none). A deadline already past fires on the timer's first poll.
-            this.timer.set(Timer::Armed {
-                sleep: tokio::time::sleep_until(this.deadline.at),
-            });
+            this.timer.set(Timer::armed(this.deadline.at));
         }
         match this.timer.project() {
             TimerProj::Armed { sleep } => match sleep.poll(cx) {

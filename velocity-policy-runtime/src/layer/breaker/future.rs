@@ -1,7 +1,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
@@ -66,36 +66,41 @@ where
                 breaker,
                 classify,
             } => {
-                let outcome = ready!(fut.poll(cx)).map_err(Into::into);
-                match &outcome {
-                    // The work never ran below us: nothing to learn about the dependency.
-                    Err(error) if is_refusal(error) => {}
-                    // It expired under a budget the caller shortened: the caller's, not the
-                    // dependency's.
-                    Err(error) if let Some(expired) = callers_expiry(error) => {
-                        breaker.record_callers_expiry(expired);
-                    }
-                    outcome => {
-                        let failed = classify.is_failure(outcome.as_ref());
-                        match outcome {
-                            // A drill's error (a fault injector below, such as the chaos
-                            // layer): the failure carries its drill's name, and an opening it
-                            // decides says so.
-                            Err(error)
-                                if failed
-                                    && let Some(injected) =
-                                        error.downcast_ref::<InjectedError>() =>
-                            {
-                                breaker.record_injected_failure(injected.name_arc());
-                            }
-                            _ => breaker.record(!failed),
-                        }
-                    }
+                let poll = fut.poll(cx);
+                // A response is counted where it lies and handed on with one move.
+                if let Poll::Ready(Ok(response)) = &poll {
+                    breaker.record(!classify.is_failure(Ok(response)));
                 }
-                Poll::Ready(outcome)
+                poll.map_err(|error| {
+                    let error = error.into();
+                    record_error(breaker, classify, &error);
+                    error
+                })
             }
             // A clone (reference counts only): a future polled again answers the same.
             StateProj::Refused { refusal } => Poll::Ready(Err(refusal.clone().into())),
         }
+    }
+}
+
+/// What an error tells `breaker`, as `classify` sees it.
+#[inline]
+fn record_error<T, C: Classify<T>>(breaker: &Breaker, classify: &C, error: &BoxError) {
+    // The work never ran below us: nothing to learn about the dependency.
+    if is_refusal(error) {
+        return;
+    }
+    // It expired under a budget the caller shortened: the caller's, not the dependency's.
+    if let Some(expired) = callers_expiry(error) {
+        breaker.record_callers_expiry(expired);
+        return;
+    }
+    let failed = classify.is_failure(Err(error));
+    // A drill's error (a fault injector below, such as the chaos layer): the failure carries
+    // its drill's name, and an opening it decides says so.
+    if failed && let Some(injected) = error.downcast_ref::<InjectedError>() {
+        breaker.record_injected_failure(injected.name_arc());
+    } else {
+        breaker.record(!failed);
     }
 }

@@ -4,7 +4,7 @@ use tower_service::Service;
 
 use super::ResponseFuture;
 use crate::layer::BoxError;
-use crate::{Bulkhead, Deadline, OwnedBulkheadPermit};
+use crate::{Bulkhead, Deadline};
 
 /// The service [`BulkheadLayer`](super::BulkheadLayer) makes.
 #[derive(Debug, Clone)]
@@ -39,26 +39,20 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    #[inline]
+    // Out of line on purpose: the request arrives by pointer and goes on to the layer below
+    // (inlined here) as it is. Inlined into the layer above, with the slot's compare-and-swap
+    // (whose ordering LLVM takes for a write to all memory) before the hand-over, it was copied
+    // on its way (`benches/layers.rs`).
+    #[inline(never)]
     fn call(&mut self, request: Request) -> Self::Future {
         // The slot is taken here, not in `poll_ready`: a slot held by a service that was polled
         // ready but then not called (a layer above refused) would be missing from every other
         // user of the same bulkhead by name.
-        if let Some(permit) = take_slot(&self.bulkhead) {
+        if let Some(permit) = self.bulkhead.take_free_owned() {
             return ResponseFuture::admitted(self.inner.call(request), permit);
         }
         self.call_without_slot(request)
     }
-}
-
-/// A free slot, if there is one, taken out of line: the compare-and-swap's acquire ordering,
-/// inlined into `call`, counts as a write to all memory for LLVM, so the request (224 bytes for
-/// an `http::Request<()>`) was copied twice on its way through `DeadlineService::call`. Behind
-/// a call that never sees the request, once (`benches/layers.rs`: 614 -> 606 instructions a
-/// call; see BENCHMARKS.md).
-#[inline(never)]
-fn take_slot(bulkhead: &Bulkhead) -> Option<OwnedBulkheadPermit> {
-    bulkhead.take_free_owned()
 }
 
 impl<S> BulkheadService<S> {

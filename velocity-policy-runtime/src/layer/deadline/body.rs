@@ -13,31 +13,42 @@ pin_project! {
     /// answer the layer gives itself has an empty one.
     pub struct DeadlineBody<B> {
         #[pin]
-        inner: Option<B>,
-        deadline: Option<Deadline>,
+        inner: Inner<B>,
+    }
+}
+
+pin_project! {
+    // One tag for both cases (an empty body has no deadline either): the response that carries
+    // it is a word smaller, and it is moved on every call.
+    #[project = InnerProj]
+    enum Inner<B> {
+        Scoped { #[pin] body: B, deadline: Deadline },
+        Empty,
     }
 }
 
 impl<B> DeadlineBody<B> {
-    pub(super) fn new(inner: B, deadline: Deadline) -> Self {
+    pub(super) fn new(body: B, deadline: Deadline) -> Self {
         Self {
-            inner: Some(inner),
-            deadline: Some(deadline),
+            inner: Inner::Scoped { body, deadline },
         }
     }
 
     pub(super) fn empty() -> Self {
         Self {
-            inner: None,
-            deadline: None,
+            inner: Inner::Empty,
         }
     }
 }
 
 impl<B> fmt::Debug for DeadlineBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deadline = match &self.inner {
+            Inner::Scoped { deadline, .. } => Some(deadline),
+            Inner::Empty => None,
+        };
         f.debug_struct("DeadlineBody")
-            .field("deadline", &self.deadline)
+            .field("deadline", &deadline)
             .finish_non_exhaustive()
     }
 }
@@ -50,21 +61,23 @@ impl<B: Body> Body for DeadlineBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let this = self.project();
-        match (this.inner.as_pin_mut(), this.deadline) {
-            (Some(inner), Some(deadline)) => deadline.sync_scope(|| inner.poll_frame(cx)),
-            (Some(inner), None) => inner.poll_frame(cx),
-            (None, _) => Poll::Ready(None),
+        match self.project().inner.project() {
+            InnerProj::Scoped { body, deadline } => deadline.sync_scope(|| body.poll_frame(cx)),
+            InnerProj::Empty => Poll::Ready(None),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Body::is_end_stream)
+        match &self.inner {
+            Inner::Scoped { body, .. } => body.is_end_stream(),
+            Inner::Empty => true,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+        match &self.inner {
+            Inner::Scoped { body, .. } => body.size_hint(),
+            Inner::Empty => SizeHint::with_exact(0),
+        }
     }
 }

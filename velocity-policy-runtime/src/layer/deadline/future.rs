@@ -105,10 +105,18 @@ where
             return Poll::Ready(Ok(answer(*this.grpc, "x-refusal", "insufficient_budget")));
         };
         let deadline = *deadline;
-        if let Poll::Ready(result) = deadline.sync_scope(|| fut.poll(cx)) {
-            return Poll::Ready(
-                result.map(|response| response.map(|b| DeadlineBody::new(b, deadline))),
-            );
+        // The handler's response taken apart and put together around its body in one match
+        // arm: moved fewer times than through `Result::map` and then `Response::map`.
+        match deadline.sync_scope(|| fut.poll(cx)) {
+            Poll::Ready(Ok(response)) => {
+                let (head, body) = response.into_parts();
+                return Poll::Ready(Ok(Response::from_parts(
+                    head,
+                    DeadlineBody::new(body, deadline),
+                )));
+            }
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => {}
         }
         if this.sleep.is_none() {
             // First Pending: only now is a timer worth arming. A deadline already past fires on
