@@ -190,22 +190,23 @@
 //! # Capacity
 //!
 //! Measured by the fleet simulation with 10, 50 and 200 instances on one `redis-server`
-//! (BENCHMARKS.md has the tables; a 2-core machine under load, so read these as orders of
-//! magnitude). Per instance: **0 commands per call** on the success path, one command per
-//! re-sync (every 5 s, plus one per open breaker), one script per failure reported while a
-//! breaker is closed (about 40 µs of Redis CPU each), about 1 command a second per open
-//! breaker while it stays open (a probe after each cooldown), two connections and about 78 KB
-//! of Redis memory. An opening costs the server about 4.5 µs per subscriber to fan out.
+//! (BENCHMARKS.md has the tables; a 2-core machine, so read these as orders of magnitude).
+//! Per instance: **0 commands per call** on the success path, one command per re-sync (every
+//! 5 s, plus one per open breaker), one script per failure reported while a breaker is closed
+//! (about 21 µs of Redis CPU each, the report's signature checked), about 1 command a second
+//! per open breaker while it stays open (a probe after each cooldown), two connections and
+//! about 77 KB of Redis memory. An opening costs the server about 5.4 µs per subscriber to fan
+//! out.
 //!
-//! - **1,000 instances:** about 170 commands a second when healthy, 2,000 connections, 80 MB;
-//!   an opening is 4.5 ms of the server's time; 10,000 failure reports a second (10 per
-//!   instance) are 40% of a core. One small Redis (or a three-node cluster, for failover).
+//! - **1,000 instances:** about 170 commands a second when healthy, 2,000 connections, 77 MB;
+//!   an opening is 5.4 ms of the server's time; 10,000 failure reports a second (10 per
+//!   instance) are a fifth of a core. One small Redis (or a three-node cluster, for failover).
 //! - **10,000 instances:** about 1,700 commands a second when healthy, 20,000 connections
-//!   (raise `maxclients`, 10,000 by default), 800 MB; an opening is 45 ms of the server's one
-//!   thread, so about 20 openings a second would saturate it.
+//!   (raise `maxclients`, 10,000 by default), 770 MB; an opening is 54 ms of the server's one
+//!   thread, so about 18 openings a second would saturate it.
 //!
 //! Where it stops scaling: every report for one breaker runs on the primary that holds its
-//! hash tag (about 25,000 a second per breaker, however large the cluster), and every opening
+//! hash tag (about 48,000 a second per breaker, however large the cluster), and every opening
 //! is written by one server to every subscriber of the one events channel. Past that: report
 //! failures in batches or share openings only ([`Sharing::TripsOnly`], or a quorum of
 //! instances that opened on their own counts), re-sync less often
