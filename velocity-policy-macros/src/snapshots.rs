@@ -302,6 +302,15 @@ fn an_inline_breakers_probation_is_part_of_its_declared_config() {
 /// Every row of a mechanism's settings table is an inline key, written with its example as
 /// an attribute writes it (`"5s"` for a duration), and emitted as its builder; a second one is
 /// refused at the key.
+/// Each mechanism with a settings table written inline in an attribute, its required settings
+/// given and `KEY` where a table row goes: breaker, bulkhead, retry, hedge.
+const INLINE_WITH_KEY: [&str; 4] = [
+    "breaker(failures = 3, within = \"10m\", cooldown = \"20s\", KEY)",
+    "bulkhead(max_concurrent = 4, KEY)",
+    "retry(attempts = 3, KEY)",
+    "hedge(after = \"p95\", KEY)",
+];
+
 #[test]
 fn every_row_of_every_table_is_an_inline_key_emitted_as_its_builder() {
     use velocity_policy_lang::{
@@ -320,17 +329,12 @@ fn every_row_of_every_table_is_an_inline_key_emitted_as_its_builder() {
             })
             .collect()
     }
+    let [breaker, bulkhead, retry, hedge] = INLINE_WITH_KEY;
     let mechanisms = [
-        (
-            "breaker(failures = 3, within = \"10m\", cooldown = \"20s\", KEY)",
-            rows(BreakerConfig::SETTINGS),
-        ),
-        (
-            "bulkhead(max_concurrent = 4, KEY)",
-            rows(BulkheadConfig::SETTINGS),
-        ),
-        ("retry(attempts = 3, KEY)", rows(RetryConfig::SETTINGS)),
-        ("hedge(after = \"p95\", KEY)", rows(HedgeConfig::SETTINGS)),
+        (breaker, rows(BreakerConfig::SETTINGS)),
+        (bulkhead, rows(BulkheadConfig::SETTINGS)),
+        (retry, rows(RetryConfig::SETTINGS)),
+        (hedge, rows(HedgeConfig::SETTINGS)),
     ];
     for (inline, rows) in mechanisms {
         for (key, builder, value) in rows {
@@ -393,20 +397,12 @@ fn every_range_of_every_table_is_refused_inline_with_its_code() {
             })
             .collect()
     }
+    let [breaker, bulkhead, retry, hedge] = INLINE_WITH_KEY;
     let mechanisms = [
-        (
-            "breaker(failures = 3, within = \"10m\", cooldown = \"20s\", KEY)",
-            outside(BreakerConfig::SETTINGS),
-        ),
-        (
-            "bulkhead(max_concurrent = 4, KEY)",
-            outside(BulkheadConfig::SETTINGS),
-        ),
-        ("retry(attempts = 3, KEY)", outside(RetryConfig::SETTINGS)),
-        (
-            "hedge(after = \"p95\", KEY)",
-            outside(HedgeConfig::SETTINGS),
-        ),
+        (breaker, outside(BreakerConfig::SETTINGS)),
+        (bulkhead, outside(BulkheadConfig::SETTINGS)),
+        (retry, outside(RetryConfig::SETTINGS)),
+        (hedge, outside(HedgeConfig::SETTINGS)),
     ];
     let mut checked = 0;
     for (inline, rows) in mechanisms {
