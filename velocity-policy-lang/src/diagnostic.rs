@@ -708,7 +708,7 @@ impl Kind {
             Kind::MinBudgetExceedsDeadline { deadline, .. } => Rule::error("policy::min-budget-exceeds-deadline", format!("the operation could never start: lower `min_budget` below {deadline}, or raise the deadline")),
             Kind::AttemptTimeoutExceedsDeadline { deadline, .. } => Rule::error("policy::attempt-timeout-exceeds-deadline", format!("an attempt can never run to its timeout: lower `attempt_timeout` to {deadline} or less, or raise the deadline")),
             Kind::RequestMinBudgetExceedsDeadline { deadline, .. } => Rule::error("policy::request-min-budget-exceeds-deadline", format!("every request would be refused before it starts: lower `min_budget` below {deadline}, or raise the deadline")),
-            Kind::DurationNotPositive { key, .. } => Rule::error(crate::Range::POSITIVE_CODE, format!("a zero or negative `{key}` can never be met: give a positive duration such as `100ms`")),
+            Kind::DurationNotPositive { key, .. } => Rule::error(velocity_policy_model::Range::POSITIVE_CODE, format!("a zero or negative `{key}` can never be met: give a positive duration such as `100ms`")),
             Kind::ZeroAttempts { .. } => Rule::error("policy::zero-attempts", "`attempts` counts the first attempt too: use `attempts = 1` for no retry, or more to retry".to_owned()),
             Kind::ZeroCount { help, .. } => Rule::error("policy::zero-count", help.clone()),
             Kind::RatioOutOfRange { .. } => Rule::error("policy::ratio-out-of-range", "write a share such as `50%` or `0.5`".to_owned()),
