@@ -257,6 +257,72 @@ async fn the_layer_applies_the_operations_settings_from_the_file() {
     assert_eq!(entries("shared_index"), 1);
 }
 
+/// The attribute side of the operation `hangs_through_attribute`: a dependency that never
+/// answers.
+#[velocity_policy::critical]
+#[velocity_policy::idempotent]
+async fn hangs_through_attribute() -> Result<u32, AppError> {
+    std::future::pending().await
+}
+
+fn breaker_snapshot(name: &str) -> velocity_policy::breaker::BreakerSnapshot {
+    Registry::global().find_breaker(name).unwrap().snapshot()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dependency_that_hangs_opens_the_breaker_through_the_attribute_and_the_layer_alike() {
+    // The attribute: three attempts, each out of its 100 ms, are three failures.
+    let started = tokio::time::Instant::now();
+    assert!(matches!(
+        hangs_through_attribute().await,
+        Err(AppError::TimedOut(_))
+    ));
+    let attribute_waited = started.elapsed();
+    // The layer over the same operation, written as `operation_layer!`: the retry's attempt
+    // timeout drops the breaker's call, and the breaker counts it as the attribute does.
+    let calls = Arc::new(AtomicU32::new(0));
+    let service = {
+        let calls = calls.clone();
+        tower::service_fn(move |()| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<Result<u32, BoxError>>()
+        })
+    };
+    let mut layered = velocity_policy::operation_layer!("hangs_through_layer")
+        .layer(Idempotent::service(service));
+    let started = tokio::time::Instant::now();
+    let error = layered.ready().await.unwrap().call(()).await.unwrap_err();
+    assert!(error.is::<DeadlineExceeded>(), "{error}");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let (attribute, layer) = (
+        breaker_snapshot("hanging_attribute"),
+        breaker_snapshot("hanging_layer"),
+    );
+    assert_eq!(
+        (attribute.failures, attribute.state),
+        (3, BreakerState::Open)
+    );
+    assert_eq!((layer.failures, layer.state), (3, BreakerState::Open));
+    // Three attempts of 100 ms and two pauses of at most 2 ms, through either.
+    for waited in [attribute_waited, started.elapsed()] {
+        assert!(
+            (Duration::from_millis(300)..Duration::from_millis(305)).contains(&waited),
+            "{waited:?}"
+        );
+    }
+
+    // Open, either refuses at once: no request pays the timeout again.
+    let started = tokio::time::Instant::now();
+    match hangs_through_attribute().await {
+        Err(AppError::Refused(refusal)) => assert_eq!(refusal.kind(), RefusalKind::BreakerOpen),
+        other => panic!("expected the breaker open, got {other:?}"),
+    }
+    let error = layered.ready().await.unwrap().call(()).await.unwrap_err();
+    assert_eq!(refusal(&error), RefusalKind::BreakerOpen);
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
 // ---- One span per layer call, named after the operation (issue 20) ----
 
 #[test]

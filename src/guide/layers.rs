@@ -39,6 +39,13 @@
 //! # fn main() {}
 //! ```
 //!
+//! Put the deadline above the breaker, as here: a call that never answers is then a failure of
+//! the breaker when the deadline gives up on it (or a caller's expiry, never a failure, when the
+//! caller's header decided the deadline), so a dependency that hangs opens the breaker instead of
+//! costing every request its whole budget. A retry's attempt timeout above the breaker counts the
+//! same way. tower's own `TimeoutLayer` puts no deadline in scope: a breaker below it cannot tell
+//! a timeout from a caller gone, and records neither.
+//!
 //! A whole `.policy` operation is one layer, `velocity_policy::operation_layer!("name")`: the macro reads
 //! the crate's `.policy` files at compile time as the attributes do (an unknown name is a compile
 //! error naming the files searched and the closest name) and builds an `OperationLayer` over the

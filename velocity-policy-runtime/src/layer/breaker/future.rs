@@ -8,21 +8,51 @@ use pin_project_lite::pin_project;
 use super::Classify;
 use crate::error::InjectedError;
 use crate::layer::{BoxError, callers_expiry, is_refusal};
-use crate::{Breaker, ResilienceError};
+use crate::{Breaker, Deadline, ResilienceError};
 
 pin_project! {
     /// The response future of [`BreakerService`](super::BreakerService).
+    ///
+    /// Dropped unfinished once the deadline that was in scope at `call` has passed (the
+    /// request's `DeadlineLayer`, a [`RetryLayer`](crate::layer::RetryLayer)'s
+    /// attempt timeout or an `OperationLayer` above stopped waiting), it records that expiry
+    /// as the attribute records an attempt that ran out of time: a failure, or a caller's
+    /// expiry when the caller's budget decided the deadline. Dropped for any other reason (a
+    /// hedge's slower attempt, a caller gone), it records nothing.
     pub struct ResponseFuture<F, C> {
         #[pin]
         state: State<F, C>,
+    }
+
+    impl<F, C> PinnedDrop for ResponseFuture<F, C> {
+        fn drop(this: Pin<&mut Self>) {
+            if let StateProj::Admitted { breaker, deadline: Some(deadline), .. } =
+                this.project().state.project()
+            {
+                dropped_unfinished(breaker, *deadline);
+            }
+        }
     }
 }
 
 pin_project! {
     #[project = StateProj]
     enum State<F, C> {
-        Admitted { #[pin] fut: F, breaker: Breaker, classify: C },
+        // `deadline`: the one in scope at `call`, until the inner future finishes (then
+        // `None`: an outcome was recorded, and a drop has nothing to add). Kept whole: a
+        // two-word form (an offset from a process origin) cost the layer stack 29 instructions
+        // a call ready instead of 74, but 138 waiting once instead of 64 (callgrind), and a
+        // call through a breaker usually waits.
+        Admitted { #[pin] fut: F, breaker: Breaker, classify: C, deadline: Option<Deadline> },
         Refused { refusal: ResilienceError },
+    }
+}
+
+/// An admitted call dropped before its outcome: an expiry if its deadline has passed.
+#[cold]
+fn dropped_unfinished(breaker: &Breaker, deadline: Deadline) {
+    if deadline.is_expired() {
+        breaker.record_expiry(deadline.exceeded());
     }
 }
 
@@ -33,6 +63,7 @@ impl<F, C> ResponseFuture<F, C> {
                 fut,
                 breaker,
                 classify,
+                deadline: Deadline::current(),
             },
         }
     }
@@ -65,8 +96,12 @@ where
                 fut,
                 breaker,
                 classify,
+                deadline,
             } => {
                 let poll = fut.poll(cx);
+                if poll.is_ready() {
+                    *deadline = None;
+                }
                 // A response is counted where it lies and handed on with one move.
                 if let Poll::Ready(Ok(response)) = &poll {
                     breaker.record(!classify.is_failure(Ok(response)));
