@@ -40,9 +40,9 @@ pin_project! {
     enum State<F, C> {
         // `deadline`: the one in scope at `call`, until the inner future finishes (then
         // `None`: an outcome was recorded, and a drop has nothing to add). Kept whole: a
-        // two-word form (an offset from a process origin) cost the layer stack 29 instructions
-        // a call ready instead of 74, but 138 waiting once instead of 64 (callgrind), and a
-        // call through a breaker usually waits.
+        // two-word form cost less for a call answered at once but more for one that waits,
+        // as a call through a breaker usually does (BENCHMARKS.md, "The mechanisms as tower
+        // layers").
         Admitted { #[pin] fut: F, breaker: Breaker, classify: C, deadline: Option<Deadline> },
         Refused { refusal: ResilienceError },
     }
