@@ -38,6 +38,17 @@ fn breaker(name: &str) -> Breaker {
         .build()
 }
 
+/// A retry policy of three attempts of at most `attempt_timeout` each, with pauses of 1 or 2 ms.
+fn three_attempts(name: &str, attempt_timeout: Duration) -> Arc<RetryPolicy> {
+    Arc::new(
+        RetryPolicy::builder(name)
+            .attempts(3)
+            .backoff(MS, 2 * MS)
+            .attempt_timeout(attempt_timeout)
+            .build(),
+    )
+}
+
 fn refusal(error: &velocity_policy_runtime::layer::BoxError) -> Option<RefusalKind> {
     error
         .downcast_ref::<ResilienceError>()
@@ -104,13 +115,7 @@ async fn a_callers_short_deadline_never_opens_the_breaker() {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_retry_layers_attempt_timeouts_open_the_breaker_below_it() {
     let breaker = breaker("expiry-retry");
-    let policy = Arc::new(
-        RetryPolicy::builder("expiry-retry")
-            .attempts(3)
-            .backoff(MS, 2 * MS)
-            .attempt_timeout(100 * MS)
-            .build(),
-    );
+    let policy = three_attempts("expiry-retry", 100 * MS);
     let calls = Arc::new(AtomicU32::new(0));
     let mut svc = ServiceBuilder::new()
         .layer(RetryLayer::new(policy.clone()))
@@ -134,13 +139,7 @@ async fn a_retry_layers_attempt_timeouts_open_the_breaker_below_it() {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn an_operation_layers_attempts_that_hang_open_its_breaker() {
     let breaker = breaker("expiry-operation");
-    let policy = Arc::new(
-        RetryPolicy::builder("expiry-operation")
-            .attempts(3)
-            .backoff(MS, 2 * MS)
-            .attempt_timeout(150 * MS)
-            .build(),
-    );
+    let policy = three_attempts("expiry-operation", 150 * MS);
     let calls = Arc::new(AtomicU32::new(0));
     let mut svc = OperationLayer::new("expiry-operation", Duration::from_secs(1))
         .breaker(breaker.clone())
